@@ -1,0 +1,30 @@
+"""Errors that name the file, line or key at fault."""
+from __future__ import annotations
+
+
+class FairnessTestsError(Exception):
+    """Base class for every error this package raises on bad input."""
+
+
+class DataError(FairnessTestsError):
+    """Bad, missing or mismatched input data. The message names file and line/key."""
+
+    def __init__(self, message: str, path: object = None, line: int | None = None,
+                 key: str | None = None):
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if line is not None:
+            where.append(f"line {line}")
+        if key is not None:
+            where.append(f"key {key!r}")
+        self.path, self.line, self.key = path, line, key
+        super().__init__(f"{': '.join([', '.join(where)] if where else [])}{': ' if where else ''}{message}")
+
+
+class ConfigError(DataError):
+    """A bad threshold, protocol, rubric or card file."""
+
+
+class MissingResponsesError(FairnessTestsError):
+    """Replay mode asked for responses that were never recorded."""

@@ -1,0 +1,115 @@
+"""One request/response model for both protocols.
+
+A :class:`Request` is everything that can change a model's output; its
+:meth:`Request.key` (sha256 of a canonical JSON of those fields) is the response
+store's primary key. ``meta`` carries the protocol's columns (dataset, item id,
+slice, family, ...) so records can be joined back; it is NOT part of the key.
+
+Kinds:
+- ``"choice"``: a multiple-choice question; ``choices`` are the answer letters
+  (e.g. ``("a", "b", "c")``); the response carries the parsed answer index and,
+  when the backend can give them, the letters' probabilities.
+- ``"generate"``: open-ended generation; the response carries the text.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Status = Literal["ok", "error", "refused"]
+STATUSES = ("ok", "error", "refused")
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+
+
+@dataclass(frozen=True)
+class Decoding:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 16
+
+    def label(self) -> str:
+        """Readable id, e.g. ``t0.7_p0.95``."""
+        return f"t{self.temperature:g}_p{self.top_p:g}"
+
+
+@dataclass(frozen=True)
+class Request:
+    messages: tuple[Message, ...]
+    decoding: Decoding = Decoding()
+    seed: int = 0
+    repeat: int = 0
+    backend: str = "replay"
+    model: str = ""
+    api_base: str | None = None
+    kind: Literal["choice", "generate"] = "generate"
+    choices: tuple[str, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def key_fields(self) -> dict[str, Any]:
+        """The fields hashed into the key: all that can change the output."""
+        return {
+            "backend": self.backend,
+            "model": self.model,
+            "api_base": self.api_base or None,
+            "kind": self.kind,
+            "messages": [[m.role, m.content] for m in self.messages],
+            "choices": list(self.choices),
+            "decoding": asdict(self.decoding),
+            "seed": int(self.seed),
+            "repeat": int(self.repeat),
+        }
+
+    def key(self) -> str:
+        blob = json.dumps(self.key_fields(), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def prompt_key(self) -> str:
+        """Key of the prompt without the repeat index (and seed): requests that differ
+        only in repeat share one forward pass in the transformers backend."""
+        f = self.key_fields()
+        f.pop("repeat")
+        f.pop("seed")
+        blob = json.dumps(f, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def with_(self, **changes: Any) -> "Request":
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d.update(changes)
+        return Request(**d)
+
+
+def chat(system: str | None, user: str) -> tuple[Message, ...]:
+    """Messages for a system prompt (optional) and one user turn."""
+    msgs = [] if not system else [Message("system", system)]
+    msgs.append(Message("user", user))
+    return tuple(msgs)
+
+
+@dataclass
+class Response:
+    key: str
+    text: str = ""
+    answer: int | None = None                   # parsed choice index; None = invalid / n.a.
+    letter_probs: list[float] | None = None     # P(letter) for each choice, when known
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    latency_s: float | None = None
+    cost_usd: float | None = None
+    status: Status = "ok"
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Response":
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        return cls(**known)
