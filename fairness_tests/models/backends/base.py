@@ -1,0 +1,52 @@
+"""The backend interface.
+
+A backend turns requests into responses. It never raises for a per-request
+failure: a request that finally fails becomes a ``Response(status="error")``
+(or ``"refused"`` when the provider refused). It knows nothing about the store:
+``models.runner.ask`` consults the store first and gives a backend only misses.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Iterable, Protocol, runtime_checkable
+
+from ..request import Request, Response
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    def answer(self, requests: list[Request],
+               on_response: Callable[[Request, Response], None] | None = None) -> list[Response]:
+        """Responses in the order of ``requests``. ``on_response`` is called as each
+        one completes (the runner stores it at once, so a crash loses nothing done)."""
+        ...
+
+    def info(self) -> dict[str, Any]:
+        """What the card records: backend name and version, model id, revision."""
+        ...
+
+
+_REGISTRY: dict[str, str] = {
+    "replay": "fairness_tests.models.backends.replay:ReplayBackend",
+    "litellm": "fairness_tests.models.backends.litellm_backend:LiteLLMBackend",
+    "transformers": "fairness_tests.models.backends.transformers_backend:TransformersBackend",
+}
+
+
+def register_backend(name: str, target: str) -> None:
+    """Register ``"module:Class"`` under ``name``."""
+    _REGISTRY[name] = target
+
+
+def get_backend(name: str, **options: Any) -> Backend:
+    if name not in _REGISTRY:
+        from ...errors import ConfigError
+        raise ConfigError(f"unknown backend {name!r}; known: {', '.join(sorted(_REGISTRY))}")
+    module, cls = _REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module), cls)(**options)
+
+
+def known_backends() -> Iterable[str]:
+    return sorted(_REGISTRY)
