@@ -99,6 +99,7 @@ class Response:
     text: str = ""
     answer: int | None = None                   # parsed choice index; None = invalid / n.a.
     letter_probs: list[float] | None = None     # P(letter) for each choice, when known
+    letter_mass: float | None = None            # P(any letter) over the full vocabulary at T=1, when known
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     latency_s: float | None = None
