@@ -1,0 +1,43 @@
+"""The replay backend: serves only what the store holds, never asks a model.
+
+Requests keep the backend/model they were recorded with (those fields are part
+of the key); replay only changes *who answers*: the store. A miss raises
+:class:`~fairness_tests.errors.MissingResponsesError` naming how many keys are
+missing, the first few (with their meta) and the command that records them.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..request import Request, Response
+from ..store import ResponseStore, open_store
+
+
+class ReplayBackend:
+    name = "replay"
+
+    def __init__(self, store: ResponseStore | None = None, store_path: str | None = None,
+                 parse_choice: Callable[[Request, str], int | None] | None = None,
+                 **_ignored: Any):
+        self._store = store
+        self._store_path = store_path
+        self.parse_choice = parse_choice
+
+    @property
+    def store(self) -> ResponseStore:
+        if self._store is None:
+            self._store = open_store(self._store_path)
+        return self._store
+
+    def answer(self, requests: list[Request],
+               on_response: Callable[[Request, Response], None] | None = None) -> list[Response]:
+        from ..runner import replay
+        out = replay(requests, self.store, parse_choice=self.parse_choice)
+        # nothing new was produced, so nothing is reported through on_response
+        return out
+
+    def secrets(self) -> list[str]:
+        return []
+
+    def info(self) -> dict[str, Any]:
+        return {"backend": "replay", "store": str(self.store.path)}

@@ -1,0 +1,162 @@
+"""A progress bar for long runs that stays readable under pytest and xdist.
+
+On a terminal it redraws one line (``\\r``) at most every ``tty_interval_s``.
+Anywhere else (pytest capture, CI logs, xdist workers, a file) it writes whole
+lines: every ``every_pct`` percent or every ``interval_s`` seconds, whichever
+comes first, plus a final line. Each line is written with one ``write`` call
+and flushed, prefixed with the xdist worker id (``[gw1]``), so lines from
+several workers never interleave mid-line.
+
+Where it goes: the ``stream`` argument, else ``$FAIRNESS_PROGRESS``: ``off``
+(nothing), ``stderr`` (default: the process's original stderr), or a file path
+(appended; one line per write, so all workers can share it).
+
+A line::
+
+    [gw0] bbq litellm:gpt-4o-mini  120/400  30%  8.1/s  ETA 35s  cached 40  tok 52.1k  $0.0123
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import IO, Any
+
+ENV_PROGRESS = "FAIRNESS_PROGRESS"
+
+
+def _fmt_duration(s: float) -> str:
+    if s != s or s == float("inf"):
+        return "?"
+    s = int(round(s))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def _fmt_count(n: float) -> str:
+    if n >= 1e6:
+        return f"{n / 1e6:.1f}M"
+    if n >= 1e3:
+        return f"{n / 1e3:.1f}k"
+    return f"{int(n)}"
+
+
+class Progress:
+    """Counts completed items; ``update`` is thread-safe."""
+
+    def __init__(self, total: int, label: str = "", *, stream: IO[str] | None = None,
+                 every_pct: float = 10.0, interval_s: float = 5.0, tty_interval_s: float = 0.2,
+                 show_tokens: bool = False, clock: Any = time.monotonic):
+        self.total = int(total)
+        self.label = label
+        self.every_pct = float(every_pct)
+        self.interval_s = float(interval_s)
+        self.tty_interval_s = float(tty_interval_s)
+        self.show_tokens = show_tokens
+        self._clock = clock
+        self._lock = threading.Lock()
+        self.done = 0
+        self.cached = 0
+        self.errors = 0
+        self.tokens = 0
+        self.cost_usd = 0.0
+        self._own_file: IO[str] | None = None
+        self.stream = stream if stream is not None else self._default_stream()
+        self._tty = bool(self.stream is not None and getattr(self.stream, "isatty", lambda: False)())
+        self._start = clock()
+        self._last_write = -1e18
+        self._last_pct_mark = -1.0
+        self._closed = False
+        self.lines_written = 0
+
+    def _default_stream(self) -> IO[str] | None:
+        dest = os.environ.get(ENV_PROGRESS, "stderr").strip()
+        if dest.lower() in ("off", "0", "none", "false", ""):
+            return None
+        if dest.lower() == "stderr":
+            return sys.__stderr__ or sys.stderr
+        self._own_file = open(dest, "a", encoding="utf-8", buffering=1)
+        return self._own_file
+
+    @property
+    def prefix(self) -> str:
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        return f"[{worker}] " if worker else ""
+
+    # -- updates ------------------------------------------------------------
+    def update(self, n: int = 1, *, tokens: int | None = None, cost_usd: float | None = None,
+               cached: bool = False, error: bool = False) -> None:
+        with self._lock:
+            self.done += n
+            if cached:
+                self.cached += n
+            if error:
+                self.errors += n
+            if tokens:
+                self.tokens += int(tokens)
+            if cost_usd:
+                self.cost_usd += float(cost_usd)
+            self._maybe_write()
+
+    def line(self) -> str:
+        elapsed = max(self._clock() - self._start, 1e-9)
+        fresh = self.done - self.cached
+        rate = fresh / elapsed
+        left = self.total - self.done
+        eta = left / rate if rate > 0 else (0.0 if left <= 0 else float("inf"))
+        pct = 100.0 * self.done / self.total if self.total else 100.0
+        parts = [f"{self.prefix}{self.label}".rstrip(),
+                 f"{self.done}/{self.total}", f"{pct:3.0f}%", f"{rate:.1f}/s",
+                 f"ETA {_fmt_duration(eta)}" if left > 0 else f"in {_fmt_duration(elapsed)}"]
+        if self.cached:
+            parts.append(f"cached {self.cached}")
+        if self.errors:
+            parts.append(f"errors {self.errors}")
+        if self.show_tokens or self.tokens or self.cost_usd:
+            parts.append(f"tok {_fmt_count(self.tokens)}")
+            parts.append(f"${self.cost_usd:.4f}")
+        return "  ".join(p for p in parts if p)
+
+    def _maybe_write(self, final: bool = False) -> None:
+        if self.stream is None or self._closed:
+            return
+        now = self._clock()
+        pct = 100.0 * self.done / self.total if self.total else 100.0
+        if self._tty:
+            if final or now - self._last_write >= self.tty_interval_s:
+                self._emit("\r" + self.line() + "\x1b[K" + ("\n" if final else ""))
+                self._last_write = now
+            return
+        due_pct = pct >= self._last_pct_mark + self.every_pct
+        due_time = now - self._last_write >= self.interval_s
+        if final or due_pct or due_time:
+            self._emit(self.line() + "\n")
+            self._last_write = now
+            self._last_pct_mark = pct - (pct % self.every_pct) if self.every_pct else pct
+
+    def _emit(self, text: str) -> None:
+        try:
+            self.stream.write(text)   # one write per line: no interleaving
+            self.stream.flush()
+            self.lines_written += 1
+        except (OSError, ValueError):
+            self.stream = None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._maybe_write(final=True)
+            self._closed = True
+            if self._own_file is not None:
+                self._own_file.close()
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,260 @@
+"""Ask a backend, through the store: every answer is asked once and kept.
+
+:func:`ask` looks every request up in the store; only misses go to the
+backend, after this process has *claimed* them (a lease in the store, so xdist
+workers and parallel runs never ask the same key twice at once). Misses go in
+batches; each response is committed the moment the backend reports it (via
+``on_response``), so a crash loses nothing done and a re-run asks only for
+what is missing. Keys leased by another process are waited for (bounded by
+``wait_timeout_s``) and read from the store when they land; if the other
+process dies, its leases lapse and this one claims them.
+
+:func:`replay` (and the ``replay`` backend) never asks a model: a miss raises
+:class:`MissingResponsesError` saying how many keys are missing, the first
+few with their meta, and the command that records them.
+
+Multiple-choice parsing is pluggable: ``parse_choice(request, text) -> index |
+None`` is applied to responses of ``kind="choice"`` that carry text but no
+parsed answer (a backend that reads letter probabilities sets the answer
+itself). Without a callable, ``request.meta["parse_choice"]`` may name one as
+``"module:function"``; else :func:`default_parse_choice` is used.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+import threading
+import time
+from typing import Any, Callable, Iterable, Sequence
+
+from ..errors import FairnessTestsError, MissingResponsesError
+from .progress import Progress
+from .request import Request, Response
+from .store import ResponseStore
+
+ParseChoice = Callable[[Request, str], "int | None"]
+
+#: The command shown when replay misses; the pytest plugin / CLI may replace it.
+#: Fields: {backend}, {model}, {store}, {n}.
+RECORD_HINT = ("record them with the live backend, e.g. `pytest --fairness-backend={backend} "
+               "--fairness-model={model} --fairness-store={store}` (then `fairness-tests store "
+               "export` to commit them under fixtures/)")
+
+PROGRESS_MIN_ITEMS = 20   # automatic progress bar only for at least this many misses
+
+
+# ----------------------------------------------------------------------------- parsing
+
+def default_parse_choice(request: Request, text: str) -> int | None:
+    """Index of the answer letter a reply starts with: ``"(b)"``, ``"b)"``, ``"B."``,
+    ``"Answer: b"`` -> 1 for choices ``("a","b","c")``; ``None`` if none or ambiguous."""
+    if not text or not request.choices:
+        return None
+    letters = [c.lower() for c in request.choices]
+    t = text.strip().lower()
+    t = re.sub(r"^(the\s+)?(correct\s+)?answer\s*(is)?\s*[:\-]?\s*", "", t)
+    m = re.match(r"^\(?\s*([a-z])\s*(\)|\.|:|,|$|\s)", t)
+    if m and m.group(1) in letters:
+        return letters.index(m.group(1))
+    found = {letters.index(x) for x in re.findall(r"\(([a-z])\)", t) if x in letters}
+    return found.pop() if len(found) == 1 else None
+
+
+def _resolve_parser(request: Request, parse_choice: ParseChoice | None) -> ParseChoice:
+    if parse_choice is not None:
+        return parse_choice
+    target = request.meta.get("parse_choice") if request.meta else None
+    if isinstance(target, str) and ":" in target:
+        module, name = target.split(":", 1)
+        return getattr(importlib.import_module(module), name)
+    return default_parse_choice
+
+
+def apply_parse(request: Request, response: Response,
+                parse_choice: ParseChoice | None) -> Response:
+    """Fill ``response.answer`` from its text for a multiple-choice request."""
+    if (request.kind == "choice" and response.status == "ok" and response.answer is None
+            and response.letter_probs is None and response.text):
+        ans = _resolve_parser(request, parse_choice)(request, response.text)
+        if ans is not None and not (0 <= int(ans) < len(request.choices)):
+            ans = None
+        response.answer = None if ans is None else int(ans)
+    return response
+
+
+# ----------------------------------------------------------------------------- replay
+
+def missing_error(missing: Sequence[Request], store: ResponseStore | None,
+                  total: int | None = None, show: int = 5) -> MissingResponsesError:
+    """The error for requests with no recorded response."""
+    first = missing[0]
+    lines = [f"{len(missing)} of {total if total is not None else len(missing)} requests "
+             f"have no recorded response"
+             + (f" in {store.path}" if store is not None else "") + "."]
+    lines.append(f"First {min(show, len(missing))} missing:")
+    for r in missing[:show]:
+        meta = ", ".join(f"{k}={v}" for k, v in sorted(r.meta.items())) if r.meta else "-"
+        lines.append(f"  {r.key()[:16]}  {r.backend}:{r.model} {r.kind} repeat={r.repeat}  "
+                     f"[{meta}]")
+    lines.append(RECORD_HINT.format(backend=first.backend, model=first.model or "<model>",
+                                    store=store.path if store is not None else "<store>",
+                                    n=len(missing)))
+    exc = MissingResponsesError("\n".join(lines))
+    exc.missing_count = len(missing)                      # type: ignore[attr-defined]
+    exc.missing_keys = [r.key() for r in missing]         # type: ignore[attr-defined]
+    exc.missing_requests = list(missing)                  # type: ignore[attr-defined]
+    return exc
+
+
+def replay(requests: Sequence[Request], store: ResponseStore, *,
+           parse_choice: ParseChoice | None = None) -> list[Response]:
+    """Stored responses in request order; any miss raises :class:`MissingResponsesError`."""
+    keys = [r.key() for r in requests]
+    got = store.get_many(keys)
+    missing = list({k: r for k, r in zip(keys, requests) if k not in got}.values())
+    if missing:
+        raise missing_error(missing, store, total=len(set(keys)))
+    return [apply_parse(r, _copy(got[k]), parse_choice) for r, k in zip(requests, keys)]
+
+
+def _copy(r: Response) -> Response:
+    return Response.from_dict(r.to_dict())
+
+
+# ----------------------------------------------------------------------------- ask
+
+class _Heartbeat(threading.Thread):
+    """Renews this process's leases on pending keys while a backend works."""
+
+    def __init__(self, store: ResponseStore, pending: set[str], lock: threading.Lock):
+        super().__init__(daemon=True, name="fairness-lease-heartbeat")
+        self.store, self.pending, self.lock = store, pending, lock
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        period = max(self.store.lease_s / 3.0, 0.05)
+        while not self.stop.wait(period):
+            with self.lock:
+                keys = list(self.pending)
+            if keys:
+                try:
+                    self.store.renew(keys)
+                except Exception:  # a busy database: try again next period
+                    pass
+
+
+def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
+        progress: Progress | bool | None = None, batch_size: int = 256,
+        parse_choice: ParseChoice | None = None, retry_errors: bool = True,
+        wait_timeout_s: float = 600.0, poll_s: float = 0.1,
+        label: str | None = None) -> list[Response]:
+    """Responses to ``requests`` in order: stored ones, then the backend for misses.
+
+    ``backend`` follows :class:`~fairness_tests.models.backends.base.Backend`; a
+    ``replay`` backend (``backend.name == "replay"``) never gets a request: misses
+    raise :class:`MissingResponsesError`. ``retry_errors``: stored error rows are
+    asked again (refusals are kept). ``progress``: a :class:`Progress`, ``False``
+    for none, ``None`` for automatic (shown for at least ``PROGRESS_MIN_ITEMS``
+    misses). Waiting for keys leased by other processes is bounded by
+    ``wait_timeout_s``.
+    """
+    requests = list(requests)
+    keys = [r.key() for r in requests]
+    first: dict[str, Request] = {}
+    for k, r in zip(keys, requests):
+        first.setdefault(k, r)
+    if getattr(backend, "name", "") == "replay":
+        return replay(requests, store, parse_choice=parse_choice)
+
+    got = store.get_many(first)
+    results: dict[str, Response] = {k: v for k, v in got.items()
+                                    if not (retry_errors and v.status == "error")}
+    todo = [k for k in first if k not in results]
+    if not todo:
+        return [apply_parse(r, _copy(results[k]), parse_choice) for r, k in zip(requests, keys)]
+
+    bar: Progress | None
+    if isinstance(progress, Progress):
+        bar = progress
+    elif progress is False or (progress is None and len(todo) < PROGRESS_MIN_ITEMS):
+        bar = None
+    else:
+        name = label or f"{getattr(backend, 'name', '?')}:{first[todo[0]].model}"
+        bar = Progress(len(todo), name, show_tokens=getattr(backend, "name", "") == "litellm")
+
+    secrets = list(getattr(backend, "secrets", lambda: [])())
+    pending: set[str] = set()
+    lock = threading.Lock()
+
+    def on_response(req: Request, resp: Response) -> None:
+        k = req.key()
+        resp.key = k
+        apply_parse(req, resp, parse_choice)
+        store.put(req, resp, secrets=secrets)
+        with lock:
+            pending.discard(k)
+            results[k] = resp
+        if bar is not None:
+            tok = (resp.prompt_tokens or 0) + (resp.completion_tokens or 0)
+            bar.update(1, tokens=tok, cost_usd=resp.cost_usd, error=resp.status == "error")
+
+    heartbeat = _Heartbeat(store, pending, lock)
+    heartbeat.start()
+    deadline = time.monotonic() + wait_timeout_s
+    remaining = list(todo)
+    try:
+        while remaining:
+            claimed = store.claim(remaining, retry_errors=retry_errors)
+            with lock:
+                pending.update(claimed)
+            for i in range(0, len(claimed), batch_size):
+                batch = [first[k] for k in claimed[i:i + batch_size]]
+                out = backend.answer(batch, on_response=on_response)
+                # a backend that returned without reporting some: store those now
+                for req, resp in zip(batch, out):
+                    if req.key() in pending:
+                        on_response(req, resp)
+            store.release(claimed)
+            with lock:
+                pending.difference_update(claimed)
+            # keys that others hold: wait for them to land, or for their leases to lapse
+            remaining = [k for k in remaining if k not in results]
+            if not remaining:
+                break
+            while True:
+                landed = store.get_many(remaining)
+                for k, v in landed.items():
+                    if not (retry_errors and v.status == "error"):
+                        results[k] = v
+                        if bar is not None:
+                            bar.update(1, cached=True)
+                remaining = [k for k in remaining if k not in results]
+                if not remaining:
+                    break
+                held = store.leased_by_others(remaining)
+                if len(held) < len(remaining):
+                    break                    # some are free (lapsed or released): claim them
+                if time.monotonic() > deadline:
+                    raise FairnessTestsError(
+                        f"timed out after {wait_timeout_s:g}s waiting for {len(remaining)} "
+                        f"responses leased by other processes on {store.path}")
+                time.sleep(poll_s)
+            if time.monotonic() > deadline and remaining:
+                raise FairnessTestsError(
+                    f"timed out after {wait_timeout_s:g}s with {len(remaining)} responses "
+                    f"still missing from {store.path}")
+    finally:
+        heartbeat.stop.set()
+        heartbeat.join(timeout=5)
+        with lock:
+            left = list(pending)
+        if left:
+            store.release(left)
+        if bar is not None and not isinstance(progress, Progress):
+            bar.close()
+    return [apply_parse(r, _copy(results[k]), parse_choice) for r, k in zip(requests, keys)]
+
+
+def missing_requests(requests: Iterable[Request], store: ResponseStore) -> list[Request]:
+    """The requests (one per key) the store has no row for."""
+    return store.missing(requests)

@@ -1,0 +1,615 @@
+"""The response store: every model answer the suite uses, asked once, kept for ever.
+
+An embedded SQLite database in WAL mode with one row per request, keyed by
+:meth:`Request.key` (sha256 of everything that can change the output). A row
+holds the request's key fields (JSON), its ``meta`` (JSON, the protocol's
+columns), every :class:`Response` field and ``created_at``.
+
+Crash safety
+    Each completed response is committed on its own (autocommit, WAL). A
+    SIGKILL in the middle of a run keeps every committed row and corrupts
+    nothing (SQLite's journal guarantees it); a re-run asks only for what is
+    missing.
+
+Sharing between processes (pytest-xdist workers, parallel runs)
+    A lease table ``leases(key, owner, expires)``: before asking a backend, a
+    process *claims* the keys it will ask for in one ``BEGIN IMMEDIATE``
+    transaction. A key that is stored, or leased by another live owner, is not
+    claimed, so the same key is never requested twice at once. A lease expires
+    after ``lease_s`` seconds unless renewed, and at once when its owner is a
+    dead process on this host (so a SIGKILLed run does not block the next one).
+
+Secrets
+    API keys and auth headers are never stored: :func:`scrub` removes
+    ``api_key`` / ``authorization`` / ``headers`` entries from any JSON stored,
+    and masks ``sk-...`` tokens, ``Bearer ...`` credentials, URL credentials and
+    the values of ``*_API_KEY`` / ``*_TOKEN`` / ``*_SECRET`` environment
+    variables in every stored string (error texts, meta, api_base).
+
+JSONL export/import
+    One JSON object per line, sorted by key (so committed recordings diff
+    well); gzip when the path ends in ``.gz`` (with a zero mtime, so the same
+    content gives the same bytes).
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import re
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import fields as dc_fields
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from ..errors import DataError
+from .request import STATUSES, Request, Response
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key               TEXT PRIMARY KEY,
+    backend           TEXT NOT NULL,
+    model             TEXT NOT NULL,
+    api_base          TEXT,
+    kind              TEXT NOT NULL,
+    request_json      TEXT NOT NULL,
+    meta_json         TEXT NOT NULL,
+    text              TEXT NOT NULL,
+    answer            INTEGER,
+    letter_probs      TEXT,
+    prompt_tokens     INTEGER,
+    completion_tokens INTEGER,
+    latency_s         REAL,
+    cost_usd          REAL,
+    status            TEXT NOT NULL,
+    error             TEXT NOT NULL,
+    extra_json        TEXT,
+    created_at        REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS responses_model ON responses(backend, model);
+CREATE INDEX IF NOT EXISTS responses_status ON responses(status);
+CREATE TABLE IF NOT EXISTS leases (
+    key     TEXT PRIMARY KEY,
+    owner   TEXT NOT NULL,
+    expires REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS store_info (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+# Response fields kept in their own columns (others, added later, go to extra_json).
+_COLUMN_FIELDS = ("text", "answer", "letter_probs", "prompt_tokens", "completion_tokens",
+                  "latency_s", "cost_usd", "status", "error")
+
+# ----------------------------------------------------------------------------- secrets
+
+_SECRET_KEY_RE = re.compile(r"^(api[_-]?key|x[_-]api[_-]key|authorization|proxy[_-]authorization|"
+                            r"headers|extra[_-]headers|access[_-]token|secret|password|cookie)$",
+                            re.IGNORECASE)
+_SECRET_PATTERNS = [
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"), "sk-***"),
+    (re.compile(r"(?i)\bBearer\s+[A-Za-z0-9._~+/=\-]+"), "Bearer ***"),
+    (re.compile(r"(?i)\b(api[_-]?key|x-api-key|authorization|access_token|token)"
+                r"(\"?\s*[:=]\s*\"?)([^\s\"',&}]+)"), r"\1\2***"),
+    (re.compile(r"(?i)(https?://)[^/\s:@]+:[^/\s@]+@"), r"\1***@"),   # user:pass@host
+]
+_SECRET_ENV_RE = re.compile(r"(API_KEY|_TOKEN|_SECRET|PASSWORD)$", re.IGNORECASE)
+
+
+def _env_secrets() -> list[str]:
+    return [v for k, v in os.environ.items() if _SECRET_ENV_RE.search(k) and len(v) >= 8]
+
+
+def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with known secret values and secret-looking tokens masked."""
+    if not text:
+        return text
+    for s in list(secrets) + _env_secrets():
+        if s and len(s) >= 4:
+            text = text.replace(s, "***")
+    for pattern, repl in _SECRET_PATTERNS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def scrub(obj: Any, secrets: Iterable[str] = ()) -> Any:
+    """A copy of a JSON-like value without secret entries and with strings scrubbed."""
+    secrets = list(secrets)
+    if isinstance(obj, dict):
+        return {k: scrub(v, secrets) for k, v in obj.items()
+                if not (isinstance(k, str) and _SECRET_KEY_RE.match(k))}
+    if isinstance(obj, (list, tuple)):
+        return [scrub(v, secrets) for v in obj]
+    if isinstance(obj, str):
+        return scrub_text(obj, secrets)
+    return obj
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+
+
+def key_of_fields(key_fields: dict[str, Any]) -> str:
+    """The key of a request given its key fields (as :meth:`Request.key` computes it)."""
+    import hashlib
+    return hashlib.sha256(_dumps(key_fields).encode("utf-8")).hexdigest()
+
+
+# ----------------------------------------------------------------------------- owners
+
+def _new_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _owner_dead(owner: str) -> bool:
+    """True when ``owner`` names a process on this host that no longer exists."""
+    try:
+        host, pid_s, _ = owner.rsplit(":", 2)
+        pid = int(pid_s)
+    except ValueError:
+        return False
+    if host != socket.gethostname() or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+# ----------------------------------------------------------------------------- store
+
+class ResponseStore:
+    """The SQLite response store (see the module docstring).
+
+    Thread-safe (one connection per process behind a lock) and fork-safe (a
+    child process opens its own connection). Use as a context manager or call
+    :meth:`close`.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, lease_s: float = 60.0,
+                 busy_timeout_s: float = 30.0, durable: bool = False,
+                 owner: str | None = None):
+        self.path = Path(path)
+        self.lease_s = float(lease_s)
+        self.busy_timeout_s = float(busy_timeout_s)
+        self.durable = durable
+        self._owner = owner
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+        self._connect()
+
+    # -- connection ---------------------------------------------------------
+    @property
+    def owner(self) -> str:
+        """This process's lease owner id (``host:pid:random``)."""
+        with self._lock:
+            self._connect()
+            return self._owner  # type: ignore[return-value]
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        if self._pid != -1 and self._pid != os.getpid():
+            self._owner = None             # a forked child is a new owner
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout_s,
+                                   isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
+            conn.executescript(_SCHEMA)
+            conn.execute("INSERT OR IGNORE INTO store_info(name, value) VALUES ('schema', ?)",
+                         (str(SCHEMA_VERSION),))
+        except sqlite3.DatabaseError as exc:
+            raise DataError(f"not a usable response store: {exc}", path=self.path) from exc
+        self._conn, self._pid = conn, os.getpid()
+        if self._owner is None:
+            self._owner = _new_owner()
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                try:
+                    self._conn.execute("DELETE FROM leases WHERE owner = ?", (self.owner,))
+                except sqlite3.Error:
+                    pass
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> "ResponseStore":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _execute(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._connect().execute(sql, tuple(params))
+
+    # -- rows ---------------------------------------------------------------
+    @staticmethod
+    def _response_from_row(row: sqlite3.Row | tuple) -> Response:
+        (key, text, answer, letter_probs, pt, ct, lat, cost, status, error, extra) = row
+        r = Response(key=key, text=text, answer=answer,
+                     letter_probs=json.loads(letter_probs) if letter_probs else None,
+                     prompt_tokens=pt, completion_tokens=ct, latency_s=lat, cost_usd=cost,
+                     status=status, error=error)
+        if extra:
+            known = {f.name for f in dc_fields(Response)}
+            for k, v in json.loads(extra).items():
+                if k in known:
+                    setattr(r, k, v)
+        return r
+
+    _SELECT = ("SELECT key, text, answer, letter_probs, prompt_tokens, completion_tokens, "
+               "latency_s, cost_usd, status, error, extra_json FROM responses")
+
+    def get(self, key: str) -> Response | None:
+        row = self._execute(self._SELECT + " WHERE key = ?", (key,)).fetchone()
+        return None if row is None else self._response_from_row(row)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Response]:
+        keys = list(dict.fromkeys(keys))
+        out: dict[str, Response] = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            q = self._SELECT + f" WHERE key IN ({','.join('?' * len(chunk))})"
+            for row in self._execute(q, chunk).fetchall():
+                out[row[0]] = self._response_from_row(row)
+        return out
+
+    def has(self, key: str) -> bool:
+        return self._execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone() is not None
+
+    def missing(self, requests: Iterable[Request], *, retry_errors: bool = False) -> list[Request]:
+        """Requests (first of each key) with no stored row (or an error row, if asked)."""
+        by_key = {}
+        for r in requests:
+            by_key.setdefault(r.key(), r)
+        got = self.get_many(by_key)
+        return [r for k, r in by_key.items()
+                if k not in got or (retry_errors and got[k].status == "error")]
+
+    def _row_values(self, request: Request, response: Response,
+                    secrets: Iterable[str]) -> tuple:
+        key = request.key()
+        if response.key and response.key != key:
+            raise DataError("response does not belong to this request", key=response.key)
+        if response.status not in STATUSES:
+            raise DataError(f"unknown status {response.status!r}; expected one of {STATUSES}",
+                            key=key)
+        kf = request.key_fields()
+        api_base = kf.get("api_base")
+        clean_base = scrub_text(api_base, secrets) if api_base else api_base
+        stored_fields = scrub(kf, secrets)
+        if stored_fields != kf:
+            stored_fields["_scrubbed"] = True
+        extra = {f.name: getattr(response, f.name) for f in dc_fields(Response)
+                 if f.name not in _COLUMN_FIELDS and f.name != "key"}
+        return (
+            key, request.backend, request.model, clean_base, request.kind,
+            _dumps(stored_fields), _dumps(scrub(request.meta, secrets)),
+            response.text or "", response.answer,
+            _dumps(response.letter_probs) if response.letter_probs is not None else None,
+            response.prompt_tokens, response.completion_tokens, response.latency_s,
+            response.cost_usd, response.status, scrub_text(response.error or "", secrets),
+            _dumps(scrub(extra, secrets)) if extra else None, time.time(),
+        )
+
+    _INSERT = ("INSERT OR REPLACE INTO responses (key, backend, model, api_base, kind, "
+               "request_json, meta_json, text, answer, letter_probs, prompt_tokens, "
+               "completion_tokens, latency_s, cost_usd, status, error, extra_json, created_at) "
+               "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+
+    def put(self, request: Request, response: Response, *, secrets: Iterable[str] = ()) -> None:
+        """Store (replace) the response to ``request`` and release its lease; committed at once."""
+        values = self._row_values(request, response, secrets)
+        with self._lock:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(self._INSERT, values)
+                conn.execute("DELETE FROM leases WHERE key = ?", (values[0],))
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def put_many(self, pairs: Iterable[tuple[Request, Response]], *,
+                 secrets: Iterable[str] = ()) -> int:
+        """Store many responses in one transaction."""
+        rows = [self._row_values(q, r, secrets) for q, r in pairs]
+        with self._lock:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(self._INSERT, rows)
+                conn.executemany("DELETE FROM leases WHERE key = ?", [(v[0],) for v in rows])
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return len(rows)
+
+    def __len__(self) -> int:
+        return int(self._execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def keys(self) -> list[str]:
+        return [r[0] for r in self._execute("SELECT key FROM responses ORDER BY key")]
+
+    def meta(self, key: str) -> dict[str, Any] | None:
+        row = self._execute("SELECT meta_json FROM responses WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    # -- leases ---------------------------------------------------------------
+    def claim(self, keys: Iterable[str], *, retry_errors: bool = False,
+              lease_s: float | None = None) -> list[str]:
+        """Lease the given keys to this owner; returns those claimed.
+
+        A key is claimed when it has no stored row (or only an error row, with
+        ``retry_errors``) and no live lease by another owner. Expired leases and
+        leases of dead local processes are dropped first.
+        """
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return []
+        now = time.time()
+        expires = now + (self.lease_s if lease_s is None else lease_s)
+        me = self.owner
+        claimed: list[str] = []
+        with self._lock:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("DELETE FROM leases WHERE expires < ?", (now,))
+                owners = {o for (o,) in conn.execute("SELECT DISTINCT owner FROM leases")}
+                for o in owners:
+                    if o != me and _owner_dead(o):
+                        conn.execute("DELETE FROM leases WHERE owner = ?", (o,))
+                for i in range(0, len(keys), 500):
+                    chunk = keys[i:i + 500]
+                    marks = ",".join("?" * len(chunk))
+                    done = {k: s for k, s in conn.execute(
+                        f"SELECT key, status FROM responses WHERE key IN ({marks})", chunk)}
+                    leased = {k: o for k, o in conn.execute(
+                        f"SELECT key, owner FROM leases WHERE key IN ({marks})", chunk)}
+                    for k in chunk:
+                        if k in done and not (retry_errors and done[k] == "error"):
+                            continue
+                        if k in leased and leased[k] != me:
+                            continue
+                        claimed.append(k)
+                conn.executemany("INSERT OR REPLACE INTO leases(key, owner, expires) "
+                                 "VALUES (?,?,?)", [(k, me, expires) for k in claimed])
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return claimed
+
+    def renew(self, keys: Iterable[str], *, lease_s: float | None = None) -> None:
+        """Extend this owner's leases on ``keys``."""
+        expires = time.time() + (self.lease_s if lease_s is None else lease_s)
+        keys = list(keys)
+        with self._lock:
+            conn = self._connect()
+            conn.executemany("UPDATE leases SET expires = ? WHERE key = ? AND owner = ?",
+                             [(expires, k, self.owner) for k in keys])
+
+    def release(self, keys: Iterable[str] | None = None) -> None:
+        """Drop this owner's leases (on ``keys``, or all)."""
+        with self._lock:
+            conn = self._connect()
+            if keys is None:
+                conn.execute("DELETE FROM leases WHERE owner = ?", (self.owner,))
+            else:
+                conn.executemany("DELETE FROM leases WHERE key = ? AND owner = ?",
+                                 [(k, self.owner) for k in keys])
+
+    def leased_by_others(self, keys: Iterable[str]) -> set[str]:
+        keys = list(keys)
+        out: set[str] = set()
+        now = time.time()
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            q = (f"SELECT key, owner FROM leases WHERE expires >= ? AND owner != ? "
+                 f"AND key IN ({','.join('?' * len(chunk))})")
+            for k, o in self._execute(q, [now, self.owner, *chunk]).fetchall():
+                if not _owner_dead(o):
+                    out.add(k)
+        return out
+
+    # -- stats and prune ----------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """Counts by backend/model/status, file sizes, live leases."""
+        rows = self._execute("SELECT backend, model, status, COUNT(*), "
+                             "COALESCE(SUM(prompt_tokens),0), COALESCE(SUM(completion_tokens),0), "
+                             "COALESCE(SUM(cost_usd),0) FROM responses "
+                             "GROUP BY backend, model, status ORDER BY backend, model, status"
+                             ).fetchall()
+        groups = [{"backend": b, "model": m, "status": s, "count": n, "prompt_tokens": pt,
+                   "completion_tokens": ct, "cost_usd": c} for b, m, s, n, pt, ct, c in rows]
+        by_status = {s: 0 for s in STATUSES}
+        for g in groups:
+            by_status[g["status"]] = by_status.get(g["status"], 0) + g["count"]
+        size = sum(p.stat().st_size for p in
+                   (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")) if p.exists())
+        leases = self._execute("SELECT COUNT(*) FROM leases WHERE expires >= ?",
+                               (time.time(),)).fetchone()[0]
+        return {"path": str(self.path), "total": sum(by_status.values()), "by_status": by_status,
+                "groups": groups, "size_bytes": size, "live_leases": int(leases)}
+
+    def prune(self, *, model: str | None = None, backend: str | None = None,
+              status: str | None = None, older_than_s: float | None = None,
+              vacuum: bool = True) -> int:
+        """Delete rows matching every given condition; returns how many."""
+        where, params = [], []
+        if model is not None:
+            where.append("model = ?"); params.append(model)
+        if backend is not None:
+            where.append("backend = ?"); params.append(backend)
+        if status is not None:
+            if status not in STATUSES:
+                raise DataError(f"unknown status {status!r}; expected one of {STATUSES}")
+            where.append("status = ?"); params.append(status)
+        if older_than_s is not None:
+            where.append("created_at < ?"); params.append(time.time() - float(older_than_s))
+        if not where:
+            raise DataError("prune needs at least one condition (model, backend, status, "
+                            "older than)")
+        with self._lock:
+            n = self._connect().execute("DELETE FROM responses WHERE " + " AND ".join(where),
+                                        params).rowcount
+            if vacuum and n:
+                self._connect().execute("VACUUM")
+        return int(n)
+
+    def integrity_ok(self) -> bool:
+        return self._execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+    # -- JSONL --------------------------------------------------------------
+    def iter_records(self) -> Iterator[dict[str, Any]]:
+        """Every row as an export record, sorted by key."""
+        q = ("SELECT key, request_json, meta_json, text, answer, letter_probs, prompt_tokens, "
+             "completion_tokens, latency_s, cost_usd, status, error, extra_json, created_at "
+             "FROM responses ORDER BY key")
+        for (key, req, meta, text, answer, lp, pt, ct, lat, cost, status, error, extra,
+             created) in self._execute(q).fetchall():
+            response = {"text": text, "answer": answer,
+                        "letter_probs": json.loads(lp) if lp else None,
+                        "prompt_tokens": pt, "completion_tokens": ct, "latency_s": lat,
+                        "cost_usd": cost, "status": status, "error": error}
+            if extra:
+                response.update(json.loads(extra))
+            yield {"key": key, "request": json.loads(req), "meta": json.loads(meta),
+                   "response": response, "created_at": created}
+
+    def export_jsonl(self, path: str | os.PathLike, *, timestamps: bool = True) -> int:
+        """Write every row to ``path`` (gzip if it ends with ``.gz``); returns the count."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        n = 0
+        with open(tmp, "wb") as raw:
+            if path.suffix == ".gz":
+                gz = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
+                out = io.TextIOWrapper(gz, encoding="utf-8", newline="\n")
+            else:
+                gz = None
+                out = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+            for rec in self.iter_records():
+                if not timestamps:
+                    rec.pop("created_at")
+                out.write(_dumps(rec) + "\n")
+                n += 1
+            out.flush()
+            out.detach()
+            if gz is not None:
+                gz.close()
+        os.replace(tmp, path)
+        return n
+
+    def import_jsonl(self, path: str | os.PathLike, *, replace: bool = False,
+                     verify_keys: bool = True) -> dict[str, int]:
+        """Read records written by :meth:`export_jsonl`.
+
+        An existing key is kept unless ``replace`` (an existing error row is
+        always replaced by a non-error one). Returns counts added/replaced/skipped.
+        Bad lines raise :class:`DataError` naming the file and line.
+        """
+        path = Path(path)
+        if not path.exists():
+            raise DataError("no such file", path=path)
+        opener = gzip.open if path.suffix == ".gz" else open
+        rows: list[tuple] = []
+        known = {f.name for f in dc_fields(Response)}
+        try:
+            with opener(path, "rt", encoding="utf-8") as fh:
+                for lineno, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        rec = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise DataError(f"not valid JSON ({exc.msg})", path=path,
+                                        line=lineno) from None
+                    rows.append(self._record_row(rec, path, lineno, known, verify_keys))
+        except (OSError, EOFError, UnicodeDecodeError) as exc:
+            raise DataError(f"cannot read: {exc}", path=path) from None
+        counts = {"added": 0, "replaced": 0, "skipped": 0}
+        with self._lock:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for row in rows:
+                    cur = conn.execute("SELECT status FROM responses WHERE key = ?",
+                                       (row[0],)).fetchone()
+                    if cur is None:
+                        counts["added"] += 1
+                    elif replace or (cur[0] == "error" and row[14] != "error"):
+                        counts["replaced"] += 1
+                    else:
+                        counts["skipped"] += 1
+                        continue
+                    conn.execute(self._INSERT, row)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return counts
+
+    def _record_row(self, rec: Any, path: Path, lineno: int, known: set[str],
+                    verify_keys: bool) -> tuple:
+        def bad(msg: str) -> DataError:
+            return DataError(msg, path=path, line=lineno,
+                             key=rec.get("key") if isinstance(rec, dict) else None)
+        if not isinstance(rec, dict):
+            raise bad("expected a JSON object")
+        for name in ("key", "request", "response"):
+            if name not in rec:
+                raise bad(f"missing field {name!r}")
+        req, resp = rec["request"], rec["response"]
+        if not isinstance(req, dict) or not isinstance(resp, dict):
+            raise bad("'request' and 'response' must be objects")
+        for name in ("backend", "model", "kind", "messages"):
+            if name not in req:
+                raise bad(f"request lacks {name!r}")
+        key = rec["key"]
+        if verify_keys and not req.get("_scrubbed"):
+            if key_of_fields(req) != key:
+                raise bad("key does not match the request fields (edited or corrupt record)")
+        status = resp.get("status", "ok")
+        if status not in STATUSES:
+            raise bad(f"unknown status {status!r}; expected one of {STATUSES}")
+        extra = {k: v for k, v in resp.items() if k in known and k not in _COLUMN_FIELDS
+                 and k != "key"}
+        lp = resp.get("letter_probs")
+        return (
+            key, req["backend"], req["model"], req.get("api_base"), req["kind"],
+            _dumps(scrub(req)), _dumps(scrub(rec.get("meta") or {})),
+            resp.get("text") or "", resp.get("answer"),
+            _dumps(lp) if lp is not None else None,
+            resp.get("prompt_tokens"), resp.get("completion_tokens"), resp.get("latency_s"),
+            resp.get("cost_usd"), status, scrub_text(resp.get("error") or ""),
+            _dumps(scrub(extra)) if extra else None,
+            float(rec.get("created_at") or time.time()),
+        )
+
+
+def open_store(path: str | os.PathLike | None = None, **options: Any) -> ResponseStore:
+    """The store at ``path`` (default :func:`fairness_tests.paths.default_store_path`)."""
+    from ..paths import default_store_path
+    return ResponseStore(path if path is not None else default_store_path(), **options)
