@@ -88,7 +88,11 @@ def percentile_ci(values: np.ndarray, level: float = DEFAULT_LEVEL) -> tuple[flo
     if defined.size == 0 or defined.size < 0.5 * values.size:
         return float("nan"), float("nan")
     alpha = (1.0 - level) / 2.0
-    lo, hi = np.quantile(defined, [alpha, 1.0 - alpha])
+    with np.errstate(invalid="ignore"):
+        q = np.quantile(defined, [alpha, 1.0 - alpha])
+    if np.isnan(q).any():  # interpolating between two equal infinities gives NaN
+        q = np.where(np.isnan(q), np.quantile(defined, [alpha, 1.0 - alpha], method="nearest"), q)
+    lo, hi = q
     return float(lo), float(hi)
 
 
