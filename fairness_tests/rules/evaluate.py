@@ -1,0 +1,209 @@
+"""Apply decision rules to a run's metric tables -> the verdict table.
+
+For each rule, the cells are the rows of ``tables[rule.table]`` with
+``metric == rule.metric`` that match ``rule.scope``; with ``across`` the cells are
+first reduced over that column (``max``/``min``: the worst row, with its CI;
+``range``: max - min, no CI). The compared quantity ``q`` is the cell's
+``value``, ``ci_low`` or ``ci_high`` (of ``|metric|`` when ``abs``), and
+
+    status = "pass"  if q <op> bound        (op is <= or >=; inf compares as inf)
+             "fail"  otherwise, or "expected_fail" when the rule declares it for the cell
+             "not_evaluable" when q is undefined (NaN), the table/metric is absent,
+                             or the cell has fewer than ``min_n`` items
+
+Undefined is never a pass. The output has exactly ``run.VERDICT_COLUMNS``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..run import VERDICT_COLUMNS
+from ..stats import METRIC_COLUMNS, cell_id
+from .thresholds import Rule, RuleSet
+
+
+def grouping_columns(table: pd.DataFrame) -> list[str]:
+    """The cell columns of a metric table: every column that is not a metric column."""
+    return [c for c in table.columns if c not in METRIC_COLUMNS]
+
+
+def _fmt(x: float) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "undefined"
+    if isinstance(x, float) and math.isinf(x):
+        return "unbounded" if x > 0 else "-unbounded"
+    return f"{x:.4g}"
+
+
+def _is_pooled(series: pd.Series) -> pd.Series:
+    s = series.astype("object")
+    return s.isna() | s.astype(str).isin(["", "all", "nan", "None"])
+
+
+def _select(table: pd.DataFrame, rule: Rule) -> tuple[pd.DataFrame, str]:
+    rows = table[table["metric"] == rule.metric]
+    if rows.empty:
+        return rows, f"metric {rule.metric!r} has no rows in table {rule.table!r}"
+    for col, want in rule.scope:
+        if col not in rows.columns:
+            if want is None:
+                continue            # the table is pooled over this column already
+            return rows.iloc[0:0], f"table {rule.table!r} has no column {col!r} (scope {col}={want})"
+        if want is None:
+            rows = rows[_is_pooled(rows[col])]
+        else:
+            wanted = {str(w) for w in (want if isinstance(want, tuple) else (want,))}
+            rows = rows[rows[col].astype(str).isin(wanted)]
+    if rows.empty:
+        return rows, f"no cell of {rule.table}.{rule.metric} matches scope " + \
+            ", ".join(f"{c}={v}" for c, v in rule.scope)
+    return rows, ""
+
+
+def _abs_ci(lo: float, hi: float) -> tuple[float, float]:
+    """CI of |x| from a CI of x."""
+    if math.isnan(lo) or math.isnan(hi):
+        return float("nan"), float("nan")
+    if lo <= 0 <= hi:
+        return 0.0, max(-lo, hi)
+    return min(abs(lo), abs(hi)), max(abs(lo), abs(hi))
+
+
+def _cell(row: pd.Series, cols: list[str]) -> str:
+    parts = []
+    for c in cols:
+        v = row[c]
+        if v is None or (isinstance(v, float) and math.isnan(v)) or str(v) in ("", "all"):
+            continue
+        parts.append(v)
+    return cell_id(*parts) or "all"
+
+
+def _cells(rows: pd.DataFrame, rule: Rule, cols: list[str]) -> list[dict]:
+    """One dict per cell: cell, value, ci_low, ci_high, n, note, detail."""
+    rows = rows.copy()
+    v = rows["value"].astype(float)
+    lo = rows["ci_low"].astype(float)
+    hi = rows["ci_high"].astype(float)
+    if rule.abs:
+        ci = [_abs_ci(a, b) for a, b in zip(lo, hi)]
+        rows["value"] = v.abs()
+        rows["ci_low"] = [c[0] for c in ci]
+        rows["ci_high"] = [c[1] for c in ci]
+    notes = rows["note"] if "note" in rows.columns else pd.Series("", index=rows.index)
+    rows["note"] = notes.fillna("").astype(str)
+    if "n" not in rows.columns:
+        rows["n"] = np.nan
+    if not rule.across:
+        return [dict(cell=_cell(r, cols), value=float(r["value"]), ci_low=float(r["ci_low"]),
+                     ci_high=float(r["ci_high"]), n=r["n"], note=r["note"], detail="")
+                for _, r in rows.iterrows()]
+    keep = [c for c in cols if c != rule.across]
+    out = []
+    groups = rows.groupby(keep, sort=True, dropna=False) if keep else [((), rows)]
+    for _, g in groups:
+        first = g.iloc[0]
+        cell = _cell(first, keep)
+        defined = g[g["value"].notna()]
+        undefined = len(g) - len(defined)
+        if defined.empty:
+            out.append(dict(cell=cell, value=float("nan"), ci_low=float("nan"),
+                            ci_high=float("nan"), n=g["n"].sum(), note="every "
+                            f"{rule.across} is undefined", detail=""))
+            continue
+        ranked = defined.sort_values("value", ascending=(rule.reduce == "min"), kind="stable")
+        listing = "; ".join(
+            f"{r[rule.across]} {_fmt(r['value'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
+            for _, r in ranked.iterrows())
+        extra = f" ({undefined} {rule.across} undefined, not counted)" if undefined else ""
+        top = ranked.iloc[0]
+        if rule.reduce == "range":
+            hi_row = defined.loc[defined["value"].idxmax()]
+            lo_row = defined.loc[defined["value"].idxmin()]
+            value = float(hi_row["value"]) - float(lo_row["value"])
+            detail = (f"range over {rule.across}: max {hi_row[rule.across]} "
+                      f"{_fmt(hi_row['value'])} - min {lo_row[rule.across]} "
+                      f"{_fmt(lo_row['value'])}; by {rule.across}: {listing}{extra}")
+            out.append(dict(cell=cell, value=value, ci_low=float("nan"), ci_high=float("nan"),
+                            n=g["n"].sum(), note="", detail=detail))
+        else:
+            detail = (f"{'worst' if rule.reduce == 'max' else 'lowest'} {rule.across}: "
+                      f"{top[rule.across]}; by {rule.across}: {listing}{extra}")
+            out.append(dict(cell=cell, value=float(top["value"]), ci_low=float(top["ci_low"]),
+                            ci_high=float(top["ci_high"]), n=top["n"], note=top["note"],
+                            detail=detail))
+    return out
+
+
+def evaluate_rule(tables: Mapping[str, pd.DataFrame], rule: Rule) -> list[dict]:
+    base = dict(rule=rule.id, metric=rule.metric, compared=rule.compare, op=rule.op,
+                bound=rule.bound, rationale=rule.rationale)
+    table = tables.get(rule.table)
+    if table is None or len(table) == 0:
+        return [dict(base, cell="all", value=np.nan, ci_low=np.nan, ci_high=np.nan,
+                     status="not_evaluable",
+                     why=f"table {rule.table!r} is not in this run")]
+    rows, why = _select(table, rule)
+    if rows.empty:
+        return [dict(base, cell="all", value=np.nan, ci_low=np.nan, ci_high=np.nan,
+                     status="not_evaluable", why=why)]
+    cols = grouping_columns(table)
+    out = []
+    for c in _cells(rows, rule, cols):
+        q = c[rule.compare]
+        row = dict(base, cell=c["cell"], value=c["value"], ci_low=c["ci_low"],
+                   ci_high=c["ci_high"])
+        n = c["n"]
+        detail = f"; {c['detail']}" if c["detail"] else ""
+        if rule.min_n and not (isinstance(n, float) and math.isnan(n)) and n < rule.min_n:
+            row.update(status="not_evaluable",
+                       why=f"only {int(n)} items (< min_n {rule.min_n}){detail}")
+        elif q is None or math.isnan(q):
+            reason = c["note"] or ("the metric is undefined" if rule.compare == "value"
+                                   else "its CI is undefined")
+            row.update(status="not_evaluable", why=f"{rule.compare} undefined: {reason}{detail}")
+        else:
+            ok = q <= rule.bound if rule.op == "<=" else q >= rule.bound
+            cmp = f"{rule.compare} {_fmt(q)} {'satisfies' if ok else 'violates'} " \
+                  f"{rule.op} {rule.bound:g}"
+            xf = rule.expected_fail_reason(c["cell"])
+            if ok:
+                row.update(status="pass", why=cmp + detail +
+                           (f"; declared expected_fail ({xf}) but it passed" if xf else ""))
+            elif xf:
+                row.update(status="expected_fail", why=f"expected: {xf}; {cmp}{detail}")
+            else:
+                row.update(status="fail", why=cmp + detail)
+        out.append(row)
+    return out
+
+
+def evaluate(tables: Mapping[str, pd.DataFrame], rules: RuleSet | Iterable[Rule]) -> pd.DataFrame:
+    """The verdict table (``run.VERDICT_COLUMNS``), one row per (rule, cell)."""
+    rule_list = rules.rules if isinstance(rules, RuleSet) else list(rules)
+    rows = [r for rule in rule_list for r in evaluate_rule(tables, rule)]
+    return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+
+
+def badness(v: pd.Series | dict) -> float:
+    """How far a verdict row's compared quantity is on the wrong side of its bound
+    (positive = violated; NaN = not evaluable)."""
+    q = v[v["compared"]] if v["compared"] in v else v["value"]
+    q = float(q)
+    if math.isnan(q):
+        return float("nan")
+    return q - float(v["bound"]) if v["op"] == "<=" else float(v["bound"]) - q
+
+
+def worst_cells(verdicts: pd.DataFrame, rule_id: str, k: int = 3) -> pd.DataFrame:
+    """The k cells of a rule furthest on the wrong side of (or closest to) its bound."""
+    rows = verdicts[verdicts["rule"] == rule_id].copy()
+    if rows.empty:
+        return rows
+    rows["_bad"] = [badness(r) for _, r in rows.iterrows()]
+    rows = rows[rows["_bad"].notna()].sort_values("_bad", ascending=False, kind="stable")
+    return rows.drop(columns="_bad").head(k)

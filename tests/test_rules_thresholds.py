@@ -1,0 +1,182 @@
+"""Threshold files: loading, per-model overrides, and validation errors that name
+file, line, rule and key."""
+from pathlib import Path
+from textwrap import dedent
+
+import pytest
+
+from fairness_tests.errors import ConfigError
+from fairness_tests.paths import REPO_DIR
+from fairness_tests.rules import load_rules
+
+GOOD_RULE = """
+  - id: sdis_bound
+    table: bbq
+    metric: s_dis
+    op: "<="
+    bound: 0.1
+    rationale: because
+"""
+
+
+def write(tmp_path: Path, default: str, models: dict[str, str] | None = None) -> Path:
+    d = tmp_path / "thresholds"
+    (d / "models").mkdir(parents=True)
+    (d / "default.yaml").write_text(dedent(default))
+    for name, text in (models or {}).items():
+        (d / "models" / name).write_text(dedent(text))
+    return d
+
+
+def test_shipped_thresholds_load_and_gemma_override_declares_expected_failures():
+    rs = load_rules(REPO_DIR / "thresholds", model="embedded:gemma-3-270m")
+    ids = {r.id for r in rs.rules}
+    for needed in ("sdis_bound", "samb_bound", "accuracy_floor_ambig", "accuracy_floor_disambig",
+                   "acc_gap_bound", "sf_bound", "df_bound", "invalid_rate_bound",
+                   "position_bias_bound", "mfaa_floor", "gtc_floor",
+                   "worst_slice_stereotype_per_family", "refusal_gap",
+                   "slice_disparity_stereotype"):
+        assert needed in ids
+    assert rs.get("worst_slice_stereotype_per_family").bound == 0.05
+    assert rs.get("refusal_gap").bound == 0.10
+    xf = {r.id: r.expected_fail.reason for r in rs.rules if r.expected_fail}
+    assert xf == {k: "base model, strong preference for option (a)"
+                  for k in ("accuracy_floor_disambig", "accuracy_floor_ambig", "position_bias_bound")}
+    assert all(r.rationale for r in rs.rules)
+    # another model gets no expected failures from the Gemma file
+    other = load_rules(REPO_DIR / "thresholds", model="some/other-model")
+    assert not any(r.expected_fail for r in other.rules)
+
+
+def test_override_matched_by_glob_and_regex_changes_only_given_keys(tmp_path):
+    d = write(tmp_path, "rules:" + GOOD_RULE, {
+        "a.yaml": """
+            model: "openai/*"
+            rules:
+              - id: sdis_bound
+                bound: 0.05
+            """,
+        "b.yaml": r"""
+            model_regex: 'hf/llama-\d+b'
+            rules:
+              - id: sdis_bound
+                expected_fail: {reason: "known", cells: ["Race_x_SES/*"]}
+            """})
+    a = load_rules(d, "openai/gpt-4o").get("sdis_bound")
+    assert (a.bound, a.rationale, a.expected_fail) == (0.05, "because", None)
+    b = load_rules(d, "hf/llama-7b").get("sdis_bound")
+    assert b.bound == 0.1
+    assert b.expected_fail_reason("Race_x_SES/disambig") == "known"
+    assert b.expected_fail_reason("Race_x_gender/disambig") is None
+    assert load_rules(d, "hf/llama-7bX").get("sdis_bound").expected_fail is None
+
+
+@pytest.mark.parametrize("body, words", [
+    # misspelt key -> suggestion, rule id, key, line
+    ("""
+  - id: r1
+    table: bbq
+    metric: s_dis
+    op: "<="
+    bound: 0.1
+    rationle: x
+""", ["default.yaml", "line 7", "'rationle'", "rule 'r1'", "did you mean 'rationale'"]),
+    # unknown metric
+    ("""
+  - id: r2
+    table: bbq
+    metric: s_dys
+    op: "<="
+    bound: 0.1
+    rationale: x
+""", ["line 4", "unknown metric 's_dys'", "rule 'r2'", "did you mean 's_dis'"]),
+    # wrong type of bound
+    ("""
+  - id: r3
+    table: bbq
+    metric: s_dis
+    op: "<="
+    bound: "0.1"
+    rationale: x
+""", ["line 6", "key 'bound'", "bound must be a number", "rule 'r3'"]),
+    # bad op
+    ("""
+  - id: r4
+    table: bbq
+    metric: s_dis
+    op: "<"
+    bound: 0.1
+    rationale: x
+""", ["line 5", "op must be one of"]),
+    # unknown table
+    ("""
+  - id: r5
+    table: bbqq
+    metric: s_dis
+    op: "<="
+    bound: 0.1
+    rationale: x
+""", ["unknown table 'bbqq'", "did you mean 'bbq'"]),
+    # missing rationale
+    ("""
+  - id: r6
+    table: bbq
+    metric: s_dis
+    op: "<="
+    bound: 0.1
+""", ["rule 'r6'", "missing required key(s) rationale"]),
+    # scope column not in the table
+    ("""
+  - id: r7
+    table: bbq
+    metric: s_dis
+    scope: {contxt: ambig}
+    op: "<="
+    bound: 0.1
+    rationale: x
+""", ["scope column 'contxt'", "did you mean 'context'"]),
+])
+def test_bad_rule_is_a_config_error_naming_file_line_rule_key(tmp_path, body, words):
+    d = write(tmp_path, "rules:" + body)
+    with pytest.raises(ConfigError) as e:
+        load_rules(d)
+    msg = str(e.value)
+    for w in words:
+        assert w in msg, msg
+
+
+def test_bad_override_is_an_error_even_for_a_model_it_does_not_match(tmp_path):
+    d = write(tmp_path, "rules:" + GOOD_RULE, {"x.yaml": """
+        model: "other/*"
+        rules:
+          - id: sdis_bound
+            bound: high
+        """})
+    with pytest.raises(ConfigError, match=r"x.yaml, line 5, key 'bound'.*must be a number"):
+        load_rules(d, "embedded:gemma-3-270m")
+
+
+def test_override_without_model_pattern_and_bad_yaml_and_duplicates(tmp_path):
+    d = write(tmp_path, "rules:" + GOOD_RULE, {"x.yaml": "rules: []\n"})
+    with pytest.raises(ConfigError, match="needs `model`"):
+        load_rules(d, "m")
+    d2 = write(tmp_path / "2", "rules: [\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_rules(d2)
+    d3 = write(tmp_path / "3", "rules:" + GOOD_RULE + GOOD_RULE)
+    with pytest.raises(ConfigError, match="duplicate rule id"):
+        load_rules(d3)
+    d4 = write(tmp_path / "4", "rulez: []\n")
+    with pytest.raises(ConfigError, match="did you mean 'rules'"):
+        load_rules(d4)
+
+
+def test_drift_tolerances_validated(tmp_path):
+    d = write(tmp_path, "rules: []\ndrift:\n  accuracy: {abs: 0.01}\n  s_dis: {within_ci: true}\n")
+    rs = load_rules(d)
+    assert rs.tolerance("accuracy").abs == 0.01
+    assert rs.tolerance("s_dis").within_ci
+    assert rs.tolerance("sf").abs == 1e-9           # no default given -> near-exact
+    bad = write(tmp_path / "b", "rules: []\ndrift:\n  accuracy: {abss: 0.01}\n")
+    with pytest.raises(ConfigError, match="line 3.*'abss'"):
+        load_rules(bad)
