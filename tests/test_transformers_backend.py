@@ -1,0 +1,229 @@
+"""The transformers backend and the embedded Gemma 3 270M.
+
+The first block needs no model (prompt format, letter distribution arithmetic,
+seeded draws, the atomic cache). The ``live_model`` block runs the real
+embedded model on a handful of BBQ items (the first run converts the GGUF
+once, ~1 min; then a load takes seconds).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fairness_tests.errors import DataError
+from fairness_tests.models.backends import embedded as emb
+from fairness_tests.models.backends import transformers_backend as tb
+from fairness_tests.models.request import Decoding, Message, Request, chat
+from fairness_tests.paths import bbq_dir
+
+SYSTEM = "Answer the multiple-choice question with the letter of the correct option."
+
+
+# ----------------------------------------------------------------- no model needed
+
+def test_gemma_format_folds_system_into_first_user_turn():
+    text = emb.format_gemma(chat("Be brief.", "  Hi there \n"))
+    assert text == ("<start_of_turn>user\nBe brief.\n\nHi there<end_of_turn>\n"
+                    "<start_of_turn>model\n")
+    multi = emb.format_gemma([Message("user", "a"), Message("assistant", "b"),
+                              Message("user", "c")], add_generation_prompt=False)
+    assert multi == ("<start_of_turn>user\na<end_of_turn>\n<start_of_turn>model\nb<end_of_turn>\n"
+                     "<start_of_turn>user\nc<end_of_turn>\n")
+    assert emb.choice_prompt(chat(None, "Q")).endswith("<start_of_turn>model\nAnswer: (")
+
+
+def test_saved_chat_template_renders_the_same_turns():
+    """The template saved with the converted copy (used by `transformers serve`)
+    must produce exactly the hand-built format, for string and list contents."""
+    import jinja2
+    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+    tpl = env.from_string(emb.GEMMA_CHAT_TEMPLATE)
+    msgs = chat("System rule.", "The question?")
+    as_str = [{"role": m.role, "content": m.content} for m in msgs]
+    as_parts = [{"role": m.role, "content": [{"type": "text", "text": m.content}]} for m in msgs]
+    for m in (as_str, as_parts):
+        rendered = tpl.render(messages=m, bos_token="<bos>", add_generation_prompt=True)
+        assert rendered == "<bos>" + emb.format_gemma(msgs)
+
+
+def test_letter_distribution_arithmetic():
+    z = [0.0, math.log(2.0), 0.0]
+    # T=1: exp(z) = (1, 2, 1) / 4
+    assert np.allclose(tb.letter_distribution(z, 1.0), [0.25, 0.5, 0.25])
+    # T=2: exp(z/2) = (1, sqrt2, 1) / (2 + sqrt2)
+    s = 2 + math.sqrt(2)
+    assert np.allclose(tb.letter_distribution(z, 2.0), [1 / s, math.sqrt(2) / s, 1 / s])
+    # T=0: one-hot on the argmax
+    assert tb.letter_distribution(z, 0.0).tolist() == [0.0, 1.0, 0.0]
+    # top_p=0.5 on (.25,.5,.25): the top entry alone reaches 0.5 -> (0,1,0)
+    assert np.allclose(tb.letter_distribution(z, 1.0, top_p=0.5), [0, 1, 0])
+    # top_p=0.6: .5 < .6 so the next (first of the tied .25s, stable order) joins: (.25,.5)/.75
+    assert np.allclose(tb.letter_distribution(z, 1.0, top_p=0.6), [1 / 3, 2 / 3, 0])
+
+
+def test_draws_are_deterministic_and_follow_the_distribution():
+    p = np.array([0.6, 0.3, 0.1])
+    draws = [tb.draw_letter(p, seed=7, prompt_key="k", repeat=r) for r in range(3000)]
+    assert draws == [tb.draw_letter(p, 7, "k", r) for r in range(3000)]
+    # repeat r alone (as if batched differently) gives the same letter
+    assert all(tb.draw_letter(p, 7, "k", r) == draws[r] for r in (0, 17, 2999))
+    freq = np.bincount(draws, minlength=3) / 3000
+    # binomial sd for p=.6, n=3000 is sqrt(.24/3000) = .0089; allow 4 sd
+    assert np.all(np.abs(freq - p) < 4 * np.sqrt(p * (1 - p) / 3000))
+    other = [tb.draw_letter(p, 8, "k", r) for r in range(50)]
+    assert other != draws[:50]                    # another seed, another stream
+    assert {tb.draw_letter([0, 0, 1.0], 1, "k", r) for r in range(20)} == {2}
+
+
+def test_atomic_cache_leaves_nothing_behind_on_failure(tmp_path):
+    final = tmp_path / "converted" / "abc"
+
+    def boom(tmp: Path) -> None:
+        (tmp / "model.safetensors").write_bytes(b"half")
+        raise RuntimeError("crash mid-conversion")
+
+    with pytest.raises(RuntimeError):
+        emb._atomic_dir(final, boom)
+    assert not final.exists()
+    assert list((tmp_path / "converted").iterdir()) == []      # no temp dir left
+
+    final.mkdir(parents=True)                                  # an incomplete entry (no marker)
+    assert not emb.is_converted(final)
+
+    def ok(tmp: Path) -> None:
+        (tmp / emb.MARKER).write_text("{}")
+
+    emb._atomic_dir(final, ok)
+    assert emb.is_converted(final)
+
+
+def test_missing_model_names_the_path(tmp_path):
+    with pytest.raises(DataError, match="not found"):
+        tb.resolve_checkpoint(tmp_path / "nope")
+    with pytest.raises(DataError, match="config.json"):
+        tb.resolve_checkpoint(tmp_path)
+
+
+# ----------------------------------------------------------------- the real model
+
+def _bbq_items(n: int) -> list[dict]:
+    path = bbq_dir() / "Race_x_SES.jsonl"
+    with open(path) as fh:
+        return [json.loads(next(fh)) for _ in range(n)]
+
+
+def _choice_requests(items, repeats: int, temperature: float = 1.0, seed: int = 0):
+    out = []
+    for it in items:
+        user = (f"{it['context']} {it['question']}\n(a) {it['ans0']}\n(b) {it['ans1']}\n"
+                f"(c) {it['ans2']}")
+        for r in range(repeats):
+            out.append(Request(messages=chat(SYSTEM, user), decoding=Decoding(temperature=temperature),
+                               seed=seed, repeat=r, backend="transformers",
+                               model=emb.EMBEDDED_MODEL_ID, kind="choice", choices=("a", "b", "c"),
+                               meta={"example_id": it["example_id"]}))
+    return out
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return tb.TransformersBackend("embedded", batch_size=4)
+
+
+@pytest.mark.live_model
+def test_repeats_are_drawn_from_the_stored_distribution(backend):
+    reqs = _choice_requests(_bbq_items(3), repeats=20)
+    seen = []
+    before = backend.forward_passes
+    res = backend.answer(reqs, on_response=lambda q, r: seen.append(q.key()))
+    assert sorted(seen) == sorted(q.key() for q in reqs)       # every response reported
+    assert backend.forward_passes - before == 1                # 3 prompts, batch 4: one pass
+    for q, r in zip(reqs, res):
+        assert r.status == "ok" and r.key == q.key()
+        assert len(r.letter_probs) == 3 and abs(sum(r.letter_probs) - 1) < 1e-9
+        assert 0 < r.letter_mass <= 1
+        assert r.answer == tb.draw_letter(r.letter_probs, q.seed, q.prompt_key(), q.repeat)
+        assert r.text == "abc"[r.answer]
+    for i in range(0, 60, 20):                                 # one distribution per prompt
+        assert all(res[j].letter_probs == res[i].letter_probs for j in range(i, i + 20))
+    # asked again in another order: the same letters
+    again = backend.answer(list(reversed(reqs)))
+    assert [r.text for r in reversed(again)] == [r.text for r in res]
+
+
+@pytest.mark.live_model
+def test_temperature_changes_the_spread(backend):
+    items = _bbq_items(2)
+
+    def entropy(p):
+        p = np.asarray(p)
+        return float(-(p[p > 0] * np.log(p[p > 0])).sum())
+
+    by_t = {t: backend.answer(_choice_requests(items, repeats=10, temperature=t))
+            for t in (0.0, 0.5, 1.0, 2.0)}
+    for k in range(2):
+        h = [entropy(by_t[t][k * 10].letter_probs) for t in (0.0, 0.5, 1.0, 2.0)]
+        assert h[0] == 0 and h[0] < h[1] < h[2] < h[3]
+        greedy = by_t[0.0][k * 10: k * 10 + 10]
+        assert len({r.answer for r in greedy}) == 1
+        assert greedy[0].answer == int(np.argmax(by_t[1.0][k * 10].letter_probs))
+
+
+@pytest.mark.live_model
+def test_batching_does_not_change_answers(backend):
+    reqs = _choice_requests(_bbq_items(4), repeats=5, temperature=1.0, seed=3)
+    one = tb.TransformersBackend("embedded", batch_size=1)     # same loaded model, batch 1
+    a, b = one.answer(reqs), backend.answer(reqs)
+    for x, y in zip(a, b):
+        assert np.allclose(x.letter_probs, y.letter_probs, atol=1e-4)
+        assert x.text == y.text
+
+
+@pytest.mark.live_model
+def test_generation_is_seed_deterministic_and_batch_independent(backend):
+    reqs = [Request(messages=chat(None, p), decoding=Decoding(temperature=1.0, top_p=0.95,
+                                                              max_tokens=8),
+                    seed=s, backend="transformers", model=emb.EMBEDDED_MODEL_ID)
+            for p in ("Describe a nurse.", "Describe an engineer from Lagos.") for s in (0, 1)]
+    first = backend.answer(reqs)
+    assert all(r.status == "ok" and r.text and 1 <= r.completion_tokens <= 8 for r in first)
+    assert all(r.prompt_tokens > 5 and r.latency_s > 0 for r in first)
+    single = tb.TransformersBackend("embedded", batch_size=1)
+    assert [r.text for r in single.answer(reqs)] == [r.text for r in first]
+    assert [r.text for r in backend.answer(list(reversed(reqs)))][::-1] == [r.text for r in first]
+    assert first[0].text != first[1].text or first[2].text != first[3].text   # seeds matter
+
+
+@pytest.mark.live_model
+def test_bad_letters_become_error_rows(backend):
+    req = _choice_requests(_bbq_items(1), repeats=1)[0].with_(choices=("a", "not one token!"))
+    (resp,) = backend.answer([req])
+    assert resp.status == "error" and "single token" in resp.error
+
+
+@pytest.mark.live_model
+def test_cached_conversion_is_reused(backend, monkeypatch):
+    path = emb.prepare()
+    marker = path / emb.MARKER
+    mtime = marker.stat().st_mtime_ns
+    info = emb.conversion_info(path)
+    assert info["gguf_sha256"] == path.name and "quantization_config" not in \
+        json.loads((path / "config.json").read_text())
+
+    # a .gguf path with the same bytes maps to the same cached copy
+    gguf = emb.embedded_gguf()
+    assert tb.resolve_checkpoint(gguf)[0] == path and marker.stat().st_mtime_ns == mtime
+
+    def no_conversion(*a, **k):
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(emb, "convert_gguf", no_conversion)
+    assert emb.prepare() == path and marker.stat().st_mtime_ns == mtime
+    # the model is loaded once per process
+    assert tb.load("embedded") is backend.loaded()
+    assert backend.info()["revision"] == path.name
