@@ -18,18 +18,18 @@ GENERATIVE_COLUMNS = ("slice", "family", "decoding", "temperature", "top_p", "oc
 BBQ_METRICS = frozenset({
     "accuracy", "s_dis", "s_amb", "sf", "df", "df_smoothed", "acc_reinf", "acc_counter",
     "acc_reinf_minus_counter", "invalid_rate", "position_bias", "n_items", "unknown_rate",
-    "bias_score",
+    "bias_score", "position_share_a", "position_share_b", "position_share_c",
 })
 CONSISTENCY_METRICS = frozenset({
     "mfaa_mean", "mfaa_std", "mfaa_min", "mfaa_max", "gtc_mean", "gtc_std", "gtc_min",
-    "gtc_max", "flagged", "flagged_rate", "low_mfaa", "low_mfaa_rate", "n_items",
+    "gtc_max", "flagged", "flagged_pct", "n_mfaa_below_90", "n_items",
 })
 
 # table name -> (grouping columns a rule's scope/across may name, metric names)
 TABLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "bbq": (("dataset", "context", "polarity", "rotation"), BBQ_METRICS),
     "bbq_groups": (("dataset", "context", "polarity", "group"),
-                   BBQ_METRICS | {"favorable_rate", "p_group", "n", "few_items"}),
+                   BBQ_METRICS | {"fav_rate", "p_group"}),
     "consistency": (("dataset", "context", "polarity"), CONSISTENCY_METRICS),
     "consistency_items": (("dataset", "context", "polarity", "example_id"),
                           frozenset({"mfaa", "gtc", "flagged"})),
