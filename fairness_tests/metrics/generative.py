@@ -1,0 +1,213 @@
+"""Generative audit metrics: pure functions of a scored records table.
+
+Input: the scorer's output (:func:`fairness_tests.scoring.lexical.score`): one row
+per generation with ``prompt_family, occupation, slice_gender, slice_religion,
+temperature, top_p, status`` and the score columns (NaN on error rows).
+
+Definitions (g = a slice ``<gender>_<religion>``; "ok rows" = status != "error"):
+
+- rate metric m (0/1 per row): ``P(m | g) = sum_ok m / n_ok(g)``, Wilson 95% CI
+  (``stats.rate_table``)
+- mean metric (positive_professional, caution, word_len): mean over ok rows, percentile
+  bootstrap 95% CI (``stats.mean_table``)
+- ``error`` = n_error(g) / n(g) over ALL rows (failed generations are an outcome,
+  never dropped), Wilson CI
+- worst slice of m = argmax_g value(m, g) (ties: first slice in sorted order)
+- disparity of m = max_g value(m, g) - min_g value(m, g); CI by the one bootstrap
+  (``stats.bootstrap``, rows resampled, the statistic recomputed from per-slice sums)
+- refusal gap = max over slice pairs |P(refusal|g) - P(refusal|g')|, which equals the
+  disparity of refusal (max - min)
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..stats import (DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS, bootstrap, multiplicities,
+                     rate_table, mean_table, safe_ratio)
+
+RATE_METRICS = ["refusal", "deflection", "religion_mention", "title_mention",
+                "identity_salience", "stereotype", "demeaning", "pilot_harm"]
+MEAN_METRICS = ["positive_professional", "caution", "word_len"]
+METRICS = RATE_METRICS + MEAN_METRICS
+
+# table name -> grouping columns in front of "slice"
+VIEWS = {
+    "by_slice": [],
+    "by_slice_family": ["family"],
+    "by_slice_decoding": ["decoding"],
+    "by_slice_occupation": ["occupation"],
+    "by_slice_family_decoding": ["family", "decoding"],
+}
+
+
+def with_cells(scored: pd.DataFrame) -> pd.DataFrame:
+    """Add the cell columns ``slice`` (man_Muslim), ``family`` (F1) and ``decoding``
+    (t0.2_p0.9) used for grouping."""
+    df = scored.copy()
+    df["slice"] = df["slice_gender"].astype(str) + "_" + df["slice_religion"].astype(str)
+    df["family"] = df["prompt_family"].astype(str)
+    df["decoding"] = ("t" + df["temperature"].map(lambda t: f"{float(t):g}") + "_p"
+                      + df["top_p"].map(lambda p: f"{float(p):g}"))
+    df["is_error"] = (df["status"] == "error").astype(float)
+    return df
+
+
+def slice_table(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFAULT_N_BOOT,
+                seed: int = DEFAULT_SEED) -> pd.DataFrame:
+    """Metric table grouped by ``[*by, "slice"]``: every metric + ``error``."""
+    df = scored if "slice" in scored else with_cells(scored)
+    keys = [*by, "slice"]
+    ok = df[df["status"] != "error"]
+    parts = [
+        rate_table(ok, keys, RATE_METRICS),
+        mean_table(ok, keys, MEAN_METRICS, n_boot=n_boot, seed=seed),
+        rate_table(df, keys, ["is_error"]).replace({"metric": {"is_error": "error"}}),
+    ]
+    out = pd.concat([p for p in parts if len(p)], ignore_index=True)
+    # cells with only error rows have no ok-row table entries: add NaN rows, noted
+    full = df[keys].drop_duplicates()
+    have = out[keys].drop_duplicates()
+    missing = full.merge(have, how="left", indicator=True).query("_merge == 'left_only'")
+    if len(missing):
+        extra = [{**dict(zip(keys, r)), "metric": m, "value": np.nan, "ci_low": np.nan,
+                  "ci_high": np.nan, "n": 0, "note": "no ok rows"}
+                 for r in missing[keys].itertuples(index=False) for m in METRICS]
+        out = pd.concat([out, pd.DataFrame(extra)], ignore_index=True)
+    order = {m: i for i, m in enumerate([*METRICS, "error"])}
+    out = out.sort_values(keys + ["metric"], key=lambda s: s.map(order) if s.name == "metric"
+                          else s, kind="stable").reset_index(drop=True)
+    return out[[*keys, *METRIC_COLUMNS]]
+
+
+def all_tables(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
+               seed: int = DEFAULT_SEED) -> dict[str, pd.DataFrame]:
+    """Every view of :data:`VIEWS` (per slice, slice x family, ...)."""
+    df = with_cells(scored)
+    return {name: slice_table(df, by, n_boot, seed) for name, by in VIEWS.items()}
+
+
+def worst_slice(table: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
+    """Per ``[*by, metric]``: the slice with the largest value, its value and CI.
+    Columns: ``*by, metric, slice, value, ci_low, ci_high, n``. Undefined (all NaN) ->
+    slice "" and NaN."""
+    rows = []
+    keys = [*by, "metric"]
+    t = table.sort_values([*by, "slice"], kind="stable")
+    for key, g in t.groupby(keys, sort=True):
+        key = key if isinstance(key, tuple) else (key,)
+        vals = g["value"].to_numpy(dtype=float)
+        if np.all(np.isnan(vals)):
+            rows.append((*key, "", np.nan, np.nan, np.nan, 0))
+            continue
+        r = g.iloc[int(np.nanargmax(vals))]
+        rows.append((*key, r["slice"], r["value"], r["ci_low"], r["ci_high"], r["n"]))
+    return pd.DataFrame(rows, columns=[*keys, "slice", "value", "ci_low", "ci_high", "n"])
+
+
+def _max_minus_min(sums: np.ndarray, k: int) -> np.ndarray:
+    rates = safe_ratio(sums[:, :k], sums[:, k:])
+    defined = (~np.isnan(rates)).sum(axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out = np.nanmax(rates, axis=1) - np.nanmin(rates, axis=1)
+    out[defined < 2] = np.nan
+    return out
+
+
+def disparity(scored: pd.DataFrame, by: Sequence[str] = (), metrics: Sequence[str] = METRICS,
+              n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED) -> pd.DataFrame:
+    """Metric table ``[*by, metric, value, ci_low, ci_high, n, note]``: max - min across
+    slices (ok rows), bootstrap CI over rows (one multiplicity matrix per cell, shared
+    by all metrics). ``n`` = ok rows in the cell."""
+    df = scored if "slice" in scored else with_cells(scored)
+    ok = df[df["status"] != "error"]
+    rows = []
+    grouped = ok.groupby(list(by), sort=True) if by else [((), ok)]
+    for key, g in grouped:
+        key = key if isinstance(key, tuple) else (key,)
+        slices = sorted(g["slice"].unique())
+        member = np.column_stack([(g["slice"] == s).to_numpy(dtype=float) for s in slices])
+        W = multiplicities(len(g), n_boot, seed)
+        k = len(slices)
+        for m in metrics:
+            y = g[m].to_numpy(dtype=float)
+            X = np.column_stack([member * y[:, None], member])
+            v, lo, hi = bootstrap(X, lambda s: _max_minus_min(s, k), W=W)
+            note = "" if k >= 2 else "fewer than two slices"
+            rows.append((*key, m, v, lo, hi, len(g), note))
+    return pd.DataFrame(rows, columns=[*by, *METRIC_COLUMNS])
+
+
+def refusal_gap(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFAULT_N_BOOT,
+                seed: int = DEFAULT_SEED) -> pd.DataFrame:
+    """max over slice pairs |P(refusal|g) - P(refusal|g')| (= max - min), with CI;
+    metric name ``refusal_gap``."""
+    t = disparity(scored, by, ["refusal"], n_boot, seed)
+    t["metric"] = "refusal_gap"
+    return t
+
+
+def error_counts(scored: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
+    """``[*by, "slice", n, n_ok, n_error]``: rows per cell by status."""
+    df = scored if "slice" in scored else with_cells(scored)
+    keys = [*by, "slice"]
+    g = df.groupby(keys, sort=True)
+    out = g.size().rename("n").to_frame()
+    out["n_error"] = g["is_error"].sum().astype(int)
+    out["n_ok"] = out["n"] - out["n_error"]
+    return out.reset_index()
+
+
+def cell_statistics(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
+                    seed: int = DEFAULT_SEED) -> pd.DataFrame:
+    """Per protocol cell (overall, each family, each decoding regime): worst-slice
+    value and disparity of every metric, plus the refusal gap. Columns:
+    ``cell_kind, cell, statistic, metric, slice, value, ci_low, ci_high, n`` (input of
+    :mod:`fairness_tests.metrics.protocol_sensitivity`)."""
+    df = with_cells(scored)
+    parts = []
+    for kind, by in (("overall", []), ("family", ["family"]), ("decoding", ["decoding"])):
+        t = slice_table(df, by, n_boot, seed)
+        t = t[t["metric"].isin(METRICS)]
+        w = worst_slice(t, by)
+        w["statistic"] = "worst_slice"
+        d = disparity(df, by, METRICS, n_boot, seed)
+        d["statistic"] = "disparity"
+        d["slice"] = ""
+        for part in (w, d):
+            part["cell_kind"] = kind
+            part["cell"] = part[by[0]].astype(str) if by else "overall"
+            parts.append(part[["cell_kind", "cell", "statistic", "metric", "slice", "value",
+                               "ci_low", "ci_high", "n"]])
+    out = pd.concat(parts, ignore_index=True)
+    gap = out[(out["statistic"] == "disparity") & (out["metric"] == "refusal")].copy()
+    gap["statistic"] = "refusal_gap"
+    return pd.concat([out, gap], ignore_index=True)
+
+
+# ---------------------------------------------------------------- scorer sensitivity
+
+def rubric_deltas(table_a: pd.DataFrame, table_b: pd.DataFrame,
+                  names: tuple[str, str] = ("published", "strict")) -> pd.DataFrame:
+    """Join two metric tables of the same outputs scored by two rubrics on their cell
+    columns + metric: ``value_<a>, value_<b>, delta = value_<b> - value_<a>``."""
+    a, b = names
+    cells = [c for c in table_a.columns if c not in METRIC_COLUMNS] + ["metric"]
+    m = table_a[cells + ["value"]].merge(table_b[cells + ["value"]], on=cells, how="outer",
+                                         suffixes=(f"_{a}", f"_{b}"))
+    m["delta"] = m[f"value_{b}"] - m[f"value_{a}"]
+    return m
+
+
+def flipped_verdicts(verdicts_a: pd.DataFrame, verdicts_b: pd.DataFrame,
+                     names: tuple[str, str] = ("published", "strict")) -> pd.DataFrame:
+    """Verdict rows (rule, cell) whose status differs between two rubrics."""
+    a, b = names
+    m = verdicts_a[["rule", "cell", "value", "status"]].merge(
+        verdicts_b[["rule", "cell", "value", "status"]], on=["rule", "cell"],
+        suffixes=(f"_{a}", f"_{b}"))
+    return m[m[f"status_{a}"] != m[f"status_{b}"]].reset_index(drop=True)

@@ -1,0 +1,99 @@
+"""The counterfactual role-assignment probe: its grid and its requests.
+
+Probe file (``fairness_cards/rubric/mistral_probe_prompts.json``): ``paraphrases``
+(``{NAMES}`` placeholder), ``names`` (name orders), ``contexts`` (cue sentence or null),
+``decoding`` (``{name: {temperature, top_p}}``), ``seeds``, ``labels``,
+``classifier_regex``. Grid = name order x paraphrase x context x decoding x seed
+(2 x 5 x 3 x 2 x 5 = 300); the prompt is the paraphrase with ``{NAMES}`` filled, then
+a space and the context sentence when there is one.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ...errors import ConfigError
+from ...models.request import Decoding, Request, chat
+from ...paths import fairness_cards_dir
+
+PROBE_SYSTEM_PROMPT = "You are a helpful assistant."
+PROBE_MAX_TOKENS = 200        # as in the published probe script
+PROBE_COLUMNS = ["probe_row", "name_order", "paraphrase_id", "context", "decoding",
+                 "temperature", "top_p", "seed", "prompt_text"]
+_REQUIRED = ("paraphrases", "names", "contexts", "decoding", "seeds", "labels",
+             "classifier_regex")
+
+
+def probe_path() -> Path:
+    return fairness_cards_dir() / "rubric" / "mistral_probe_prompts.json"
+
+
+def load_probe(path: str | Path | None = None) -> dict[str, Any]:
+    """Load and validate a probe file (errors name the file and key)."""
+    p = Path(path) if path else probe_path()
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read probe file: {exc.strerror}", path=p) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"not valid JSON ({exc.msg})", path=p, line=exc.lineno) from None
+    for k in _REQUIRED:
+        if k not in raw:
+            raise ConfigError("missing", path=p, key=k)
+    for pid, text in raw["paraphrases"].items():
+        if "{NAMES}" not in text:
+            raise ConfigError("paraphrase must contain {NAMES}", path=p, key=f"paraphrases.{pid}")
+    for name, d in raw["decoding"].items():
+        if not isinstance(d, dict) or not {"temperature", "top_p"} <= set(d):
+            raise ConfigError("needs temperature and top_p", path=p, key=f"decoding.{name}")
+    for label, pats in raw["classifier_regex"].items():
+        if label not in raw["labels"]:
+            raise ConfigError("not in labels", path=p, key=f"classifier_regex.{label}")
+        for i, pat in enumerate(pats):
+            try:
+                re.compile(pat, re.IGNORECASE)
+            except re.error as exc:
+                raise ConfigError(f"bad regex: {exc}", path=p,
+                                  key=f"classifier_regex.{label}[{i}]") from None
+    persons = [lab for lab in raw["labels"] if lab in raw["classifier_regex"] and lab != "refused"]
+    if len(persons) != 2:
+        raise ConfigError(f"expected two person labels with regexes, found {persons}",
+                          path=p, key="classifier_regex")
+    return raw
+
+
+def probe_grid(probe: dict[str, Any]) -> pd.DataFrame:
+    """The probe's request grid, one row per generation."""
+    rows = []
+    for order, names in probe["names"].items():
+        for pid, text in probe["paraphrases"].items():
+            for ctx, sentence in probe["contexts"].items():
+                prompt = text.replace("{NAMES}", names)
+                if sentence:
+                    prompt = f"{prompt} {sentence}"
+                for dname, d in probe["decoding"].items():
+                    for seed in probe["seeds"]:
+                        rows.append({"name_order": order, "paraphrase_id": pid, "context": ctx,
+                                     "decoding": dname, "temperature": float(d["temperature"]),
+                                     "top_p": float(d["top_p"]), "seed": int(seed),
+                                     "prompt_text": prompt})
+    df = pd.DataFrame(rows)
+    df.insert(0, "probe_row", range(1, len(df) + 1))
+    return df[PROBE_COLUMNS]
+
+
+def probe_requests(grid: pd.DataFrame, backend: str = "replay", model: str = "",
+                   api_base: str | None = None, system_prompt: str | None = PROBE_SYSTEM_PROMPT,
+                   max_tokens: int = PROBE_MAX_TOKENS) -> list[Request]:
+    out = []
+    for row in grid.to_dict(orient="records"):
+        meta = {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+        out.append(Request(messages=chat(system_prompt, meta["prompt_text"]),
+                           decoding=Decoding(meta["temperature"], meta["top_p"], max_tokens),
+                           seed=meta["seed"], backend=backend, model=model, api_base=api_base,
+                           kind="generate", meta=meta))
+    return out
