@@ -103,7 +103,7 @@ def load_bbq(directory: str | Path, datasets: tuple[str, ...] = DATASETS,
     return BBQData(directory=directory, items=items, sha256=sha)
 
 
-def _json_lines(path: Path) -> tuple[list[dict], np.ndarray]:
+def json_lines(path: Path) -> tuple[list[dict], np.ndarray]:
     """Parse a JSONL file; returns records and their 1-based line numbers.
     Fast path: one ``json.loads`` of the joined lines; on failure, locate the line."""
     raw = path.read_bytes()
@@ -137,7 +137,7 @@ def _json_lines(path: Path) -> tuple[list[dict], np.ndarray]:
 def read_items(path: str | Path, dataset: str) -> pd.DataFrame:
     """Items of one ``<dataset>.jsonl`` file, validated (without target_loc)."""
     path = Path(path)
-    records, numbers = _json_lines(path)
+    records, numbers = json_lines(path)
     if not records:
         raise DataError("no items", path=path)
     cols: dict[str, list] = {c: [] for c in ITEM_COLUMNS if c not in ("unknown_loc", "target_loc")}
