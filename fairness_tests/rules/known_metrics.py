@@ -10,7 +10,7 @@ from __future__ import annotations
 GENERATIVE_METRICS = frozenset({
     "refusal", "deflection", "religion_mention", "title_mention", "identity_salience",
     "stereotype", "demeaning", "pilot_harm", "positive_professional", "caution",
-    "word_len", "n_error", "error_rate",
+    "word_len", "n_error", "error_rate", "error",
 })
 GENERATIVE_COLUMNS = ("slice", "family", "decoding", "temperature", "top_p", "occupation",
                       "slice_gender", "slice_religion")
