@@ -97,3 +97,41 @@ def probe_requests(grid: pd.DataFrame, backend: str = "replay", model: str = "",
                            seed=meta["seed"], backend=backend, model=model, api_base=api_base,
                            kind="generate", meta=meta))
     return out
+
+
+PROBE_OUTPUT_FIELDS = ("name_order", "paraphrase_id", "context", "decoding", "seed",
+                       "output_text", "status")
+
+
+def read_probe_outputs(path: str | Path) -> pd.DataFrame:
+    """JSONL of probe generations (fields :data:`PROBE_OUTPUT_FIELDS`); errors name
+    the file and line."""
+    from ...errors import DataError
+
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise DataError(f"cannot read outputs file: {exc.strerror}", path=p) from None
+    rows = []
+    for i, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"not valid JSON ({exc.msg})", path=p, line=i) from None
+        if not isinstance(obj, dict):
+            raise DataError("each line must be a JSON object", path=p, line=i)
+        missing = [f for f in PROBE_OUTPUT_FIELDS if f not in obj]
+        if missing:
+            raise DataError(f"missing field(s) {', '.join(missing)}", path=p, line=i)
+        if obj["status"] not in ("ok", "error", "refused"):
+            raise DataError(f"status must be ok|error|refused, got {obj['status']!r}",
+                            path=p, line=i, key="status")
+        rows.append(obj)
+    if not rows:
+        raise DataError("no records", path=p)
+    df = pd.DataFrame(rows)
+    df["output_text"] = df["output_text"].fillna("").astype(str)
+    return df

@@ -1,0 +1,184 @@
+"""``fairness-tests generative ...``: score anyone's generations, scorer sensitivity,
+grids of a protocol, the counterfactual probe.
+
+- ``generative score --outputs FILE [--rubric published|strict|PATH] [--format json|table]``
+- ``generative sensitivity --outputs FILE [--rules PATH] [--format json|table]``
+- ``generative grid [--protocol PATH | --published CSV] [--format csv|json] [--hash]``
+- ``generative probe-grid [--probe PATH] [--format csv|json]``
+- ``generative probe-score --outputs FILE [--probe PATH] [--format json|table]``
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ...stats import DEFAULT_N_BOOT, DEFAULT_SEED
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("generative", help="generative audit: score outputs, grids, probe")
+    sub = p.add_subparsers(dest="generative_command", required=True)
+
+    s = sub.add_parser("score", help="score a JSONL file of generations (published raw-output fields)")
+    s.add_argument("--outputs", required=True, help="JSONL, one generation per line")
+    s.add_argument("--rubric", default="published", help="published | strict | PATH to a rubric file")
+    s.add_argument("--format", choices=("json", "table"), default="json")
+    _boot_args(s)
+    s.set_defaults(func=cmd_score)
+
+    v = sub.add_parser("sensitivity", help="same outputs under the published and strict rubrics")
+    v.add_argument("--outputs", required=True)
+    v.add_argument("--rules", default=None, help="rules YAML (default: packaged generative rules)")
+    v.add_argument("--rubrics", nargs=2, default=("published", "strict"), metavar=("A", "B"))
+    v.add_argument("--format", choices=("json", "table"), default="json")
+    _boot_args(v)
+    v.set_defaults(func=cmd_sensitivity)
+
+    g = sub.add_parser("grid", help="expand a protocol (or load the published grid) to its grid")
+    src = g.add_mutually_exclusive_group()
+    src.add_argument("--protocol", default=None, help="protocol YAML (default: packaged default suite)")
+    src.add_argument("--published", default=None, metavar="CSV", help="a published-format grid CSV")
+    g.add_argument("--format", choices=("csv", "json"), default="csv")
+    g.add_argument("--hash", action="store_true", help="print only the suite hash and row count")
+    g.set_defaults(func=cmd_grid)
+
+    pg = sub.add_parser("probe-grid", help="the counterfactual probe's 300-request grid")
+    pg.add_argument("--probe", default=None, help="probe JSON (default: shared fairness_cards copy)")
+    pg.add_argument("--format", choices=("csv", "json"), default="csv")
+    pg.set_defaults(func=cmd_probe_grid)
+
+    ps = sub.add_parser("probe-score", help="verdicts, shares and consistency of probe outputs")
+    ps.add_argument("--outputs", required=True, help="JSONL with name_order, paraphrase_id, "
+                    "context, decoding, seed, output_text, status")
+    ps.add_argument("--probe", default=None)
+    ps.add_argument("--format", choices=("json", "table"), default="json")
+    ps.set_defaults(func=cmd_probe_score)
+
+
+def _boot_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap resamples")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from .outputs import read_outputs
+    from .report import score_report
+    from ...metrics.generative import METRICS
+
+    rep = score_report(read_outputs(args.outputs), args.rubric, args.n_boot, args.seed)
+    if args.format == "json":
+        print(json.dumps(rep, indent=1))
+        return 0
+    w = sys.stdout.write
+    w(f"rubric {rep['rubric']} ({rep['semantics']}); {rep['n_records']} records, "
+      f"{rep['n_error']} errors\n\n")
+    cols = ["slice", "n", "n_error", *METRICS]
+    w(_table([[e.get(c) for c in cols] for e in rep["by_slice"]], cols))
+    w("\n")
+    rows = [[m, rep["worst_slice"][m]["overall"]["slice"], rep["worst_slice"][m]["overall"]["value"],
+             rep["disparity"][m]] for m in METRICS]
+    w(_table(rows, ["metric", "worst_slice", "worst_value", "disparity"]))
+    w(f"\nrefusal gap {_fmt(rep['refusal_gap'])} (95% CI {_fmt(rep['ci']['refusal_gap'][0])}"
+      f"-{_fmt(rep['ci']['refusal_gap'][1])})\n")
+    return 0
+
+
+def cmd_sensitivity(args: argparse.Namespace) -> int:
+    from .outputs import read_outputs
+    from .report import load_rules, sensitivity_report
+
+    rep = sensitivity_report(read_outputs(args.outputs), load_rules(args.rules),
+                             tuple(args.rubrics), args.n_boot, args.seed)
+    if args.format == "json":
+        print(json.dumps(rep, indent=1))
+        return 0
+    a, b = rep["rubrics"]
+    w = sys.stdout.write
+    w(f"per-slice metric deltas ({b} - {a})\n")
+    rows = [[r["slice"], r["metric"], r[f"value_{a}"], r[f"value_{b}"], r["delta"]]
+            for r in rep["by_slice_delta"]]
+    w(_table(rows, ["slice", "metric", a, b, "delta"]))
+    w(f"\nverdicts that flip with the rubric: {len(rep['flipped_verdicts'])}\n")
+    if rep["flipped_verdicts"]:
+        w(_table([[f["rule"], f["cell"], f[f"status_{a}"], f[f"status_{b}"]]
+                  for f in rep["flipped_verdicts"]], ["rule", "cell", a, b]))
+    for name in (a, b):
+        w(f"\nprotocol dependence ({name})\n")
+        w(_table([[d["rule"], d["overall"], d["protocol_dependent"], d["disagreeing"]]
+                  for d in rep["protocol_dependence"][name]],
+                 ["rule", "overall", "protocol_dependent", "disagreeing"]))
+    return 0
+
+
+def cmd_grid(args: argparse.Namespace) -> int:
+    from .grid import grid_hash
+    from .published import PUBLISHED_SYSTEM_PROMPT, load_published_grid
+    from .suite import load_suite
+
+    if args.published:
+        grid, system = load_published_grid(args.published), PUBLISHED_SYSTEM_PROMPT
+    else:
+        suite = load_suite(args.protocol)
+        grid, system = suite.grid(), suite.system_prompt
+    if args.hash:
+        print(json.dumps({"rows": len(grid), "suite_hash": grid_hash(grid, system)}))
+    elif args.format == "csv":
+        grid.to_csv(sys.stdout, index=False)
+    else:
+        print(json.dumps(grid.to_dict(orient="records"), indent=1))
+    return 0
+
+
+def cmd_probe_grid(args: argparse.Namespace) -> int:
+    from .probe import load_probe, probe_grid
+
+    grid = probe_grid(load_probe(args.probe))
+    if args.format == "csv":
+        grid.to_csv(sys.stdout, index=False)
+    else:
+        print(json.dumps(grid.to_dict(orient="records"), indent=1))
+    return 0
+
+
+def cmd_probe_score(args: argparse.Namespace) -> int:
+    from .probe import load_probe, read_probe_outputs
+    from ...metrics.counterfactual import consistency, verdict_shares
+    from ...scoring.verdict import classify, person_labels
+    from .report import _records
+
+    probe = load_probe(args.probe)
+    df = read_probe_outputs(args.outputs)
+    df["verdict"] = classify(df["output_text"], probe, df["status"])
+    shares = verdict_shares(df, probe["labels"])
+    overall = verdict_shares(df, probe["labels"], by=())
+    cons = consistency(df, tuple(person_labels(probe)))
+    rep = {"n_records": len(df), "n_error": int((df["status"] == "error").sum()),
+           "verdict_counts": {k: int(v) for k, v in df["verdict"].value_counts().items()},
+           "shares_overall": _records(overall), "shares": _records(shares),
+           "consistency": _records(cons)}
+    if args.format == "json":
+        print(json.dumps(rep, indent=1))
+        return 0
+    sys.stdout.write(_table([[r["decoding"], r["context"], r["metric"], r["value"], r["n"]]
+                             for r in rep["shares"]], ["decoding", "context", "share", "value", "n"]))
+    sys.stdout.write("\n" + _table([[r["swap"], r["metric"], r["value"], r["ci_low"], r["ci_high"],
+                                     r["n"]] for r in rep["consistency"]],
+                                   ["swap", "metric", "value", "ci_low", "ci_high", "n"]))
+    return 0
+
+
+def _fmt(x: object) -> str:
+    if x is None:
+        return "NA"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def _table(rows: list[list[object]], header: list[str]) -> str:
+    cells = [header] + [[_fmt(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines) + "\n"
