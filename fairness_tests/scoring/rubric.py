@@ -125,12 +125,12 @@ def parse_rubric(raw: Any, path: Path | None = None) -> Rubric:
             if not isinstance(v, list):
                 raise ConfigError("must be a list of entries", path=path, key=k)
             cats[PUBLISHED_KEYS[k]] = Category(PUBLISHED_KEYS[k], tuple(v))
-    missing = [c for c in CATEGORIES if c not in cats]
-    if missing:
-        raise ConfigError(f"missing categories {missing}", path=path)
     for c in cats.values():
         for i, e in enumerate(c.entries):
             _check_entry(e, semantics, path, f"{c.name}[{i}]")
+    missing = [c for c in CATEGORIES if c not in cats]
+    if missing:
+        raise ConfigError(f"missing categories {missing}", path=path)
     name = raw.get("name") or (path.stem if path else "rubric")
     return Rubric(str(name), semantics, cats, path)
 
