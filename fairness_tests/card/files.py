@@ -1,0 +1,104 @@
+"""Write a run's Fairness Card: ``card.yaml`` (the record), ``card.md``, ``card.html``.
+
+Files are written atomically (temporary file + rename), so an interrupted write
+never leaves half a card. The YAML is dumped with sorted keys and the fixed
+number formatting of :mod:`.values`, so the same run gives byte-identical files.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ..errors import ConfigError
+from ..run import RunResult
+from .fill import fill_card, load_user_yaml, user_fields
+from .render_html import render_html
+from .render_md import render_markdown
+from .schema import ValidationReport, _nearest_line, line_index, validate_card
+
+CARD_FILES = {"yaml": "card.yaml", "md": "card.md", "html": "card.html"}
+
+
+@dataclass
+class WrittenCard:
+    card: dict
+    paths: dict[str, Path]
+    report: ValidationReport = field(default_factory=ValidationReport)
+
+
+def dump_yaml(card: dict) -> str:
+    """The card as YAML text: sorted keys, block style, UTF-8, stable line width."""
+    header = ("# Fairness Card written by fairness_tests (schema: fairness_tests/data/card_schema;\n"
+              "# validates against the published core.yaml + llm.yaml). Edit the user YAML, not "
+              "this file.\n")
+    return header + yaml.safe_dump(card, sort_keys=True, allow_unicode=True,
+                                   default_flow_style=False, width=100)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def render_card_files(card: dict, out_dir: str | os.PathLike,
+                      kinds: tuple[str, ...] = ("yaml", "md", "html")) -> dict[str, Path]:
+    """Write card.yaml, card.md and card.html (or the ``kinds`` asked) for a filled card."""
+    out = Path(out_dir)
+    render = {"yaml": dump_yaml, "md": render_markdown, "html": render_html}
+    texts = {k: render[k](card) for k in kinds}
+    paths = {}
+    for kind in kinds:
+        name = CARD_FILES[kind]
+        paths[kind] = out / name
+        _atomic_write(paths[kind], texts[kind])
+    return paths
+
+
+def write_cards(run: RunResult, out_dir: str | os.PathLike,
+                user_yaml: str | os.PathLike | dict | None = None) -> WrittenCard:
+    """Fill, validate and write the card of ``run`` into ``out_dir``.
+
+    ``user_yaml``: a path to the user YAML (or an already loaded dict, or None).
+    A bad user YAML raises :class:`ConfigError` naming its file, line and key
+    before anything is written. A card that is merely incomplete is written and
+    its ``report.missing`` lists what is missing. A structural problem in the
+    run-filled part is written too (nothing is lost) and then raised.
+    """
+    source = None
+    if isinstance(user_yaml, dict):
+        user = user_yaml
+    elif user_yaml:
+        source = str(user_yaml)
+        user = load_user_yaml(user_yaml)
+    else:
+        user = {}
+    card = fill_card(run, user, user_source=source)
+    report = validate_card(card, source="card.yaml")
+    user_paths = [f["path"] for f in user_fields()["fields"]]
+    for p in report.errors:
+        if any(p.path == u or p.path.startswith(u + ".") or p.path.startswith(u + "[")
+               for u in user_paths):
+            line = None
+            if source:
+                lines = line_index(Path(source).read_text(encoding="utf-8"))
+                line = _nearest_line(p.path, lines)
+            raise ConfigError(f"{p.message} [{p.schema}]", path=source or "user YAML",
+                              line=line, key=p.path)
+    paths = render_card_files(card, out_dir)
+    if report.errors:
+        first = report.errors[0]
+        raise ConfigError(f"the card written to {paths['yaml']} is invalid: {first.message} "
+                          f"[{first.schema}]", key=first.path)
+    return WrittenCard(card=card, paths=paths, report=report)

@@ -1,0 +1,232 @@
+"""The Fairness Card schema and its validation.
+
+The schema is data (``fairness_tests/data/card_schema/``): ``core.yaml`` and
+``llm.yaml`` are the published schemas copied verbatim; ``fairness_tests.yaml``
+adds our sections (evaluation protocol, results, verdicts, mitigations,
+governance, missing_fields) without making any of them required, so a card that
+follows only the published schemas (e.g. the published Qwen card) validates too.
+
+A card is valid when it satisfies core, llm (when ``modality == "text"``) and our
+extension. A required key that is absent but *declared* under ``missing_fields``
+(a field neither the run nor the user supplied) does not make the card invalid:
+it makes it *incomplete*. Every problem names its key path
+(``decoding.regimes[0].temperature``) and, for a file, its line.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from ..errors import ConfigError
+from ..paths import DATA_DIR
+
+SCHEMA_DIR = DATA_DIR / "card_schema"
+SCHEMA_FILES = ("core", "llm", "fairness_tests")
+CARD_VERSION = "0.1.0"
+
+
+@lru_cache(maxsize=None)
+def load_schema(name: str) -> dict:
+    """One schema file of ``data/card_schema`` as a dict (``core``, ``llm``, ``fairness_tests``)."""
+    path = SCHEMA_DIR / f"{name}.yaml"
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=None)
+def user_fields() -> dict:
+    """``data/card_schema/user_fields.yaml``: sections and the fields a run cannot know."""
+    return yaml.safe_load((SCHEMA_DIR / "user_fields.yaml").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=None)
+def metric_definitions() -> dict:
+    return yaml.safe_load((SCHEMA_DIR / "metric_definitions.yaml").read_text(encoding="utf-8"))
+
+
+def key_path(parts: Iterable[Any]) -> str:
+    """``["decoding", "regimes", 0, "temperature"]`` -> ``decoding.regimes[0].temperature``."""
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + str(p)
+    return out or "(top level)"
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str          # key path in the card
+    message: str
+    schema: str        # which schema file found it
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}, " if self.line else ""
+        return f"{where}key {self.path!r}: {self.message} [{self.schema}]"
+
+
+@dataclass
+class ValidationReport:
+    errors: list[Problem] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)   # declared in missing_fields
+    source: str | None = None
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+    @property
+    def complete(self) -> bool:
+        return not self.errors and not self.missing
+
+    def summary(self) -> str:
+        name = self.source or "card"
+        if self.errors:
+            lines = [f"{name}: INVALID ({len(self.errors)} problem(s))"]
+            lines += [f"  {p}" for p in self.errors]
+        elif self.missing:
+            lines = [f"{name}: valid but INCOMPLETE ({len(self.missing)} missing field(s))"]
+            lines += [f"  missing: {m}" for m in self.missing]
+        else:
+            lines = [f"{name}: valid and complete"]
+        return "\n".join(lines)
+
+
+_REQUIRED_RE = re.compile(r"^'(.+)' is a required property$")
+
+
+def _validator(schema: dict):
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+
+def validate_card(card: Any, source: str | None = None,
+                  lines: dict[str, int] | None = None) -> ValidationReport:
+    """Validate a card dict. ``lines`` maps key paths to line numbers (from
+    :func:`line_index`) so problems in a file name their line."""
+    report = ValidationReport(source=source)
+    if not isinstance(card, dict):
+        report.errors.append(Problem("(top level)", "a card must be a mapping", "core"))
+        return report
+    declared = [m.get("field", "") for m in card.get("missing_fields") or []
+                if isinstance(m, dict)]
+    names = ["core"]
+    if card.get("modality") == "text":
+        names.append("llm")
+    names.append("fairness_tests")
+    seen: set[tuple[str, str]] = set()
+    for name in names:
+        for err in _validator(load_schema(name)).iter_errors(card):
+            parts = list(err.absolute_path)
+            message = err.message
+            if err.validator == "required":
+                m = _REQUIRED_RE.match(err.message)
+                if m:
+                    parts.append(m.group(1))
+                    message = "required key is missing"
+            path = key_path(parts)
+            if err.validator == "required" and _is_declared(path, declared):
+                continue
+            if (path, message) in seen:
+                continue
+            seen.add((path, message))
+            line = _nearest_line(path, lines) if lines else None
+            report.errors.append(Problem(path, _short(message), name, line))
+    report.errors.sort(key=lambda p: (p.line or 0, p.path, p.message))
+    # incomplete = every field the card declares missing (a declared field that turns
+    # out to be present is still listed: the declaration is what the card says)
+    report.missing = sorted(set(declared))
+    return report
+
+
+def _is_declared(path: str, declared: list[str]) -> bool:
+    return any(d == path or d.startswith(path + ".") or d.startswith(path + "[")
+               for d in declared)
+
+
+def _short(message: str, limit: int = 300) -> str:
+    return message if len(message) <= limit else message[: limit - 3] + "..."
+
+
+def _nearest_line(path: str, lines: dict[str, int]) -> int | None:
+    p = path
+    while p:
+        if p in lines:
+            return lines[p]
+        cut = max(p.rfind("."), p.rfind("["))
+        if cut <= 0:
+            break
+        p = p[:cut]
+    return lines.get(p)
+
+
+def line_index(text: str) -> dict[str, int]:
+    """Key path -> 1-based line of that key in a YAML text (best effort)."""
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return {}
+    out: dict[str, int] = {}
+
+    def walk(node, parts):
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                p = parts + [k.value]
+                out[key_path(p)] = k.start_mark.line + 1
+                walk(v, p)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                p = parts + [i]
+                out[key_path(p)] = v.start_mark.line + 1
+                walk(v, p)
+
+    if root is not None:
+        walk(root, [])
+    return out
+
+
+def read_yaml(path: str | Path) -> tuple[Any, str]:
+    """Parse a YAML file; a syntax error is a ConfigError naming file and line."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", path=p) from exc
+    try:
+        return yaml.safe_load(text), text
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"not valid YAML: {problem}", path=p, line=line) from exc
+
+
+def load_card(path: str | Path) -> dict:
+    """Read a card file (YAML or JSON). Not validated: see :func:`validate_file`."""
+    card, _ = read_yaml(path)
+    if not isinstance(card, dict):
+        raise ConfigError("a Fairness Card must be a mapping at top level", path=path)
+    return card
+
+
+def validate_file(path: str | Path) -> ValidationReport:
+    card, text = read_yaml(path)
+    return validate_card(card, source=str(path), lines=line_index(text))
+
+
+def check_card(card: dict, source: str | None = None) -> ValidationReport:
+    """Validate and raise :class:`ConfigError` (naming the first key path) if invalid."""
+    report = validate_card(card, source=source)
+    if report.errors:
+        first = report.errors[0]
+        more = f" (and {len(report.errors) - 1} more)" if len(report.errors) > 1 else ""
+        raise ConfigError(f"{first.message} [{first.schema}]{more}", path=source,
+                          line=first.line, key=first.path)
+    return report

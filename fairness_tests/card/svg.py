@@ -1,0 +1,205 @@
+"""Inline SVG plots for the HTML card, written by hand (no plotting library).
+
+Every plot is a self-contained ``<svg>`` element with a ``<title>``, a
+``data-plot`` attribute naming its kind, fixed-precision coordinates (so the same
+data always gives the same bytes) and escaped text.
+
+- :func:`dot_ci`: one row per label, a dot at the value and a bar for the 95% CI;
+  an unbounded value ("UB") is drawn as an arrow to the right edge, an undefined
+  one (None) is written "n/a".
+- :func:`heatmap`: rows x columns of coloured cells with their values.
+- :func:`histogram`: bars over given bin edges.
+"""
+from __future__ import annotations
+
+import math
+from html import escape
+from typing import Any
+
+from .values import finite, num
+
+FONT = "font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif"
+INK = "#1f2933"
+MUTED = "#6b7785"
+ACCENT = "#1f5fa8"
+GRID = "#e3e7ec"
+
+
+def _f(x: float) -> str:
+    return f"{x:.1f}"
+
+
+def _svg_open(kind: str, title: str, w: int, h: int) -> list[str]:
+    t = escape(title)
+    return [f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" data-plot="{escape(kind)}" '
+            f'role="img" viewBox="0 0 {w} {h}" width="{w}" height="{h}" style="{FONT}">',
+            f"<title>{t}</title>"]
+
+
+def _nice_domain(values: list[float], include_zero: bool = True) -> tuple[float, float]:
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    lo = min(vals) if vals else 0.0
+    hi = max(vals) if vals else 1.0
+    if include_zero:
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    if hi - lo < 1e-9:
+        hi = lo + 1.0
+    span = hi - lo
+    step = 10 ** math.floor(math.log10(span / 4)) if span > 0 else 0.1
+    for m in (1, 2, 2.5, 5, 10):
+        if span / (m * step) <= 5:
+            step *= m
+            break
+    lo = math.floor(lo / step + 1e-9) * step
+    hi = math.ceil(hi / step - 1e-9) * step
+    return lo, hi
+
+
+def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    step = (hi - lo) / n
+    return [lo + i * step for i in range(n + 1)]
+
+
+def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
+           kind: str = "dot_ci") -> str:
+    """Dots with 95% CI bars, one row per point (``label, value, lo, hi``)."""
+    label_w, right, top, row_h = 150, 40, 30, 22
+    h = top + row_h * max(1, len(points)) + 30
+    plot_w = width - label_w - right
+    finite_vals = []
+    for p in points:
+        for k in ("value", "lo", "hi"):
+            v = finite(p.get(k))
+            if v is not None:
+                finite_vals.append(v)
+    lo_d, hi_d = _nice_domain(finite_vals)
+
+    def x(v: float) -> float:
+        v = max(lo_d, min(hi_d, v))
+        return label_w + (v - lo_d) / (hi_d - lo_d) * plot_w
+
+    out = _svg_open(kind, title, width, h)
+    out.append(f'<text x="{label_w}" y="16" font-size="13" font-weight="600" fill="{INK}">'
+               f"{escape(title)}</text>")
+    y_end = top + row_h * max(1, len(points))
+    for t in _ticks(lo_d, hi_d):
+        out.append(f'<line x1="{_f(x(t))}" y1="{top - 4}" x2="{_f(x(t))}" y2="{y_end}" '
+                   f'stroke="{GRID}" stroke-width="1"/>')
+        out.append(f'<text x="{_f(x(t))}" y="{y_end + 14}" font-size="10" fill="{MUTED}" '
+                   f'text-anchor="middle">{escape(_tick_label(t))}</text>')
+    if lo_d < 0 < hi_d:
+        out.append(f'<line x1="{_f(x(0))}" y1="{top - 4}" x2="{_f(x(0))}" y2="{y_end}" '
+                   f'stroke="{MUTED}" stroke-width="1"/>')
+    for i, p in enumerate(points):
+        cy = top + row_h * i + row_h / 2
+        out.append(f'<text x="{label_w - 8}" y="{_f(cy + 4)}" font-size="11" fill="{INK}" '
+                   f'text-anchor="end">{escape(str(p.get("label", "")))}</text>')
+        v, lo, hi = p.get("value"), p.get("lo"), p.get("hi")
+        fl, fh = finite(lo), finite(hi)
+        hi_ub = hi == "UB"
+        if fl is not None and (fh is not None or hi_ub):
+            x2 = label_w + plot_w if hi_ub else x(fh)
+            out.append(f'<line class="ci" x1="{_f(x(fl))}" y1="{_f(cy)}" x2="{_f(x2)}" '
+                       f'y2="{_f(cy)}" stroke="{ACCENT}" stroke-width="2"/>')
+            for xx in (x(fl),) + (() if hi_ub else (x2,)):
+                out.append(f'<line x1="{_f(xx)}" y1="{_f(cy - 5)}" x2="{_f(xx)}" '
+                           f'y2="{_f(cy + 5)}" stroke="{ACCENT}" stroke-width="2"/>')
+        fv = finite(v)
+        if fv is not None:
+            out.append(f'<circle class="point" cx="{_f(x(fv))}" cy="{_f(cy)}" r="4" '
+                       f'fill="{ACCENT}"><title>{escape(str(p.get("label", "")))}: '
+                       f'{escape(num(v))} [{escape(num(lo))}, {escape(num(hi))}]</title></circle>')
+            out.append(f'<text x="{_f(min(x(fv) + 7, label_w + plot_w + 2))}" y="{_f(cy - 6)}" '
+                       f'font-size="9" fill="{MUTED}">{escape(num(v))}</text>')
+        elif v == "UB":
+            xe = label_w + plot_w
+            out.append(f'<path class="point" d="M{_f(xe - 8)},{_f(cy - 5)} L{_f(xe)},{_f(cy)} '
+                       f'L{_f(xe - 8)},{_f(cy + 5)} Z" fill="#b3261e"/>')
+            out.append(f'<text x="{_f(xe + 4)}" y="{_f(cy + 4)}" font-size="10" '
+                       f'fill="#b3261e">UB</text>')
+        else:
+            out.append(f'<text x="{label_w + 4}" y="{_f(cy + 4)}" font-size="10" '
+                       f'fill="{MUTED}">n/a (undefined)</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _tick_label(t: float) -> str:
+    if abs(t) < 1e-12:
+        return "0"
+    return f"{t:.3g}"
+
+
+def _heat_colour(v: float, vmax: float) -> str:
+    """White -> dark red, linear in v / vmax."""
+    r = 0.0 if vmax <= 0 else max(0.0, min(1.0, v / vmax))
+    c0, c1 = (255, 247, 243), (165, 15, 21)
+    rgb = [round(a + (b - a) * r) for a, b in zip(c0, c1)]
+    return "#" + "".join(f"{c:02x}" for c in rgb)
+
+
+def heatmap(title: str, rows: list[str], cols: list[str], values: list[list[Any]]) -> str:
+    label_w, top, cell_w, cell_h = 150, 44, 70, 28
+    width = label_w + cell_w * max(1, len(cols)) + 20
+    h = top + cell_h * max(1, len(rows)) + 28
+    vals = [finite(v) for row in values for v in row]
+    vmax = max([v for v in vals if v is not None] or [1.0]) or 1.0
+    out = _svg_open("heatmap", title, width, h)
+    out.append(f'<text x="0" y="16" font-size="13" font-weight="600" fill="{INK}">'
+               f"{escape(title)}</text>")
+    for j, c in enumerate(cols):
+        out.append(f'<text x="{_f(label_w + cell_w * j + cell_w / 2)}" y="{top - 8}" '
+                   f'font-size="11" fill="{INK}" text-anchor="middle">{escape(str(c))}</text>')
+    for i, r in enumerate(rows):
+        y = top + cell_h * i
+        out.append(f'<text x="{label_w - 8}" y="{_f(y + cell_h / 2 + 4)}" font-size="11" '
+                   f'fill="{INK}" text-anchor="end">{escape(str(r))}</text>')
+        for j, c in enumerate(cols):
+            v = values[i][j] if j < len(values[i]) else None
+            fv = finite(v)
+            fill = _heat_colour(fv, vmax) if fv is not None else "#f0f0f0"
+            text_fill = "#ffffff" if fv is not None and fv / vmax > 0.55 else INK
+            xx = label_w + cell_w * j
+            out.append(f'<rect class="cell" x="{xx}" y="{y}" width="{cell_w - 2}" '
+                       f'height="{cell_h - 2}" fill="{fill}"><title>{escape(str(r))} x '
+                       f'{escape(str(c))}: {escape(num(v))}</title></rect>')
+            out.append(f'<text x="{_f(xx + cell_w / 2 - 1)}" y="{_f(y + cell_h / 2 + 3)}" '
+                       f'font-size="11" fill="{text_fill}" text-anchor="middle">'
+                       f"{escape(num(v))}</text>")
+    out.append(f'<text x="{label_w}" y="{h - 8}" font-size="10" fill="{MUTED}">colour: 0 (white) '
+               f'to {escape(num(vmax))} (dark red)</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def histogram(title: str, bin_edges: list[float], counts: list[int], xlabel: str = "") -> str:
+    left, top, bottom, width, h = 44, 30, 40, 420, 200
+    plot_w, plot_h = width - left - 16, h - top - bottom
+    cmax = max(counts or [0]) or 1
+    n_bins = max(1, len(counts))
+    bw = plot_w / n_bins
+    out = _svg_open("histogram", title, width, h)
+    out.append(f'<text x="{left}" y="16" font-size="13" font-weight="600" fill="{INK}">'
+               f"{escape(title)}</text>")
+    for t in _ticks(0, cmax, 4 if cmax >= 4 else max(1, cmax)):
+        y = top + plot_h - t / cmax * plot_h
+        out.append(f'<line x1="{left}" y1="{_f(y)}" x2="{left + plot_w}" y2="{_f(y)}" '
+                   f'stroke="{GRID}"/>')
+        out.append(f'<text x="{left - 4}" y="{_f(y + 3)}" font-size="10" fill="{MUTED}" '
+                   f'text-anchor="end">{escape(_tick_label(t))}</text>')
+    for i, c in enumerate(counts):
+        bh = c / cmax * plot_h
+        x = left + bw * i
+        lo, hi = bin_edges[i], bin_edges[i + 1]
+        out.append(f'<rect class="bar" x="{_f(x + 1)}" y="{_f(top + plot_h - bh)}" '
+                   f'width="{_f(bw - 2)}" height="{_f(bh)}" fill="{ACCENT}"><title>'
+                   f"{escape(_tick_label(lo))}-{escape(_tick_label(hi))}: {c}</title></rect>")
+    for i, e in enumerate(bin_edges):
+        x = left + bw * i
+        out.append(f'<text x="{_f(x)}" y="{top + plot_h + 14}" font-size="10" fill="{MUTED}" '
+                   f'text-anchor="middle">{escape(_tick_label(e))}</text>')
+    if xlabel:
+        out.append(f'<text x="{_f(left + plot_w / 2)}" y="{h - 6}" font-size="11" fill="{INK}" '
+                   f'text-anchor="middle">{escape(xlabel)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
