@@ -1,0 +1,234 @@
+"""``fairness-tests bbq filter|score`` and ``data fetch`` (against a real HTTP server
+on 127.0.0.1)."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import json
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from fairness_tests.cli import main
+from fairness_tests.errors import DataError
+from fairness_tests.paths import bbq_dir
+from fairness_tests.protocols.bbq.fetch import REMOTE_PATHS, fetch
+
+SHARED = bbq_dir()
+pytestmark = pytest.mark.skipif(not (SHARED / "Race_x_SES.jsonl").exists(),
+                                reason="../shared/bbq not present")
+
+
+def run(argv, capsys):
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_filter_json_counts(capsys):
+    rc, out, _ = run(["bbq", "filter", "--data", str(SHARED), "--format", "json"], capsys)
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["totals"]["Race_x_SES"] == {"loaded": 11160, "kept": 2880,
+                                           "by_context": {"ambig": 1440, "disambig": 1440}}
+    assert doc["totals"]["Race_x_gender"]["kept"] == 5232
+    cells = {(r["dataset"], r["context"], r["polarity"]): r["n_items"] for r in doc["rows"]}
+    assert cells[("Race_x_gender", "disambig", "nonneg")] == 1308
+    assert cells[("Race_x_SES", "ambig", "neg")] == 720
+    assert doc["data"]["official"] is False
+
+
+def test_filter_table_via_subprocess():
+    p = subprocess.run([sys.executable, "-m", "fairness_tests.cli", "bbq", "filter",
+                        "--data", str(SHARED), "--format", "table", "--filter", "none"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "Race_x_gender: 15960 of 15960 items kept (none)" in p.stdout
+
+
+@pytest.fixture(scope="module")
+def small_dir(tmp_path_factory):
+    """A small valid copy: the first 48 items of each file and every 401st after them
+    (so several groups appear), with their metadata rows."""
+    d = tmp_path_factory.mktemp("bbq_small")
+    ids = {}
+    for ds in ("Race_x_SES", "Race_x_gender"):
+        every = (SHARED / f"{ds}.jsonl").read_text(encoding="utf-8").splitlines()
+        lines = every[:48] + every[401::401]
+        (d / f"{ds}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        ids[ds] = {json.loads(x)["example_id"]: json.loads(x) for x in lines}
+    meta = (SHARED / "additional_metadata.csv").read_text(encoding="utf-8").splitlines()
+    keep = [meta[0]] + [r for r in meta[1:] if int(r.split(",")[2]) in ids[r.split(",")[0]]]
+    (d / "additional_metadata.csv").write_text("\n".join(keep) + "\n", encoding="utf-8")
+    return d, ids
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_score_json_shape_and_values(small_dir, tmp_path, capsys):
+    d, ids = small_dir
+    rows = []
+    # every item of the files answered correctly, 3 repeats; except Race_x_SES id 0:
+    # no answer at all (missing) -- if the filter keeps it
+    for ds, items in ids.items():
+        for eid, it in items.items():
+            if (ds, eid) == ("Race_x_SES", 0):
+                continue
+            for k in range(3):
+                rows.append({"category": ds, "example_id": eid, "repeat": k,
+                             "answer": it["label"]})
+    f = write_jsonl(tmp_path / "p.jsonl", rows)
+    rc, out, err = run(["bbq", "score", "--data", str(d), "--predictions", str(f),
+                        "--format", "json", "--filter", "none", "--n-boot", "200"], capsys)
+    assert rc == 0, err
+    doc = json.loads(out)
+    by = {(r["dataset"], r["context"]): r for r in doc["rows"]}
+    assert set(by) == {(ds, c) for ds in ids for c in ("ambig", "disambig")}
+    for (ds, ctx), r in by.items():
+        # all answers are the label: accuracy 1 with a degenerate CI, nothing invalid
+        assert r["accuracy"] == 1.0 and r["accuracy_ci"] == [1.0, 1.0]
+        assert r["invalid_rate"] == 0.0
+        assert ("s_amb" in r) == (ctx == "ambig") and ("s_dis" in r) == (ctx == "disambig")
+        assert ("acc_reinf" in r) == (ctx == "disambig")
+        for key in ("sf", "df", "df_smoothed"):
+            assert key in r
+    # ambiguous items answered "unknown" -> no non-unknown answer -> s_amb null with reason
+    amb = by[("Race_x_gender", "ambig")]
+    assert amb["s_amb"] is None and "no non-unknown" in amb["notes"]["s_amb"]
+    # disambiguated: every answer non-unknown and correct; s_DIS = 2 * reinforcing share - 1
+    n_amb = sum(it["context_condition"] == "ambig" for it in ids["Race_x_SES"].values())
+    assert by[("Race_x_SES", "ambig")]["n_items"] == n_amb - 1    # id 0 (ambig) missing
+    assert doc["missing"]["n_items"] == 1
+    assert doc["missing"]["example_ids"] == {"Race_x_SES": [0]}
+    cons = doc["consistency"]
+    for r in cons["rows"]:
+        assert r["mfaa_mean"] == 100.0 and r["gtc_min"] == 100.0 and r["flagged"] == 0
+    assert cons["pooled"]["n_items"] == sum(len(v) for v in ids.values()) - 1
+
+
+def test_score_df_unbounded_is_UB(small_dir, tmp_path, capsys):
+    d, ids = small_dir
+    # Race_x_gender disambiguated items: the unknown option everywhere except one item,
+    # which gets the favourable answer -> its group has P(fav) > 0, the others 0.
+    from fairness_tests.protocols.bbq.data import load_bbq
+    from fairness_tests.protocols.bbq.filter import filter_items
+    items = filter_items(load_bbq(d).items, "none")
+    dis = items[(items.dataset == "Race_x_gender") & (items.context == "disambig")
+                & items.group.notna()]
+    groups = dis.groupby("group")
+    assert groups.ngroups >= 2
+    fav_item = dis.iloc[0]
+    # the favourable answer: non-unknown and not target_loc
+    fav_answer = ({0, 1, 2} - {int(fav_item.unknown_loc), int(fav_item.target_loc)}).pop()
+    rows = [{"category": "Race_x_gender", "example_id": int(r.example_id),
+             "answer": fav_answer if r.example_id == fav_item.example_id
+             else int(r.unknown_loc)} for r in dis.itertuples()]
+    f = write_jsonl(tmp_path / "p.jsonl", rows)
+    rc, out, err = run(["bbq", "score", "--data", str(d), "--predictions", str(f),
+                        "--format", "json", "--filter", "none", "--n-boot", "100"], capsys)
+    assert rc == 0, err
+    doc = json.loads(out)
+    row = [r for r in doc["rows"] if (r["dataset"], r["context"]) ==
+           ("Race_x_gender", "disambig")][0]
+    # one group has P(fav) > 0, another P(fav) = 0 -> DF unbounded
+    assert row["df"] == "UB"
+    assert isinstance(row["df_smoothed"], float)
+    assert "consistency" not in doc                 # one repeat only
+
+
+@pytest.mark.parametrize("line,match", [
+    ('{"category": "Race_x_SES", "example_id": 1, "answer": 1', "line 2: invalid JSON"),
+    ('{"category": "Race_x_SES", "example_id": 1, "answer": 5}', "line 2, key 'answer'"),
+    ('{"category": "Race_x_SES", "example_id": 1}', "line 2, key 'answer'"),
+    ('{"category": "Race_x_SES", "example_id": 0, "answer": 2}', "line 2: duplicate"),
+    ('{"category": "Race_x_SES", "example_id": 999999, "answer": 2}',
+     "line 2: Race_x_SES example_id 999999 is not in the BBQ data"),
+])
+def test_score_bad_predictions_line(small_dir, tmp_path, capsys, line, match):
+    d, _ = small_dir
+    f = tmp_path / "bad.jsonl"
+    f.write_text('{"category": "Race_x_SES", "example_id": 0, "answer": 1}\n' + line + "\n",
+                 encoding="utf-8")
+    rc, out, err = run(["bbq", "score", "--data", str(d), "--predictions", str(f)], capsys)
+    assert rc == 2
+    assert "bad.jsonl" in err and match in err
+
+
+def test_score_table_format(small_dir, tmp_path, capsys):
+    d, ids = small_dir
+    rows = [{"category": ds, "example_id": e, "answer": None}
+            for ds, items in ids.items() for e in items]
+    f = write_jsonl(tmp_path / "p.jsonl", rows)
+    rc, out, _ = run(["bbq", "score", "--data", str(d), "--predictions", str(f),
+                      "--format", "table", "--filter", "none", "--n-boot", "50"], capsys)
+    assert rc == 0
+    header = out.splitlines()[0].split()
+    assert header[:4] == ["dataset", "context", "n_items", "accuracy"]
+    assert "invalid_rate" in header
+
+
+# ---------------------------------------------------------------- fetch
+@pytest.fixture
+def mirror(tmp_path, small_dir):
+    """A real HTTP server on 127.0.0.1 serving the BBQ repository layout."""
+    d, _ = small_dir
+    root = tmp_path / "mirror"
+    for name, remote in REMOTE_PATHS.items():
+        (root / remote).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(d / name, root / remote)
+    handler = functools.partial(_QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", root
+    server.shutdown()
+    server.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def test_fetch_verifies_sha256(mirror, tmp_path):
+    url, root = mirror
+    expected = {n: hashlib.sha256((root / r).read_bytes()).hexdigest()
+                for n, r in REMOTE_PATHS.items()}
+    dest = tmp_path / "dest"
+    got = fetch(dest, base_url=url, expected=expected)
+    assert got == expected
+    for n, r in REMOTE_PATHS.items():
+        assert (dest / n).read_bytes() == (root / r).read_bytes()
+    assert not list(dest.glob("*.part"))
+    # a second run finds the files in place and verified: the server is not needed
+    assert fetch(dest, base_url="http://127.0.0.1:9", expected=expected) == expected
+
+
+def test_fetch_mismatch_is_an_error_and_saves_nothing(mirror, tmp_path):
+    url, _ = mirror
+    dest = tmp_path / "dest"
+    # default expectation = the official release's sha256; the stand-in files differ
+    with pytest.raises(DataError, match="sha256 mismatch"):
+        fetch(dest, base_url=url)
+    assert list(dest.iterdir()) == []
+
+
+def test_fetch_cli(mirror, tmp_path, capsys):
+    url, _ = mirror
+    rc, out, err = run(["data", "fetch", "--dest", str(tmp_path / "d"), "--base-url", url],
+                       capsys)
+    assert rc == 2
+    assert "sha256 mismatch" in err and f"{url}/data/Race_x_SES.jsonl" in err
+
+
+def test_fetch_http_error(mirror, tmp_path):
+    url, _ = mirror
+    with pytest.raises(DataError, match="HTTP 404"):
+        fetch(tmp_path / "d", base_url=url + "/nowhere")
