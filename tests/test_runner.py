@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import sys
 import threading
 
 import pytest
@@ -129,8 +130,12 @@ def test_parse_choice_is_pluggable(store):
     assert ask([gen], EchoBackend(), store, progress=False)[0].answer is None
 
 
-def test_parse_choice_named_in_meta(store):
-    r = req(1).with_(meta={"parse_choice": "tests.test_runner:_parse_last_letter"})
+def test_parse_choice_named_in_meta(store, monkeypatch):
+    import types
+    mod = types.ModuleType("fairness_test_parsers")
+    mod.last_letter = _parse_last_letter
+    monkeypatch.setitem(sys.modules, "fairness_test_parsers", mod)
+    r = req(1).with_(meta={"parse_choice": "fairness_test_parsers:last_letter"})
     out = ask([r], EchoBackend(), store, progress=False)
     # text "(b) because": choice letters in order b, b, c, a -> last is "a" -> 0
     # (the default parser would give 1, so this shows the named parser was used)
