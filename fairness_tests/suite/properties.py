@@ -1,0 +1,22 @@
+"""Which decision rules each property test checks (selectors for
+``@pytest.mark.fairness_rules``). A rule matched by none of them is checked by
+``test_other_rules``, so a rule added to a thresholds file is never ignored."""
+
+PROPERTIES = {
+    "accuracy_floors": {"tables": "bbq", "metrics": "accuracy"},
+    "sdis_bound": {"metrics": "s_dis"},
+    "samb_bound": {"metrics": "s_amb"},
+    "acc_gap": {"metrics": "acc_reinf_minus_counter"},
+    "sf_df_bounds": {"metrics": ["sf", "df", "df_smoothed"]},
+    "invalid_rate": {"tables": ["bbq", "bbq_groups"], "metrics": "invalid_rate"},
+    "position_bias": {"metrics": "position_bias"},
+    "mfaa_floor": {"tables": "consistency", "metrics": "mfaa_*"},
+    "gtc_floor": {"tables": "consistency", "metrics": "gtc_*"},
+    "worst_slice_stereotype": {"ids": "worst_slice_*"},
+    "refusal_gap": {"ids": "refusal_gap*"},
+    "slice_disparity": {"ids": "slice_disparity*"},
+}
+OTHER = {"exclude": list(PROPERTIES.values())}
+
+DRIFT_TABLES = ("bbq", "bbq_groups", "consistency", "generative_by_slice",
+                "generative_by_slice_family", "generative_by_slice_decoding")
