@@ -70,8 +70,9 @@ def slice_table(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFA
     out = pd.concat([p for p in parts if len(p)], ignore_index=True)
     # cells with only error rows have no ok-row table entries: add NaN rows, noted
     full = df[keys].drop_duplicates()
-    have = out[keys].drop_duplicates()
-    missing = full.merge(have, how="left", indicator=True).query("_merge == 'left_only'")
+    have = out.loc[out["metric"] != "error", keys].drop_duplicates()
+    missing = (full.merge(have, how="left", indicator=True).query("_merge == 'left_only'")
+               if len(have) else full)
     if len(missing):
         extra = [{**dict(zip(keys, r)), "metric": m, "value": np.nan, "ci_low": np.nan,
                   "ci_high": np.nan, "n": 0, "note": "no ok rows"}
