@@ -38,7 +38,9 @@ def per_item(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     if j.empty:
         return pd.DataFrame(columns=["dataset", "example_id", "context", "polarity",
                                      "n_answers", "mfaa", "gtc", "flagged"])
-    codes, uniq = pd.factorize(pd.MultiIndex.from_frame(j[["dataset", "example_id"]]), sort=True)
+    ds_code = pd.factorize(j["dataset"], sort=True)[0].astype(np.int64)
+    key = ds_code * (int(j["example_id"].max()) + 1) + j["example_id"].to_numpy(np.int64)
+    codes, uniq = pd.factorize(key, sort=True)   # one code per item, in dataset, id order
     m = len(uniq)
     a = j["answer"].to_numpy(dtype=np.float64)
     y = j["label"].to_numpy(dtype=np.float64)
