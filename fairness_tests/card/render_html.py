@@ -13,6 +13,8 @@ from . import svg
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 
+LONG_TABLE = 16   # longer tables are folded in a <details> element (no script needed)
+
 CSS = """
 :root{--ink:#1f2933;--muted:#6b7785;--line:#d9dee4;--bg:#f7f8fa;--accent:#1f5fa8;
 --pass:#1e7b34;--fail:#b3261e;--xfail:#8a5a00;--ne:#5b6470}
@@ -52,6 +54,8 @@ color:var(--fail)}
 .plots{display:flex;flex-wrap:wrap;gap:12px 24px;margin:8px 0}
 figure{margin:0;display:flex;flex-wrap:wrap;gap:12px 24px}
 svg.plot{background:#fff;border:1px solid var(--line)}
+details{margin:6px 0 12px}
+summary{cursor:pointer;color:var(--accent);font-size:13px}
 footer{margin-top:40px;color:var(--muted);font-size:12px}
 """
 
@@ -141,6 +145,9 @@ def _block(b) -> str:
                     cells.append(f"<td>{escape(c)}</td>")
             parts.append("<tr>" + "".join(cells) + "</tr>")
         parts.append("</tbody></table></div>")
+        if len(b.rows) > LONG_TABLE:
+            return (f"<details><summary>Table: {len(b.rows)} rows</summary>"
+                    + "".join(parts) + "</details>")
         return "".join(parts)
     raise TypeError(f"unknown block {b!r}")
 

@@ -36,7 +36,8 @@ def _svg_open(kind: str, title: str, w: int, h: int) -> list[str]:
             f"<title>{t}</title>"]
 
 
-def _nice_domain(values: list[float], include_zero: bool = True) -> tuple[float, float]:
+def _nice_domain(values: list[float], include_zero: bool = True) -> tuple[float, float, float]:
+    """(lo, hi, step): a domain covering the values, on multiples of a 1-2-2.5-5 step."""
     vals = [v for v in values if v is not None and math.isfinite(v)]
     lo = min(vals) if vals else 0.0
     hi = max(vals) if vals else 1.0
@@ -52,11 +53,11 @@ def _nice_domain(values: list[float], include_zero: bool = True) -> tuple[float,
             break
     lo = math.floor(lo / step + 1e-9) * step
     hi = math.ceil(hi / step - 1e-9) * step
-    return lo, hi
+    return lo, hi, step
 
 
-def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    step = (hi - lo) / n
+def _ticks(lo: float, hi: float, step: float) -> list[float]:
+    n = int(round((hi - lo) / step))
     return [lo + i * step for i in range(n + 1)]
 
 
@@ -72,7 +73,7 @@ def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
             v = finite(p.get(k))
             if v is not None:
                 finite_vals.append(v)
-    lo_d, hi_d = _nice_domain(finite_vals)
+    lo_d, hi_d, step = _nice_domain(finite_vals)
 
     def x(v: float) -> float:
         v = max(lo_d, min(hi_d, v))
@@ -82,7 +83,7 @@ def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
     out.append(f'<text x="{label_w}" y="16" font-size="13" font-weight="600" fill="{INK}">'
                f"{escape(title)}</text>")
     y_end = top + row_h * max(1, len(points))
-    for t in _ticks(lo_d, hi_d):
+    for t in _ticks(lo_d, hi_d, step):
         out.append(f'<line x1="{_f(x(t))}" y1="{top - 4}" x2="{_f(x(t))}" y2="{y_end}" '
                    f'stroke="{GRID}" stroke-width="1"/>')
         out.append(f'<text x="{_f(x(t))}" y="{y_end + 14}" font-size="10" fill="{MUTED}" '
@@ -181,7 +182,10 @@ def histogram(title: str, bin_edges: list[float], counts: list[int], xlabel: str
     out = _svg_open("histogram", title, width, h)
     out.append(f'<text x="{left}" y="16" font-size="13" font-weight="600" fill="{INK}">'
                f"{escape(title)}</text>")
-    for t in _ticks(0, cmax, 4 if cmax >= 4 else max(1, cmax)):
+    _, cmax_nice, cstep = _nice_domain([0.0, float(cmax)])
+    cstep = max(1.0, cstep)
+    cmax = max(cmax, int(math.ceil(cmax_nice / cstep) * cstep))
+    for t in _ticks(0, cmax, cstep):
         y = top + plot_h - t / cmax * plot_h
         out.append(f'<line x1="{left}" y1="{_f(y)}" x2="{left + plot_w}" y2="{_f(y)}" '
                    f'stroke="{GRID}"/>')
