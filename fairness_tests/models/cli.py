@@ -1,0 +1,103 @@
+"""``fairness-tests store stats | export | import | prune``."""
+from __future__ import annotations
+
+import json
+import re
+
+from ..errors import ConfigError
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> float:
+    """``"90s"``, ``"30m"``, ``"12h"``, ``"7d"``, ``"2w"`` (or plain seconds) -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text or "")
+    if not m:
+        raise ConfigError(f"bad duration {text!r}; use e.g. 90s, 30m, 12h, 7d, 2w",
+                          key="--older-than")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def register(subparsers) -> None:
+    st = subparsers.add_parser("store", help="the response store: stats, export, import, prune")
+    sub = st.add_subparsers(dest="store_command", required=True)
+
+    def common(p):
+        p.add_argument("--store", default=None,
+                       help="SQLite store (default: $FAIRNESS_STORE or .fairness/store.sqlite)")
+
+    p = sub.add_parser("stats", help="counts by backend, model and status; size")
+    common(p)
+    p.add_argument("--format", default="table", choices=("table", "json"))
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("export", help="write every response as JSONL (gzip if .gz), sorted by key")
+    common(p)
+    p.add_argument("path", help="output file, e.g. fixtures/responses.jsonl.gz")
+    p.add_argument("--no-timestamps", action="store_true",
+                   help="leave created_at out (byte-stable across re-recordings)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import", help="read responses from JSONL (gzip if .gz)")
+    common(p)
+    p.add_argument("paths", nargs="+", help="JSONL files written by `store export`")
+    p.add_argument("--replace", action="store_true", help="overwrite keys already stored")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("prune", help="delete rows matching all given conditions")
+    common(p)
+    p.add_argument("--model", default=None)
+    p.add_argument("--backend", default=None)
+    p.add_argument("--status", default=None, choices=("ok", "error", "refused"))
+    p.add_argument("--older-than", default=None, help="age, e.g. 30m, 12h, 7d")
+    p.set_defaults(func=cmd_prune)
+
+
+def _open(args):
+    from .store import open_store
+    return open_store(args.store)
+
+
+def cmd_stats(args) -> int:
+    with _open(args) as store:
+        st = store.stats()
+    if args.format == "json":
+        print(json.dumps(st, indent=2, sort_keys=True))
+        return 0
+    print(f"store {st['path']}: {st['total']} responses, {st['size_bytes'] / 1e6:.2f} MB, "
+          f"{st['live_leases']} live leases")
+    print("  " + "  ".join(f"{k} {v}" for k, v in st["by_status"].items()))
+    if st["groups"]:
+        w = max(len(f"{g['backend']}:{g['model']}") for g in st["groups"])
+        print(f"  {'backend:model':<{w}}  {'status':<8} {'count':>8} {'tokens':>10} {'cost $':>10}")
+        for g in st["groups"]:
+            name = f"{g['backend']}:{g['model']}"
+            tok = g["prompt_tokens"] + g["completion_tokens"]
+            print(f"  {name:<{w}}  {g['status']:<8} {g['count']:>8} {tok:>10} "
+                  f"{g['cost_usd']:>10.4f}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    with _open(args) as store:
+        n = store.export_jsonl(args.path, timestamps=not args.no_timestamps)
+    print(f"exported {n} responses to {args.path}")
+    return 0
+
+
+def cmd_import(args) -> int:
+    with _open(args) as store:
+        for path in args.paths:
+            c = store.import_jsonl(path, replace=args.replace)
+            print(f"{path}: added {c['added']}, replaced {c['replaced']}, "
+                  f"kept existing {c['skipped']}")
+    return 0
+
+
+def cmd_prune(args) -> int:
+    older = parse_duration(args.older_than) if args.older_than else None
+    with _open(args) as store:
+        n = store.prune(model=args.model, backend=args.backend, status=args.status,
+                        older_than_s=older)
+    print(f"deleted {n} responses")
+    return 0
