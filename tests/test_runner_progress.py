@@ -1,0 +1,84 @@
+"""The progress bar: whole lines off a TTY, worker prefix under xdist, rate/ETA/tokens."""
+from __future__ import annotations
+
+import io
+
+from fairness_tests.models.progress import Progress
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_lines_every_pct_with_rate_eta_and_worker_prefix(monkeypatch):
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw3")
+    buf, clock = io.StringIO(), Clock()
+    bar = Progress(100, "bbq litellm:m", stream=buf, every_pct=25, interval_s=1e9, clock=clock)
+    for _ in range(50):
+        clock.t += 0.1
+        bar.update(1, tokens=10, cost_usd=0.001)
+    # after 50 items in 5.0 s: 10.0/s, 50 left -> ETA 5s; 500 tokens; $0.05
+    lines = buf.getvalue().splitlines()
+    assert lines[-1] == "[gw3] bbq litellm:m  50/100   50%  10.0/s  ETA 5s  tok 500  $0.0500"
+    assert len(lines) == 3                 # first update, 25 %, 50 %
+    bar.close()
+    assert buf.getvalue().splitlines()[-1].startswith("[gw3] bbq litellm:m  50/100")
+
+
+def test_cached_items_do_not_inflate_rate():
+    buf, clock = io.StringIO(), Clock()
+    bar = Progress(10, "x", stream=buf, every_pct=100, interval_s=1e9, clock=clock)
+    bar.update(6, cached=True)
+    clock.t = 2.0
+    bar.update(2)
+    bar.close()
+    # 2 fresh items in 2 s = 1.0/s; 2 left -> ETA 2s on the line before close
+    last = buf.getvalue().splitlines()[-1]
+    assert "8/10" in last and "1.0/s" in last and "cached 6" in last and "ETA 2s" in last
+
+
+def test_time_based_lines_when_progress_is_slow():
+    buf, clock = io.StringIO(), Clock()
+    bar = Progress(1000, "slow", stream=buf, every_pct=50, interval_s=5, clock=clock)
+    for _ in range(12):
+        clock.t += 1.0
+        bar.update(1)
+    # lines at t=1 (first), t=6, t=11: every 5 s although far below the next 50 % mark
+    assert len(buf.getvalue().splitlines()) == 3
+
+
+def test_tty_redraws_one_line():
+    tty, clock = FakeTTY(), Clock()
+    bar = Progress(3, "t", stream=tty, clock=clock, tty_interval_s=0.0)
+    for _ in range(3):
+        clock.t += 1
+        bar.update(1)
+    bar.close()
+    out = tty.getvalue()
+    assert out.count("\n") == 1 and out.endswith("\n") and out.count("\r") == 4
+
+
+def test_env_off_and_file(monkeypatch, tmp_path):
+    monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
+    bar = Progress(5, "quiet")
+    bar.update(5)
+    bar.close()
+    assert bar.lines_written == 0
+    log = tmp_path / "progress.log"
+    monkeypatch.setenv("FAIRNESS_PROGRESS", str(log))
+    for w in ("gw0", "gw1"):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", w)
+        b = Progress(2, "f")
+        b.update(2)
+        b.close()
+    lines = log.read_text().splitlines()
+    assert lines and all(ln.startswith(("[gw0] f", "[gw1] f")) for ln in lines)
