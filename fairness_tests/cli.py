@@ -20,6 +20,7 @@ from .errors import FairnessTestsError, MissingResponsesError
 AREAS = [
     "fairness_tests.protocols.bbq.cli",
     "fairness_tests.models.cli",
+    "fairness_tests.models.backends.embedded",
     "fairness_tests.protocols.generative.cli",
     "fairness_tests.card.cli",
     "fairness_tests.audit_cli",

