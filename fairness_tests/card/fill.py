@@ -202,7 +202,17 @@ def fill_card(run: RunResult, user: dict | None = None, user_source: str | None 
     for path, section, hint in missing_run:
         missing.append({"field": path, "section": section, "source": "run", "hint": hint})
     card["missing_fields"] = sorted(missing, key=lambda m: (m["source"], m["field"]))
-    return clean(card)
+    return _sort_keys(clean(card))
+
+
+def _sort_keys(x: Any) -> Any:
+    """Key-sorted dicts all the way down: the card in memory is the card read back from
+    its YAML (dumped with sorted keys), so rendering either gives the same bytes."""
+    if isinstance(x, dict):
+        return {k: _sort_keys(x[k]) for k in sorted(x)}
+    if isinstance(x, list):
+        return [_sort_keys(v) for v in x]
+    return x
 
 
 def _iso_date(x: Any) -> str | None:

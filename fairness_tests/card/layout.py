@@ -16,6 +16,9 @@ from .values import ci, num
 STATUS_ORDER = ("fail", "mixed", "expected_fail", "not_evaluable", "pass")
 RATE_METRICS_ORDER = ("stereotype", "demeaning", "pilot_harm", "refusal", "deflection",
                       "identity_salience", "title_mention", "religion_mention")
+GROUPING_ORDER = ("protocol", "scope", "rule", "dataset", "context", "polarity", "group", "slice",
+                  "family", "decoding", "temperature", "top_p", "occupation", "context_cue",
+                  "metric")
 HEATMAP_METRICS = ("stereotype", "pilot_harm", "refusal")
 BBQ_PLOT_METRICS = ("accuracy", "s_amb", "s_dis", "acc_reinf", "acc_counter", "sf", "df",
                     "df_smoothed", "invalid_rate")
@@ -128,9 +131,13 @@ class _Builder:
                 if k not in cols:
                     cols.append(k)
         has_ci = "ci_low" in cols and "ci_high" in cols
-        order = [c for c in (prefer or []) if c in cols]
-        rest = [c for c in cols if c not in order and c not in ("ci_low", "ci_high", "n", "note")]
+        # column order never depends on dict order: preferred, known grouping columns,
+        # the rest alphabetically, then metric, value, CI, n, note
+        order = [c for c in [*(prefer or []), *GROUPING_ORDER] if c in cols]
+        order = list(dict.fromkeys(order))
         metric_cols = ["metric", "value"] if {"metric", "value"} <= set(cols) else []
+        rest = sorted(c for c in cols if c not in order and c not in metric_cols
+                      and c not in ("ci_low", "ci_high", "n", "note"))
         head = [c for c in order + rest if c not in metric_cols] + metric_cols
         tail = (["95% CI"] if has_ci else []) + [c for c in ("n", "note") if c in cols]
         out_rows = []

@@ -1,0 +1,118 @@
+"""``fairness-tests card``: write, validate, render, diff, with the documented exit codes."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from card_testdata import make_run  # noqa: E402
+
+from fairness_tests.card.cli import register  # noqa: E402
+from fairness_tests.cli import main  # noqa: E402
+from fairness_tests.paths import DATA_DIR, fairness_cards_dir  # noqa: E402
+
+EXAMPLE_USER = DATA_DIR / "card_user_example.yaml"
+
+
+@pytest.fixture()
+def runs(tmp_path):
+    base = make_run().save(tmp_path / "base")
+    cand = make_run(candidate=True).save(tmp_path / "cand")
+    return base, cand
+
+
+def _card(runs, tmp_path, which=0, user=True):
+    out = tmp_path / f"card{which}"
+    args = ["card", "--run", str(runs[which]), "--out", str(out)]
+    if user:
+        args += ["--user-yaml", str(EXAMPLE_USER)]
+    assert main(args) == 0
+    return out
+
+
+def test_card_writes_three_files(runs, tmp_path, capsys):
+    out = _card(runs, tmp_path)
+    assert sorted(p.name for p in out.iterdir()) == ["card.html", "card.md", "card.yaml"]
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(out / "card.yaml"), str(out / "card.md"), str(out / "card.html")]
+
+
+def test_incomplete_card_is_written_and_says_so(runs, tmp_path, capsys):
+    out = _card(runs, tmp_path, user=False)
+    err = capsys.readouterr().err
+    assert "incomplete" in err and "intended_use.in_scope" in err
+    assert main(["card", "validate", str(out / "card.yaml")]) == 0
+    assert main(["card", "validate", "--complete", str(out / "card.yaml")]) == 1
+
+
+def test_validate_published_and_broken_cards(tmp_path, capsys):
+    qwen = fairness_cards_dir() / "cards" / "qwen2.5-7b-instruct.yaml"
+    assert main(["card", "validate", "--complete", str(qwen)]) == 0
+    assert "valid and complete" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(qwen.read_text().replace("modality: text", "modality: smell"))
+    assert main(["card", "validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "key 'modality'" in err and "line 12" in err
+
+
+def test_not_a_run_directory_is_exit_2(tmp_path, capsys):
+    assert main(["card", "--run", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "run.json" in capsys.readouterr().err
+
+
+def test_bad_user_yaml_is_exit_2(runs, tmp_path, capsys):
+    user = tmp_path / "u.yaml"
+    user.write_text("intended_use:\n  in_scope: [x]\n  out_of_scope: [y]\nmodel: mine\n")
+    assert main(["card", "--run", str(runs[0]), "--user-yaml", str(user),
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "u.yaml" in err and "line 4" in err and "'model'" in err
+
+
+def test_diff_and_exit_code(runs, tmp_path, capsys):
+    a = _card(runs, tmp_path, 0) / "card.yaml"
+    b = _card(runs, tmp_path, 1) / "card.yaml"
+    capsys.readouterr()
+    assert main(["card", "diff", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "regressed" in out and "F4" in out
+    assert main(["card", "diff", str(a), str(b), "--exit-code"]) == 1
+    assert main(["card", "diff", str(a), str(a), "--exit-code"]) == 0
+    capsys.readouterr()
+    assert main(["card", "diff", str(a), str(b), "--format", "markdown"]) == 0
+    assert "| **REGRESSED** |" in capsys.readouterr().out
+
+
+def test_render_from_yaml_reproduces_md_and_html(runs, tmp_path):
+    out = _card(runs, tmp_path)
+    again = tmp_path / "again"
+    assert main(["card", "render", str(out / "card.yaml"), "--out", str(again)]) == 0
+    for name in ("card.md", "card.html"):
+        assert (again / name).read_bytes() == (out / name).read_bytes()
+    assert not (again / "card.yaml").exists()
+
+
+def test_register_alone_builds_a_parser():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["card", "diff", "a", "b"])
+    assert (args.baseline, args.candidate, args.format) == ("a", "b", "terminal")
+    args = parser.parse_args(["card", "--run", "r", "--out", "o"])
+    assert (args.run, args.out, args.card_command) == ("r", "o", None)
+
+
+@pytest.mark.skipif(shutil.which("fairness-tests") is None, reason="console script not installed")
+def test_console_script(runs, tmp_path):
+    out = tmp_path / "cs"
+    r = subprocess.run(["fairness-tests", "card", "--run", str(runs[0]), "--user-yaml",
+                        str(EXAMPLE_USER), "--out", str(out)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (out / "card.html").exists()
