@@ -50,13 +50,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("fairness", "fairness_tests: models, recordings, thresholds, gate")
     g.addoption("--fairness-model", action="append", default=None, metavar="MODEL",
                 help=f"model id to audit (repeatable; default {DEFAULT_MODEL})")
-    g.addoption("--backend", default=None, metavar="NAME",
+    g.addoption("--backend", "--fairness-backend", dest="backend", default=None, metavar="NAME",
                 help="backend for --live runs: transformers, litellm, ... (default: the "
                      "model's own, e.g. the embedded model's transformers backend)")
     g.addoption("--replay", dest="fairness_live", action="store_false", default=False,
                    help="serve only recorded responses, never call a model (default)")
     g.addoption("--live", dest="fairness_live", action="store_true",
                    help="call the model for responses not yet recorded (and record them)")
+    g.addoption("--fairness-store", default=None, metavar="PATH",
+                help="SQLite response store (default .fairness/store.sqlite or $FAIRNESS_STORE)")
     g.addoption("--bbq-dir", default=None, metavar="DIR", help="BBQ data directory")
     g.addoption("--protocol", action="append", default=None, metavar="NAME",
                 help="protocol(s) to run: bbq, consistency, generative (default: all)")
@@ -93,7 +95,7 @@ def _settings(config: pytest.Config) -> Settings:
     return Settings(
         models=tuple(o.fairness_model or (DEFAULT_MODEL,)),
         backend=o.backend, live=bool(o.fairness_live), bbq_dir=o.bbq_dir,
-        protocols=tuple(o.protocol or ()), repeats=o.repeats,
+        protocols=tuple(o.protocol or ()), repeats=o.repeats, store=o.fairness_store,
         thresholds=o.thresholds, baseline=o.baseline_model, report_dir=o.fairness_report,
         runs=tuple(o.fairness_run or ()),
         on_missing=o.fairness_on_missing or config.getini("fairness_on_missing") or "skip")

@@ -163,19 +163,9 @@ def produce(settings: Settings, model: str, cache_root: Path, sid: str) -> RunRe
             (tmp / "unavailable.json").write_text(json.dumps(dataclasses.asdict(result)))
         else:
             result.metadata.setdefault("model", model)
-            result.save(tmp)
-            _save_extra_records(result, tmp)
+            result.save(tmp)                     # metadata, tables, verdicts, records
         os.replace(tmp, out)
         return result if isinstance(result, Unavailable) else RunResult.load(out)
-
-
-def _save_extra_records(result: RunResult, d: Path) -> None:
-    """RunResult.save writes metadata/tables/verdicts; records (if the audit attaches
-    them as ``result.records``) are written as tables so the gate can read them."""
-    records = getattr(result, "records", None) or {}
-    for name, t in records.items():
-        (d / "tables").mkdir(exist_ok=True)
-        t.to_csv(d / "tables" / f"{name}_records.csv", index=False, float_format="%.10g")
 
 
 def _compute(settings: Settings, model: str, options: dict[str, Any]) -> RunResult | Unavailable:
