@@ -1,0 +1,123 @@
+"""``fairness-tests audit``: the main job. Runs the audit (replay by default: the
+committed recordings, no model call), saves the run directory, writes the Fairness
+Card (YAML, Markdown, HTML) and prints the decision rules' outcomes.
+
+Exit code 0 when no rule fails (expected failures and "not evaluable" do not fail
+the run), 1 when a rule fails, 2 on bad input, 3 when replay misses responses.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .stats import json_value
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "audit", help="run the fairness audit and write the run, the card and the report",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=None,
+                   help="model id (default: the embedded Gemma 3 270M, embedded:gemma-3-270m); "
+                        "e.g. openai/gpt-4o-mini with --backend litellm, or a checkpoint dir")
+    p.add_argument("--backend", default=None, choices=["transformers", "litellm"],
+                   help="backend that answers (and whose recordings are replayed)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--live", action="store_true",
+                      help="ask the model for whatever the store lacks (records it)")
+    mode.add_argument("--replay", dest="live", action="store_false",
+                      help="serve only recorded responses (default)")
+    p.add_argument("--api-base", default=None, help="OpenAI-compatible server URL (litellm)")
+    p.add_argument("--store", default=None, help="SQLite response store (default "
+                   ".fairness/store.sqlite or $FAIRNESS_STORE)")
+    p.add_argument("--recordings", nargs="*", default=None,
+                   help="JSONL(.gz) recordings to import first (default: fixtures/recordings/*)")
+    p.add_argument("--protocols", nargs="+", default=None,
+                   choices=["bbq", "consistency", "generative", "probe"])
+    p.add_argument("--bbq-dir", default=None)
+    p.add_argument("--bbq-filter", default=None, choices=["intersectional", "none"])
+    p.add_argument("--repeats", type=int, default=None, help="consistency repeats (default 20)")
+    p.add_argument("--rotations", default=None, choices=["none", "sample", "all"],
+                   help="option rotations for position bias (default: on the consistency sample)")
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--limit", type=int, default=None,
+                   help="smoke run: at most N items per dataset x context x polarity")
+    p.add_argument("--suite", default=None, help="generative protocol YAML (default: ours)")
+    p.add_argument("--published-grid", default=None, help="a published grid CSV instead")
+    p.add_argument("--gen-seeds", type=int, nargs="+", default=None)
+    p.add_argument("--gen-max-new-tokens", type=int, default=None)
+    p.add_argument("--gen-limit", type=int, default=None)
+    p.add_argument("--rubric", default=None, help="published | strict | PATH")
+    p.add_argument("--thresholds", default=None, help="thresholds dir or file")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--n-boot", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--out", default="report", help="output directory (default: report)")
+    p.add_argument("--user-yaml", default=None,
+                   help="what a run cannot know for the card (intended use, governance, ...)")
+    p.add_argument("--export", default=None,
+                   help="also export the store's rows of this run to this JSONL(.gz) file")
+    p.set_defaults(func=cmd_audit)
+
+
+def cmd_audit(args) -> int:
+    from .audit import config_from_options, run_audit
+    from .card import write_cards
+
+    extra = {k: getattr(args, k) for k in (
+        "api_base", "bbq_filter", "rotations", "temperature", "limit", "suite",
+        "published_grid", "gen_max_new_tokens", "gen_limit", "rubric", "thresholds", "seed",
+        "n_boot", "batch_size")}
+    if args.gen_seeds:
+        extra["gen_seeds"] = tuple(args.gen_seeds)
+    if args.recordings is not None:
+        extra["recordings"] = tuple(args.recordings)
+    config = config_from_options(model=args.model, backend=args.backend, live=args.live,
+                                 bbq_dir=args.bbq_dir, protocols=args.protocols,
+                                 repeats=args.repeats, store=args.store, **extra)
+    result = run_audit(config)
+    out = Path(args.out)
+    result.save(out / "run")
+    card = write_cards(result, out / "card", user_yaml=args.user_yaml)
+    if args.export:
+        from .models.store import ResponseStore
+        with ResponseStore(result.metadata["store"]) as store:
+            n = store.export_jsonl(args.export)
+        print(f"exported {n} responses to {args.export}")
+    print(summary(result))
+    print(f"\nrun: {out / 'run'}\ncard: {', '.join(str(p) for p in _paths(card))}")
+    failed = (result.verdicts["status"] == "fail").any() if len(result.verdicts) else False
+    return 1 if failed else 0
+
+
+def _paths(card) -> list:
+    paths = getattr(card, "paths", None)
+    return list(paths.values()) if isinstance(paths, dict) else []
+
+
+def summary(result) -> str:
+    """One line per rule: how many cells pass / fail / expected_fail / not evaluable,
+    and the worst failing cell."""
+    v = result.verdicts
+    if v is None or not len(v):
+        return "no decision rule was evaluated"
+    lines = [f"{'rule':38} {'pass':>5} {'fail':>5} {'xfail':>5} {'n/e':>5}  worst failing cell"]
+    for rule, g in v.groupby("rule", sort=False):
+        counts = g["status"].value_counts()
+        bad = g[g["status"].isin(["fail", "expected_fail"])]
+        worst = ""
+        if len(bad):
+            r = bad.iloc[0]
+            val = json_value(r["value"])
+            worst = f"{r['cell']} = {val:.3g}" if isinstance(val, float) else f"{r['cell']}"
+            worst += f" ({r['op']} {r['bound']})"
+        lines.append(f"{rule:38} {counts.get('pass', 0):>5} {counts.get('fail', 0):>5} "
+                     f"{counts.get('expected_fail', 0):>5} {counts.get('not_evaluable', 0):>5}  "
+                     f"{worst}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from .cli import main
+    sys.exit(main(["audit", *sys.argv[1:]]))
