@@ -70,6 +70,7 @@ class FaultServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True   # headers and body go out at once: no 40 ms stalls
 
             def log_message(self, *args):  # quiet
                 pass
