@@ -203,7 +203,8 @@ def test_wait_for_others_is_bounded(tmp_path):
     holder.close(); mine.close()
 
 
-def test_progress_lines_under_capture(store):
+def test_progress_lines_under_capture(store, monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)   # no "[gwN] " prefix here
     buf = io.StringIO()
     bar = Progress(20, "echo:m", stream=buf, every_pct=25, interval_s=1e9)
     ask([req(i) for i in range(20)], EchoBackend(), store, progress=bar)
