@@ -237,8 +237,9 @@ def _bbq(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
     }
 
 
-def _generative(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
+def _generative(config: AuditConfig, asker: _Asker, result: RunResult, rules) -> None:
     from .metrics import generative as G
+    from .metrics import protocol_sensitivity as PS
     from .protocols.generative.requests import grid_requests, records
     from .protocols.generative.suite import load_suite
     from .scoring.lexical import score
@@ -295,7 +296,32 @@ def _generative(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
         deltas = G.rubric_deltas(ta[ta["metric"].isin(G.METRICS)],
                                  tb[tb["metric"].isin(G.METRICS)], (rubric.name, other.name))
         result.tables["scorer_sensitivity"] = deltas
-        result.tables[f"generative_cells_{other.name}"] = G.cell_statistics(scored_b, **kw)
+        cells_b = G.cell_statistics(scored_b, **kw)
+        result.tables[f"generative_cells_{other.name}"] = cells_b
+    # protocol sensitivity: every generative rule in every protocol cell
+    ps_rules = PS.from_thresholds(rules.rules)
+    cell_verdicts = PS.evaluate(result.tables["generative_cells"], ps_rules)
+    result.tables["protocol_verdicts"] = cell_verdicts
+    dependence = PS.protocol_dependence(cell_verdicts)
+    spread = []
+    ok = scored[scored["status"] != "error"]
+    for rule in ps_rules:
+        for kind in ("family", "decoding"):
+            sub = ok.groupby([kind, "slice"])[rule.metric].mean().rename("value").reset_index()
+            spread.append({"rule": rule.name, "cell_kind": kind,
+                           **PS.spread_decomposition(sub, kind)})
+    if len(dependence):
+        dependence = dependence.merge(
+            pd.DataFrame(spread).pivot_table(index="rule", columns="cell_kind",
+                                             values="dominant", aggfunc="first")
+            .add_prefix("dominant_across_").reset_index(), on="rule", how="left") \
+            if spread and "dominant" in spread[0] else dependence
+    result.tables["protocol_sensitivity"] = dependence
+    result.tables["protocol_spread"] = pd.DataFrame(spread)
+    if config.compare_rubric:
+        flips = G.flipped_verdicts(cell_verdicts, PS.evaluate(cells_b, ps_rules),
+                                   (rubric.name, other.name))
+        result.tables["rubric_flips"] = flips
     result.metadata["generative"] = {
         "suite": name, "suite_hash": suite_hash, "system_prompt": system,
         "n_grid_full": int(n_full), "n_generations": int(len(recs)),
@@ -385,7 +411,7 @@ def run_audit(config: AuditConfig | None = None) -> RunResult:
         if {"bbq", "consistency"} & set(config.protocols):
             _bbq(config, asker, result)
         if "generative" in config.protocols:
-            _generative(config, asker, result)
+            _generative(config, asker, result, rules)
         if "probe" in config.protocols:
             _probe(config, asker, result)
         if config.live and asker._backend is not None:

@@ -81,6 +81,34 @@ def rules_from_list(items: Iterable[dict[str, Any]], path: Any = None) -> list[R
     return out
 
 
+def from_thresholds(rules: Iterable[Any]) -> list[Rule]:
+    """The generative threshold rules (``fairness_tests.rules.thresholds.Rule`` with
+    ``table: generative_by_slice*`` and ``across: slice``) as protocol-sensitivity
+    rules: ``reduce: max`` -> statistic ``worst_slice``, ``reduce: range`` ->
+    ``disparity`` (``refusal_gap`` for the refusal metric). Rules that differ only in
+    the table they read (overall / per family / per decoding) become one rule, since
+    the protocol-sensitivity analysis evaluates every cell kind anyway."""
+    out: dict[tuple, Rule] = {}
+    for r in rules:
+        if not str(r.table).startswith("generative_by_slice") or r.across != "slice":
+            continue
+        if r.reduce == "max":
+            statistic = "worst_slice"
+        elif r.reduce == "range":
+            statistic = "refusal_gap" if r.metric == "refusal" else "disparity"
+        else:
+            continue
+        key = (statistic, r.metric, r.op, float(r.bound), r.compare)
+        if key not in out:
+            name = r.id
+            for suffix in ("_per_family", "_per_decoding", "_per_occupation"):
+                name = name.replace(suffix, "")
+            out[key] = Rule(name=name, metric=r.metric, bound=float(r.bound),
+                            statistic=statistic, op=r.op, compared=r.compare,
+                            rationale=r.rationale)
+    return list(out.values())
+
+
 def cell_verdicts(stats: pd.DataFrame, rule: Rule) -> pd.DataFrame:
     """Verdict table (``run.VERDICT_COLUMNS`` + ``cell_kind``): one row per cell."""
     t = stats[(stats["statistic"] == rule.statistic) & (stats["metric"] == rule.metric)]

@@ -2,7 +2,7 @@
 grids of a protocol, the counterfactual probe.
 
 - ``generative score --outputs FILE [--rubric published|strict|PATH] [--format json|table]``
-- ``generative sensitivity --outputs FILE [--rules PATH] [--format json|table]``
+- ``generative sensitivity --outputs FILE [--thresholds PATH] [--model ID] [--format json|table]``
 - ``generative grid [--protocol PATH | --published CSV] [--format csv|json] [--hash]``
 - ``generative probe-grid [--probe PATH] [--format csv|json]``
 - ``generative probe-score --outputs FILE [--probe PATH] [--format json|table]``
@@ -29,7 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     v = sub.add_parser("sensitivity", help="same outputs under the published and strict rubrics")
     v.add_argument("--outputs", required=True)
-    v.add_argument("--rules", default=None, help="rules YAML (default: packaged generative rules)")
+    v.add_argument("--thresholds", default=None,
+                   help="thresholds dir or file (default: thresholds/ of the checkout)")
+    v.add_argument("--model", default=None, help="apply this model's threshold overrides")
     v.add_argument("--rubrics", nargs=2, default=("published", "strict"), metavar=("A", "B"))
     v.add_argument("--format", choices=("json", "table"), default="json")
     _boot_args(v)
@@ -88,7 +90,7 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
     from .outputs import read_outputs
     from .report import load_rules, sensitivity_report
 
-    rep = sensitivity_report(read_outputs(args.outputs), load_rules(args.rules),
+    rep = sensitivity_report(read_outputs(args.outputs), load_rules(args.thresholds, args.model),
                              tuple(args.rubrics), args.n_boot, args.seed)
     if args.format == "json":
         print(json.dumps(rep, indent=1))

@@ -27,7 +27,6 @@ from ...scoring.lexical import score
 from ...scoring.rubric import Rubric, load_rubric
 from ...stats import DEFAULT_N_BOOT, DEFAULT_SEED, json_value
 
-DEFAULT_RULES = Path(__file__).resolve().parents[2] / "data" / "rules" / "generative.yaml"
 
 
 def _entries(table: pd.DataFrame, by: list[str], counts: pd.DataFrame) -> tuple[list, list]:
@@ -84,20 +83,11 @@ def score_report(records: pd.DataFrame, rubric: Rubric | str = "published",
     return out
 
 
-def load_rules(path: str | Path | None = None) -> list[PS.Rule]:
-    import yaml
-
-    from ...errors import ConfigError
-    p = Path(path) if path else DEFAULT_RULES
-    try:
-        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read rules file: {exc.strerror}", path=p) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML ({exc})", path=p) from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("rules"), list):
-        raise ConfigError("needs a 'rules:' list", path=p, key="rules")
-    return PS.rules_from_list(raw["rules"], p)
+def load_rules(thresholds: str | Path | None = None, model: str | None = None) -> list[PS.Rule]:
+    """The generative decision rules of the threshold files (``thresholds/``: the
+    same rules the pytest suite and the audit apply), as protocol-sensitivity rules."""
+    from ...rules.thresholds import load_rules as load_thresholds
+    return PS.from_thresholds(load_thresholds(thresholds, model=model).rules)
 
 
 def sensitivity_report(records: pd.DataFrame, rules: list[PS.Rule],
