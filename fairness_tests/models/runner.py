@@ -36,9 +36,9 @@ ParseChoice = Callable[[Request, str], "int | None"]
 
 #: The command shown when replay misses; the pytest plugin / CLI may replace it.
 #: Fields: {backend}, {model}, {store}, {n}.
-RECORD_HINT = ("record them with the live backend, e.g. `pytest --fairness-backend={backend} "
-               "--fairness-model={model} --fairness-store={store}` (then `fairness-tests store "
-               "export` to commit them under fixtures/)")
+RECORD_HINT = ("record them with `fairness-tests audit --live --model {model} --backend {backend} "
+               "--store {store}` (or `pytest --live --fairness-model {model} --fairness-store "
+               "{store}`), then `fairness-tests store export` to commit them under fixtures/")
 
 PROGRESS_MIN_ITEMS = 20   # automatic progress bar only for at least this many misses
 
