@@ -165,7 +165,7 @@ def test_replay_miss_names_count_first_keys_meta_and_command(store):
     assert msg.startswith("7 of 9 requests have no recorded response")
     assert rs[2].key()[:16] in msg and "item=2" in msg
     assert rs[8].key()[:16] not in msg                 # only the first few are listed
-    assert "--fairness-backend=litellm" in msg and str(store.path) in msg
+    assert "--live --model" in msg and "--backend litellm" in msg and str(store.path) in msg
     assert ei.value.missing_count == 7
     # complete: replay serves everything, via ask or the backend itself
     ask(rs, EchoBackend(), store, progress=False)
