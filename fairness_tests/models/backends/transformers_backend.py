@@ -197,7 +197,7 @@ class TransformersBackend:
 
     def __init__(self, model: str | os.PathLike = emb.EMBEDDED, batch_size: int = 8,
                  device: str = "cpu", dtype: str = "auto",
-                 answer_prefix: str = emb.ANSWER_PREFIX, max_prompt_tokens: int | None = None,
+                 answer_prefix: str = emb.ANSWER_PREFIX, threads: int | None = None,
                  **_ignored: Any):
         if int(batch_size) < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
@@ -206,7 +206,7 @@ class TransformersBackend:
         self.device = device
         self.dtype = dtype
         self.answer_prefix = answer_prefix
-        self.max_prompt_tokens = max_prompt_tokens
+        self.threads = int(threads) if threads else None   # torch CPU threads (None: torch's)
         self._loaded: _Loaded | None = None
         self.forward_passes = 0       # counters a bench or test can read
         self.generate_calls = 0
@@ -221,6 +221,9 @@ class TransformersBackend:
 
     def loaded(self) -> _Loaded:
         if self._loaded is None:
+            if self.threads:
+                import torch
+                torch.set_num_threads(self.threads)
             self._loaded = load(self.model, self.device, self.dtype)
         return self._loaded
 
