@@ -60,7 +60,8 @@ def server(tmp_path_factory):
     port = _free_port()
     log_path = tmp_path_factory.mktemp("serve") / "serve.log"
     log = open(log_path, "wb")
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    # one torch thread: the CPU is shared (two threads spin-wait when oversubscribed)
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
     proc = subprocess.Popen(_serve_command(model_dir, port), stdout=log, stderr=subprocess.STDOUT,
                             env=env, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
@@ -158,7 +159,7 @@ def test_served_greedy_text_matches_the_in_process_backend(server):
     served = LiteLLMBackend(timeout_s=120, max_retries=1).answer(
         [Request(messages=msgs, decoding=dec, backend="litellm",
                  model=f"openai/{server['model_dir']}", api_base=server["api_base"])])[0]
-    local = TransformersBackend("embedded", batch_size=1).answer(
+    local = TransformersBackend("embedded", batch_size=1, threads=1).answer(
         [Request(messages=msgs, decoding=dec, backend="transformers",
                  model=emb.EMBEDDED_MODEL_ID)])[0]
     assert served.status == local.status == "ok", served.error

@@ -130,9 +130,14 @@ def _choice_requests(items, repeats: int, temperature: float = 1.0, seed: int = 
     return out
 
 
+# one torch thread: the CPU is shared with other tests (xdist workers); two threads
+# spin-wait when oversubscribed and burn twice the CPU for the same work
+THREADS = 1
+
+
 @pytest.fixture(scope="module")
 def backend():
-    return tb.TransformersBackend("embedded", batch_size=4)
+    return tb.TransformersBackend("embedded", batch_size=4, threads=THREADS)
 
 
 @pytest.mark.live_model
@@ -177,7 +182,7 @@ def test_temperature_changes_the_spread(backend):
 @pytest.mark.live_model
 def test_batching_does_not_change_answers(backend):
     reqs = _choice_requests(_bbq_items(4), repeats=5, temperature=1.0, seed=3)
-    one = tb.TransformersBackend("embedded", batch_size=1)     # same loaded model, batch 1
+    one = tb.TransformersBackend("embedded", batch_size=1, threads=THREADS)     # same loaded model, batch 1
     a, b = one.answer(reqs), backend.answer(reqs)
     for x, y in zip(a, b):
         assert np.allclose(x.letter_probs, y.letter_probs, atol=1e-4)
@@ -193,7 +198,7 @@ def test_generation_is_seed_deterministic_and_batch_independent(backend):
     first = backend.answer(reqs)
     assert all(r.status == "ok" and r.text and 1 <= r.completion_tokens <= 8 for r in first)
     assert all(r.prompt_tokens > 5 and r.latency_s > 0 for r in first)
-    single = tb.TransformersBackend("embedded", batch_size=1)
+    single = tb.TransformersBackend("embedded", batch_size=1, threads=THREADS)
     assert [r.text for r in single.answer(reqs)] == [r.text for r in first]
     assert [r.text for r in backend.answer(list(reversed(reqs)))][::-1] == [r.text for r in first]
     assert first[0].text != first[1].text or first[2].text != first[3].text   # seeds matter
