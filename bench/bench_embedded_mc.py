@@ -62,7 +62,7 @@ def main() -> None:
     del t0
 
     items = read_items(bbq_dir() / "Race_x_SES.jsonl", "Race_x_SES")
-    # a mix of contexts and lengths: every 97th item
+    # a mix of contexts and lengths: evenly spaced items
     items = items.iloc[:: max(1, len(items) // max(args.n, 1))].head(args.n)
     dec = Decoding(temperature=1.0, top_p=1.0, max_tokens=args.max_new_tokens)
     reqs = build_requests(items, repeats=args.repeats, decoding=dec, backend="transformers",
