@@ -246,3 +246,9 @@ def test_model_prepare_cli_reuses_a_complete_cache_entry(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"embedded model ready: {entry}" in out and "GGUF load 45.0 s" in out
     assert not (tmp_path / "gguf").exists()          # a complete entry needs no GGUF at all
+
+
+def test_a_missing_model_raises_instead_of_error_rows(tmp_path):
+    req = Request(messages=chat(None, "hi"), backend="transformers", model="x")
+    with pytest.raises(DataError, match="model not found"):
+        tb.TransformersBackend(tmp_path / "absent").answer([req])

@@ -259,6 +259,8 @@ class TransformersBackend:
     def answer(self, requests: list[Request],
                on_response: Callable[[Request, Response], None] | None = None) -> list[Response]:
         out: list[Response | None] = [None] * len(requests)
+        if requests:
+            self.loaded()          # a missing/broken model is a configuration error: raise
 
         def done(i: int, resp: Response) -> None:
             out[i] = resp
@@ -286,6 +288,13 @@ class TransformersBackend:
     # ------------------------------------------------------------------ choice
     def letter_ids(self, choices: tuple[str, ...]) -> list[int]:
         """Token id of each answer letter as it follows the answer prefix."""
+        choices = tuple(choices)
+        cache = self.__dict__.setdefault("_letter_id_cache", {})
+        if choices not in cache:
+            cache[choices] = self._letter_ids(choices)
+        return cache[choices]
+
+    def _letter_ids(self, choices: tuple[str, ...]) -> list[int]:
         tok = self.loaded().tokenizer
         ids = []
         for letter in choices:
@@ -333,8 +342,6 @@ class TransformersBackend:
         try:
             texts = [self.prompt_text(requests[groups[k][0]]) for k in pkeys]
             logits, lengths, secs = self.score_prompts(texts)
-        except ConfigError:
-            raise
         except Exception as exc:  # a per-batch failure becomes error rows
             for k in pkeys:
                 for i in groups[k]:
