@@ -367,19 +367,44 @@ def generative_summary(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
 
 
 def _probe(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
+    """The counterfactual role-assignment probe: verdict shares per decoding x context
+    and counterfactual consistency under the name-order and context-cue swaps."""
     from .metrics import counterfactual as CF
     from .protocols.generative import probe as P
+    from .scoring.verdict import classify, person_labels
 
     spec = P.load_probe()
     grid = P.probe_grid(spec)
+    reductions = []
     if config.gen_seeds:
         grid = grid[grid["seed"].isin(config.gen_seeds)].reset_index(drop=True)
+        reductions.append(f"seeds reduced to {list(config.gen_seeds)}")
+    max_tokens = P.PROBE_MAX_TOKENS
+    if config.gen_max_new_tokens:
+        max_tokens = min(max_tokens, config.gen_max_new_tokens)
+        reductions.append(f"max_new_tokens capped at {max_tokens}")
+    if config.gen_limit:
+        grid = grid.iloc[:config.gen_limit]
+        reductions.append(f"first {config.gen_limit} probe rows only")
     reqs = P.probe_requests(grid, backend=config.backend_name(), model=config.model,
-                            api_base=config.api_base)
+                            api_base=config.api_base, max_tokens=max_tokens)
     resps = asker.ask(reqs, "probe")
-    result.tables["counterfactual"] = CF.probe_table(grid, resps, spec) \
-        if hasattr(CF, "probe_table") else pd.DataFrame()
-    result.metadata["probe"] = {"n_requests": len(reqs)}
+    df = grid.copy()
+    df["output_text"] = [(r.text or "").strip() for r in resps]
+    df["status"] = [r.status for r in resps]
+    df["verdict"] = classify(df["output_text"], spec, df["status"])
+    shares = CF.verdict_shares(df, spec["labels"])
+    cons = CF.consistency(df, tuple(person_labels(spec)))
+    result.tables["counterfactual"] = pd.concat(
+        [shares.assign(swap=""), cons.assign(decoding="", context="")], ignore_index=True)
+    result.records["probe"] = df
+    result.metadata["counterfactual"] = {
+        "protocol": "role-assignment probe (name order x paraphrase x context cue x "
+                    "decoding x seed), verdict classifier per the published regexes",
+        "n_requests": len(reqs), "max_new_tokens": max_tokens, "reductions": reductions,
+        "system_prompt": P.PROBE_SYSTEM_PROMPT,
+        "verdict_counts": {k: int(v) for k, v in df["verdict"].value_counts().items()},
+    }
 
 
 # ----------------------------------------------------------------------------- the run

@@ -43,8 +43,10 @@ TABLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
                            | {f"worst_slice_{m}" for m in GENERATIVE_METRICS}
                            | {f"disparity_{m}" for m in GENERATIVE_METRICS}
                            | {"refusal_gap", "worst_slice", "disparity"}),
-    "counterfactual": (("decoding", "context", "verdict"),
-                       frozenset({"share", "counterfactual_consistency"})),
+    "counterfactual": (("swap", "decoding", "context"),
+                       frozenset({"share_philippe_manager", "share_elena_manager",
+                                  "share_refused", "share_ambiguous", "follows_swap",
+                                  "same_verdict", "follows_swap_decided"})),
 }
 
 
