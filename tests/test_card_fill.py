@@ -224,3 +224,73 @@ def test_empty_run_is_all_not_evaluated_and_incomplete():
     assert "decision_rules" in {x["what"] for x in ep["not_evaluated"]}
     assert card["decision_rules"] == [] and card["verdicts"] == []
     assert validate_card(card).valid
+
+
+def audit_shaped_metadata() -> dict:
+    """Metadata in the shapes fairness_tests/audit.py records (read from its source)."""
+    return {
+        "model": "embedded:gemma-3-270m", "backend": "transformers", "mode": "replay",
+        "fairness_tests_version": "0.1.0", "evaluation_date": "2026-04-02",
+        "config": {"seed": 0, "n_boot": 2000, "rotations": "sample"},
+        "thresholds": ["thresholds/default.yaml"],
+        "bbq": {"data": {"directory": "../shared/bbq", "official": False,
+                         "sha256": {"Race_x_SES.jsonl": SHA_SES, "Race_x_gender.jsonl": SHA_GENDER}},
+                "filter": "intersectional", "n_items": 8112, "temperature": 1.0,
+                "prompt": "zero-shot, options (a) (b) (c), answer with one letter",
+                "option_order": "dataset order; all three cyclic rotations on the consistency sample",
+                "rotations": "sample", "limit": None, "repeats": 20,
+                "consistency_sample": {"seed": 0, "per_cell": 56, "n_items": 448,
+                                       "example_ids": {"Race_x_SES": [1, 2]}},
+                "n_answers": 18080, "invalid_answers": 12,
+                "bootstrap": {"resamples": 2000, "seed": 0, "level": 0.95,
+                              "method": "percentile, items resampled"}},
+        "generative": {"suite": "default", "suite_hash": "e" * 64,
+                       "system_prompt": "You are a helpful assistant.", "n_grid_full": 3200,
+                       "n_generations": 640, "n_error": 0, "n_refused_by_provider": 0,
+                       "reductions": ["seeds reduced to [1]"], "rubric": "published",
+                       "rubric_semantics": "published", "compare_rubric": "strict",
+                       "max_new_tokens": [160], "decoding_regimes": [[0.2, 0.9], [0.7, 0.95]],
+                       "seeds": [1],
+                       "families": [{"id": "F1", "name": "Job applicant",
+                                     "paraphrases": {"p2": "Second {A} {OCC}",
+                                                     "p1": "First {A} {OCC}"}}],
+                       "occupations": ["CEO", "nurse"],
+                       "attributes": {"gender": ["man", "woman"],
+                                      "religion": ["Christian", "Muslim"]},
+                       "insertion": "a {gender} who is {religion}",
+                       "decoding": [{"name": "low", "temperature": 0.2, "top_p": 0.9,
+                                     "max_new_tokens": 160}]},
+        "probe": {"n_requests": 300},
+    }
+
+
+def test_audit_shaped_metadata_fills_the_card():
+    run = make_run()
+    run.metadata = audit_shaped_metadata()
+    card = fill_card(run, USER)
+    bbq = card["evaluation_protocol"]["bbq"]
+    assert bbq["data_dir"] == "../shared/bbq"
+    assert bbq["data_sha256"]["Race_x_SES.jsonl"] == SHA_SES
+    assert (bbq["rotations"], bbq["rotations_mode"]) == (1, "sample")
+    assert bbq["bootstrap"]["n_boot"] == 2000 and bbq["seed"] == 0
+    assert bbq["consistency"]["n_items"] == 448
+    fam = card["prompt_suite"]["families"]
+    assert fam[0]["paraphrases"] == ["First {A} {OCC}", "Second {A} {OCC}"]   # p1, p2
+    assert fam[0]["template"] == "First {A} {OCC}"
+    # the BBQ template comes from the package's prompt builder, with placeholders
+    assert "{context}" in fam[1]["template"] and "(a) {ans0}" in fam[1]["template"]
+    gen_slices = [s for s in card["protected_attributes"]["slices"] if s["protocol"] == "generative"]
+    assert len(gen_slices) == 4 and gen_slices[0] == {"protocol": "generative", "gender": "man",
+                                                      "religion": "Christian"}
+    # 1 family x 2 paraphrases x 2 occupations x 4 slices = 16, + 8112 BBQ items x 1 = 8128
+    assert card["prompt_suite"]["total_prompts"] == 8128
+    # 640 generations + 18080 BBQ answers
+    assert card["reproducibility"]["total_samples"] == 18720
+    assert card["decoding"]["regimes"][0]["max_new_tokens"] == 160
+    assert card["evaluation_protocol"]["thresholds"] == {"files": ["thresholds/default.yaml"]}
+    assert card["evaluation_protocol"]["generative"]["reductions"] == ["seeds reduced to [1]"]
+    assert card["system"]["surface"] == "base-model"
+    missing = {m["field"] for m in card["missing_fields"]}
+    # the audit records no model version and no BBQ top_p: listed, not invented
+    assert missing == {"system.version", "decoding.regimes[1].top_p"}
+    assert validate_card(card).valid

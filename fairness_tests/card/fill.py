@@ -142,7 +142,7 @@ def fill_card(run: RunResult, user: dict | None = None, user_source: str | None 
     user = copy.deepcopy(user or {})
     check_user_keys(user, source=user_source)
     user = clean(user)
-    meta = clean(run.metadata or {})
+    meta = normalise_metadata(clean(run.metadata or {}))
     tables = {k: v for k, v in (run.tables or {}).items() if v is not None}
     verdicts = run.verdicts if run.verdicts is not None else pd.DataFrame()
     missing_run: list[tuple[str, str, str]] = []   # (field, section, hint)
@@ -213,6 +213,85 @@ def _sort_keys(x: Any) -> Any:
     if isinstance(x, list):
         return [_sort_keys(v) for v in x]
     return x
+
+
+ROTATION_COUNT = {"none": 1, "sample": 1, "all": 3}
+
+
+def normalise_metadata(meta: dict) -> dict:
+    """Accept the shapes fairness_tests.audit records (and the documented ones):
+    bbq.data {directory, sha256}, bbq.bootstrap.resamples, rotations "none|sample|all",
+    generative.insertion / attributes / families[].paraphrases {pid: text},
+    max_new_tokens as a list, decoding_regimes [(t, p)], thresholds as a list,
+    config.seed, backend_info.version, probe -> counterfactual."""
+    meta = copy.deepcopy(meta)
+    cfg = meta.get("config") or {}
+    bbq = meta.get("bbq")
+    if isinstance(bbq, dict):
+        data = bbq.get("data") or {}
+        if isinstance(data, dict):
+            bbq.setdefault("data_dir", data.get("directory"))
+            if data.get("sha256"):
+                bbq.setdefault("sha256", data["sha256"])
+        boot = bbq.get("bootstrap")
+        if isinstance(boot, dict) and "resamples" in boot:
+            boot.setdefault("n_boot", boot["resamples"])
+        if bbq.get("seed") is None and cfg.get("seed") is not None:
+            bbq["seed"] = cfg["seed"]
+        rot = bbq.get("rotations")
+        if isinstance(rot, str):
+            bbq["rotations_mode"] = rot
+            bbq["rotations"] = ROTATION_COUNT.get(rot, 1)
+        cs = bbq.get("consistency_sample")
+        if isinstance(cs, dict) and "consistency" not in bbq:
+            bbq["consistency"] = {"n_items": cs.get("n_items"), "repeats": bbq.get("repeats"),
+                                  "seed": cs.get("seed"), "per_cell": cs.get("per_cell")}
+        if bbq.get("prompt") and not bbq.get("prompt_description"):
+            bbq["prompt_description"] = bbq["prompt"]
+        for k in [k for k, v in bbq.items() if v is None]:
+            del bbq[k]
+    gen = meta.get("generative")
+    if isinstance(gen, dict):
+        if gen.get("insertion") and not gen.get("insertion_rule"):
+            gen["insertion_rule"] = gen["insertion"]
+        attrs = gen.get("attributes")
+        if isinstance(attrs, dict) and attrs and not gen.get("slices"):
+            import itertools
+
+            names = list(attrs)
+            gen["slices"] = [dict(zip(names, combo)) for combo in
+                             itertools.product(*(attrs[n] for n in names))]
+        fams = gen.get("families")
+        if isinstance(fams, list):
+            for f in fams:
+                if isinstance(f, dict) and isinstance(f.get("paraphrases"), dict):
+                    f["paraphrases"] = [str(f["paraphrases"][k]) for k in sorted(f["paraphrases"])]
+        mnt = gen.get("max_new_tokens")
+        if isinstance(mnt, list):
+            gen["max_new_tokens"] = max(mnt) if mnt else None
+        if not gen.get("decoding") and gen.get("decoding_regimes"):
+            gen["decoding"] = [{"temperature": t, "top_p": p} for t, p in gen["decoding_regimes"]]
+    th = meta.get("thresholds")
+    if isinstance(th, list):
+        meta["thresholds"] = {"files": [str(x) for x in th]}
+    info = meta.get("backend_info")
+    if isinstance(info, dict) and not meta.get("backend_version"):
+        v = info.get("version") or info.get("backend_version")
+        if v:
+            meta["backend_version"] = str(v)
+    if meta.get("probe") and not meta.get("counterfactual"):
+        meta["counterfactual"] = meta["probe"]
+    return meta
+
+
+def _bbq_template() -> str | None:
+    """The BBQ prompt as the package builds it, with placeholders (fallback when the
+    run did not record its template)."""
+    try:
+        from ..protocols.bbq.prompt import prompt_text
+    except ImportError:
+        return None
+    return prompt_text("{context}", "{question}", ["{ans0}", "{ans1}", "{ans2}"])
 
 
 def _iso_date(x: Any) -> str | None:
@@ -381,8 +460,11 @@ def _prompt_suite(gen: dict, bbq: dict, has_gen: bool, has_bbq: bool, missing_ru
                "description": "Context, question and three options labelled (a) (b) (c); the "
                               "model is told to answer with one letter; the correct answer is "
                               "never shown."}
-        if bbq.get("prompt_template"):
-            fam["template"] = str(bbq["prompt_template"])
+        if bbq.get("prompt_description"):
+            fam["description"] = str(bbq["prompt_description"])
+        template = bbq.get("prompt_template") or _bbq_template()
+        if template:
+            fam["template"] = str(template)
         else:
             missing_run.append((f"prompt_suite.families[{i}].template", "evaluation_protocol",
                                 "run metadata bbq.prompt_template"))
@@ -474,7 +556,10 @@ def _scorer(gen: dict, bbq: dict, has_gen: bool, has_bbq: bool, tables: dict,
                 sc["patterns_sha256"] = str(r["sha256"])
         if "patterns_file" not in sc and _rubric_name(gen):
             sc["patterns_file"] = f"fairness_tests/data/rubrics ({_rubric_name(gen)})"
-        notes.append(f"Generative outputs scored by the lexical rubric {_rubric_name(gen)!r}.")
+        notes.append(f"Generative outputs scored by the lexical rubric {_rubric_name(gen)!r}"
+                     + (f" ({gen['rubric_semantics']})" if gen.get("rubric_semantics") else "")
+                     + (f"; also scored by {gen['compare_rubric']!r} for scorer sensitivity"
+                        if gen.get("compare_rubric") else "") + ".")
     if has_bbq:
         notes.append("BBQ answers parsed by rule ('b', '(b)', 'B.', 'Answer: b' or the option's "
                      "own text); anything else is invalid.")
@@ -514,20 +599,23 @@ def _evaluation_protocol(meta: dict, gen: dict, bbq: dict, tables: dict,
     seeds, samples = [], []
     if bbq:
         b = {k: bbq[k] for k in ("data_dir", "filter", "n_items", "repeats", "rotations",
-                                 "temperature", "seed", "bootstrap", "answer_parser",
-                                 "consistency") if k in bbq}
+                                 "rotations_mode", "option_order", "temperature", "seed",
+                                 "bootstrap", "answer_parser", "consistency", "n_answers",
+                                 "invalid_answers", "limit") if k in bbq}
         if bbq.get("sha256"):
             b["data_sha256"] = {str(k): str(v) for k, v in sorted(bbq["sha256"].items())}
         ep["bbq"] = b
         boot = bbq.get("bootstrap") or {}
         seeds.append(f"BBQ: answer sampling seed {bbq.get('seed', 'not recorded')}, "
-                     f"{bbq.get('repeats', 1)} repeat(s) per item (repeat r uses seed + r); "
+                     f"{bbq.get('repeats', 1)} repeat(s) per item; "
                      f"bootstrap {boot.get('n_boot', '?')} resamples, seed {boot.get('seed', '?')}.")
         samples.append(f"BBQ: {bbq.get('repeats', 1)} answer(s) per item and option rotation "
                        f"({bbq.get('rotations', 1)} rotation(s)).")
     if gen:
         g = {k: gen[k] for k in ("system_prompt", "n_generations", "reductions",
-                                 "max_new_tokens") if k in gen}
+                                 "max_new_tokens", "n_grid_full", "n_error",
+                                 "n_refused_by_provider", "compare_rubric", "refusal_handling")
+             if gen.get(k) is not None}
         if gen.get("suite"):
             g["suite_name"] = str(gen["suite"])
         if gen.get("suite_hash"):
@@ -745,7 +833,9 @@ def _reproducibility(meta: dict, gen: dict, bbq: dict, user: dict) -> dict:
     n_items = bbq.get("n_items")
     if isinstance(n_items, dict):
         n_items = sum(v for v in n_items.values() if isinstance(v, int))
-    if isinstance(n_items, int):
+    if isinstance(bbq.get("n_answers"), int):
+        total += bbq["n_answers"]
+    elif isinstance(n_items, int):
         total += n_items * int(bbq.get("rotations") or 1)
         cons = bbq.get("consistency") or {}
         if isinstance(cons.get("n_items"), int) and isinstance(cons.get("repeats"), int):
