@@ -294,3 +294,11 @@ def test_audit_shaped_metadata_fills_the_card():
     # the audit records no model version and no BBQ top_p: listed, not invented
     assert missing == {"system.version", "decoding.regimes[1].top_p"}
     assert validate_card(card).valid
+
+
+def test_user_yaml_from_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAIRNESS_CARD_USER_YAML", str(DATA_DIR / "card_user_example.yaml"))
+    written = write_cards(make_run(), tmp_path)
+    assert written.report.complete and written.card["governance"]["owner"] == "Responsible-AI team"
+    monkeypatch.delenv("FAIRNESS_CARD_USER_YAML")
+    assert not write_cards(make_run(), tmp_path / "b").report.complete

@@ -20,6 +20,7 @@ from .render_html import render_html
 from .render_md import render_markdown
 from .schema import ValidationReport, _nearest_line, line_index, validate_card
 
+ENV_USER_YAML = "FAIRNESS_CARD_USER_YAML"   # the user YAML when none is passed (pytest plugin)
 CARD_FILES = {"yaml": "card.yaml", "md": "card.md", "html": "card.html"}
 
 
@@ -70,13 +71,16 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
                 user_yaml: str | os.PathLike | dict | None = None) -> WrittenCard:
     """Fill, validate and write the card of ``run`` into ``out_dir``.
 
-    ``user_yaml``: a path to the user YAML (or an already loaded dict, or None).
+    ``user_yaml``: a path to the user YAML (or an already loaded dict, or None:
+    then ``$FAIRNESS_CARD_USER_YAML`` if set).
     A bad user YAML raises :class:`ConfigError` naming its file, line and key
     before anything is written. A card that is merely incomplete is written and
     its ``report.missing`` lists what is missing. A structural problem in the
     run-filled part is written too (nothing is lost) and then raised.
     """
     source = None
+    if user_yaml is None and os.environ.get(ENV_USER_YAML):
+        user_yaml = os.environ[ENV_USER_YAML]
     if isinstance(user_yaml, dict):
         user = user_yaml
     elif user_yaml:
