@@ -84,7 +84,8 @@ def config_from_options(model: str | None = None, backend: str | None = None,
                         protocols: Sequence[str] | None = None, repeats: int | None = None,
                         store: str | None = None, **extra: Any) -> AuditConfig:
     """The pytest plugin's and the CLI's options -> :class:`AuditConfig` (None = default)."""
-    kw: dict[str, Any] = {k: v for k, v in extra.items() if v is not None}
+    kw: dict[str, Any] = dict(recording_settings(model or DEFAULT_MODEL))
+    kw.update({k: v for k, v in extra.items() if v is not None})
     unknown = set(kw) - set(AuditConfig.__dataclass_fields__)
     if unknown:
         raise ConfigError(f"unknown audit option(s): {', '.join(sorted(unknown))}")
@@ -105,6 +106,39 @@ def config_from_options(model: str | None = None, backend: str | None = None,
     if store:
         kw["store"] = store
     return AuditConfig(**kw)
+
+
+MANIFEST = REPO_DIR / "fixtures" / "recordings" / "manifest.yaml"
+
+
+def recording_settings(model: str, manifest: str | Path | None = None) -> dict[str, Any]:
+    """The audit settings a model's committed recordings were made with
+    (``fixtures/recordings/manifest.yaml``), so replay asks exactly what was recorded.
+    Explicit options override them. Empty when the model has no entry."""
+    import yaml
+
+    path = Path(manifest) if manifest else MANIFEST
+    if not path.exists():
+        return {}
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML ({exc})", path=path) from None
+    entries = doc.get("recordings") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise ConfigError("needs a 'recordings:' list", path=path, key="recordings")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or "model" not in entry:
+            raise ConfigError("each entry needs a 'model'", path=path, key=f"recordings[{i}]")
+        if entry["model"] != model:
+            continue
+        settings = dict(entry.get("settings") or {})
+        bad = set(settings) - set(AuditConfig.__dataclass_fields__)
+        if bad:
+            raise ConfigError(f"unknown setting(s) {sorted(bad)}", path=path,
+                              key=f"recordings[{i}].settings")
+        return {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
+    return {}
 
 
 def default_recordings() -> tuple[str, ...]:

