@@ -95,7 +95,7 @@ def _cells(rows: pd.DataFrame, rule: Rule, cols: list[str]) -> list[dict]:
         rows["ci_low"] = [c[0] for c in ci]
         rows["ci_high"] = [c[1] for c in ci]
     notes = rows["note"] if "note" in rows.columns else pd.Series("", index=rows.index)
-    rows["note"] = notes.fillna("").astype(str)
+    rows["note"] = notes.astype(object).where(notes.notna(), "").astype(str)
     if "n" not in rows.columns:
         rows["n"] = np.nan
     if not rule.across:
