@@ -173,7 +173,7 @@ def test_outputs_jsonl_roundtrip_and_errors(tmp_path):
     back = read_outputs(p)
     assert back[RAW_OUTPUT_FIELDS].equals(df[RAW_OUTPUT_FIELDS])
     p.write_text(json.dumps(_rec()) + "\n\n{broken\n")
-    with pytest.raises(DataError, match=r"o\.jsonl, line 3: not valid JSON"):
+    with pytest.raises(DataError, match=r"o\.jsonl, line 3: invalid JSON"):
         read_outputs(p)
     p.write_text(json.dumps(_rec(status="done")) + "\n")
     with pytest.raises(DataError, match=r"line 1, key 'status'"):

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .values import ci, num
+from .values import get_path as _get, ci, num
 
 COMPARABILITY = (
     ("prompt_suite.suite_hash", "generative suite hash"),
@@ -59,14 +59,6 @@ class CardDiff:
     def regressions(self) -> list[VerdictChange]:
         return [c for c in self.changes
                 if c.kind == "regressed" or (c.kind == "added" and c.after == "fail")]
-
-
-def _get(d: Any, path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(d, dict) or part not in d:
-            return None
-        d = d[part]
-    return d
 
 
 def _name(card: dict) -> str:

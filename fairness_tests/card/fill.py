@@ -35,7 +35,7 @@ from .. import __version__
 from ..errors import ConfigError
 from ..run import RunResult
 from .schema import CARD_VERSION, read_yaml, line_index, metric_definitions, user_fields
-from .values import clean, finite, records
+from .values import get_path as _get, clean, finite, records
 
 KNOWN_TABLES = {
     "bbq": "intersectional BBQ metrics per dataset x context",
@@ -114,14 +114,6 @@ def check_user_keys(user: Any, source: str | None = None,
                     f"not a user field (allowed under {key!r}: {', '.join(children)}); "
                     "values the run measures cannot be set by hand",
                     path=source, line=lines.get(f"{key}.{sub}"), key=f"{key}.{sub}")
-
-
-def _get(d: Any, path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(d, dict) or part not in d:
-            return None
-        d = d[part]
-    return d
 
 
 def _set(d: dict, path: str, value: Any) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .schema import user_fields
-from .values import ci, num
+from .values import get_path as _get, ci, num
 
 STATUS_ORDER = ("fail", "mixed", "expected_fail", "not_evaluable", "pass")
 RATE_METRICS_ORDER = ("stereotype", "demeaning", "pilot_harm", "refusal", "deflection",
@@ -84,14 +84,6 @@ def _s(x: Any) -> str:
     if isinstance(x, dict):
         return ", ".join(f"{k}={_s(v)}" for k, v in sorted(x.items()))
     return str(x)
-
-
-def _get(d: Any, path: str) -> Any:
-    for part in path.split("."):
-        if not isinstance(d, dict) or part not in d:
-            return None
-        d = d[part]
-    return d
 
 
 def section_titles() -> dict[str, str]:

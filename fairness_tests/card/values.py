@@ -97,3 +97,12 @@ def finite(x: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return v if math.isfinite(v) else None
+
+
+def get_path(d: Any, path: str) -> Any:
+    """``d["a"]["b"]`` for ``path`` "a.b"; None where a key is absent."""
+    for part in path.split("."):
+        if not isinstance(d, dict) or part not in d:
+            return None
+        d = d[part]
+    return d

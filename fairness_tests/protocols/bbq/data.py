@@ -19,7 +19,6 @@ exactly one option is); ``target_loc`` is NaN where the metadata leaves it empty
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import DataError
+from ...jsonl import json_lines
 
 DATASETS = ("Race_x_SES", "Race_x_gender")
 METADATA_FILE = "additional_metadata.csv"
@@ -101,37 +101,6 @@ def load_bbq(directory: str | Path, datasets: tuple[str, ...] = DATASETS,
               for d in datasets]
     items = pd.concat(frames, ignore_index=True)
     return BBQData(directory=directory, items=items, sha256=sha)
-
-
-def json_lines(path: Path) -> tuple[list[dict], np.ndarray]:
-    """Parse a JSONL file; returns records and their 1-based line numbers.
-    Fast path: one ``json.loads`` of the joined lines; on failure, locate the line."""
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(f"not UTF-8 ({exc.reason})", path=path, line=line) from None
-    lines = text.split("\n")
-    numbers = np.array([i + 1 for i, s in enumerate(lines) if s.strip()], dtype=np.int64)
-    body = [lines[i - 1] for i in numbers]
-    try:
-        records = json.loads("[" + ",".join(body) + "]")
-        if len(records) != len(body):  # a line holding two values "1,2" would slip through
-            raise ValueError("line count")
-    except ValueError:
-        for no, s in zip(numbers, body):
-            try:
-                value = json.loads(s)
-            except ValueError as exc:
-                raise DataError(f"invalid JSON ({exc})", path=path, line=int(no)) from None
-            if not isinstance(value, dict):
-                raise DataError("expected one JSON object a line", path=path, line=int(no))
-        raise DataError("invalid JSON lines", path=path)  # pragma: no cover
-    for no, r in zip(numbers, records):
-        if not isinstance(r, dict):
-            raise DataError("expected one JSON object a line", path=path, line=int(no))
-    return records, numbers
 
 
 def read_items(path: str | Path, dataset: str) -> pd.DataFrame:

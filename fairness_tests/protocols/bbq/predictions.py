@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import DataError
-from .data import json_lines
+from ...jsonl import json_lines
 
 COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "line"]
 

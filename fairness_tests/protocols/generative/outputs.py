@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from ...errors import DataError
+from ...jsonl import json_lines
 from .grid import RAW_OUTPUT_FIELDS
 
 STATUSES = ("ok", "error", "refused")
@@ -21,22 +22,9 @@ STATUSES = ("ok", "error", "refused")
 def read_outputs(path: str | Path) -> pd.DataFrame:
     """Read a JSONL outputs file into a records table (one row per non-blank line)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"cannot read outputs file: {exc.strerror}", path=p) from None
-    except UnicodeDecodeError:
-        raise DataError("not UTF-8 text", path=p) from None
+    records, numbers = json_lines(p)
     rows = []
-    for i, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON ({exc.msg})", path=p, line=i) from None
-        if not isinstance(obj, dict):
-            raise DataError("each line must be a JSON object", path=p, line=i)
+    for obj, i in zip(records, numbers.tolist()):
         validate_record(obj, p, i)
         obj["_line"] = i
         rows.append(obj)

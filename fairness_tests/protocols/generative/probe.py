@@ -107,22 +107,12 @@ def read_probe_outputs(path: str | Path) -> pd.DataFrame:
     """JSONL of probe generations (fields :data:`PROBE_OUTPUT_FIELDS`); errors name
     the file and line."""
     from ...errors import DataError
+    from ...jsonl import json_lines
 
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise DataError(f"cannot read outputs file: {exc.strerror}", path=p) from None
+    records, numbers = json_lines(p)
     rows = []
-    for i, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"not valid JSON ({exc.msg})", path=p, line=i) from None
-        if not isinstance(obj, dict):
-            raise DataError("each line must be a JSON object", path=p, line=i)
+    for obj, i in zip(records, numbers.tolist()):
         missing = [f for f in PROBE_OUTPUT_FIELDS if f not in obj]
         if missing:
             raise DataError(f"missing field(s) {', '.join(missing)}", path=p, line=i)
