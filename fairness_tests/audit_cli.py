@@ -80,7 +80,7 @@ def cmd_audit(args) -> int:
     result = run_audit(config)
     out = Path(args.out)
     result.save(out / "run")
-    card = write_cards(result, out / "card", user_yaml=args.user_yaml or default_user_yaml(config.model))
+    card = write_cards(result, out / "card", user_yaml=args.user_yaml)
     if args.export:
         from .models.store import ResponseStore
         with ResponseStore(result.metadata["store"]) as store:
@@ -90,15 +90,6 @@ def cmd_audit(args) -> int:
     print(f"\nrun: {out / 'run'}\ncard: {', '.join(str(p) for p in _paths(card))}")
     failed = (result.verdicts["status"] == "fail").any() if len(result.verdicts) else False
     return 1 if failed else 0
-
-
-def default_user_yaml(model: str) -> str | None:
-    """``fixtures/cards/<model slug>.yaml`` of the checkout, when it exists: what a run
-    cannot know about a model (intended use, governance, ...), kept beside its recordings."""
-    from .paths import REPO_DIR
-    slug = "".join(c if c.isalnum() or c in "-._" else "-" for c in model)
-    p = REPO_DIR / "fixtures" / "cards" / f"{slug}.yaml"
-    return str(p) if p.exists() else None
 
 
 def _paths(card) -> list:

@@ -24,6 +24,17 @@ ENV_USER_YAML = "FAIRNESS_CARD_USER_YAML"   # the user YAML when none is passed 
 CARD_FILES = {"yaml": "card.yaml", "md": "card.md", "html": "card.html"}
 
 
+def default_user_yaml(model: str) -> str | None:
+    """``fixtures/cards/<model slug>.yaml`` of the checkout, when it exists: what a run
+    cannot know about a model (intended use, governance, ...), kept beside its recordings."""
+    from ..paths import REPO_DIR
+    if not model:
+        return None
+    slug = "".join(c if c.isalnum() or c in "-._" else "-" for c in model)
+    p = REPO_DIR / "fixtures" / "cards" / f"{slug}.yaml"
+    return str(p) if p.exists() else None
+
+
 @dataclass
 class WrittenCard:
     card: dict
@@ -72,7 +83,8 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
     """Fill, validate and write the card of ``run`` into ``out_dir``.
 
     ``user_yaml``: a path to the user YAML (or an already loaded dict, or None:
-    then ``$FAIRNESS_CARD_USER_YAML`` if set).
+    then ``$FAIRNESS_CARD_USER_YAML`` if set, else the model's
+    ``fixtures/cards/<model slug>.yaml`` of the checkout if it exists).
     A bad user YAML raises :class:`ConfigError` naming its file, line and key
     before anything is written. A card that is merely incomplete is written and
     its ``report.missing`` lists what is missing. A structural problem in the
@@ -81,6 +93,8 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
     source = None
     if user_yaml is None and os.environ.get(ENV_USER_YAML):
         user_yaml = os.environ[ENV_USER_YAML]
+    if user_yaml is None:
+        user_yaml = default_user_yaml(str(run.metadata.get("model", "")))
     if isinstance(user_yaml, dict):
         user = user_yaml
     elif user_yaml:
