@@ -130,7 +130,15 @@ def load(model: str | os.PathLike = emb.EMBEDDED, device: str = "cpu",
 
 class _RowSampler:
     """A logits processor that samples each row with its own generator (temperature,
-    top-p) and leaves only the drawn token finite, so greedy decoding picks it."""
+    top-p) and leaves only the drawn token finite, so greedy decoding picks it.
+
+    Exact nucleus sampling without sorting the whole vocabulary (262k entries for
+    Gemma) on every step: the nucleus is the shortest prefix of the probabilities in
+    descending order whose mass reaches ``top_p``; when the ``TOP_K`` largest already
+    reach it (almost always), the nucleus lies inside them and one ``topk`` over the
+    batch finds it; otherwise that row falls back to a full sort."""
+
+    TOP_K = 512
 
     def __init__(self, generators: list, temperature: float, top_p: float):
         self.generators, self.temperature, self.top_p = generators, temperature, top_p
@@ -138,25 +146,28 @@ class _RowSampler:
     def __call__(self, input_ids, scores):
         import torch
         probs = torch.softmax(scores.float() / self.temperature, dim=-1)
+        k = min(self.TOP_K, probs.shape[-1])
+        top_vals, top_idx = torch.topk(probs, k, dim=-1)           # descending
         out = torch.full_like(scores, float("-inf"))
         for i, gen in enumerate(self.generators):
-            p = _top_p(probs[i], self.top_p)
-            tok = torch.multinomial(p.cpu(), 1, generator=gen).item()
-            out[i, tok] = 0.0
+            if self.top_p < 1.0 and float(top_vals[i].sum()) >= self.top_p:
+                vals, idx = top_vals[i], top_idx[i]
+            else:
+                vals, idx = torch.sort(probs[i], descending=True)
+            keep = _nucleus(vals, self.top_p)
+            j = torch.multinomial(keep.cpu(), 1, generator=gen).item()
+            out[i, idx[j]] = 0.0
         return out
 
 
-def _top_p(p, top_p: float):
-    """Keep the smallest set of most probable entries whose mass reaches top_p; renormalise."""
+def _nucleus(sorted_p, top_p: float):
+    """Probabilities sorted in descending order -> the same with every entry past the
+    nucleus (the mass before it already reaches top_p) set to 0 (unnormalised)."""
     if top_p >= 1.0:
-        return p
+        return sorted_p
     import torch
-    sorted_p, idx = torch.sort(p, descending=True)
     cum = torch.cumsum(sorted_p, dim=-1)
-    drop = (cum - sorted_p) >= top_p          # mass before this entry already reaches top_p
-    sorted_p = sorted_p.masked_fill(drop, 0.0)
-    out = torch.zeros_like(p).scatter(-1, idx, sorted_p)
-    return out / out.sum()
+    return sorted_p.masked_fill((cum - sorted_p) >= top_p, 0.0)
 
 
 def letter_distribution(letter_logits, temperature: float, top_p: float = 1.0):
