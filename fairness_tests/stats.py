@@ -114,7 +114,10 @@ def wilson_ci(k: float, n: float, level: float = DEFAULT_LEVEL) -> tuple[float, 
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # at k = 0 (k = n) the bound is 0 (1) exactly; float rounding would leave ~1e-18
+    lo = 0.0 if k <= 0 else max(0.0, centre - half)
+    hi = 1.0 if k >= n else min(1.0, centre + half)
+    return lo, hi
 
 
 def _z(level: float) -> float:
