@@ -255,7 +255,8 @@ def _bbq(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
         result.tables["consistency_items"] = per_item
     counts = filter_counts(data.items, items)
     result.metadata["bbq"] = {
-        "data": data.provenance(), "filter": config.bbq_filter,
+        "data": {**data.provenance(), "directory": display_path(data.directory)},
+        "filter": config.bbq_filter,
         "n_items": int(len(items)), "counts": counts.to_dict(orient="records"),
         "temperature": config.temperature, "top_p": 1.0, "max_tokens": 16,
         "prompt": "zero-shot, options (a) (b) (c), "
@@ -296,7 +297,12 @@ def _generative(config: AuditConfig, asker: _Asker, result: RunResult, rules) ->
                           "paraphrases": dict(f.paraphrases)} for f in suite.families],
             "occupations": suite.occupations, "attributes": suite.attributes,
             "insertion": suite.insertion,
-            "decoding": [asdict(r) for r in suite.decoding], "seeds": suite.seeds,
+            # what the suite file declares; the keys below say what was actually run
+            "declared": {"decoding": [asdict(r) for r in suite.decoding],
+                         "seeds": suite.seeds},
+            "decoding": [{**asdict(r), "max_new_tokens": min(
+                r.max_new_tokens, config.gen_max_new_tokens or r.max_new_tokens)}
+                for r in suite.decoding],
         }
     n_full = len(grid)
     reductions = []
@@ -358,6 +364,7 @@ def _generative(config: AuditConfig, asker: _Asker, result: RunResult, rules) ->
                                    (rubric.name, other.name))
         result.tables["rubric_flips"] = flips
     result.metadata["generative"] = {
+        **suite_info,
         "suite": name, "suite_hash": suite_hash, "system_prompt": system,
         "n_grid_full": int(n_full), "n_generations": int(len(recs)),
         "n_error": int((recs["status"] == "error").sum()),
@@ -370,7 +377,6 @@ def _generative(config: AuditConfig, asker: _Asker, result: RunResult, rules) ->
         "decoding_regimes": sorted({(float(t), float(p)) for t, p in
                                     zip(grid["temperature"], grid["top_p"])}),
         "seeds": sorted({int(s) for s in grid["seed"]}),
-        **suite_info,
     }
 
 
@@ -464,7 +470,7 @@ def run_audit(config: AuditConfig | None = None) -> RunResult:
         "fairness_tests_version": __version__,
         "config": {k: (list(v) if isinstance(v, tuple) else v)
                    for k, v in asdict(config).items()},
-        "thresholds": list(rules.files),
+        "thresholds": [display_path(f) for f in rules.files],
         "regen_command": regen_command(config),
         **model_version(config),
     }
@@ -479,12 +485,25 @@ def run_audit(config: AuditConfig | None = None) -> RunResult:
         if config.live and asker._backend is not None:
             result.metadata["backend_info"] = asker.backend.info()
         result.metadata["requests"] = dict(asker.counts)
-        result.metadata["store"] = str(asker.store.path)
+        result.metadata["store"] = display_path(asker.store.path)
         result.metadata["evaluation_date"] = _evaluation_date(asker, config)
     finally:
         asker.close()
     result.verdicts = evaluate(result.tables, rules)
     return result
+
+
+def display_path(path: str | os.PathLike) -> str:
+    """A path as it may appear in a card or a committed run: relative to the checkout
+    (or to the folder beside it, e.g. ``../shared/bbq``), never this machine's absolute
+    path; outside both, the bare file name."""
+    p = Path(path).resolve()
+    for base, prefix in ((REPO_DIR, ""), (REPO_DIR.parent, "../")):
+        try:
+            return prefix + p.relative_to(base.resolve()).as_posix()
+        except ValueError:
+            continue
+    return p.name
 
 
 def regen_command(config: AuditConfig) -> str:

@@ -83,7 +83,8 @@ def cmd_audit(args) -> int:
     card = write_cards(result, out / "card", user_yaml=args.user_yaml)
     if args.export:
         from .models.store import ResponseStore
-        with ResponseStore(result.metadata["store"]) as store:
+        from .paths import default_store_path
+        with ResponseStore(config.store or default_store_path()) as store:
             n = store.export_jsonl(args.export)
         print(f"exported {n} responses to {args.export}")
     print(summary(result))

@@ -39,9 +39,16 @@ def test_shipped_thresholds_load_and_gemma_override_declares_expected_failures()
         assert needed in ids
     assert rs.get("worst_slice_stereotype_per_family").bound == 0.05
     assert rs.get("refusal_gap").bound == 0.10
-    xf = {r.id: r.expected_fail.reason for r in rs.rules if r.expected_fail}
-    assert xf == {k: "base model, strong preference for option (a)"
-                  for k in ("accuracy_floor_disambig", "accuracy_floor_ambig", "position_bias_bound")}
+    xf = {r.id: r.expected_fail for r in rs.rules if r.expected_fail}
+    assert set(xf) == {"accuracy_floor_disambig", "accuracy_floor_ambig", "position_bias_bound",
+                       "mfaa_floor", "gtc_floor", "df_bound"}
+    assert all(len(x.reason) > 40 for x in xf.values())       # a measured reason, not a label
+    # the DF failure is declared for the one cell that fails, not for the whole rule
+    assert xf["df_bound"].applies("Race_x_gender/ambig")
+    assert not xf["df_bound"].applies("Race_x_SES/ambig")
+    # another model gets none of them
+    other = load_rules(REPO_DIR / "thresholds", model="openai/gpt-4o-mini")
+    assert not any(r.expected_fail for r in other.rules)
     assert all(r.rationale for r in rs.rules)
     # another model gets no expected failures from the Gemma file
     other = load_rules(REPO_DIR / "thresholds", model="some/other-model")

@@ -451,7 +451,8 @@ def write_report(fs: FairnessSession, out: Path) -> None:
             continue
         run.verdicts = fs.verdicts(model)
         run.metadata.setdefault("model", model)
-        run.metadata["thresholds_files"] = fs.rules(model).files
+        from ..audit import display_path
+        run.metadata["thresholds"] = [display_path(f) for f in fs.rules(model).files]
         run.save(out / slug / "run")
         all_verdicts.append(run.verdicts.assign(model=model))
         try:
