@@ -598,11 +598,19 @@ def _evaluation_protocol(meta: dict, gen: dict, bbq: dict, tables: dict,
             b["data_sha256"] = {str(k): str(v) for k, v in sorted(bbq["sha256"].items())}
         ep["bbq"] = b
         boot = bbq.get("bootstrap") or {}
-        seeds.append(f"BBQ: answer sampling seed {bbq.get('seed', 'not recorded')}, "
-                     f"{bbq.get('repeats', 1)} repeat(s) per item; "
-                     f"bootstrap {boot.get('n_boot', '?')} resamples, seed {boot.get('seed', '?')}.")
-        samples.append(f"BBQ: {bbq.get('repeats', 1)} answer(s) per item and option rotation "
-                       f"({bbq.get('rotations', 1)} rotation(s)).")
+        cons = bbq.get("consistency") or {}
+        mode = bbq.get("rotations_mode")
+        rot = ("all three cyclic option rotations of every item" if mode == "all" else
+               "all three cyclic option rotations of the consistency sample"
+               if mode == "sample" else "dataset option order only")
+        seeds.append(f"BBQ: answer sampling seed {bbq.get('seed', 'not recorded')}; "
+                     f"bootstrap {boot.get('n_boot', '?')} resamples, seed {boot.get('seed', '?')}"
+                     + (f"; consistency sample drawn with seed {cons.get('seed')}"
+                        if cons.get("seed") is not None else "") + ".")
+        samples.append(f"BBQ: one answer per item ({bbq.get('n_items', '?')} items)"
+                       + (f"; {cons.get('repeats')} repeated answers for each of the "
+                          f"{cons.get('n_items')} consistency-sample items" if cons else "")
+                       + f"; {rot}.")
     if gen:
         g = {k: gen[k] for k in ("system_prompt", "n_generations", "reductions",
                                  "max_new_tokens", "n_grid_full", "n_error",

@@ -422,7 +422,13 @@ def _results(b: _Builder) -> None:
     shown = {"generative_by_slice", "generative_by_slice_family", "generative_by_slice_decoding",
              "generative_summary", "scorer_sensitivity", "protocol_sensitivity", "counterfactual",
              "bbq", "bbq_groups", "consistency"}
-    for name in sorted(set(tables) - shown):
+    extra = sorted(set(tables) - shown)
+    if extra:
+        b.add(Heading(3, "Supporting tables", "res_supporting"))
+        b.add(Para("Every other table the run computed, in full, so that each number "
+                   "above can be traced (per-cell rule verdicts, cell statistics under "
+                   "both rubrics, spread decomposition, ...)."))
+    for name in extra:
         b.add(Heading(4, name, f"res_{name}"))
         b.table(tables[name])
 
