@@ -106,13 +106,22 @@ def _env_secrets() -> list[str]:
     return [v for k, v in os.environ.items() if _SECRET_ENV_RE.search(k) and len(v) >= 8]
 
 
+def _secret_values(secrets: Iterable[str]) -> list[str]:
+    """The given secrets plus the values of secret-looking environment variables
+    (read once per scrub call, not once per string)."""
+    return [v for v in (*secrets, *_env_secrets()) if v and len(v) >= 4]
+
+
 def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` with known secret values and secret-looking tokens masked."""
+    return _scrub_text(text, _secret_values(secrets))
+
+
+def _scrub_text(text: str, values: list[str]) -> str:
     if not text:
         return text
-    for s in list(secrets) + _env_secrets():
-        if s and len(s) >= 4:
-            text = text.replace(s, "***")
+    for v in values:
+        text = text.replace(v, "***")
     for pattern, repl in _SECRET_PATTERNS:
         text = pattern.sub(repl, text)
     return text
@@ -120,14 +129,17 @@ def scrub_text(text: str, secrets: Iterable[str] = ()) -> str:
 
 def scrub(obj: Any, secrets: Iterable[str] = ()) -> Any:
     """A copy of a JSON-like value without secret entries and with strings scrubbed."""
-    secrets = list(secrets)
+    return _scrub(obj, _secret_values(secrets))
+
+
+def _scrub(obj: Any, values: list[str]) -> Any:
     if isinstance(obj, dict):
-        return {k: scrub(v, secrets) for k, v in obj.items()
+        return {k: _scrub(v, values) for k, v in obj.items()
                 if not (isinstance(k, str) and _SECRET_KEY_RE.match(k))}
     if isinstance(obj, (list, tuple)):
-        return [scrub(v, secrets) for v in obj]
+        return [_scrub(v, values) for v in obj]
     if isinstance(obj, str):
-        return scrub_text(obj, secrets)
+        return _scrub_text(obj, values)
     return obj
 
 
@@ -536,6 +548,11 @@ class ResponseStore:
         opener = gzip.open if path.suffix == ".gz" else open
         rows: list[tuple] = []
         known = {f.name for f in dc_fields(Response)}
+        # rows already stored (and not errors) would be skipped anyway: skip them
+        # before the per-record key check and scrubbing (a re-import is then cheap)
+        stored = {} if replace else dict(self._execute(
+            "SELECT key, status FROM responses").fetchall())
+        counts = {"added": 0, "replaced": 0, "skipped": 0}
         try:
             with opener(path, "rt", encoding="utf-8") as fh:
                 for lineno, line in enumerate(fh, 1):
@@ -546,10 +563,14 @@ class ResponseStore:
                     except json.JSONDecodeError as exc:
                         raise DataError(f"not valid JSON ({exc.msg})", path=path,
                                         line=lineno) from None
-                    rows.append(self._record_row(rec, path, lineno, known, verify_keys))
+                    skip = isinstance(rec, dict) and stored.get(rec.get("key")) not in (None, "error")
+                    row = self._record_row(rec, path, lineno, known, verify_keys, build=not skip)
+                    if skip:
+                        counts["skipped"] += 1
+                    else:
+                        rows.append(row)
         except (OSError, EOFError, UnicodeDecodeError) as exc:
             raise DataError(f"cannot read: {exc}", path=path) from None
-        counts = {"added": 0, "replaced": 0, "skipped": 0}
         with self._lock:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
@@ -572,7 +593,8 @@ class ResponseStore:
         return counts
 
     def _record_row(self, rec: Any, path: Path, lineno: int, known: set[str],
-                    verify_keys: bool) -> tuple:
+                    verify_keys: bool, build: bool = True) -> tuple | None:
+        """Validate one export record (always) and build its row (when ``build``)."""
         def bad(msg: str) -> DataError:
             return DataError(msg, path=path, line=lineno,
                              key=rec.get("key") if isinstance(rec, dict) else None)
@@ -594,6 +616,8 @@ class ResponseStore:
         status = resp.get("status", "ok")
         if status not in STATUSES:
             raise bad(f"unknown status {status!r}; expected one of {STATUSES}")
+        if not build:
+            return None
         extra = {k: v for k, v in resp.items() if k in known and k not in _COLUMN_FIELDS
                  and k != "key"}
         lp = resp.get("letter_probs")
