@@ -125,7 +125,13 @@ def cmd_grid(args: argparse.Namespace) -> int:
         grid, system = suite.grid(), suite.system_prompt
     if args.hash:
         print(json.dumps({"rows": len(grid), "suite_hash": grid_hash(grid, system)}))
-    elif args.format == "csv":
+        return 0
+    return _emit(grid, args.format)
+
+
+def _emit(grid, fmt: str) -> int:
+    """A grid on stdout as CSV or as a JSON list of rows."""
+    if fmt == "csv":
         grid.to_csv(sys.stdout, index=False)
     else:
         print(json.dumps(grid.to_dict(orient="records"), indent=1))
@@ -135,12 +141,7 @@ def cmd_grid(args: argparse.Namespace) -> int:
 def cmd_probe_grid(args: argparse.Namespace) -> int:
     from .probe import load_probe, probe_grid
 
-    grid = probe_grid(load_probe(args.probe))
-    if args.format == "csv":
-        grid.to_csv(sys.stdout, index=False)
-    else:
-        print(json.dumps(grid.to_dict(orient="records"), indent=1))
-    return 0
+    return _emit(probe_grid(load_probe(args.probe)), args.format)
 
 
 def cmd_probe_score(args: argparse.Namespace) -> int:

@@ -58,18 +58,13 @@ def load_published_grid(path: str | Path | None = None) -> pd.DataFrame:
                 raise DataError(f"expected {len(GRID_COLUMNS)} fields, found {len(values)}",
                                 path=p, line=line)
             row: dict[str, object] = dict(zip(GRID_COLUMNS, values))
-            for c in _INT:
-                try:
-                    row[c] = int(values[GRID_COLUMNS.index(c)])
-                except ValueError:
-                    raise DataError(f"{c} must be an integer, got {row[c]!r}",
-                                    path=p, line=line, key=c) from None
-            for c in _FLOAT:
-                try:
-                    row[c] = float(values[GRID_COLUMNS.index(c)])
-                except ValueError:
-                    raise DataError(f"{c} must be a number, got {row[c]!r}",
-                                    path=p, line=line, key=c) from None
+            for cols, cast, what in ((_INT, int, "an integer"), (_FLOAT, float, "a number")):
+                for c in cols:
+                    try:
+                        row[c] = cast(values[GRID_COLUMNS.index(c)])
+                    except ValueError:
+                        raise DataError(f"{c} must be {what}, got {row[c]!r}",
+                                        path=p, line=line, key=c) from None
             if not str(row["prompt_text"]).strip():
                 raise DataError("empty prompt_text", path=p, line=line, key="prompt_text")
             expect = f"{row['slice_gender']}_{row['slice_religion']}"
