@@ -342,6 +342,9 @@ def gate_params(session: FairnessSession) -> list:
         return [pytest.param(Missing("no --baseline-model given: the upgrade gate is off",
                                      "skip"), id="no-baseline")]
     params = []
+    if not [m for m in s.models if m != s.baseline]:
+        return [pytest.param(Missing(f"every --fairness-model is the baseline {s.baseline}: "
+                                     "nothing to gate", "skip"), id="candidate-is-baseline")]
     for cand, table in session.gate().items():
         if isinstance(table, Unavailable):
             params.append(pytest.param(Missing(table.reason, s.on_missing),
