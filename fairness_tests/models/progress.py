@@ -79,6 +79,7 @@ class Progress:
             return None
         if dest.lower() == "stderr":
             return sys.__stderr__ or sys.stderr
+        os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
         self._own_file = open(dest, "a", encoding="utf-8", buffering=1)
         return self._own_file
 

@@ -87,7 +87,21 @@ def pytest_configure(config: pytest.Config) -> None:
         import os
         import uuid
         os.environ[ENV_SESSION] = uuid.uuid4().hex[:12]
+        # live runs: pytest captures the workers' stderr, so the progress lines of every
+        # process go to one file the user can follow (one whole line per write)
+        if config.option.fairness_live and "FAIRNESS_PROGRESS" not in os.environ \
+                and config.option.capture != "no":
+            os.environ["FAIRNESS_PROGRESS"] = str(Path(".fairness") / "progress.log")
     config.stash[_KEY] = FairnessSession(config)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    import os
+    if config.option.fairness_live and os.environ.get("FAIRNESS_PROGRESS") not in (None, "off",
+                                                                                 "stderr"):
+        return [f"fairness: live run; progress lines go to {os.environ['FAIRNESS_PROGRESS']} "
+                "(tail -f it), or run with -s to see them here"]
+    return []
 
 
 def _settings(config: pytest.Config) -> Settings:
