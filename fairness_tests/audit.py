@@ -347,7 +347,9 @@ def _generative(config: AuditConfig, asker: _Asker, result: RunResult, rules) ->
     spread = []
     ok = scored[scored["status"] != "error"]
     for rule in ps_rules:
-        for kind in ("family", "decoding"):
+        for kind in ("family", "decoding", "seed"):
+            if ok[kind].nunique() < 2:
+                continue
             sub = ok.groupby([kind, "slice"])[rule.metric].mean().rename("value").reset_index()
             spread.append({"rule": rule.name, "cell_kind": kind,
                            **PS.spread_decomposition(sub, kind)})

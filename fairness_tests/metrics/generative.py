@@ -165,13 +165,17 @@ def error_counts(scored: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
 
 def cell_statistics(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
                     seed: int = DEFAULT_SEED) -> pd.DataFrame:
-    """Per protocol cell (overall, each family, each decoding regime): worst-slice
+    """Per protocol cell (overall, each family, each decoding regime, and each seed when
+    there are several): worst-slice
     value and disparity of every metric, plus the refusal gap. Columns:
     ``cell_kind, cell, statistic, metric, slice, value, ci_low, ci_high, n`` (input of
     :mod:`fairness_tests.metrics.protocol_sensitivity`)."""
     df = with_cells(scored)
     parts = []
-    for kind, by in (("overall", []), ("family", ["family"]), ("decoding", ["decoding"])):
+    kinds = [("overall", []), ("family", ["family"]), ("decoding", ["decoding"])]
+    if "seed" in df and df["seed"].nunique() > 1:       # seeds are a protocol choice too
+        kinds.append(("seed", ["seed"]))
+    for kind, by in kinds:
         t = slice_table(df, by, n_boot, seed)
         t = t[t["metric"].isin(METRICS)]
         w = worst_slice(t, by)
