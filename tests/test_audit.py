@@ -1,0 +1,61 @@
+"""The audit path's own logic: options -> config, paths shown on cards, the command
+that reproduces a run, and errors raised before any model is called."""
+from __future__ import annotations
+
+import pytest
+
+from fairness_tests.audit import (AuditConfig, config_from_options, display_path,
+                                  regen_command, run_audit)
+from fairness_tests.errors import ConfigError, MissingResponsesError
+from fairness_tests.paths import REPO_DIR
+
+
+def test_display_path_never_shows_this_machine():
+    assert display_path(REPO_DIR / "thresholds" / "default.yaml") == "thresholds/default.yaml"
+    assert display_path(REPO_DIR.parent / "shared" / "bbq") == "../shared/bbq"
+    assert display_path("/somewhere/else/store.sqlite") == "store.sqlite"
+
+
+def test_regen_command_names_only_what_differs_from_the_defaults():
+    assert regen_command(AuditConfig()) == "fairness-tests audit"
+    cmd = regen_command(AuditConfig(live=True, model="openai/gpt-4o-mini", backend="litellm",
+                                    protocols=("bbq",), gen_seeds=(1, 2), repeats=5))
+    assert cmd == ("fairness-tests audit --live --protocols bbq --model openai/gpt-4o-mini "
+                   "--backend litellm --repeats 5 --gen-seeds 1 2")
+
+
+def test_backend_is_inferred_from_the_model():
+    assert AuditConfig().backend_name() == "transformers"
+    assert AuditConfig().backend_model() == "embedded"
+    assert AuditConfig(model="openai/gpt-4o-mini").backend_name() == "litellm"
+    assert AuditConfig(model="x", backend="transformers").backend_name() == "transformers"
+
+
+def test_bad_options_are_errors():
+    with pytest.raises(ConfigError, match="unknown protocol"):
+        config_from_options(protocols=["bbq", "vibes"])
+    with pytest.raises(ConfigError, match="unknown audit option"):
+        config_from_options(temprature=0.5)
+
+
+def test_a_bad_threshold_file_fails_before_any_model_is_asked(tmp_path):
+    bad = tmp_path / "default.yaml"
+    bad.write_text("rules:\n  - id: r\n    table: bbq\n    metric: acuracy\n"
+                   "    op: '<='\n    bound: 1\n    rationale: x\n")
+    cfg = AuditConfig(thresholds=str(bad), store=str(tmp_path / "s.sqlite"), recordings=(),
+                      live=True, model="never-called", backend="litellm")
+    with pytest.raises(ConfigError, match=r"default.yaml.*acuracy"):
+        run_audit(cfg)
+    assert not (tmp_path / "s.sqlite").exists()            # nothing was even opened
+
+
+def test_replay_of_nothing_says_how_to_record(tmp_path):
+    cfg = AuditConfig(store=str(tmp_path / "s.sqlite"), recordings=(), protocols=("bbq",),
+                      model="openai/gpt-4o-mini", limit=1, n_boot=10)
+    with pytest.raises(MissingResponsesError, match="fairness-tests audit --live"):
+        run_audit(cfg)
+
+
+def test_bad_rotations_value(tmp_path):
+    with pytest.raises(ConfigError, match="rotations"):
+        run_audit(AuditConfig(rotations="some", store=str(tmp_path / "s.sqlite")))
