@@ -25,6 +25,7 @@ Wilson
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, Iterable, Sequence
 
@@ -40,13 +41,23 @@ METRIC_COLUMNS = ["metric", "value", "ci_low", "ci_high", "n", "note"]
 
 def multiplicities(n: int, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED) -> np.ndarray:
     """(n_boot x n) matrix: how many times each of n items is drawn in each resample
-    (sampling n items with replacement). Deterministic for a given seed."""
+    (sampling n items with replacement). Deterministic for a given seed, so it is
+    computed once per (n, n_boot, seed) and shared (read-only): every metric of a cell
+    is then bootstrapped over the same resamples, as a paired analysis needs."""
+    return _multiplicities(int(n), int(n_boot), int(seed))
+
+
+@functools.lru_cache(maxsize=8)
+def _multiplicities(n: int, n_boot: int, seed: int) -> np.ndarray:
     if n <= 0:
-        return np.zeros((n_boot, 0), dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(n_boot, n))
-    flat = (idx + (np.arange(n_boot)[:, None] * n)).ravel()
-    return np.bincount(flat, minlength=n_boot * n).reshape(n_boot, n).astype(np.float64)
+        W = np.zeros((n_boot, 0), dtype=np.float64)
+    else:
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, n, size=(n_boot, n))
+        flat = (idx + (np.arange(n_boot)[:, None] * n)).ravel()
+        W = np.bincount(flat, minlength=n_boot * n).reshape(n_boot, n).astype(np.float64)
+    W.flags.writeable = False
+    return W
 
 
 def bootstrap(

@@ -67,9 +67,14 @@ class Request:
         }
 
     def key(self) -> str:
-        blob = json.dumps(self.key_fields(), sort_keys=True, separators=(",", ":"),
-                          ensure_ascii=False)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        # computed once per request (the request is frozen; meta is not part of the key)
+        cached = self.__dict__.get("_key")
+        if cached is None:
+            blob = json.dumps(self.key_fields(), sort_keys=True, separators=(",", ":"),
+                              ensure_ascii=False)
+            cached = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+            object.__setattr__(self, "_key", cached)
+        return cached
 
     def prompt_key(self) -> str:
         """Key of the prompt without the repeat index (and seed): requests that differ

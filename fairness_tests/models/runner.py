@@ -21,6 +21,8 @@ itself). Without a callable, ``request.meta["parse_choice"]`` may name one as
 """
 from __future__ import annotations
 
+import dataclasses
+
 import importlib
 import re
 import threading
@@ -118,7 +120,11 @@ def replay(requests: Sequence[Request], store: ResponseStore, *,
 
 
 def _copy(r: Response) -> Response:
-    return Response.from_dict(r.to_dict())
+    """An independent copy (a request asked twice gets two responses to mutate)."""
+    c = dataclasses.replace(r)
+    if r.letter_probs is not None:
+        c.letter_probs = list(r.letter_probs)
+    return c
 
 
 # ----------------------------------------------------------------------------- ask
