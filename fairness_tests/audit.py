@@ -388,27 +388,45 @@ def run_audit(config: AuditConfig | None = None) -> RunResult:
     return result
 
 
+REGEN_FLAGS = {"model": "--model", "backend": "--backend", "api_base": "--api-base",
+               "bbq_dir": "--bbq-dir", "bbq_filter": "--bbq-filter",
+               "temperature": "--temperature", "repeats": "--repeats",
+               "per_cell": "--per-cell", "rotations": "--rotations", "limit": "--limit",
+               "suite": "--suite", "published_grid": "--published-grid",
+               "gen_seeds": "--gen-seeds", "gen_max_new_tokens": "--gen-max-new-tokens",
+               "gen_limit": "--gen-limit", "rubric": "--rubric",
+               "compare_rubric": "--compare-rubric", "thresholds": "--thresholds",
+               "seed": "--seed", "n_boot": "--n-boot"}
+PATH_FIELDS = ("bbq_dir", "suite", "published_grid", "thresholds")
+#: choices that do not change any number of the run (where it is stored, how it is shown)
+NOT_REGENERATED = ("store", "recordings", "progress", "batch_size", "export")
+
+
 def regen_command(config: AuditConfig) -> str:
-    """The ``fairness-tests audit`` command line that reproduces this run's choices."""
+    """The ``fairness-tests audit`` command line that reproduces every choice of this run
+    that can change a number (all but :data:`NOT_REGENERATED`); paths as
+    :func:`~fairness_tests.paths.display_path` shows them."""
+    import shlex
+
     default = AuditConfig()
-    parts = ["fairness-tests audit"]
-    flags = {"model": "--model", "backend": "--backend", "api_base": "--api-base",
-             "bbq_filter": "--bbq-filter", "temperature": "--temperature",
-             "repeats": "--repeats", "rotations": "--rotations", "limit": "--limit",
-             "suite": "--suite", "published_grid": "--published-grid",
-             "gen_seeds": "--gen-seeds", "gen_max_new_tokens": "--gen-max-new-tokens",
-             "gen_limit": "--gen-limit", "rubric": "--rubric", "seed": "--seed",
-             "n_boot": "--n-boot"}
+    parts = ["fairness-tests", "audit"]
     if config.live:
         parts.append("--live")
     if tuple(config.protocols) != tuple(default.protocols):
-        parts.append("--protocols " + " ".join(config.protocols))
-    for field_name, flag in flags.items():
+        parts += ["--protocols", *config.protocols]
+    for field_name, flag in REGEN_FLAGS.items():
         value = getattr(config, field_name)
-        if value != getattr(default, field_name) and value is not None:
-            shown = " ".join(map(str, value)) if isinstance(value, (tuple, list)) else value
-            parts.append(f"{flag} {shown}")
-    return " ".join(parts)
+        if value == getattr(default, field_name):
+            continue
+        if value is None:
+            if field_name == "compare_rubric":
+                parts += [flag, "none"]
+            continue
+        if field_name in PATH_FIELDS:
+            value = display_path(value)
+        parts += [flag, *map(str, value)] if isinstance(value, (tuple, list)) \
+            else [flag, str(value)]
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 def model_version(config: AuditConfig) -> str | None:
