@@ -149,7 +149,7 @@ def test_score_df_unbounded_is_UB(small_dir, tmp_path, capsys):
     ('{"category": "Race_x_SES", "example_id": 1}', "line 2, key 'answer'"),
     ('{"category": "Race_x_SES", "example_id": 0, "answer": 2}', "line 2: duplicate"),
     ('{"category": "Race_x_SES", "example_id": 999999, "answer": 2}',
-     "line 2: Race_x_SES example_id 999999 is not in the BBQ data"),
+     "line 2, key 'example_id': Race_x_SES example_id 999999 is not in the BBQ data"),
 ])
 def test_score_bad_predictions_line(small_dir, tmp_path, capsys, line, match):
     d, _ = small_dir

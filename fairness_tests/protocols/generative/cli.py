@@ -83,6 +83,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     records = read_outputs(args.outputs)
     rubric = load_rubric(args.rubric)
     other = None if args.compare_rubric in (None, "none") else load_rubric(args.compare_rubric)
+    if other is not None and other.name == rubric.name:
+        other = None                      # one rubric: nothing to compare
     scored = score(records, rubric)
     compare = (other.name, score(records, other)) if other is not None else None
     tables = generative_tables(scored, n_boot=args.n_boot, seed=args.seed, rubric=rubric.name,
