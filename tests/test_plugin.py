@@ -77,10 +77,14 @@ def bbq_table(acc_ses=(0.70, 0.65, 0.75), acc_gender=(0.62, 0.58, 0.66), s=(-0.0
 
 
 def save_run(path: Path, model: str, table: pd.DataFrame, records=None) -> Path:
-    tables = {"bbq": table}
-    if records is not None:
-        tables["bbq_records"] = records
-    return RunResult(metadata={"model": model}, tables=tables).save(path)
+    return RunResult(metadata=meta(model), tables={"bbq": table},
+                     records={} if records is None else {"bbq": records}).save(path)
+
+
+def meta(model):
+    from fairness_tests.run_metadata import RunMetadata, Source
+    return RunMetadata(model=model, backend=None, mode="scored", source=Source(kind="audit"),
+                       fairness_tests_version="test")
 
 
 @pytest.fixture
@@ -95,9 +99,14 @@ def project(pytester):
 def test_options_and_markers_are_registered(project):
     r = project.runpytest("--help")
     out = r.stdout.str()
-    for opt in ("--fairness-model", "--backend", "--replay", "--live", "--bbq-dir", "--protocol",
-                "--repeats", "--thresholds", "--baseline-model", "--fairness-report"):
+    for opt in ("--fairness-model", "--fairness-backend", "--fairness-replay", "--fairness-live",
+                "--fairness-bbq-dir", "--fairness-protocol", "--fairness-repeats",
+                "--fairness-thresholds", "--fairness-baseline-model", "--fairness-report",
+                "--fairness-api-base", "--fairness-n-boot", "--fairness-seed"):
         assert opt in out
+    # the generic spellings are gone (they clash with other plugins)
+    for gone in ("  --live ", "  --backend", "  --repeats", "  --protocol", "  --replay"):
+        assert gone not in out
     r = project.runpytest("--markers")
     for m in ("bbq:", "consistency:", "generative:", "gate:"):
         assert m in r.stdout.str()
@@ -143,6 +152,7 @@ FAKE_AUDIT = """
 import os, sys, time, types
 import pandas as pd
 from fairness_tests.run import RunResult
+from fairness_tests.run_metadata import RunMetadata, Source
 from fairness_tests.errors import MissingResponsesError
 
 calls = os.path.join(os.path.dirname(__file__), "audit_calls.txt")
@@ -159,10 +169,11 @@ def run_audit(config):
     time.sleep(0.2)          # make concurrent workers overlap
     table = pd.read_csv(os.path.join(os.path.dirname(__file__), config["model"] + ".csv"))
     recs = os.path.join(os.path.dirname(__file__), config["model"] + "_records.csv")
-    tables = {"bbq": table}
-    if os.path.exists(recs):
-        tables["bbq_records"] = pd.read_csv(recs)
-    return RunResult(metadata={"model": config["model"]}, tables=tables)
+    records = {"bbq": pd.read_csv(recs)} if os.path.exists(recs) else {}
+    return RunResult(metadata=RunMetadata(model=config["model"], backend=None, mode="replay",
+                                          source=Source(kind="audit"),
+                                          fairness_tests_version="test"),
+                     tables={"bbq": table}, records=records)
 
 mod.config_from_options = config_from_options
 mod.run_audit = run_audit
@@ -189,7 +200,7 @@ def test_nothing_to_replay_skips_with_how_to_record_or_fails_on_request(project)
     r.assert_outcomes(skipped=1)
     out = r.stdout.str()
     assert "nothing recorded to replay for unrecorded" in out
-    assert "Record with: pytest --live --fairness-model unrecorded" in out
+    assert "Record with: pytest --pyargs fairness_tests.suite --fairness-live --fairness-model unrecorded" in out
     r = project.runpytest("--fairness-model", "unrecorded", "--fairness-on-missing", "fail",
                           "-p", "no:cacheprovider", "test_suite.py::test_accuracy_floor")
     r.assert_outcomes(failed=1)
@@ -250,7 +261,7 @@ def test_gate_fails_only_a_real_regression_and_prints_the_table(project):
     for m, k in (("base", 300), ("same", 300), ("worse", 240)):
         bbq_table().to_csv(project.path / f"{m}.csv", index=False)
         recs(k).to_csv(project.path / f"{m}_records.csv", index=False)
-    r = project.runpytest("--baseline-model", "base", "--fairness-model", "same",
+    r = project.runpytest("--fairness-baseline-model", "base", "--fairness-model", "same",
                           "--fairness-model", "worse", "-p", "no:cacheprovider", "-v",
                           "test_suite.py::test_gate")
     out = r.stdout.str()
