@@ -295,6 +295,33 @@ def test_card_of_a_real_audit_reads_its_typed_metadata(small_audit):
     assert card["evaluation_protocol"]["source"]["statement"].startswith("replayed from")
 
 
+def test_card_of_someone_elses_generations_lists_the_suite_as_missing(small_audit, tmp_path):
+    """``generative score --out`` on generations made elsewhere (here: the audit's own,
+    exported in the published raw-output fields): the decoding is the file's own, the
+    suite, its templates and insertion rule are listed as missing, never filled in."""
+    from fairness_tests.cli import main
+    from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS
+
+    outputs = tmp_path / "gens.jsonl"
+    rows = small_audit.records["generative"][list(RAW_OUTPUT_FIELDS)].to_dict("records")
+    outputs.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert main(["generative", "score", "--outputs", str(outputs), "--n-boot", "50",
+                 "--out", str(tmp_path / "run")]) == 0
+    card = fill_card(RunResult.load(tmp_path / "run"), USER)
+    assert validate_card(card).valid
+    source = card["evaluation_protocol"]["source"]
+    assert (source["kind"], source["sha256"]) == (
+        "outputs", hashlib.sha256(outputs.read_bytes()).hexdigest())
+    run_missing = {m["field"] for m in card["missing_fields"] if m["source"] == "run"}
+    assert {"prompt_suite.families", "prompt_suite.suite_hash",
+            "prompt_suite.attribute_insertion_rule", "evaluation_date"} <= run_missing
+    assert card["prompt_suite"]["families"] == []
+    assert "reductions" not in card["evaluation_protocol"]["generative"]
+    pairs = sorted({(r["temperature"], r["top_p"]) for r in rows})
+    assert [(r["temperature"], r["top_p"]) for r in card["decoding"]["regimes"]] == pairs
+    assert card["scorer"]["patterns_file"] == "fairness_tests/data/rubrics/published.json"
+
+
 @pytest.mark.xfail(strict=True, reason="RunResult.load infers the seed cell ids of "
                    "generative_seed_cells ('1'..'5') as integers: the loaded run's table is not "
                    "the saved one (fairness_tests/run.py, reported to the lead)")

@@ -54,5 +54,5 @@ class RunFacts:
     def unknown(self, what: str) -> str:
         """The hint for a fact a scored run cannot know."""
         s = self.meta.source
-        return (f"{what} is not known to a run scored from someone else's "
+        return (f"{what}: not known to a run scored from someone else's "
                 f"{SOURCE_NOUN[s.kind]} ({s.file}); the audit (fairness-tests audit) records it")

@@ -55,7 +55,7 @@ def prompt_suite(f: RunFacts) -> dict[str, Any]:
         else:
             f.lack("prompt_suite.suite_hash", "evaluation_protocol",
                    "run metadata generative.suite_hash" if f.asked
-                   else f.unknown("the prompt suite (and so its hash)"))
+                   else f.unknown("the prompt suite and its hash"))
         for fam in g.families:
             # every paraphrase is a template; the first is shown as the canonical one
             suite["families"].append({"id": fam["id"], "name": fam["name"],
@@ -248,9 +248,12 @@ def _source(f: RunFacts) -> dict[str, Any]:
                      if m.mode == "live" else
                      f"replayed from the response store {m.store} (recorded through the "
                      f"{m.backend} backend)")
-    else:
-        statement = (f"{f.scored_from()}; the prompts, decoding and answer handling that "
+    elif s.kind == "predictions":
+        statement = (f"{f.scored_from()}; the prompts, decoding and answer parsing that "
                      "produced them are not known to this run")
+    else:
+        statement = (f"{f.scored_from()}; the prompts that produced them are not known to "
+                     "this run (temperature, top_p and seed are the file's own)")
     out = {"kind": s.kind, "mode": m.mode, "statement": statement}
     if s.file:
         out["file"] = s.file
@@ -303,11 +306,12 @@ def _generative(f: RunFacts) -> dict[str, Any]:
     out: dict[str, Any] = {
         "suite_name": g.suite, "rubric": g.rubric, "rubric_semantics": g.rubric_semantics,
         "n_generations": g.n_generations, "n_error": g.n_error,
-        "n_refused_by_provider": g.n_refused_by_provider, "reductions": list(g.reductions),
-        "seeds": list(g.seeds), "refusal_handling": g.refusal_handling,
+        "n_refused_by_provider": g.n_refused_by_provider, "seeds": list(g.seeds), "refusal_handling": g.refusal_handling,
         "bootstrap": asdict(g.bootstrap)}
     for key in ("suite_hash", "system_prompt", "max_new_tokens", "n_grid_full", "compare_rubric",
                 "rubric_sha256"):
         if getattr(g, key) is not None:
             out[key] = getattr(g, key)
+    if f.asked:                    # reductions of this package's grid: none for someone's outputs
+        out["reductions"] = list(g.reductions)
     return out
