@@ -13,18 +13,22 @@ multiplicity matrix for both models) and the same tests, made two-sided:
   gate's one-sided p-value ``p1`` of "B is no worse than A" at margin 0 (accuracy: the
   score test on the discordant items, McNemar's at margin 0, variance times the design
   effect; other metrics: ``z = delta / se`` with ``se`` the paired bootstrap's)
-  gives the two-sided ``p = min(1, 2 min(p1, 1 - p1))``;
+  gives the two-sided ``p = min(1, 2 min(p1, 1 - p1))`` (1 when delta = 0 exactly);
 - Holm's procedure over the whole family (every pair x metric x cell); a pair is
   *separated* in a cell when its adjusted p < alpha, and the better model is then
   named; otherwise "not separated".
 
-Ranking per metric x cell (models sharing the cell's items, aligned on the items all
-of them share): every model's statistic on each of the same B resamples ``W`` of
-:func:`fairness_tests.stats.multiplicities` (clusters as above), the models ranked in
-each resample (1 = best; ties share the lower rank); a model's *rank interval* is the
-2.5% and 97.5% quantile of its ranks over the resamples. Its *rank* is 1 + the number
-of models that are separated from it and better (Holm-adjusted pairwise p < alpha):
-models the data cannot separate share a rank.
+Ranking per metric x cell: a model's *rank interval* is ``[1 + a, N - b]`` with
+``a`` (``b``) the number of models separated from it and better (worse) and N the
+models with a defined value in the cell: the joint confidence set for ranks of Klein,
+Wright & Wieczorek (2020) obtained by inverting the Holm-adjusted paired tests, so it
+holds simultaneously for every model, metric and cell at 1 - alpha. The *rank* is its
+lower end: models the data cannot separate share a rank.
+
+(Percentiles of each model's rank over bootstrap resamples were not used: for
+max-type metrics (SF, DF, worst-slice rate) the plug-in value is biased upward on
+every resample, so a model whose value is 0 always ranks first and the interval is
+narrow where no test separates the models.)
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ import pandas as pd
 
 from .. import gate as G
 from ..metrics import gate as gm
-from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED, cell_id, multiplicities
+from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from .models import Entry
 
 PAIR_COLUMNS = ["metric", "cell", "model_a", "model_b", "value_a", "value_b", "delta",
@@ -50,10 +54,14 @@ ALPHA = 0.05
 NAN = float("nan")
 
 
-def two_sided(p_one_sided: float) -> float:
-    """Two-sided p-value from the gate's one-sided one (its null at margin 0)."""
-    if p_one_sided is None or not np.isfinite(p_one_sided):
+def two_sided(p_one_sided: float, delta: float) -> float:
+    """Two-sided p-value from the gate's one-sided one (its null at margin 0):
+    ``min(1, 2 min(p1, 1 - p1))``, and 1 when the difference is exactly 0 (also when
+    it is known without error, se = 0, where p1 is 0 or 1 by construction)."""
+    if p_one_sided is None or not np.isfinite(p_one_sided) or not np.isfinite(delta):
         return NAN
+    if delta == 0:
+        return 1.0
     return float(min(1.0, 2.0 * min(p_one_sided, 1.0 - p_one_sided)))
 
 
@@ -142,7 +150,7 @@ def pairwise(entries: list[Entry], *, n_boot: int = DEFAULT_N_BOOT, seed: int = 
                 "value_a": t["baseline"], "value_b": t["candidate"], "delta": t["delta"],
                 "ci_low": t["ci_low"], "ci_high": t["ci_high"], "n": t["n"],
                 "n_clusters": t["n_clusters"], "better": t["better"], "test": t["test"],
-                "p_value": [two_sided(p) for p in t["p_value"]], "note": t["note"]}))
+                "p_value": [two_sided(p, d) for p, d in zip(t["p_value"], t["delta"])], "note": t["note"]}))
     if not parts:
         return pd.DataFrame(columns=PAIR_COLUMNS)
     out = pd.concat(parts, ignore_index=True)
@@ -155,118 +163,55 @@ def pairwise(entries: list[Entry], *, n_boot: int = DEFAULT_N_BOOT, seed: int = 
 def _verdict(r) -> str:
     if not np.isfinite(r.p_adjusted) or not np.isfinite(r.delta):
         return "not evaluable"
-    if not r.separated:
-        return "not separated"
-    b_better = r.delta > 0 if r.better == "higher" else r.delta < 0
-    return f"{r.model_b if b_better else r.model_a} better"
+    w = better_of(r.model_a, r.model_b, r.delta, r.separated, r.better == "higher")
+    return "not separated" if w is None else f"{w} better"
+
+
+def better_of(a: str, b: str, delta: float, separated: bool, higher: bool) -> str | None:
+    """The better of models a and b (delta = b - a) when they are separated, else None."""
+    if not separated or not math.isfinite(float(delta)) or delta == 0:
+        return None
+    return b if (delta > 0 if higher else delta < 0) else a
 
 
 # ---------------------------------------------------------------- ranking
 
-def ranking(entries: list[Entry], pairs: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
-            seed: int = DEFAULT_SEED, level: float = 0.95,
-            cluster: dict[str, str] | None = None) -> pd.DataFrame:
-    """One row per (metric, cell, model): :data:`RANK_COLUMNS`."""
+def ranking(pairs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (metric, cell, model): :data:`RANK_COLUMNS`. The rank interval of a
+    model is ``[1 + #models separated from it and better, N - #models separated from it
+    and worse]`` over the N models with a defined value in the cell (the joint rank
+    confidence set of Klein, Wright & Wieczorek 2020, from the Holm-adjusted paired
+    tests: simultaneous over the whole family); ``rank`` is its lower end, so models
+    the data cannot separate share a rank."""
     rows = []
-    order = {e.name: i for i, e in enumerate(entries)}
-    for fam in families(cluster):
-        frames = _frames(entries, fam)
-        names = sorted(frames, key=order.get)
-        if len(names) < 2:
-            continue
-        common = _common_keys(frames, fam.key)
-        aligned = {n: _restrict(frames[n], common, fam.key) for n in names}
-        ref = aligned[names[0]]
-        attrs = [c for c in dict.fromkeys([*fam.by, *fam.shared,
-                                           *([fam.cluster] if fam.cluster else [])])
-                 if c not in fam.key]
-        groups = ref.groupby(fam.by, sort=True) if fam.by else [((), ref)]
-        for keyv, g in groups:
-            keyv = keyv if isinstance(keyv, tuple) else (keyv,)
-            cell = cell_id(*keyv) or "all"
-            idx = g.index.to_numpy()
-            cl = g[fam.cluster].to_numpy() if fam.cluster else None
-            W = multiplicities(len(idx), n_boot, seed, cl)
-            for m in fam.metrics:
-                if m.where is not None and not m.where(keyv):
-                    continue
-                point, boot = [], []
-                for n in names:
-                    sub = _pair_frame(aligned[names[0]].loc[idx], aligned[n].loc[idx], attrs)
-                    _, Xn, stat = m.build(sub)
-                    point.append(float(stat(Xn.sum(axis=0)[None, :])[0]))
-                    boot.append(np.asarray(stat(W @ Xn), dtype=float))
-                rows.extend(_rank_rows(m, cell, names, np.array(point), np.column_stack(boot),
-                                       pairs, len(idx), level))
+    if not len(pairs):
+        return pd.DataFrame(columns=RANK_COLUMNS)
+    for (metric, cell), g in pairs.groupby(["metric", "cell"], sort=False):
+        values: dict[str, float] = {}
+        for r in g.itertuples(index=False):
+            values.setdefault(r.model_a, float(r.value_a))
+            values.setdefault(r.model_b, float(r.value_b))
+        ranked = [m for m, v in values.items() if np.isfinite(v)]
+        higher = g["better"].iloc[0] == "higher"
+        for name, v in values.items():
+            if name not in ranked:
+                rows.append({"metric": metric, "cell": cell, "model": name, "value": v,
+                             "better": g["better"].iloc[0], "rank": NAN, "rank_low": NAN,
+                             "rank_high": NAN, "n": int(g["n"].max()), "n_models": len(ranked)})
+                continue
+            above = sum(_winner(g, o, name, higher) == o for o in ranked if o != name)
+            below = sum(_winner(g, o, name, higher) == name for o in ranked if o != name)
+            rows.append({"metric": metric, "cell": cell, "model": name, "value": v,
+                         "better": g["better"].iloc[0], "rank": float(1 + above),
+                         "rank_low": float(1 + above), "rank_high": float(len(ranked) - below),
+                         "n": int(g["n"].max()), "n_models": len(ranked)})
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
 
 
-def _common_keys(frames: dict[str, pd.DataFrame], key: list[str]) -> pd.DataFrame:
-    common = None
-    for f in frames.values():
-        k = f[key].drop_duplicates()
-        common = k if common is None else common.merge(k, on=key, how="inner")
-    return common.sort_values(key, kind="stable").reset_index(drop=True)
-
-
-def _restrict(f: pd.DataFrame, common: pd.DataFrame, key: list[str]) -> pd.DataFrame:
-    """The frame's rows of the common keys, in the common keys' order, index 0..n-1."""
-    return common.merge(f, on=key, how="left").reset_index(drop=True)
-
-
-def _pair_frame(base: pd.DataFrame, other: pd.DataFrame, attrs: list[str]) -> pd.DataFrame:
-    """The aligned frame the gate metrics read (columns ``_b`` / ``_c``, the item
-    attributes unsuffixed): here ``_c`` is the model being ranked."""
-    value_cols = [c for c in other.columns if c not in attrs]
-    out = other[value_cols].add_suffix("_c")
-    out = pd.concat([base[value_cols].add_suffix("_b"), out,
-                     base[[c for c in attrs if c in base.columns]]], axis=1)
-    out["one_b"] = 1.0
-    out["one_c"] = 1.0
-    return out
-
-
-def _rank_rows(m, cell: str, names: list[str], point: np.ndarray, boot: np.ndarray,
-               pairs: pd.DataFrame, n: int, level: float) -> list[dict]:
-    sign = -1.0 if m.higher_is_better else 1.0     # rank ascending in "badness"
-    boot_ranks = _ranks(sign * boot)
-    alpha = (1.0 - level) / 2.0
-    sep = pairs[(pairs["metric"] == m.name) & (pairs["cell"] == cell)]
-    out = []
-    for j, name in enumerate(names):
-        r = boot_ranks[:, j]
-        r = r[~np.isnan(r)]
-        lo = hi = NAN
-        if len(r) and np.isfinite(point[j]):
-            lo, hi = (float(np.quantile(r, q, method="inverted_cdf")) for q in (alpha, 1 - alpha))
-        better_than_me = 0
-        for other in names:
-            if other != name and _separated_better(sep, other, name, m.higher_is_better):
-                better_than_me += 1
-        rank = float(1 + better_than_me) if np.isfinite(point[j]) else NAN
-        out.append({"metric": m.name, "cell": cell, "model": name, "value": point[j],
-                    "better": "higher" if m.higher_is_better else "lower", "rank": rank,
-                    "rank_low": lo, "rank_high": hi, "n": n, "n_models": len(names)})
-    return out
-
-
-def _ranks(badness: np.ndarray) -> np.ndarray:
-    """Per row, 1 + the number of models strictly better (ties share the lower rank);
-    NaN where a model's value is undefined (those models are not ranked)."""
-    v = np.where(np.isnan(badness), np.nan, badness)
-    better = (v[:, None, :] < v[:, :, None])           # [row, j, k]: k better than j
-    ranks = 1.0 + better.sum(axis=2)
-    return np.where(np.isnan(v), np.nan, ranks)
-
-
-def _separated_better(sep: pd.DataFrame, other: str, name: str, higher: bool) -> bool:
-    r = sep[((sep["model_a"] == other) & (sep["model_b"] == name)) |
-            ((sep["model_a"] == name) & (sep["model_b"] == other))]
+def _winner(g: pd.DataFrame, x: str, y: str, higher: bool) -> str | None:
+    """The better of models x and y in this cell when they are separated, else None."""
+    r = g[((g["model_a"] == x) & (g["model_b"] == y)) | ((g["model_a"] == y) & (g["model_b"] == x))]
     if not len(r):
-        return False
+        return None
     r = r.iloc[0]
-    if not bool(r["separated"]) or not math.isfinite(float(r["delta"])):
-        return False
-    b_better = r["delta"] > 0 if higher else r["delta"] < 0
-    winner = r["model_b"] if b_better else r["model_a"]
-    return winner == other
+    return better_of(r["model_a"], r["model_b"], r["delta"], bool(r["separated"]), higher)

@@ -91,7 +91,7 @@ def build_report(entries: list[Entry], *, allow_protocol_change: bool = False,
     sections = model_sections(entries)
     add_figures(sections, names)
     pairs = P.pairwise(entries, n_boot=n_boot, seed=seed, alpha=alpha, cluster=cluster)
-    ranks = P.ranking(entries, pairs, n_boot=n_boot, seed=seed, cluster=cluster)
+    ranks = P.ranking(pairs)
     if len(pairs):
         sections.append(_pairwise_section(pairs, alpha))
     if len(ranks):
@@ -109,11 +109,11 @@ def build_report(entries: list[Entry], *, allow_protocol_change: bool = False,
         f"other metrics: paired bootstrap z); Holm's procedure over all "
         f"{int(pairs['p_value'].notna().sum()) if len(pairs) else 0} comparisons at "
         f"family-wise alpha = {alpha:g}.",
-        "Ranking: per metric and cell, every model's statistic on the same bootstrap "
-        "resamples of the items all models share, ranked in each resample (1 = best); the "
-        "rank interval is the 2.5%-97.5% range of those ranks; the rank is 1 + the number "
-        "of models separated from it (Holm-adjusted p < alpha) and better, so models the "
-        "data cannot separate share a rank.",
+        "Ranking: per metric and cell, a model's rank interval is [1 + the number of "
+        "models separated from it and better, N - the number separated from it and worse] "
+        "(separated: Holm-adjusted p < alpha), the joint confidence set for ranks of "
+        "Klein, Wright & Wieczorek (2020), simultaneous over every model, metric and cell; "
+        "its rank is the lower end, so models the data cannot separate share a rank.",
         "Max-type metrics (SF, DF, worst-slice rate, disparity, refusal gap): their "
         "intervals are not tests of 'no difference between groups'; see each run's card.",
     ]
@@ -152,7 +152,8 @@ def _pairwise_section(pairs: pd.DataFrame, alpha: float) -> Section:
 def _ranking_section(ranks: pd.DataFrame, names: list[str]) -> Section:
     sec = Section("ranking", "Ranking per metric, with rank intervals",
                   intro=("rank [rank interval]: 1 = best; models the data cannot separate "
-                         "share a rank; the interval is where the bootstrap puts the model."))
+                         "share a rank; the interval holds the model's true rank for every "
+                         "metric and cell at once with probability 1 - alpha."))
     rows, body = [], []
     for (metric, cell), g in ranks.groupby(["metric", "cell"], sort=False):
         line = [metric, cell, g["better"].iloc[0]]
