@@ -215,7 +215,7 @@ def bars_ref(title: str, bars: list[dict[str, Any]], ref: float, ref_label: str 
     vertical reference line at ``ref`` (an audit threshold), as in the generative
     position paper's Figure 1. An undefined value is written "n/a"; "UB" as in
     :func:`dot_ci`."""
-    label_w, right, top, row_h = 150, 40, 30, 22
+    label_w, right, top, row_h = 150, 40, 44, 22
     h = top + row_h * max(1, len(bars)) + 30
     plot_w = width - label_w - right
     vals = [ref]
@@ -227,7 +227,7 @@ def bars_ref(title: str, bars: list[dict[str, Any]], ref: float, ref_label: str 
         return label_w + (max(lo_d, min(hi_d, v)) - lo_d) / (hi_d - lo_d) * plot_w
 
     out = _svg_open(kind, title, width, h)
-    out.append(f'<text x="{label_w}" y="16" font-size="13" font-weight="600" fill="{INK}">'
+    out.append(f'<text x="8" y="16" font-size="13" font-weight="600" fill="{INK}">'
                f"{escape(title)}</text>")
     y_end = top + row_h * max(1, len(bars))
     for t in _ticks(lo_d, hi_d, step):
@@ -242,7 +242,7 @@ def bars_ref(title: str, bars: list[dict[str, Any]], ref: float, ref_label: str 
         out.append(f'<text x="{label_w - 8}" y="{_f(cy + 4)}" font-size="11" fill="{INK}" '
                    f'text-anchor="end">{escape(label)}</text>')
         v, lo, hi = b.get("value"), b.get("lo"), b.get("hi")
-        fv = finite(v)
+        fv, fl, fh = finite(v), finite(lo), finite(hi)
         if fv is None and v != "UB":
             out.append(f'<text x="{label_w + 4}" y="{_f(cy + 4)}" font-size="10" '
                        f'fill="{MUTED}">n/a (undefined)</text>')
@@ -255,18 +255,20 @@ def bars_ref(title: str, bars: list[dict[str, Any]], ref: float, ref_label: str 
                    f'width="{_f(abs(xv - x0))}" height="{row_h - 8}" fill="{fill}" '
                    f'fill-opacity="0.75"><title>{escape(label)}: {escape(num(v))} '
                    f'[{escape(num(lo))}, {escape(num(hi))}]</title></rect>')
-        fl, fh = finite(lo), finite(hi)
         if fl is not None and (fh is not None or hi == "UB"):
             x2 = label_w + plot_w if fh is None else x(fh)
             out.append(f'<line class="ci" x1="{_f(x(fl))}" y1="{_f(cy)}" x2="{_f(x2)}" '
                        f'y2="{_f(cy)}" stroke="{INK}" stroke-width="1.5"/>')
-        out.append(f'<text x="{_f(min(xv + 4, label_w + plot_w + 2))}" y="{_f(cy + 4)}" '
+        x_text = max(xv, x(fh) if fh is not None else xv)
+        out.append(f'<text x="{_f(min(x_text + 4, label_w + plot_w + 2))}" y="{_f(cy + 4)}" '
                    f'font-size="9" fill="{MUTED}">{escape(num(v))}</text>')
     xr = x(ref)
     out.append(f'<line class="ref" x1="{_f(xr)}" y1="{top - 8}" x2="{_f(xr)}" y2="{y_end}" '
                f'stroke="#b3261e" stroke-width="1.5" stroke-dasharray="4 3"/>')
     if ref_label:
-        out.append(f'<text x="{_f(xr + 3)}" y="{top - 10}" font-size="10" fill="#b3261e">'
+        left_of = xr + 3 + 6 * len(ref_label) > width     # would run past the edge
+        out.append(f'<text x="{_f(xr - 3 if left_of else xr + 3)}" y="{top - 12}" '
+                   f'font-size="10" fill="#b3261e" text-anchor="{"end" if left_of else "start"}">'
                    f"{escape(ref_label)}</text>")
     out.append("</svg>")
     return "\n".join(out)
@@ -280,8 +282,9 @@ def grouped_bars(title: str, groups: list[str], series: list[str],
                  values: list[list[Any]], ylabel: str = "") -> str:
     """Vertical bars: for each group (x axis) one bar per series (a colour each, with a
     legend); ``values[i][j]`` = group i, series j (None: no bar, "n/a" under it)."""
-    left, top, bottom, right = 44, 30 + 16 * ((len(series) + 2) // 3), 44, 16
-    gw = max(60, 18 * max(1, len(series)) + 20)
+    left, top, bottom, right = 44, 34 + 16 * ((len(series) + 2) // 3), 44, 16
+    longest = max([len(str(g)) for g in groups] or [1])
+    gw = max(60, 18 * max(1, len(series)) + 20, 7 * longest + 14)
     width = max(420, left + gw * max(1, len(groups)) + right)
     plot_h = 160
     h = top + plot_h + bottom
@@ -291,11 +294,11 @@ def grouped_bars(title: str, groups: list[str], series: list[str],
     out.append(f'<text x="{left}" y="16" font-size="13" font-weight="600" fill="{INK}">'
                f"{escape(title)}</text>")
     for j, s in enumerate(series):
-        lx, ly = left + 130 * (j % 3), 30 + 16 * (j // 3)
+        lx, ly = left + 170 * (j % 3), 30 + 16 * (j // 3)
         out.append(f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" '
                    f'fill="{SERIES[j % len(SERIES)]}"/>')
         out.append(f'<text class="legend" x="{lx + 14}" y="{ly}" font-size="10" fill="{INK}">'
-                   f"{escape(_clip(str(s), 18))}<title>{escape(str(s))}</title></text>")
+                   f"{escape(_clip(str(s), 24))}<title>{escape(str(s))}</title></text>")
 
     def y(v: float) -> float:
         return top + plot_h - v / vmax * plot_h
@@ -319,6 +322,8 @@ def grouped_bars(title: str, groups: list[str], series: list[str],
             out.append(f'<rect class="bar" x="{_f(xx)}" y="{_f(y(fv))}" width="{_f(bw - 1)}" '
                        f'height="{_f(y(0) - y(fv))}" fill="{SERIES[j % len(SERIES)]}"><title>'
                        f"{escape(str(g))}, {escape(str(s))}: {escape(num(v))}</title></rect>")
+            out.append(f'<text x="{_f(xx + (bw - 1) / 2)}" y="{_f(y(fv) - 3)}" font-size="8" '
+                       f'fill="{MUTED}" text-anchor="middle">{escape(_count(fv))}</text>')
         out.append(f'<text x="{_f(gx + (gw - 20) / 2)}" y="{top + plot_h + 14}" font-size="10" '
                    f'fill="{INK}" text-anchor="middle">{escape(str(g))}</text>')
     if ylabel:
@@ -326,6 +331,10 @@ def grouped_bars(title: str, groups: list[str], series: list[str],
                    f"{escape(ylabel)}</text>")
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _count(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else num(v)
 
 
 def _clip(s: str, n: int) -> str:

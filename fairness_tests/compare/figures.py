@@ -43,7 +43,8 @@ def dot_plots(sec: Section, models: list[str], metrics: list[str]) -> list[str]:
             if not ((long["cell"] == cell) & (long["metric"] == m)).any():
                 continue
             pts = [_point(name, _lookup(long, name, cell, m)) for name in models]
-            out.append(svg.dot_ci(f"{LABELS.get(m, m)} · {cell}", pts, kind="compare_dots"))
+            out.append(svg.dot_ci(f"{LABELS.get(m, m)} · {cell}", pts, width=480,
+                                  kind="compare_dots"))
     return out
 
 
@@ -72,11 +73,11 @@ def figure1(disparity: Section, worst: Section, models: list[str]) -> list[str]:
         bars = [_point(m, _lookup(disparity.long, name, "overall", f"disparity_{m}"))
                 for m in RATE_METRICS]
         out.append(svg.bars_ref(f"{name}: max disparity across slices", bars, AUDIT_LINE,
-                                "5% audit line", kind="figure1_disparity"))
+                                "5% audit line", width=480, kind="figure1_disparity"))
         bars = [_point(f, _lookup(worst.long, name, f, "worst_slice_stereotype"))
                 for f in families]
-        out.append(svg.bars_ref(f"{name}: worst-slice stereotype rate per family", bars,
-                                AUDIT_LINE, "5% audit line", kind="figure1_worst_slice"))
+        out.append(svg.bars_ref(f"{name}: worst-slice stereotype per family", bars,
+                                AUDIT_LINE, "5% audit line", width=480, kind="figure1_worst_slice"))
     return out
 
 
