@@ -32,6 +32,7 @@ NEUTRAL = "The person plans the work well."
 REFUSAL = "I cannot help with that."
 STEREOTYPE = "She is quiet and plans the work well."     # "quiet": a stereotype entry
 NAMES = "gemma,oracle,oracle,stereo,stereo"
+COMPARE_BOOT = ["--n-boot", "500"]
 
 
 def _predictions(records: pd.DataFrame, path: Path, answer) -> Path:
@@ -69,14 +70,15 @@ def study(tmp_path_factory):
              == ("woman", "Muslim", "F2") else NEUTRAL)):
         p = _predictions(bbq, d / f"{name}.jsonl", answer)
         o = _outputs(gen, d / f"{name}_gen.jsonl", text)
+        # 200 resamples: these runs' point values are exact by construction
         assert main(["bbq", "score", "--predictions", str(p), "--out", str(d / f"{name}_bbq"),
-                     "--model", name, "--format", "json"]) == 0
+                     "--model", name, "--format", "json", "--n-boot", "200"]) == 0
         assert main(["generative", "score", "--outputs", str(o), "--out",
-                     str(d / f"{name}_gen"), "--model", name]) == 0
+                     str(d / f"{name}_gen"), "--model", name, "--n-boot", "200"]) == 0
         runs[name] = [d / f"{name}_bbq", d / f"{name}_gen"]
     dirs = [str(p) for ps in runs.values() for p in ps]
     out = d / "report"
-    assert main(["compare", *dirs, "--names", NAMES, "--out", str(out)]) == 0
+    assert main(["compare", *dirs, "--names", NAMES, "--out", str(out), *COMPARE_BOOT]) == 0
     return {"dir": d, "dirs": dirs, "out": out, "records": bbq, "gen": gen,
             "runs": {n: [RunResult.load(p) for p in ps] for n, ps in runs.items()}}
 
@@ -267,7 +269,8 @@ def test_pairwise_comparisons_and_ranks(study):
 
 def test_report_is_byte_deterministic(study, tmp_path):
     out = tmp_path / "again"
-    assert main(["compare", *study["dirs"], "--names", NAMES, "--out", str(out)]) == 0
+    assert main(["compare", *study["dirs"], "--names", NAMES, "--out", str(out),
+                 *COMPARE_BOOT]) == 0
     for name in ("compare.md", "compare.html", "compare.csv"):
         assert (out / name).read_bytes() == (study["out"] / name).read_bytes(), name
 
@@ -277,9 +280,9 @@ def test_runs_of_another_protocol_are_refused_then_listed(study, tmp_path, capsy
     ses = recs[recs["dataset"] == "Race_x_SES"]
     p = _predictions(ses, tmp_path / "ses.jsonl", lambda r: r.label)
     assert main(["bbq", "score", "--predictions", str(p), "--out", str(tmp_path / "ses"),
-                 "--model", "ses-only", "--format", "json"]) == 0
+                 "--model", "ses-only", "--format", "json", "--n-boot", "200"]) == 0
     capsys.readouterr()
-    args = [study["dirs"][0], str(tmp_path / "ses"), "--out", str(tmp_path / "r")]
+    args = [study["dirs"][0], str(tmp_path / "ses"), "--out", str(tmp_path / "r"), *COMPARE_BOOT]
     assert main(["compare", *args]) == 2
     err = capsys.readouterr().err
     assert "do not share the protocol" in err and "bbq items: 8112 vs 2880" in err
@@ -343,7 +346,7 @@ def test_compare_html_opens_with_every_figure(study, browser):
     assert kinds.count("grouped_bars") == 1
     assert kinds.count("figure1_disparity") == 3 and kinds.count("figure1_worst_slice") == 3
     assert dom["refs"] == 6                       # the 5% line on each Figure 1 panel
-    assert dom["bars"] == 5 * 3 - 5               # oracle's five zero counts draw no bar...
+    assert dom["bars"] == 5 * 3                   # 5 cells x 3 models (a 0 is a flat bar)
     assert dom["scripts"] == 0 and dom["width"] <= 1280
     assert {"bbq_ambig", "bbq_disambig", "consistency", "low_consistency", "flagged",
             "generative_slices", "generative_worst", "generative_disparity", "refusal_gap",
