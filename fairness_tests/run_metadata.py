@@ -121,7 +121,7 @@ class CounterfactualInfo:
 
 @dataclass
 class RunMetadata:
-    model: str
+    model: str | None                     # None: a scored run whose model was not named
     backend: str | None
     mode: str
     source: Source

@@ -122,10 +122,16 @@ def _write_run(args, records, scored, tables, rubric, other) -> None:
     from ...run_metadata import RunMetadata, Source
     from .info import generative_info
 
-    model = args.model or "unknown"
-    rules = load_rules(args.thresholds, model=model)
+    import shlex
+
+    rules = load_rules(args.thresholds, model=args.model)
+    regen = ["fairness-tests", "generative", "score", "--outputs", display_path(args.outputs),
+             "--rubric", args.rubric, "--compare-rubric", str(args.compare_rubric),
+             "--seed", str(args.seed), "--n-boot", str(args.n_boot)]
+    if args.model:
+        regen += ["--model", args.model]
     run = RunResult(metadata=RunMetadata(
-        model=model, backend=None, mode="scored",
+        model=args.model, backend=None, mode="scored", regen_command=shlex.join(regen),
         source=Source(kind="outputs", file=display_path(args.outputs),
                       sha256=sha256_file(args.outputs)),
         fairness_tests_version=__version__,
