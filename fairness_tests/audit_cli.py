@@ -53,6 +53,13 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--n-boot", type=int, default=None)
     p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--rpm", type=float, default=None,
+                   help="API requests per minute, shared by every process using this store")
+    p.add_argument("--tpm", type=float, default=None,
+                   help="API tokens per minute, shared by every process using this store")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="with --live: record only shard I of N of the requests (by key hash) "
+                        "into --store; combine the stores with `fairness-tests store merge`")
     p.add_argument("--out", default="report", help="output directory (default: report)")
     p.add_argument("--user-yaml", default=None,
                    help="what a run cannot know for the card (intended use, governance, ...); "
@@ -69,7 +76,7 @@ def cmd_audit(args) -> int:
     extra = {k: getattr(args, k) for k in (
         "api_base", "bbq_filter", "rotations", "temperature", "limit", "suite",
         "published_grid", "gen_max_new_tokens", "gen_limit", "rubric", "thresholds", "seed",
-        "n_boot", "batch_size")}
+        "n_boot", "batch_size", "rpm", "tpm", "shard")}
     if args.gen_seeds:
         extra["gen_seeds"] = tuple(args.gen_seeds)
     if args.recordings is not None:
@@ -78,6 +85,8 @@ def cmd_audit(args) -> int:
                                  bbq_dir=args.bbq_dir, protocols=args.protocols,
                                  repeats=args.repeats, store=args.store, **extra)
     result = run_audit(config)
+    if config.shard:
+        return _shard_summary(result, config)
     out = Path(args.out)
     result.save(out / "run")
     card = write_cards(result, out / "card", user_yaml=args.user_yaml)
@@ -91,6 +100,18 @@ def cmd_audit(args) -> int:
     print(f"\nrun: {out / 'run'}\ncard: {', '.join(str(p) for p in _paths(card))}")
     failed = (result.verdicts["status"] == "fail").any() if len(result.verdicts) else False
     return 1 if failed else 0
+
+
+def _shard_summary(result, config) -> int:
+    """A sharded run records; its tables (of one shard) are not a result."""
+    req = result.metadata.get("requests", {})
+    parts = [f"{k}: {req[k + '_shard']} of {req[k]} requests ({req[k + '_new']} new)"
+             for k in req if f"{k}_shard" in req]
+    print(f"recorded shard {config.shard} into {config.store or 'the default store'}: "
+          + "; ".join(parts))
+    print("no tables or card from one shard: merge the shard stores with `fairness-tests "
+          "store merge S1 S2 ... --into S`, then `fairness-tests audit --store S`")
+    return 0
 
 
 def _paths(card) -> list:

@@ -120,6 +120,35 @@ def _scrub(obj: Any, values: list[str]) -> Any:
     return obj
 
 
+# anything :func:`scrub` could change contains one of these (or a JSON escape)
+_MAYBE_SECRET = re.compile(r"sk-|bearer|api[_-]?key|authoriz|token|headers|secret|password|"
+                           r"cookie|://[^/\s]*@|\\u", re.IGNORECASE)
+
+
+class StoredTextScrubber:
+    """:func:`scrub_text` and :func:`scrub` for stored text and stored JSON, with a fast
+    path: text that contains no secret-looking substring and no known secret value is
+    returned as it is (for bulk copies such as ``store merge``)."""
+
+    def __init__(self, secrets: Iterable[str] = ()):
+        self.values = _secret_values(secrets)
+        self._known = (re.compile("|".join(re.escape(v) for v in self.values))
+                       if self.values else None)
+
+    def _maybe(self, text: str) -> bool:
+        return bool(_MAYBE_SECRET.search(text) or (self._known and self._known.search(text)))
+
+    def text(self, text: str | None) -> str | None:
+        if not text or not self._maybe(text):
+            return text
+        return _scrub_text(text, self.values)
+
+    def json_text(self, text: str | None) -> str | None:
+        if not text or not self._maybe(text):
+            return text
+        return _dumps(_scrub(json.loads(text), self.values))
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       default=str)
