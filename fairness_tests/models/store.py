@@ -576,6 +576,7 @@ class ResponseStore:
         rows: list[tuple] = []
         fps: dict[str, dict[str, str]] = {}
         known = {f.name for f in dc_fields(Response)}
+        scrubber = StoredTextScrubber()
         # rows already stored (and not errors) would be skipped anyway: skip them
         # before scrubbing (a re-import is then cheap)
         stored = {} if replace else dict(self._execute(
@@ -595,7 +596,7 @@ class ResponseStore:
                     if stored.get(rec["key"]) not in (None, "error"):
                         counts["skipped"] += 1
                         continue
-                    rows.append(self._record_row(rec, known, fps))
+                    rows.append(self._record_row(rec, known, fps, scrubber))
         except (OSError, EOFError, UnicodeDecodeError) as exc:
             raise DataError(f"cannot read: {exc}", path=path) from None
         status_col = RESPONSE_COLUMNS.index("status")
@@ -667,11 +668,12 @@ class ResponseStore:
         return rec
 
     @staticmethod
-    def _record_row(rec: dict[str, Any], known: set[str],
-                    fps: dict[str, dict[str, str]]) -> tuple:
+    def _record_row(rec: dict[str, Any], known: set[str], fps: dict[str, dict[str, str]],
+                    scrubber: "StoredTextScrubber") -> tuple:
         """The row of a checked record; its (scrubbed) fingerprint goes into ``fps``."""
         req, resp = rec["request"], rec["response"]
-        fp = scrub(rec["fingerprint"]) if rec.get("fingerprint") else None
+        fp = json.loads(scrubber.json_text(_dumps(rec["fingerprint"]))) \
+            if rec.get("fingerprint") else None
         fp_id = None
         if fp:
             fp_id = fingerprint_id(fp)
@@ -681,12 +683,13 @@ class ResponseStore:
         lp = resp.get("letter_probs")
         return (
             rec["key"], req["backend"], req["model"], req["kind"],
-            _dumps(scrub(req)), _dumps(scrub(rec.get("meta") or {})),
+            scrubber.json_text(_dumps(req)), scrubber.json_text(_dumps(rec.get("meta") or {})),
             resp.get("text") or "", resp.get("answer"),
             _dumps(lp) if lp is not None else None,
             resp.get("prompt_tokens"), resp.get("completion_tokens"), resp.get("latency_s"),
-            resp.get("cost_usd"), resp.get("status", "ok"), scrub_text(resp.get("error") or ""),
-            _dumps(scrub(extra)) if extra else None, fp_id,
+            resp.get("cost_usd"), resp.get("status", "ok"),
+            scrubber.text(resp.get("error") or ""),
+            scrubber.json_text(_dumps(extra)) if extra else None, fp_id,
             float(rec.get("created_at") or time.time()),
         )
 

@@ -493,19 +493,33 @@ def checkpoint_facts(model: str | os.PathLike) -> dict[str, str]:
       the GGUF's (its marker), else sha256 over ``name NUL sha256(file) LF`` of the
       weight files in name order.
 
-    Memoised per process (by path, size and modification time)."""
+    Memoised per process (by path and the size and modification time of its files)."""
     if str(model) == emb.EMBEDDED:
         return {"prompt_format": "chat_template",
                 "chat_template_sha256": hashlib.sha256(
                     emb.GEMMA_CHAT_TEMPLATE.encode("utf-8")).hexdigest(),
                 "weights_sha256": emb.EMBEDDED_GGUF_SHA256}
     p = Path(model).expanduser()
-    st = p.stat() if p.exists() else None
-    memo = (str(p.resolve()), st.st_size if st else -1, st.st_mtime_ns if st else -1)
-    if memo not in _FACTS:
-        path, _source = resolve_checkpoint(p)
-        _FACTS[memo] = _dir_facts(path)
+    memo = _stat_key(p)
+    if memo is None or memo not in _FACTS:
+        path, _source = resolve_checkpoint(p)       # a DataError when it is not there
+        facts = _dir_facts(path)
+        if memo is None:
+            return facts
+        _FACTS[memo] = facts
     return dict(_FACTS[memo])
+
+
+def _stat_key(p: Path) -> tuple | None:
+    """(path, name/size/mtime of the file or of each file in the directory)."""
+    if p.is_file():
+        st = p.stat()
+        return (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if p.is_dir():
+        return (str(p.resolve()), tuple(sorted(
+            (f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in p.iterdir()
+            if f.is_file())))
+    return None
 
 
 def _dir_facts(path: Path) -> dict[str, str]:
