@@ -67,6 +67,10 @@ class AuditConfig:
     batch_size: int = 8
     progress: bool | None = None
     export: str | None = None           # also export this run's store rows (JSONL(.gz))
+    # API calls: caps shared by every process using the same store (<store>.limits)
+    rpm: float | None = None            # requests per minute
+    tpm: float | None = None            # tokens per minute
+    shard: str | None = None            # "i/N": record only the requests of shard i (--live)
 
     def backend_name(self) -> str:
         if self.backend:
@@ -172,30 +176,70 @@ class _Asker:
     @property
     def backend(self):
         if self._backend is None:
+            from .errors import DataError
             from .models.backends import get_backend
 
-            if not self.config.live:
-                self._backend = get_backend("replay", store=self.store)
-            elif self.config.backend_name() == "transformers":
-                self._backend = get_backend("transformers", model=self.config.backend_model(),
-                                            batch_size=self.config.batch_size)
+            if self.config.live:
+                self._backend = self._live_backend()
             else:
-                opts: dict[str, Any] = {}
-                if self.config.api_base:
-                    opts["api_base"] = self.config.api_base
-                self._backend = get_backend(self.config.backend_name(), **opts)
+                try:   # replay checks each row against what the live backend would add
+                    fingerprint = self._live_backend().fingerprint()
+                except DataError:    # a local checkpoint not on this machine: unchecked
+                    fingerprint = {}
+                self._backend = get_backend("replay", store=self.store, fingerprint=fingerprint)
         return self._backend
+
+    def _live_backend(self):
+        from .models.backends import get_backend
+
+        limits = {k: v for k, v in (("rpm", self.config.rpm), ("tpm", self.config.tpm)) if v}
+        if self.config.backend_name() == "transformers":
+            if limits and self.config.live:
+                raise ConfigError("--rpm/--tpm cap API calls; the transformers backend makes "
+                                  "none", key="--rpm" if "rpm" in limits else "--tpm")
+            return get_backend("transformers", model=self.config.backend_model(),
+                               batch_size=self.config.batch_size)
+        opts: dict[str, Any] = {}
+        if self.config.api_base:
+            opts["api_base"] = self.config.api_base
+        if limits:
+            opts.update(limits, rate_limit_path=f"{self.store.path}.limits")
+        return get_backend(self.config.backend_name(), **opts)
 
     def ask(self, requests, label: str):
         from .models.runner import ask
 
         before = len(self.store)
+        if self.config.shard:
+            return self._ask_shard(requests, label, before)
         out = ask(requests, self.backend, self.store, progress=self.config.progress,
                   label=label)
         self.keys.extend(r.key() for r in requests)
         self.counts[label] = len(requests)
         self.counts[f"{label}_new"] = len(self.store) - before
         return out
+
+    def _ask_shard(self, requests, label: str, before: int):
+        """Record only this shard's requests; the others come back as error rows
+        ("outside shard"), so a sharded run records and reports no tables."""
+        from .models.request import Response
+        from .models.runner import ask
+        from .models.shard import in_shard, parse_shard
+
+        i, n = parse_shard(self.config.shard)
+        if not self.config.live:
+            raise ConfigError("--shard records a part of the requests: use it with --live",
+                              key="--shard")
+        mine = [r for r in requests if in_shard(r.key(), i, n)]
+        got = dict(zip((r.key() for r in mine), ask(mine, self.backend, self.store,
+                                                     progress=self.config.progress,
+                                                     label=label)))
+        self.counts[label] = len(requests)
+        self.counts[f"{label}_shard"] = len(got)
+        self.counts[f"{label}_new"] = len(self.store) - before
+        return [got.get(r.key()) or Response(key=r.key(), status="error",
+                                             error=f"outside shard {i}/{n}")
+                for r in requests]
 
     def close(self) -> None:
         self.store.close()
@@ -401,7 +445,8 @@ REGEN_FLAGS = {"model": "--model", "backend": "--backend", "api_base": "--api-ba
                "seed": "--seed", "n_boot": "--n-boot"}
 PATH_FIELDS = ("bbq_dir", "suite", "published_grid", "thresholds")
 #: choices that do not change any number of the run (where it is stored, how it is shown)
-NOT_REGENERATED = ("store", "recordings", "progress", "batch_size", "export")
+NOT_REGENERATED = ("store", "recordings", "progress", "batch_size", "export", "rpm", "tpm",
+                   "shard")
 
 
 def regen_command(config: AuditConfig) -> str:

@@ -58,6 +58,13 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--n-boot", type=int, default=None)
     p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--rpm", type=float, default=None,
+                   help="API requests per minute, shared by every process using this store")
+    p.add_argument("--tpm", type=float, default=None,
+                   help="API tokens per minute, shared by every process using this store")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="with --live: record only shard I of N of the requests (by key hash) "
+                        "into --store; combine the stores with `fairness-tests store merge`")
     p.add_argument("--out", default="report", help="output directory (default: report)")
     p.add_argument("--user-yaml", default=None,
                    help="what a run cannot know for the card (intended use, governance, ...); "
@@ -74,7 +81,7 @@ def config_from_args(args):
     extra = {k: getattr(args, k) for k in (
         "api_base", "bbq_filter", "rotations", "temperature", "limit", "suite",
         "published_grid", "gen_max_new_tokens", "gen_limit", "rubric", "thresholds", "seed",
-        "n_boot", "batch_size", "per_cell", "export")}
+        "n_boot", "batch_size", "per_cell", "export", "rpm", "tpm", "shard")}
     if args.compare_rubric is not None:
         extra["compare_rubric"] = None if args.compare_rubric == "none" else args.compare_rubric
     if args.gen_seeds:
@@ -90,7 +97,10 @@ def cmd_audit(args) -> int:
     from .audit import run_audit
     from .card import write_cards
 
-    result = run_audit(config_from_args(args))
+    config = config_from_args(args)
+    result = run_audit(config)
+    if config.shard:
+        return _shard_summary(result, config)
     out = Path(args.out)
     result.save(out / "run")
     card = write_cards(result, out / "card", user_yaml=args.user_yaml)
@@ -113,6 +123,18 @@ def unexpected_passes(verdicts):
     """Verdict rows that pass although the rule declares an expected failure for them."""
     return verdicts[(verdicts["status"] == "pass")
                     & verdicts["why"].astype(str).str.contains("declared expected_fail", regex=False)]
+
+
+def _shard_summary(result, config) -> int:
+    """A sharded run records; its tables (of one shard) are not a result."""
+    req = result.metadata.requests
+    parts = [f"{k}: {req[k + '_shard']} of {req[k]} requests ({req[k + '_new']} new)"
+             for k in req if f"{k}_shard" in req]
+    print(f"recorded shard {config.shard} into {config.store or 'the default store'}: "
+          + "; ".join(parts))
+    print("no tables or card from one shard: merge the shard stores with `fairness-tests "
+          "store merge S1 S2 ... --into S`, then `fairness-tests audit --store S`")
+    return 0
 
 
 def _paths(card) -> list:

@@ -31,7 +31,7 @@ import re
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
@@ -45,6 +45,7 @@ class Hit:
     fault: str
     path: str
     headers: dict
+    body: dict = field(default_factory=dict)      # the request's JSON body
 
 
 class FaultServer:
@@ -159,7 +160,7 @@ class FaultServer:
             self.attempts[prompt] += 1
             fault = script[min(n, len(script) - 1)]
             self.hits.append(Hit(time.monotonic(), prompt, fault, h.path,
-                                {k.lower(): v for k, v in h.headers.items()}))
+                                {k.lower(): v for k, v in h.headers.items()}, body))
             self.inflight += 1
             self.max_inflight = max(self.max_inflight, self.inflight)
         try:

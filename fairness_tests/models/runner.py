@@ -13,6 +13,15 @@ process dies, its leases lapse and this one claims them.
 :class:`MissingResponsesError` saying how many keys are missing, the first
 few with their meta, and the command that records them.
 
+Fingerprints: every response is stored with the answering backend's
+:meth:`fingerprint` (what it adds to the request: prompt format, chat template,
+weights); every stored response served, live or in replay, is checked against
+the asking backend's fingerprint (a replay backend's is the one of the backend
+whose recordings it replays), and a difference raises
+:class:`~fairness_tests.errors.FingerprintMismatchError` naming the entries that
+differ. Rows stored without a fingerprint (migrated from schema 1) are served
+unchecked.
+
 Multiple-choice parsing is pluggable: ``parse_choice(request, text) -> index |
 None`` is applied to responses of ``kind="choice"`` that carry text but no
 parsed answer (a backend that reads letter probabilities sets the answer
@@ -30,9 +39,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import FairnessTestsError, MissingResponsesError
 from .choice import parse_position
+from .fingerprint import fingerprint_id, mismatch_error
 from .progress import Progress
 from .request import Request, Response
-from .store import ResponseStore
+from .store import ResponseStore, scrub
 
 ParseChoice = Callable[[Request, str], "int | None"]
 
@@ -104,14 +114,37 @@ def missing_error(missing: Sequence[Request], store: ResponseStore | None,
 
 
 def replay(requests: Sequence[Request], store: ResponseStore, *,
-           parse_choice: ParseChoice | None = None) -> list[Response]:
-    """Stored responses in request order; any miss raises :class:`MissingResponsesError`."""
+           parse_choice: ParseChoice | None = None,
+           fingerprint: dict[str, str] | None = None) -> list[Response]:
+    """Stored responses in request order; any miss raises :class:`MissingResponsesError`,
+    a row recorded with another ``fingerprint`` :class:`FingerprintMismatchError`."""
     keys = [r.key() for r in requests]
     got = store.get_many(keys)
     missing = list({k: r for k, r in zip(keys, requests) if k not in got}.values())
     if missing:
         raise missing_error(missing, store, total=len(set(keys)))
+    check_fingerprints(store, got, fingerprint, requests[0] if requests else None)
     return [apply_parse(r, _copy(got[k]), parse_choice) for r, k in zip(requests, keys)]
+
+
+def check_fingerprints(store: ResponseStore, keys: Iterable[str],
+                       fingerprint: dict[str, str] | None, example: Request | None) -> None:
+    """Raise :class:`FingerprintMismatchError` when a stored row among ``keys`` was
+    recorded with a fingerprint other than ``fingerprint`` (``None``/``{}``: no check;
+    rows without a fingerprint pass)."""
+    if not fingerprint:
+        return
+    keys = list(keys)
+    want = fingerprint_id(scrub(fingerprint))     # as the store keeps it
+    counts = store.fingerprint_counts(keys)
+    other = {fp: n for fp, n in counts.items() if fp is not None and fp != want}
+    if not other:
+        return
+    fp_id, n = max(other.items(), key=lambda kv: kv[1])
+    recorded = store.fingerprint(fp_id) or {"fingerprint": fp_id}
+    raise mismatch_error(recorded, fingerprint, sum(other.values()), len(keys),
+                         example.backend if example else "?",
+                         example.model if example else "?", store.path)
 
 
 def _copy(r: Response) -> Response:
@@ -164,12 +197,14 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
     first: dict[str, Request] = {}
     for k, r in zip(keys, requests):
         first.setdefault(k, r)
+    fingerprint = backend.fingerprint()
     if getattr(backend, "name", "") == "replay":
-        return replay(requests, store, parse_choice=parse_choice)
+        return replay(requests, store, parse_choice=parse_choice, fingerprint=fingerprint)
 
     got = store.get_many(first)
     results: dict[str, Response] = {k: v for k, v in got.items()
                                     if not (retry_errors and v.status == "error")}
+    check_fingerprints(store, results, fingerprint, requests[0] if requests else None)
     todo = [k for k in first if k not in results]
     if not todo:
         return [apply_parse(r, _copy(results[k]), parse_choice) for r, k in zip(requests, keys)]
@@ -191,7 +226,7 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
         k = req.key()
         resp.key = k
         apply_parse(req, resp, parse_choice)
-        store.put(req, resp, secrets=secrets)
+        store.put(req, resp, secrets=secrets, fingerprint=fingerprint)
         with lock:
             pending.discard(k)
             results[k] = resp
@@ -224,6 +259,7 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
                 break
             while True:
                 landed = store.get_many(remaining)
+                check_fingerprints(store, landed, fingerprint, first[remaining[0]])
                 for k, v in landed.items():
                     if not (retry_errors and v.status == "error"):
                         results[k] = v
