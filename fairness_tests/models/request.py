@@ -10,6 +10,19 @@ Kinds:
   (e.g. ``("a", "b", "c")``); the response carries the parsed answer index and,
   when the backend can give them, the letters' probabilities.
 - ``"generate"``: open-ended generation; the response carries the text.
+
+``repeat_mode`` (see :mod:`fairness_tests.models.repeat_modes`) says how the
+repeats of one prompt are asked of an API: ``"calls"`` (one request each),
+``"n"`` (one request with ``n`` choices) or ``"logprobs"`` (one request whose
+``top_logprobs`` give the letter distribution the repeats are drawn from). It
+changes how an answer is produced, so it is part of the key; like the reasoning
+settings of :class:`Decoding` it enters the key only when not at its default,
+so the keys of requests that do not use it are unchanged.
+
+Statuses: ``ok``; ``error`` (asked again on a re-run); ``refused`` (the
+provider refused); ``truncated`` (an empty answer with finish reason
+``length``: the token budget went to reasoning; a re-run with a larger
+``max_tokens`` is a different request).
 """
 from __future__ import annotations
 
@@ -18,8 +31,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-Status = Literal["ok", "error", "refused"]
-STATUSES = ("ok", "error", "refused")
+Status = Literal["ok", "error", "refused", "truncated"]
+STATUSES = ("ok", "error", "refused", "truncated")
 
 
 @dataclass(frozen=True)
@@ -33,10 +46,20 @@ class Decoding:
     temperature: float = 1.0
     top_p: float = 1.0
     max_tokens: int = 16
+    reasoning_effort: str | None = None   # litellm's reasoning_effort ("low", "medium", "high")
+    thinking_budget: int | None = None    # litellm's thinking={"type": "enabled", "budget_tokens": N}
 
     def label(self) -> str:
         """Readable id, e.g. ``t0.7_p0.95``."""
         return f"t{self.temperature:g}_p{self.top_p:g}"
+
+    def key_fields(self) -> dict[str, Any]:
+        """The decoding as hashed into a request key: the reasoning settings only when set."""
+        d = asdict(self)
+        for name in ("reasoning_effort", "thinking_budget"):
+            if d[name] is None:
+                del d[name]
+        return d
 
 
 @dataclass(frozen=True)
@@ -50,21 +73,25 @@ class Request:
     api_base: str | None = None
     kind: Literal["choice", "generate"] = "generate"
     choices: tuple[str, ...] = ()
+    repeat_mode: str = "calls"
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def key_fields(self) -> dict[str, Any]:
         """The fields hashed into the key: all that can change the output."""
-        return {
+        fields = {
             "backend": self.backend,
             "model": self.model,
             "api_base": self.api_base or None,
             "kind": self.kind,
             "messages": [[m.role, m.content] for m in self.messages],
             "choices": list(self.choices),
-            "decoding": asdict(self.decoding),
+            "decoding": self.decoding.key_fields(),
             "seed": int(self.seed),
             "repeat": int(self.repeat),
         }
+        if self.repeat_mode != "calls":
+            fields["repeat_mode"] = self.repeat_mode
+        return fields
 
     def key(self) -> str:
         # computed once per request (the request is frozen; meta is not part of the key)
@@ -106,7 +133,9 @@ class Response:
     letter_probs: list[float] | None = None     # P(letter) for each choice, when known
     letter_mass: float | None = None            # P(any letter) over the full vocabulary at T=1, when known
     prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    completion_tokens: int | None = None     # includes reasoning_tokens (as providers bill them)
+    reasoning_tokens: int | None = None      # of completion_tokens, spent reasoning (when reported)
+    finish_reason: str | None = None         # the provider's, when one was given
     latency_s: float | None = None
     cost_usd: float | None = None
     status: Status = "ok"
