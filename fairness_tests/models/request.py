@@ -106,11 +106,15 @@ class Request:
     def prompt_key(self) -> str:
         """Key of the prompt without the repeat index (and seed): requests that differ
         only in repeat share one forward pass in the transformers backend."""
-        f = self.key_fields()
-        f.pop("repeat")
-        f.pop("seed")
-        blob = json.dumps(f, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        cached = self.__dict__.get("_prompt_key")
+        if cached is None:
+            f = self.key_fields()
+            f.pop("repeat")
+            f.pop("seed")
+            blob = json.dumps(f, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            cached = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+            object.__setattr__(self, "_prompt_key", cached)
+        return cached
 
     def with_(self, **changes: Any) -> "Request":
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
