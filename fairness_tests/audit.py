@@ -13,7 +13,8 @@ from __future__ import annotations
 import datetime as _dt
 import glob
 import os
-from dataclasses import asdict, dataclass, field
+import sys
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -30,6 +31,7 @@ DEFAULT_MODEL = "embedded:gemma-3-270m"
 PROTOCOLS = ("bbq", "consistency", "generative", "probe")
 DEFAULT_PROTOCOLS = ("bbq", "consistency", "generative")
 ROTATIONS = ("none", "sample", "all")
+CONSISTENCY_ITEMS = ("sample", "all")
 
 
 @dataclass
@@ -50,6 +52,13 @@ class AuditConfig:
     per_cell: int = 56                  # consistency sample: items per dataset x context x polarity
     rotations: str = "sample"           # option rotations: none | sample (consistency sample) | all
     limit: int | None = None            # smoke runs: at most this many items per dataset x context x polarity
+    consistency_items: str = "sample"   # consistency over the seeded sample (448) or all items
+    max_tokens: int = 16                # new tokens for a BBQ answer (reasoning models need more)
+    # asking an API (litellm): how repeats are asked, reasoning, budget
+    repeat_mode: str = "calls"          # calls | n | logprobs (models.repeat_modes)
+    reasoning_effort: str | None = None   # litellm reasoning_effort, for every request
+    thinking_budget: int | None = None    # litellm thinking budget_tokens, for every request
+    max_cost: float | None = None       # USD: stop cleanly when this run's spend reaches it
     # generative
     suite: str | None = None            # YAML protocol path; None = packaged default suite
     published_grid: str | None = None   # a published grid CSV instead of a suite
@@ -148,13 +157,30 @@ def default_recordings() -> tuple[str, ...]:
 
 # ----------------------------------------------------------------------------- asking
 
+class _Collected(Exception):
+    """A dry run stops a protocol at its ask (its requests are recorded)."""
+
+
+def with_reasoning(requests, config: AuditConfig) -> list:
+    """``requests`` with the run's reasoning settings (part of their keys) when set."""
+    if config.reasoning_effort is None and config.thinking_budget is None:
+        return list(requests)
+    return [r.with_(decoding=replace(r.decoding, reasoning_effort=config.reasoning_effort,
+                                     thinking_budget=config.thinking_budget))
+            for r in requests]
+
+
 class _Asker:
     """Store + backend for one run; every protocol asks through it."""
 
-    def __init__(self, config: AuditConfig):
+    def __init__(self, config: AuditConfig, collect: bool = False):
         from .models.store import ResponseStore
 
         self.config = config
+        self.collected: dict[str, list] | None = {} if collect else None
+        self.mode = config.repeat_mode          # "calls" after a fallback
+        self.fallback = None                    # the RepeatModeUnsupported that caused one
+        self.truncated: dict[str, int] = {}
         path = Path(config.store) if config.store else default_store_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         self.store = ResponseStore(path)
@@ -164,6 +190,7 @@ class _Asker:
             self.imported += self.store.import_jsonl(rec).get("added", 0)
         self._backend = None
         self.counts: dict[str, int] = {}
+        self.size_at_start = len(self.store)
 
     @property
     def backend(self):
@@ -176,20 +203,48 @@ class _Asker:
                 self._backend = get_backend("transformers", model=self.config.backend_model(),
                                             batch_size=self.config.batch_size)
             else:
-                opts: dict[str, Any] = {}
+                opts: dict[str, Any] = {"max_cost_usd": self.config.max_cost}
                 if self.config.api_base:
                     opts["api_base"] = self.config.api_base
                 self._backend = get_backend(self.config.backend_name(), **opts)
         return self._backend
 
     def ask(self, requests, label: str):
+        """Responses to a protocol's requests, asked with the run's reasoning settings and
+        repeat mode (falling back to ``calls``, once, when the provider does not honour
+        it). A dry run (``collect``) records the requests and asks nothing."""
+        from .models.cost import BudgetReached
+        from .models.repeat_modes import RepeatModeUnsupported, apply_mode
         from .models.runner import ask
 
+        if self.collected is not None:
+            self.collected[label] = list(requests)
+            raise _Collected(label)
+        requests = with_reasoning(requests, self.config)
         before = len(self.store)
-        out = ask(requests, self.backend, self.store, progress=self.config.progress,
-                  label=label)
+        try:
+            try:
+                out = ask(apply_mode(requests, self.mode), self.backend, self.store,
+                          progress=self.config.progress, label=label)
+            except RepeatModeUnsupported as exc:
+                self.fallback, self.mode = exc, "calls"
+                print(f"fairness-tests: {exc}; asking with --repeat-mode calls instead "
+                      f"(recorded in the run's metadata)", file=sys.stderr)
+                out = ask(requests, self.backend, self.store, progress=self.config.progress,
+                          label=label)
+        except BudgetReached as exc:
+            raise exc.with_recorded(len(self.store) - self.size_at_start) from None
         self.counts[label] = len(requests)
         self.counts[f"{label}_new"] = len(self.store) - before
+        truncated = sum(r.status == "truncated" for r in out)
+        if truncated:
+            self.truncated[label] = truncated
+            setting = ("--max-tokens (now %d)" % self.config.max_tokens if label == "bbq"
+                       else "max_new_tokens (the suite's decoding, or --gen-max-new-tokens)")
+            print(f"fairness-tests: {truncated} of {len(out)} {label} answers were truncated "
+                  f"(finish_reason=length with no answer: the token budget went to reasoning); "
+                  f"raise {setting} or lower --reasoning-effort / --thinking-budget",
+                  file=sys.stderr)
         return out
 
     def close(self) -> None:
@@ -219,19 +274,20 @@ def _bbq(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
     items = _limit_cells(items, config.limit)
     common = dict(backend=config.backend_name(), model=config.model, api_base=config.api_base,
                   seed=config.seed, decoding=Decoding(temperature=config.temperature,
-                                                      max_tokens=16))
+                                                      max_tokens=config.max_tokens))
     want_bbq = "bbq" in config.protocols
     want_cons = "consistency" in config.protocols
     per_cell = min(config.per_cell, config.limit or config.per_cell)
     sample = consistency_sample(items, per_cell=per_cell, seed=config.seed) \
         if (want_cons or config.rotations == "sample") else items.iloc[:0]
+    cons_items = items if config.consistency_items == "all" else sample
 
     requests = []
     if want_bbq:
         rot = (0, 1, 2) if config.rotations == "all" else (0,)
         requests += build_requests(items, rotations=rot, repeats=1, **common)
     if want_cons:
-        requests += build_requests(sample, rotations=(0,), repeats=config.repeats, **common)
+        requests += build_requests(cons_items, rotations=(0,), repeats=config.repeats, **common)
     if config.rotations == "sample" and want_bbq:
         requests += build_requests(sample, rotations=(1, 2), repeats=1, **common)
     responses = asker.ask(requests, "bbq")
@@ -249,8 +305,8 @@ def _bbq(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
         result.records["bbq"] = j
     if want_cons:
         rep = preds[preds["rotation"] == 0]
-        rep = rep.merge(sample[["dataset", "example_id"]], on=["dataset", "example_id"])
-        per_item = C.per_item(sample, rep)
+        rep = rep.merge(cons_items[["dataset", "example_id"]], on=["dataset", "example_id"])
+        per_item = C.per_item(cons_items, rep)
         result.tables["consistency"] = C.consistency_table(per_item)
         result.tables["consistency_items"] = per_item
     counts = filter_counts(data.items, items)
@@ -258,7 +314,7 @@ def _bbq(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
         "data": {**data.provenance(), "directory": display_path(data.directory)},
         "filter": config.bbq_filter,
         "n_items": int(len(items)), "counts": counts.to_dict(orient="records"),
-        "temperature": config.temperature, "top_p": 1.0, "max_tokens": 16,
+        "temperature": config.temperature, "top_p": 1.0, "max_tokens": config.max_tokens,
         "prompt": "zero-shot, options (a) (b) (c), "
         "answer with one letter; correct answer never shown",
         "option_order": "dataset order" + {"none": "", "sample": "; all three cyclic "
@@ -266,6 +322,7 @@ def _bbq(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
                                            "all": "; all three cyclic rotations"}[config.rotations],
         "rotations": config.rotations, "limit": config.limit,
         "consistency_sample": sample_record(sample, config.seed, per_cell) if want_cons else None,
+        "consistency_items": config.consistency_items if want_cons else None,
         "repeats": config.repeats if want_cons else 1,
         "n_answers": int(len(preds)), "invalid_answers": int(preds["answer"].isna().sum()),
         "bootstrap": {"resamples": config.n_boot, "seed": config.seed, "level": 0.95,
@@ -452,14 +509,48 @@ def _probe(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
 
 # ----------------------------------------------------------------------------- the run
 
-def run_audit(config: AuditConfig | None = None) -> RunResult:
-    """Run every protocol of ``config`` and return the :class:`RunResult`."""
-    config = config or AuditConfig()
+def check_config(config: AuditConfig) -> None:
+    """Every choice of ``config`` is valid together, before anything is asked."""
+    from .models.repeat_modes import check_mode
+
     for p in config.protocols:
         if p not in PROTOCOLS:
             raise ConfigError(f"unknown protocol {p!r}; known: {', '.join(PROTOCOLS)}")
     if config.rotations not in ROTATIONS:
         raise ConfigError(f"rotations must be one of {ROTATIONS}, got {config.rotations!r}")
+    if config.consistency_items not in CONSISTENCY_ITEMS:
+        raise ConfigError(f"consistency items must be one of {CONSISTENCY_ITEMS}, got "
+                          f"{config.consistency_items!r}", key="--consistency-items")
+    check_mode(config.repeat_mode)
+    if int(config.max_tokens) < 1:
+        raise ConfigError(f"max tokens must be >= 1, got {config.max_tokens}", key="--max-tokens")
+    if config.thinking_budget is not None and int(config.thinking_budget) < 1:
+        raise ConfigError(f"thinking budget must be >= 1, got {config.thinking_budget}",
+                          key="--thinking-budget")
+    if config.max_cost is not None and not float(config.max_cost) > 0:
+        raise ConfigError(f"max cost must be > 0 USD, got {config.max_cost}", key="--max-cost")
+    if config.backend_name() != "litellm":
+        api_only = {"--repeat-mode": config.repeat_mode != "calls",
+                    "--reasoning-effort": config.reasoning_effort is not None,
+                    "--thinking-budget": config.thinking_budget is not None,
+                    "--max-cost": config.max_cost is not None}
+        bad = [flag for flag, on in api_only.items() if on]
+        if bad:
+            raise ConfigError(f"{', '.join(bad)} appl{'ies' if len(bad) == 1 else 'y'} to API "
+                              f"models (--backend litellm); the {config.backend_name()} backend "
+                              f"draws every repeat from one forward pass and costs nothing",
+                              key=bad[0])
+    if config.max_cost is not None and config.live:
+        from .models.cost import model_price
+        if model_price(config.model) is None:
+            raise ConfigError(f"--max-cost needs the model's price, and litellm's local cost map "
+                              f"has none for {config.model!r}", key="--max-cost")
+
+
+def run_audit(config: AuditConfig | None = None) -> RunResult:
+    """Run every protocol of ``config`` and return the :class:`RunResult`."""
+    config = config or AuditConfig()
+    check_config(config)
     # rules first: a bad threshold file fails before any model is called
     from .rules.evaluate import evaluate
     from .rules.thresholds import load_rules
@@ -486,6 +577,7 @@ def run_audit(config: AuditConfig | None = None) -> RunResult:
             _probe(config, asker, result)
         if config.live and asker._backend is not None:
             result.metadata["backend_info"] = asker.backend.info()
+        _asking_metadata(config, asker, result)
         result.metadata["requests"] = dict(asker.counts)
         result.metadata["store"] = display_path(asker.store.path)
         result.metadata["evaluation_date"] = _evaluation_date(asker, config)
@@ -493,6 +585,76 @@ def run_audit(config: AuditConfig | None = None) -> RunResult:
         asker.close()
     result.verdicts = evaluate(result.tables, rules)
     return result
+
+
+def _asking_metadata(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
+    """How the run asked: repeat mode (and any fallback), token budget, reasoning,
+    budget, truncated answers and, live, the tokens and cost spent."""
+    from .models.repeat_modes import record
+
+    if config.backend_name() == "litellm":
+        mode = record(config.repeat_mode, asker.fallback).to_dict()
+    else:
+        mode = {"requested": "calls", "used": "local", "shared_forward_pass": True,
+                "note": "local model: every repeat is drawn from the letter distribution of "
+                        "one forward pass", "fallback": None}
+    if "bbq" in result.metadata:
+        result.metadata["bbq"]["repeat_mode"] = mode
+        result.metadata["bbq"]["truncated_answers"] = asker.truncated.get("bbq", 0)
+    api: dict[str, Any] = {"repeat_mode": mode, "max_tokens": config.max_tokens,
+                           "reasoning_effort": config.reasoning_effort,
+                           "thinking_budget": config.thinking_budget,
+                           "max_cost_usd": config.max_cost, "truncated": dict(asker.truncated)}
+    totals = getattr(asker._backend, "totals", None)
+    if config.live and callable(totals):
+        api["usage"] = totals()
+    result.metadata["api"] = api
+
+
+def collect_requests(config: AuditConfig) -> dict[str, list]:
+    """The requests each protocol of ``config`` asks when run alone, without asking
+    anything (each protocol function is stopped at its ``asker.ask``)."""
+    from .rules.thresholds import load_rules
+
+    check_config(config)
+    rules = load_rules(config.thresholds, model=config.model)
+    out: dict[str, list] = {}
+    for proto in config.protocols:
+        alone = replace(config, protocols=(proto,))
+        asker = _Asker(alone, collect=True)
+        result = RunResult()
+        try:
+            if proto in ("bbq", "consistency"):
+                _bbq(alone, asker, result)
+            elif proto == "generative":
+                _generative(alone, asker, result, rules)
+            else:
+                _probe(alone, asker, result)
+        except _Collected:
+            pass
+        finally:
+            asker.close()
+        out[proto] = [r for reqs in asker.collected.values() for r in with_reasoning(reqs, config)]
+    return out
+
+
+def dry_run(config: AuditConfig) -> tuple[list, str]:
+    """The dry run: per protocol and repeat mode, the requests, tokens and cost the run
+    would spend and what the store already holds (:mod:`fairness_tests.models.cost`);
+    returns ``(rows, printable table)``. Calls no model."""
+    from .models.cost import dry_run_rows, format_rows, model_price
+    from .models.store import ResponseStore
+
+    by_protocol = collect_requests(config)
+    priced = config.backend_name() == "litellm"
+    path = Path(config.store) if config.store else default_store_path()
+    with ResponseStore(path) as store:
+        rows = dry_run_rows(by_protocol, store, config.model, config.repeat_mode, priced=priced)
+    price = model_price(config.model) if priced else None
+    text = format_rows(rows, config.model, price)
+    if not priced:
+        text += f"\n{config.backend_name()} backend: a local model, no API cost"
+    return rows, text
 
 
 def display_path(path: str | os.PathLike) -> str:
@@ -516,6 +678,9 @@ def regen_command(config: AuditConfig) -> str:
     flags = {"model": "--model", "backend": "--backend", "api_base": "--api-base",
              "bbq_filter": "--bbq-filter", "temperature": "--temperature",
              "repeats": "--repeats", "rotations": "--rotations", "limit": "--limit",
+             "consistency_items": "--consistency-items", "max_tokens": "--max-tokens",
+             "repeat_mode": "--repeat-mode", "reasoning_effort": "--reasoning-effort",
+             "thinking_budget": "--thinking-budget",
              "suite": "--suite", "published_grid": "--published-grid",
              "gen_seeds": "--gen-seeds", "gen_max_new_tokens": "--gen-max-new-tokens",
              "gen_limit": "--gen-limit", "rubric": "--rubric", "seed": "--seed",

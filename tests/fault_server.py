@@ -43,8 +43,8 @@ A sampling model (``answers``), for the repeat modes
       ``logprobs: k`` gives ``choices[i].logprobs = {tokens, token_logprobs,
       top_logprobs: [{token: logprob, ...k}], text_offset}``;
     - ``usage``: ``prompt_tokens`` once per request (``tokenizer`` over every
-      message's content, whitespace words by default; ``chat_overhead``: plus 3
-      per message and 3 to prime the reply, OpenAI's counting), and
+      message's content, whitespace words by default; ``chat_overhead``: OpenAI's
+      counting, 3 per message plus its role and content, and 3 to prime the reply), and
       ``completion_tokens`` summed over all choices, reasoning included, with
       ``completion_tokens_details.reasoning_tokens``.
 
@@ -292,8 +292,11 @@ class FaultServer:
             p = body.get("prompt", "")
             return self.tokenizer(p[0] if isinstance(p, list) else str(p))
         msgs = body.get("messages") or []
-        n = sum(self.tokenizer(str(m.get("content") or "")) for m in msgs)
-        return n + (3 * len(msgs) + 3 if self.chat_overhead else 0)
+        if not self.chat_overhead:
+            return sum(self.tokenizer(str(m.get("content") or "")) for m in msgs)
+        # OpenAI's counting: 3 per message plus its role and content, 3 to prime the reply
+        return sum(3 + self.tokenizer(str(m.get("role") or "")) +
+                   self.tokenizer(str(m.get("content") or "")) for m in msgs) + 3
 
     def _choice(self, body: dict, prompt: str, i: int) -> tuple[str | None, str, list[str], int]:
         """(content, finish_reason, content tokens, reasoning tokens) of choice ``i``."""
