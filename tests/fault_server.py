@@ -81,6 +81,22 @@ class Hit:
     body: dict
 
 
+def tiktoken_counter(encoding: str) -> Callable[[str], int]:
+    """Token counts with tiktoken's ``encoding`` as OpenAI's servers count them, read
+    offline from the copy of the encoding files bundled with litellm (a counter that
+    does not go through litellm's own ``token_counter``)."""
+    import os
+    from pathlib import Path
+
+    import litellm
+    import tiktoken
+
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR",
+                          str(Path(litellm.__file__).parent / "litellm_core_utils" / "tokenizers"))
+    enc = tiktoken.get_encoding(encoding)
+    return lambda text: len(enc.encode(text, disallowed_special=())) if text else 0
+
+
 class FaultServer:
     def __init__(self, *, default: str = "ok", latency_s: float = 0.0, hang_s: float = 5.0,
                  retry_after: str = "1", reply: Callable[[str], str] | None = None,

@@ -34,8 +34,6 @@ from .request import Request
 
 EXIT_BUDGET = 4
 
-#: providers whose models litellm's default tokenizer (tiktoken) is the model's own family
-_TIKTOKEN_PROVIDERS = {"openai", "azure", "text-completion-openai", "azure_text"}
 _BUNDLED_TOKENIZERS = {"anthropic", "deepseek"}
 
 
@@ -96,9 +94,8 @@ def _version() -> str:
 def tokenizer_of(model: str) -> tuple[str, bool]:
     """``(label, exact)``: which tokenizer litellm's token_counter uses for ``model`` and
     whether it is the model's own (False: an estimate)."""
-    litellm = _litellm()
+    _litellm()
     name = model.split("/", 1)[1] if "/" in model else model
-    kind = None
     try:
         from litellm.utils import huggingface_tokenizer_kind
         kind = huggingface_tokenizer_kind(name)
@@ -107,11 +104,12 @@ def tokenizer_of(model: str) -> tuple[str, bool]:
     if kind in _BUNDLED_TOKENIZERS:
         return f"litellm token_counter ({kind} tokenizer)", True
     try:
-        provider = litellm.get_model_info(model).get("litellm_provider")
+        from litellm.litellm_core_utils.token_counter import (is_openai_model,
+                                                             openai_tokenizer_encoding_name)
+        if kind is None and is_openai_model(model):
+            return f"litellm token_counter (tiktoken {openai_tokenizer_encoding_name(model)})", True
     except Exception:
-        provider = None
-    if kind is None and provider in _TIKTOKEN_PROVIDERS:
-        return "litellm token_counter (tiktoken cl100k_base)", True
+        pass
     return ("estimate: litellm token_counter's default tiktoken cl100k_base "
             "(litellm does not know this model's tokenizer)"), False
 
