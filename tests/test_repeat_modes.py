@@ -265,3 +265,22 @@ def test_mode_record_for_the_card():
     assert rec["used"] == "calls" and not rec["shared_forward_pass"]
     assert "openai (openai/x)" in rec["fallback"] and "fell back to 'calls'" in rec["fallback"]
     assert asdict(RM.record("calls"))["note"].startswith("one request per repeat")
+
+
+def test_predictions_table_gives_letter_probs_in_original_option_order():
+    from fairness_tests.models.request import Response
+    from fairness_tests.protocols.bbq.prompt import original_order_probs, predictions_table
+    reqs = [Request(messages=chat(None, "q"), kind="choice", choices=LETTERS,
+                    meta={"dataset": "Race_x_SES", "example_id": 7, "rotation": rot,
+                          "options": ["x", "y", "z"]}) for rot in (0, 1, 2)]
+    lp = [0.6, 0.3, 0.1]                       # P(a), P(b), P(c) as displayed
+    resps = [Response(key=r.key(), text="a", answer=0, letter_probs=lp) for r in reqs]
+    # rotation r shows original option (p + r) mod 3 at position p
+    assert original_order_probs(reqs[0], resps[0]) == [0.6, 0.3, 0.1]
+    assert original_order_probs(reqs[1], resps[1]) == [0.1, 0.6, 0.3]
+    assert original_order_probs(reqs[2], resps[2]) == [0.3, 0.1, 0.6]
+    t = predictions_table(reqs, resps)
+    assert t["answer"].tolist() == [0.0, 1.0, 2.0]             # letter a = original (0 + r)
+    assert [p[int(a)] for p, a in zip(t["letter_probs"], t["answer"])] == [0.6] * 3
+    failed = Response(key=reqs[0].key(), status="error", letter_probs=lp)
+    assert original_order_probs(reqs[0], failed) is None
