@@ -139,7 +139,9 @@ class FaultServer:
                 pass
 
             def do_GET(self):
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/").endswith("/stats"):
+                    self._send(200, server.stats())
+                elif self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [{"id": "fault-model",
                                                                  "object": "model"}]})
                 else:
@@ -198,6 +200,13 @@ class FaultServer:
     def times(self, needle: str = "") -> list[float]:
         with self._lock:
             return [h.t for h in self.hits if needle in h.prompt]
+
+    def stats(self) -> dict:
+        """Requests served (all attempts) and tokens billed."""
+        with self._lock:
+            return {"requests": len(self.hits), "prompt_tokens": self.prompt_tokens,
+                    "completion_tokens": self.completion_tokens,
+                    "reasoning_tokens": self.reasoning_tokens, "max_inflight": self.max_inflight}
 
     def reset(self) -> None:
         with self._lock:
@@ -379,12 +388,43 @@ class FaultServer:
                 "text_offset": offsets}
 
 
-if __name__ == "__main__":   # a loopback server for manual runs / benches
+def letter_model(prompt: str) -> dict[str, float]:
+    """A deterministic toy model for benches: a one-token reply whose distribution over
+    ``a b c B Unknown`` depends on the prompt (sha256), so items differ."""
+    import hashlib
+    h = hashlib.sha256(prompt.encode("utf-8")).digest()
+    w = [1.0 + h[i] for i in range(5)]
+    w[4] *= 0.1                                  # the non-letter reply is rare
+    total = sum(w)
+    return {t: x / total for t, x in zip(("a", "b", "c", "B", "Unknown"), w)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """A loopback server for manual runs and benches; prints its URL, serves until killed.
+    ``GET /v1/stats`` answers its counters as JSON."""
+    import argparse
     import sys
-    s = FaultServer(latency_s=float(sys.argv[1]) if len(sys.argv) > 1 else 0.0).start()
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("latency", nargs="?", type=float, default=0.0)
+    ap.add_argument("--letters", action="store_true",
+                    help="answer with the sampling toy model (letter_model): n, logprobs")
+    ap.add_argument("--tiktoken", default=None, metavar="ENCODING",
+                    help="count tokens with this tiktoken encoding and OpenAI's chat overhead")
+    ap.add_argument("--no-n", action="store_true")
+    ap.add_argument("--no-logprobs", action="store_true")
+    a = ap.parse_args(argv)
+    s = FaultServer(latency_s=a.latency, answers=letter_model if a.letters else None,
+                    n_support=not a.no_n, logprobs_support=not a.no_logprobs,
+                    tokenizer=tiktoken_counter(a.tiktoken) if a.tiktoken else None,
+                    chat_overhead=bool(a.tiktoken)).start()
     print(s.url, flush=True)
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         s.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
