@@ -4,7 +4,11 @@ Card (YAML, Markdown, HTML) and prints the decision rules' outcomes.
 
 Exit code 0 when no rule fails (expected failures and "not evaluable" do not fail
 the run), 1 when a rule fails or a declared expected failure passes (as pytest's
-strict xfail does), 2 on bad input, 3 when replay misses responses.
+strict xfail does), 2 on bad input, 3 when replay misses responses, 4 when --max-cost
+was reached (everything recorded is kept; run it again to resume).
+
+``--dry-run`` asks nothing: per protocol and repeat mode it prints the requests,
+input/output tokens and cost the run would spend, and what the store already holds.
 """
 from __future__ import annotations
 
@@ -52,6 +56,23 @@ def register(subparsers) -> None:
     p.add_argument("--rubric", default=None, help="published | strict | PATH")
     p.add_argument("--compare-rubric", default=None,
                    help="second rubric for scorer sensitivity (default strict; 'none' to skip)")
+    p.add_argument("--consistency-items", default=None, choices=["sample", "all"],
+                   help="consistency on the seeded 448-item sample (default) or all items")
+    p.add_argument("--max-tokens", type=int, default=None,
+                   help="new tokens for a BBQ answer (default 16; reasoning models need more)")
+    api = p.add_argument_group("API models (litellm)")
+    api.add_argument("--repeat-mode", default=None, choices=["calls", "n", "logprobs"],
+                     help="calls: one request per repeat (default, the study's protocol); n: one "
+                          "request with n choices; logprobs: one request, repeats drawn from the "
+                          "letter distribution (falls back to calls if the provider ignores it)")
+    api.add_argument("--reasoning-effort", default=None,
+                     help="litellm reasoning_effort for every request, e.g. low | medium | high")
+    api.add_argument("--thinking-budget", type=int, default=None,
+                     help="thinking budget in tokens (litellm thinking.budget_tokens)")
+    api.add_argument("--max-cost", type=float, default=None, metavar="USD",
+                     help="stop cleanly when this run's spend reaches USD (exit code 4)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print requests, tokens and cost per protocol and repeat mode; ask nothing")
     p.add_argument("--per-cell", type=int, default=None,
                    help="consistency sample: items per dataset x context x polarity (default 56)")
     p.add_argument("--thresholds", default=None, help="thresholds dir or file")
@@ -81,7 +102,8 @@ def config_from_args(args):
     extra = {k: getattr(args, k) for k in (
         "api_base", "bbq_filter", "rotations", "temperature", "limit", "suite",
         "published_grid", "gen_max_new_tokens", "gen_limit", "rubric", "thresholds", "seed",
-        "n_boot", "batch_size", "per_cell", "export", "rpm", "tpm", "shard")}
+        "n_boot", "batch_size", "per_cell", "export", "rpm", "tpm", "shard", "consistency_items", "max_tokens",
+        "repeat_mode", "reasoning_effort", "thinking_budget", "max_cost")}
     if args.compare_rubric is not None:
         extra["compare_rubric"] = None if args.compare_rubric == "none" else args.compare_rubric
     if args.gen_seeds:
@@ -98,6 +120,10 @@ def cmd_audit(args) -> int:
     from .card import write_cards
 
     config = config_from_args(args)
+    if args.dry_run:
+        from .audit import dry_run
+        print(dry_run(config)[1])
+        return 0
     result = run_audit(config)
     if config.shard:
         return _shard_summary(result, config)

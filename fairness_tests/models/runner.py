@@ -3,7 +3,8 @@
 :func:`ask` looks every request up in the store; only misses go to the
 backend, after this process has *claimed* them (a lease in the store, so xdist
 workers and parallel runs never ask the same key twice at once). Misses go in
-batches; each response is committed the moment the backend reports it (via
+batches (never splitting the repeats of one prompt, which a backend may answer
+with one call or one forward pass); each response is committed the moment the backend reports it (via
 ``on_response``), so a crash loses nothing done and a re-run asks only for
 what is missing. Keys leased by another process are waited for (bounded by
 ``wait_timeout_s``) and read from the store when they land; if the other
@@ -41,6 +42,7 @@ from ..errors import FairnessTestsError, MissingResponsesError
 from .choice import parse_position
 from .fingerprint import fingerprint_id, mismatch_error
 from .progress import Progress
+from .repeat_modes import batches
 from .request import Request, Response
 from .store import ResponseStore, scrub
 
@@ -216,7 +218,8 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
         bar = None
     else:
         name = label or f"{getattr(backend, 'name', '?')}:{first[todo[0]].model}"
-        bar = Progress(len(todo), name, show_tokens=getattr(backend, "name", "") == "litellm")
+        bar = Progress(len(todo), name, show_tokens=getattr(backend, "name", "") == "litellm",
+                       store_hits=len(first) - len(todo))
 
     secrets = list(getattr(backend, "secrets", lambda: [])())
     pending: set[str] = set()
@@ -243,8 +246,8 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
             claimed = store.claim(remaining, retry_errors=retry_errors)
             with lock:
                 pending.update(claimed)
-            for i in range(0, len(claimed), batch_size):
-                batch = [first[k] for k in claimed[i:i + batch_size]]
+            for chunk in batches(claimed, first, batch_size):
+                batch = [first[k] for k in chunk]
                 out = backend.answer(batch, on_response=on_response)
                 # a backend that returned without reporting some: store those now
                 for req, resp in zip(batch, out):

@@ -31,7 +31,6 @@ and dtype). torch/transformers are imported lazily.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from typing import Any, Callable
 
 from ...errors import ConfigError, DataError
 from ..request import Request, Response
+from ..letters import draw_letter, letter_distribution, stable_int as _stable_int
 from . import embedded as emb
 
 _LOADED: dict[tuple[str, str, str], "_Loaded"] = {}
@@ -54,12 +54,6 @@ class _Loaded:
     dtype: str
     load_s: float
     source: dict[str, Any]
-
-
-def _stable_int(*parts: Any) -> int:
-    """A 64-bit integer from the parts (sha256): seeds that do not depend on PYTHONHASHSEED."""
-    blob = "\x1f".join(str(p) for p in parts).encode("utf-8")
-    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
 
 
 def resolve_checkpoint(model: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
@@ -168,37 +162,6 @@ def _nucleus(sorted_p, top_p: float):
     import torch
     cum = torch.cumsum(sorted_p, dim=-1)
     return sorted_p.masked_fill((cum - sorted_p) >= top_p, 0.0)
-
-
-def letter_distribution(letter_logits, temperature: float, top_p: float = 1.0):
-    """``softmax(z_L / T)`` over the letters (numpy), top-p applied; T = 0 -> one-hot argmax."""
-    import numpy as np
-    z = np.asarray(letter_logits, dtype=np.float64)
-    if temperature <= 0:
-        p = np.zeros_like(z)
-        p[int(np.argmax(z))] = 1.0
-        return p
-    z = z / temperature
-    p = np.exp(z - z.max())
-    p /= p.sum()
-    if top_p < 1.0:
-        order = np.argsort(-p, kind="stable")
-        cum = np.cumsum(p[order])
-        keep = (cum - p[order]) < top_p
-        q = np.zeros_like(p)
-        q[order[keep]] = p[order[keep]]
-        p = q / q.sum()
-    return p
-
-
-def draw_letter(probs, seed: int, prompt_key: str, repeat: int) -> int:
-    """Repeat ``r``'s letter: inverse CDF at the r-th uniform of the stream seeded by
-    ``(seed, prompt_key)``."""
-    import numpy as np
-    rng = np.random.default_rng(_stable_int("choice", seed, prompt_key))
-    u = rng.random(int(repeat) + 1)[int(repeat)]
-    cdf = np.cumsum(probs)
-    return int(min(np.searchsorted(cdf, u * cdf[-1], side="right"), len(probs) - 1))
 
 
 class TransformersBackend:
