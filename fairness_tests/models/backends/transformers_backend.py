@@ -31,6 +31,7 @@ and dtype). torch/transformers are imported lazily.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from dataclasses import dataclass
