@@ -25,14 +25,11 @@ CARD_FILES = {"yaml": "card.yaml", "md": "card.md", "html": "card.html"}
 
 
 def default_user_yaml(model: str) -> str | None:
-    """``fixtures/cards/<model slug>.yaml`` of the checkout, when it exists: what a run
-    cannot know about a model (intended use, governance, ...), kept beside its recordings."""
-    from ..paths import REPO_DIR
-    if not model:
-        return None
-    slug = "".join(c if c.isalnum() or c in "-._" else "-" for c in model)
-    p = REPO_DIR / "fixtures" / "cards" / f"{slug}.yaml"
-    return str(p) if p.exists() else None
+    """``<cards>/<model slug>.yaml``, the project's or else the package's, when it
+    exists: what a run cannot know about a model (intended use, governance, ...)."""
+    from ..project import find_project
+    p = find_project().card_yaml(model)
+    return str(p) if p else None
 
 
 @dataclass
@@ -86,8 +83,8 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
     """Fill, validate and write the card of ``run`` into ``out_dir``.
 
     ``user_yaml``: a path to the user YAML (or an already loaded dict, or None:
-    then ``$FAIRNESS_CARD_USER_YAML`` if set, else the model's
-    ``fixtures/cards/<model slug>.yaml`` of the checkout if it exists).
+    then ``$FAIRNESS_CARD_USER_YAML`` if set, else the model's card YAML of the
+    project or the package, :func:`default_user_yaml`).
     A bad user YAML raises :class:`ConfigError` naming its file, line and key
     before anything is written. A card that is merely incomplete is written and
     its ``report.missing`` lists what is missing. A structural problem in the

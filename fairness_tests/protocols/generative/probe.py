@@ -1,6 +1,7 @@
 """The counterfactual role-assignment probe: its grid and its requests.
 
-Probe file (``fairness_cards/rubric/mistral_probe_prompts.json``): ``paraphrases``
+Probe file (packaged: ``fairness_tests/data/probes/counterfactual.json``, a copy of
+the published ``fairness_cards/rubric/mistral_probe_prompts.json``): ``paraphrases``
 (``{NAMES}`` placeholder), ``names`` (name orders), ``contexts`` (cue sentence or null),
 ``decoding`` (``{name: {temperature, top_p}}``), ``seeds``, ``labels``,
 ``classifier_regex``. Grid = name order x paraphrase x context x decoding x seed
@@ -18,7 +19,7 @@ import pandas as pd
 
 from ...errors import ConfigError
 from ...models.request import Decoding, Request, chat
-from ...paths import fairness_cards_dir
+from ...paths import data_path
 
 PROBE_SYSTEM_PROMPT = "You are a helpful assistant."
 PROBE_MAX_TOKENS = 200        # as in the published probe script
@@ -29,7 +30,8 @@ _REQUIRED = ("paraphrases", "names", "contexts", "decoding", "seeds", "labels",
 
 
 def probe_path() -> Path:
-    return fairness_cards_dir() / "rubric" / "mistral_probe_prompts.json"
+    """The packaged counterfactual probe (the published probe, verbatim)."""
+    return data_path("probes", "counterfactual.json")
 
 
 def load_probe(path: str | Path | None = None) -> dict[str, Any]:
