@@ -359,6 +359,15 @@ def default_thresholds_dir() -> Path:
     return find_project().thresholds_dir()
 
 
+def override_applies(path: str | Path, model: str) -> bool:
+    """Does the override file ``path`` (in ``<dir>/models/``) apply to ``model``? The
+    file is validated against ``<dir>/default.yaml`` on the way."""
+    default = Path(path).parent.parent / "default.yaml"
+    base = {item["id"]: item for _, item in _rule_items(_read(default, "default_file", {}))} \
+        if default.exists() else {}
+    return _model_matches(_read(Path(path), "override_file", base), model)
+
+
 def load_rules(thresholds: str | Path | None = None, model: str | None = None) -> RuleSet:
     """Load ``default.yaml`` and apply every override in ``models/`` whose model
     pattern matches ``model`` (all override files are validated either way)."""
