@@ -1,7 +1,7 @@
 """One RunResult per model per pytest session, shared by xdist workers.
 
 The first process (controller or worker) that needs a model's run takes an
-exclusive file lock ``<cache>/<session>/<hash>.lock`` (``fcntl.flock``), computes
+exclusive file lock ``<cache>/<session>/<hash>.lock`` (:mod:`fairness_tests.locks`), computes
 the run with ``fairness_tests.audit.run_audit`` and saves it to
 ``<cache>/<session>/<hash>/`` (written to a temporary directory, then renamed);
 every other process waits on the lock and loads the saved directory. ``<hash>`` is
@@ -13,19 +13,18 @@ recorded as ``unavailable.json`` in the same place, so workers do not retry it.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import importlib
 import json
 import os
 import shutil
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
+from ..locks import exclusive as file_lock
 from ..run import RunResult
 
 ENV_SESSION = "FAIRNESS_PYTEST_SESSION"
@@ -78,38 +77,6 @@ def session_id(config) -> str:
     sid = uuid.uuid4().hex[:12]
     os.environ[ENV_SESSION] = sid
     return sid
-
-
-@contextlib.contextmanager
-def file_lock(path: Path, timeout_s: float = 3600.0) -> Iterator[None]:
-    """Exclusive inter-process lock (fcntl.flock; an O_EXCL lock file elsewhere)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - non-POSIX
-        fcntl = None
-    if fcntl is not None:
-        with open(path, "a+") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-        return
-    deadline = time.monotonic() + timeout_s  # pragma: no cover
-    while True:  # pragma: no cover
-        try:
-            fd = os.open(str(path) + ".excl", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            break
-        except FileExistsError:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"lock {path} held for more than {timeout_s} s")
-            time.sleep(0.2)
-    try:  # pragma: no cover
-        yield
-    finally:  # pragma: no cover
-        os.close(fd)
-        os.unlink(str(path) + ".excl")
 
 
 def call_audit(options: dict[str, Any]) -> RunResult:
