@@ -12,7 +12,8 @@ whose ``problems`` lists them.
 
 Messages are rewritten to say what to do: ``unknown key 'rationle' (did you mean
 'rationale'?)``, ``must be a number, got str '0.1'``, ``missing required key 'bound'``.
-A subschema may carry ``x-message`` to replace the message of any error it raises.
+A subschema may carry ``x-message`` to replace the message of any error it raises
+(except unknown keys), and ``x-unknown`` to explain what an unknown key should be.
 """
 from __future__ import annotations
 
@@ -138,8 +139,12 @@ def read_text(path: str | Path, what: str = "file") -> str:
 
 
 def parse(text: str, path: str | Path) -> Any:
-    """YAML (or JSON, by suffix); a syntax error is a ConfigError naming file and line."""
+    """YAML (or JSON, by suffix); a syntax error or a key given twice in one mapping
+    is a ConfigError naming file and line."""
     p = Path(path)
+    dup = _duplicate_keys(text)
+    if dup:
+        raise error(dup, p)
     if p.suffix.lower() == ".json":
         try:
             return json.loads(text)
@@ -191,8 +196,9 @@ def _messages(err) -> list[tuple[list[Any], str]]:
         extra = [k for k in inst if k not in allowed
                  and not any(re.search(p, str(k)) for p in patterns)]
         tail = f"; allowed: {', '.join(allowed)}" if allowed else ""
-        return [(parts + [k], custom or f"unknown key {k!r}{_suggest(k, allowed)}{tail}")
-                for k in extra]
+        unknown = err.schema.get("x-unknown")
+        return [(parts + [k], f"unknown key {k!r}{_suggest(k, allowed)}"
+                 + (f"; {unknown}" if unknown else tail)) for k in extra]
     if v == "required":
         missing = [k for k in val if isinstance(inst, dict) and k not in inst]
         return [(parts + [k], custom or "missing required key") for k in missing]
@@ -280,8 +286,5 @@ def load_file(path: str | Path, schema: dict | str, checks: Sequence[Check] = ()
     text = read_text(path, what)
     data = parse(text, path)
     lines = line_index(text)
-    dup = _duplicate_keys(text)
-    if dup:
-        raise error(dup, path)
     check_data(data, schema, source=path, lines=lines, checks=checks)
     return data, lines

@@ -18,7 +18,8 @@ from ..run import RunResult
 from .fill import fill_card, load_user_yaml, user_fields
 from .render_html import render_html
 from .render_md import render_markdown
-from .schema import ValidationReport, _nearest_line, line_index, validate_card
+from ..validate import line_index, nearest_line
+from .schema import ValidationReport, validate_card
 
 ENV_USER_YAML = "FAIRNESS_CARD_USER_YAML"   # the user YAML when none is passed (pytest plugin)
 CARD_FILES = {"yaml": "card.yaml", "md": "card.md", "html": "card.html"}
@@ -111,7 +112,7 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
             line = None
             if source:
                 lines = line_index(Path(source).read_text(encoding="utf-8"))
-                line = _nearest_line(p.path, lines)
+                line = nearest_line(p.path, lines)
             raise ConfigError(f"{p.message} [{p.schema}]", path=source or "user YAML",
                               line=line, key=p.path)
     paths = render_card_files(card, out_dir)

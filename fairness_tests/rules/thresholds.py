@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -267,7 +266,7 @@ def _regex_check(doc: Any, lines: dict[str, int]):
 
 def _read(path: Path, kind: str, base: dict[str, dict]) -> dict:
     """Read and validate one thresholds file; every problem of the file at once."""
-    from ..validate import Problem, error, line_index, load_file
+    from ..validate import error, load_file
 
     try:
         doc, lines = load_file(path, _schema(kind),
