@@ -1,4 +1,5 @@
-"""Write a run's Fairness Card: ``card.yaml`` (the record), ``card.md``, ``card.html``.
+"""Write a run's Fairness Card: ``card.yaml`` (the record), ``card.md`` (with the
+supporting tables it links as ``tables/*.csv``), ``card.html``.
 
 Files are written atomically (temporary file + rename), so an interrupted write
 never leaves half a card. The YAML is dumped with sorted keys and the fixed
@@ -17,7 +18,7 @@ from ..errors import ConfigError
 from ..run import RunResult
 from .fill import fill_card, load_user_yaml, user_fields
 from .render_html import render_html
-from .render_md import render_markdown
+from .render_md import TABLES_DIR, markdown_tables, render_markdown
 from ..validate import line_index, nearest_line
 from .schema import ValidationReport, validate_card
 
@@ -71,7 +72,14 @@ def render_card_files(card: dict, out_dir: str | os.PathLike,
     out = Path(out_dir)
     render = {"yaml": dump_yaml, "md": render_markdown, "html": render_html}
     texts = {k: render[k](card) for k in kinds}
+    tables = markdown_tables(card) if "md" in kinds else {}
     paths = {}
+    for rel, text in tables.items():       # the CSV files card.md links, first
+        _atomic_write(out / rel, text)
+    if "md" in kinds and (out / TABLES_DIR).is_dir():
+        for old in (out / TABLES_DIR).glob("*.csv"):
+            if f"{TABLES_DIR}/{old.name}" not in tables:
+                old.unlink()               # a table this card no longer has
     for kind in kinds:
         name = CARD_FILES[kind]
         paths[kind] = out / name
