@@ -51,8 +51,9 @@ ParseChoice = Callable[[Request, str], "int | None"]
 #: The command shown when replay misses; the pytest plugin / CLI may replace it.
 #: Fields: {backend}, {model}, {store}, {n}.
 RECORD_HINT = ("record them with `fairness-tests audit --live --model {model} --backend {backend} "
-               "--store {store}` (or `pytest --live --fairness-model {model} --fairness-store "
-               "{store}`), then `fairness-tests store export` to commit them under fixtures/")
+               "--store {store}` (or `pytest --fairness-live --fairness-model {model} --fairness-store "
+               "{store}`), then `fairness-tests store export fixtures/recordings/FILE.jsonl.gz` "
+               "and list FILE in fixtures/recordings/manifest.yaml to commit them")
 
 PROGRESS_MIN_ITEMS = 20   # automatic progress bar only for at least this many misses
 
