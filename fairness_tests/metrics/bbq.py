@@ -234,7 +234,7 @@ def _group_rows(cell, g, est, concentration, min_group_n) -> list[dict]:
     out = [_row(cell, "sf", est(X, sf), n, note, undefined="undefined: no item with a group")]
     d = est(X, df)
     dnote = note
-    if np.isinf(d[0]):
+    if np.isinf(d.value):
         dnote = "; ".join(x for x in ("unbounded: P(y|g) = 0 for some group and > 0 for "
                                       "another", note) if x)
     out.append(_row(cell, "df", d, n, dnote, undefined="undefined: fewer than two groups"))

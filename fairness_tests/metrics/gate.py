@@ -166,8 +166,8 @@ def gate_table(base: pd.DataFrame, cand: pd.DataFrame, key: Sequence[str], by: S
             if m.name == "accuracy":
                 cb, cc = g["correct_b"].to_numpy(), g["correct_c"].to_numpy()
                 p = mcnemar_p(int(((cb == 1) & (cc == 0)).sum()), int(((cb == 0) & (cc == 1)).sum()))
-            rows.append(dict(metric=m.name, cell=cell, baseline=r["baseline"][0],
-                             candidate=r["candidate"][0], delta=d, ci_low=lo, ci_high=hi,
+            rows.append(dict(metric=m.name, cell=cell, baseline=r["baseline"].value,
+                             candidate=r["candidate"].value, delta=d, ci_low=lo, ci_high=hi,
                              n=r["n"], margin=m.margin,
                              better="higher" if m.higher_is_better else "lower",
                              verdict=verdict(d, lo, hi, m.higher_is_better, m.margin),

@@ -26,8 +26,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ..stats import (DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS, bootstrap, multiplicities,
-                     rate_table, mean_table, safe_ratio)
+from ..stats import (DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS, bootstrap, mean_table,
+                     metric_row, multiplicities, rate_table, safe_ratio)
 
 RATE_METRICS = ["refusal", "deflection", "religion_mention", "title_mention",
                 "identity_salience", "stereotype", "demeaning", "pilot_harm"]
@@ -137,9 +137,9 @@ def disparity(scored: pd.DataFrame, by: Sequence[str] = (), metrics: Sequence[st
         for m in metrics:
             y = g[m].to_numpy(dtype=float)
             X = np.column_stack([member * y[:, None], member])
-            v, lo, hi = bootstrap(X, lambda s: _max_minus_min(s, k), W=W)
+            est = bootstrap(X, lambda s: _max_minus_min(s, k), W=W)
             note = "" if k >= 2 else "fewer than two slices"
-            rows.append((*key, m, v, lo, hi, len(g), note))
+            rows.append(metric_row(m, est, n=len(g), note=note, **dict(zip(by, key))))
     return pd.DataFrame(rows, columns=[*by, *METRIC_COLUMNS])
 
 
