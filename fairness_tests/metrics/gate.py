@@ -39,6 +39,7 @@ import pandas as pd
 
 from ..stats import (DEFAULT_LEVEL, DEFAULT_N_BOOT, DEFAULT_SEED, bootstrap, cell_id,
                      multiplicities, safe_ratio)
+from ..significance import mcnemar_p
 from .bbq import accuracy_stat, amb_bias_stat, bias_stat
 
 GATE_COLUMNS = ["metric", "cell", "baseline", "candidate", "delta", "ci_low", "ci_high",
@@ -81,17 +82,6 @@ def bbq_gate_metrics(margin_acc: float = 0.02, margin_bias: float = 0.02,
                    False, margin_bias, _is("ambig")),
         GateMetric("invalid_rate", ("invalid", "one"), accuracy_stat, False, margin_invalid),
     ]
-
-
-def mcnemar_p(b: int, c: int) -> float:
-    """Exact two-sided McNemar p-value for b and c discordant pairs."""
-    n = b + c
-    if n == 0:
-        return 1.0
-    k = min(b, c)
-    logs = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) - n * math.log(2)
-            for i in range(k + 1)]
-    return min(1.0, 2.0 * sum(math.exp(x) for x in logs))
 
 
 def verdict(delta: float, lo: float, hi: float, higher_is_better: bool, margin: float) -> str:
