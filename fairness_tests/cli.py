@@ -16,7 +16,7 @@ import sys
 
 from .errors import FairnessTestsError, MissingResponsesError
 
-# (module, help) — each module defines register(subparsers)
+# each module defines register(subparsers)
 AREAS = [
     "fairness_tests.protocols.bbq.cli",
     "fairness_tests.models.cli",
@@ -31,13 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fairness-tests", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for mod in AREAS:
-        try:
-            module = importlib.import_module(mod)
-        except ModuleNotFoundError as exc:  # an area not built yet
-            if exc.name and exc.name.startswith("fairness_tests"):
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(mod).register(sub)
     return parser
 
 

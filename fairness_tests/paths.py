@@ -40,3 +40,17 @@ def default_store_path() -> Path:
     """``$FAIRNESS_STORE`` or ``.fairness/store.sqlite`` in the working directory."""
     env = os.environ.get(ENV_STORE)
     return Path(env) if env else Path.cwd() / ".fairness" / "store.sqlite"
+
+
+def display_path(path: str | os.PathLike) -> str:
+    """A path as it may appear in a card or a committed run: relative to the checkout
+    (or to the folder beside it, e.g. ``../shared/bbq``), never this machine's absolute
+    path; outside both, the bare file name."""
+    # normalised, not resolved: ../shared may be a symbolic link to elsewhere
+    p = Path(os.path.abspath(path))
+    for base, prefix in ((REPO_DIR, ""), (REPO_DIR.parent, "../")):
+        try:
+            return prefix + p.relative_to(os.path.abspath(base)).as_posix()
+        except ValueError:
+            continue
+    return p.name

@@ -163,37 +163,6 @@ def error_counts(scored: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     return out.reset_index()
 
 
-def cell_statistics(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                    seed: int = DEFAULT_SEED) -> pd.DataFrame:
-    """Per protocol cell (overall, each family, each decoding regime, and each seed when
-    there are several): worst-slice
-    value and disparity of every metric, plus the refusal gap. Columns:
-    ``cell_kind, cell, statistic, metric, slice, value, ci_low, ci_high, n`` (input of
-    :mod:`fairness_tests.metrics.protocol_sensitivity`)."""
-    df = with_cells(scored)
-    parts = []
-    kinds = [("overall", []), ("family", ["family"]), ("decoding", ["decoding"])]
-    if "seed" in df and df["seed"].nunique() > 1:       # seeds are a protocol choice too
-        kinds.append(("seed", ["seed"]))
-    for kind, by in kinds:
-        t = slice_table(df, by, n_boot, seed)
-        t = t[t["metric"].isin(METRICS)]
-        w = worst_slice(t, by)
-        w["statistic"] = "worst_slice"
-        d = disparity(df, by, METRICS, n_boot, seed)
-        d["statistic"] = "disparity"
-        d["slice"] = ""
-        for part in (w, d):
-            part["cell_kind"] = kind
-            part["cell"] = part[by[0]].astype(str) if by else "overall"
-            parts.append(part[["cell_kind", "cell", "statistic", "metric", "slice", "value",
-                               "ci_low", "ci_high", "n"]])
-    out = pd.concat(parts, ignore_index=True)
-    gap = out[(out["statistic"] == "disparity") & (out["metric"] == "refusal")].copy()
-    gap["statistic"] = "refusal_gap"
-    return pd.concat([out, gap], ignore_index=True)
-
-
 # ---------------------------------------------------------------- scorer sensitivity
 
 def rubric_deltas(table_a: pd.DataFrame, table_b: pd.DataFrame,

@@ -33,6 +33,13 @@ def register(subparsers) -> None:
                    help="Dirichlet concentration of smoothed DF (default 1.0)")
     s.add_argument("--min-group-n", type=int, default=30,
                    help="groups with fewer items get a warning (default 30)")
+    s.add_argument("--out", default=None, metavar="DIR",
+                   help="also write a run directory (tables, verdicts, records, metadata) "
+                        "that the card, the gate, compare and pytest --fairness-run read")
+    s.add_argument("--model", default=None,
+                   help="model id the predictions are of (run metadata; selects the "
+                        "model's threshold overrides)")
+    s.add_argument("--thresholds", default=None, help="thresholds dir or file for --out")
     s.set_defaults(func=cmd_score)
 
     data = subparsers.add_parser("data", help="data sets")
@@ -91,13 +98,16 @@ def cmd_filter(args) -> int:
 
 
 def cmd_score(args) -> int:
+    from ...metrics.bbq_tables import bbq_records, bbq_tables
     from .predictions import check_against, read_predictions
-    from .report import score_report, score_tables
+    from .report import score_report
     data, items = _load(args)
     preds = read_predictions(args.predictions)
-    check_against(preds, data.items, args.predictions, tuple(data.items.dataset.unique()))
-    tables = score_tables(items, preds, n_boot=args.n_boot, seed=args.seed,
-                          concentration=args.concentration, min_group_n=args.min_group_n)
+    check_against(preds, data.items, args.predictions)
+    tables = bbq_tables(items, preds, n_boot=args.n_boot, seed=args.seed,
+                        concentration=args.concentration, min_group_n=args.min_group_n)
+    if args.out:
+        _write_run(args, data, items, preds, tables, bbq_records(items, preds))
     report = score_report(items, preds, tables, provenance=data.provenance())
     if args.format == "json":
         print(json.dumps(report, indent=2, allow_nan=False))
@@ -122,7 +132,37 @@ def cmd_score(args) -> int:
         print(_table(report["position"], ["dataset", "context", "position_bias",
                                           "position_share_a", "position_share_b",
                                           "position_share_c"]))
+    if args.out:
+        print(f"\nrun: {args.out}")
     return 0
+
+
+def _write_run(args, data, items, preds, tables, records) -> None:
+    """The run directory of someone's predictions: the same layout as the audit's."""
+    from ... import __version__
+    from ...paths import display_path
+    from ...rules.apply import apply_to_run
+    from ...rules.thresholds import load_rules
+    from ...run import RunResult
+    from ...run_metadata import RunMetadata, Source
+    from .data import sha256_file
+    from .info import bbq_info
+
+    model = args.model or "unknown"
+    rules = load_rules(args.thresholds, model=model)
+    run = RunResult(metadata=RunMetadata(
+        model=model, backend=None, mode="scored",
+        source=Source(kind="predictions", file=display_path(args.predictions),
+                      sha256=sha256_file(args.predictions)),
+        fairness_tests_version=__version__,
+        config={"filter": args.filter, "n_boot": args.n_boot, "seed": args.seed,
+                "concentration": args.concentration, "min_group_n": args.min_group_n},
+        bbq=bbq_info(data, items, preds, filter=args.filter, seed=args.seed,
+                     n_boot=args.n_boot, data_dir=display_path(data.directory),
+                     asked=False)),
+        tables=tables, records={"bbq": records})
+    apply_to_run(run, rules)
+    run.save(args.out)
 
 
 def cmd_fetch(args) -> int:

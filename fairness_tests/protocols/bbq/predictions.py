@@ -35,6 +35,8 @@ def read_predictions(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise DataError("predictions file not found", path=path)
     records, numbers = json_lines(path)
+    if not records:
+        raise DataError("no predictions: the file holds no JSON line", path=path)
     ds, eid, rep, rot, ans, lines = [], [], [], [], [], []
     for r, no in zip(records, numbers.tolist()):
         cat = r.get("category", r.get("dataset"))
@@ -62,20 +64,33 @@ def read_predictions(path: str | Path) -> pd.DataFrame:
     dup = df.duplicated(["dataset", "example_id", "repeat", "rotation"])
     if dup.any():
         row = df[dup].iloc[0]
-        raise DataError(f"duplicate answer for {row.dataset} example_id {row.example_id} "
-                        f"repeat {row.repeat} rotation {row.rotation}", path=path,
-                        line=int(row.line))
+        first = df[(df["dataset"] == row["dataset"]) & (df["example_id"] == row["example_id"])
+                   & (df["repeat"] == row["repeat"]) & (df["rotation"] == row["rotation"])]
+        raise DataError(f"duplicate answer for {row['dataset']} example_id "
+                        f"{int(row['example_id'])} repeat {int(row['repeat'])} rotation "
+                        f"{int(row['rotation'])} (first on line {int(first['line'].iloc[0])})",
+                        path=path, line=int(row["line"]))
     return df
 
 
-def check_against(preds: pd.DataFrame, loaded: pd.DataFrame, path: str | Path,
-                  datasets: tuple[str, ...]) -> None:
-    """A prediction for one of ``datasets`` whose example_id is not in the loaded
-    data is a mismatch: DataError naming its line."""
-    p = preds[preds["dataset"].isin(datasets)]
+def check_against(preds: pd.DataFrame, loaded: pd.DataFrame, path: str | Path) -> None:
+    """Every prediction must name a loaded dataset (category) and one of its items: a
+    DataError names the line, the bad value and the closest valid category."""
+    import difflib
+
+    datasets = sorted(loaded["dataset"].unique())
+    unknown = ~preds["dataset"].isin(datasets)
+    if unknown.any():
+        row = preds[unknown].iloc[0]
+        close = difflib.get_close_matches(row["dataset"], datasets, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise DataError(f"unknown category {row['dataset']!r}{hint}; the loaded BBQ data has "
+                        f"{', '.join(datasets)} ({int(unknown.sum())} such lines)", path=path,
+                        line=int(row["line"]), key="category")
     known = pd.MultiIndex.from_frame(loaded[["dataset", "example_id"]])
-    bad = ~pd.MultiIndex.from_frame(p[["dataset", "example_id"]]).isin(known)
+    bad = ~pd.MultiIndex.from_frame(preds[["dataset", "example_id"]]).isin(known)
     if bad.any():
-        row = p[bad].iloc[0]
-        raise DataError(f"{row.dataset} example_id {row.example_id} is not in the BBQ data "
-                        f"({int(bad.sum())} such lines)", path=path, line=int(row.line))
+        row = preds[bad].iloc[0]
+        raise DataError(f"{row['dataset']} example_id {int(row['example_id'])} is not in the "
+                        f"BBQ data ({int(bad.sum())} such lines)", path=path,
+                        line=int(row["line"]), key="example_id")

@@ -1,7 +1,8 @@
 """``fairness-tests generative ...``: score anyone's generations, scorer sensitivity,
 grids of a protocol, the counterfactual probe.
 
-- ``generative score --outputs FILE [--rubric published|strict|PATH] [--format json|table]``
+- ``generative score --outputs FILE [--rubric published|strict|PATH] [--compare-rubric R]
+  [--format json|table] [--out DIR --model ID --thresholds PATH]``
 - ``generative sensitivity --outputs FILE [--thresholds PATH] [--model ID] [--format json|table]``
 - ``generative grid [--protocol PATH | --published CSV] [--format csv|json] [--hash]``
 - ``generative probe-grid [--probe PATH] [--format csv|json]``
@@ -23,7 +24,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s = sub.add_parser("score", help="score a JSONL file of generations (published raw-output fields)")
     s.add_argument("--outputs", required=True, help="JSONL, one generation per line")
     s.add_argument("--rubric", default="published", help="published | strict | PATH to a rubric file")
+    s.add_argument("--compare-rubric", default="strict",
+                   help="second rubric for scorer sensitivity ('none' to skip; default strict)")
     s.add_argument("--format", choices=("json", "table"), default="json")
+    s.add_argument("--out", default=None, metavar="DIR",
+                   help="also write a run directory (tables, verdicts, records, metadata) "
+                        "that the card, the gate, compare and pytest --fairness-run read")
+    s.add_argument("--model", default=None,
+                   help="model id the generations are of (run metadata; threshold overrides)")
+    s.add_argument("--thresholds", default=None, help="thresholds dir or file for --out")
     _boot_args(s)
     s.set_defaults(func=cmd_score)
 
@@ -64,11 +73,23 @@ def _boot_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
+    from ...metrics.generative import METRICS
+    from ...metrics.generative_tables import generative_tables
+    from ...scoring.lexical import score
+    from ...scoring.rubric import load_rubric
     from .outputs import read_outputs
     from .report import score_report
-    from ...metrics.generative import METRICS
 
-    rep = score_report(read_outputs(args.outputs), args.rubric, args.n_boot, args.seed)
+    records = read_outputs(args.outputs)
+    rubric = load_rubric(args.rubric)
+    other = None if args.compare_rubric in (None, "none") else load_rubric(args.compare_rubric)
+    scored = score(records, rubric)
+    compare = (other.name, score(records, other)) if other is not None else None
+    tables = generative_tables(scored, n_boot=args.n_boot, seed=args.seed, rubric=rubric.name,
+                               compare=compare)
+    if args.out:
+        _write_run(args, records, scored, tables, rubric, other)
+    rep = score_report(scored, tables, rubric)
     if args.format == "json":
         print(json.dumps(rep, indent=1))
         return 0
@@ -83,12 +104,42 @@ def cmd_score(args: argparse.Namespace) -> int:
     w(_table(rows, ["metric", "worst_slice", "worst_value", "disparity"]))
     w(f"\nrefusal gap {_fmt(rep['refusal_gap'])} (95% CI {_fmt(rep['ci']['refusal_gap'][0])}"
       f"-{_fmt(rep['ci']['refusal_gap'][1])})\n")
+    if args.out:
+        w(f"\nrun: {args.out}\n")
     return 0
 
 
+def _write_run(args, records, scored, tables, rubric, other) -> None:
+    """The run directory of someone's generations: the same layout as the audit's."""
+    from ... import __version__
+    from ...paths import display_path
+    from ...protocols.bbq.data import sha256_file
+    from ...rules.apply import apply_to_run
+    from ...rules.thresholds import load_rules
+    from ...run import RunResult
+    from ...run_metadata import RunMetadata, Source
+    from .info import generative_info
+
+    model = args.model or "unknown"
+    rules = load_rules(args.thresholds, model=model)
+    run = RunResult(metadata=RunMetadata(
+        model=model, backend=None, mode="scored",
+        source=Source(kind="outputs", file=display_path(args.outputs),
+                      sha256=sha256_file(args.outputs)),
+        fairness_tests_version=__version__,
+        config={"rubric": args.rubric, "compare_rubric": args.compare_rubric,
+                "n_boot": args.n_boot, "seed": args.seed},
+        generative=generative_info(records, rubric, other, n_boot=args.n_boot, seed=args.seed,
+                                   name=f"outputs:{display_path(args.outputs)}")),
+        tables=tables, records={"generative": scored})
+    apply_to_run(run, rules)
+    run.save(args.out)
+
+
 def cmd_sensitivity(args: argparse.Namespace) -> int:
+    from ...rules.thresholds import load_rules
     from .outputs import read_outputs
-    from .report import load_rules, sensitivity_report
+    from .report import sensitivity_report
 
     rep = sensitivity_report(read_outputs(args.outputs), load_rules(args.thresholds, args.model),
                              tuple(args.rubrics), args.n_boot, args.seed)
@@ -107,9 +158,9 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
                   for f in rep["flipped_verdicts"]], ["rule", "cell", a, b]))
     for name in (a, b):
         w(f"\nprotocol dependence ({name})\n")
-        w(_table([[d["rule"], d["overall"], d["protocol_dependent"], d["disagreeing"]]
+        w(_table([[d["rule"], d["overall"], d["disagreement"], d["disagreeing"]]
                   for d in rep["protocol_dependence"][name]],
-                 ["rule", "overall", "protocol_dependent", "disagreeing"]))
+                 ["rule", "overall", "disagreement", "disagreeing"]))
     return 0
 
 
