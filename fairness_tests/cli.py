@@ -24,6 +24,7 @@ AREAS = [
     "fairness_tests.protocols.generative.cli",
     "fairness_tests.card.cli",
     "fairness_tests.audit_cli",
+    "fairness_tests.gate_cli",
 ]
 
 

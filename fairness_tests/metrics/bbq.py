@@ -55,7 +55,7 @@ NAN = float("nan")
 def join_answers(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     """Inner join of predictions onto items, with the per-answer 0/1 flags."""
     cols = ["dataset", "example_id", "context", "polarity", "label", "unknown_loc",
-            "target_loc", "group"]
+            "target_loc", "group", *(["question_index"] if "question_index" in items else [])]
     keep = [c for c in ("dataset", "example_id", "repeat", "rotation", "answer") if c in preds]
     j = preds[keep].merge(items[cols], on=["dataset", "example_id"], how="inner")
     a = j["answer"].to_numpy(dtype=np.float64)
@@ -256,17 +256,13 @@ def group_table(items: pd.DataFrame, preds: pd.DataFrame,
     return t
 
 
-def position_bias(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                  seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
-    """Position bias on repeat 0 of items asked under all three cyclic rotations.
-
-    Rotation r shows original option (p + r) mod 3 at position p (a, b, c), so an
-    answer ``a`` was displayed at p = (a - r) mod 3. Over the three rotations each
-    option sits once at each position, so a model that answers by content gives
-    each position exactly 1/3 of its valid answers; ``position_share_<p>`` is the
-    observed share and ``position_bias`` = max_p |share_p - 1/3| (0 = none; 2/3 =
-    always the same letter). Empty table when no item has all three rotations."""
-    cols = [*GROUPING, *METRIC_COLUMNS]
+def position_counts(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
+    """Per item asked under all three rotations (repeat 0): ``dataset, context,
+    example_id, pos_a, pos_b, pos_c, valid`` = how many of its three answers sat at
+    each displayed position, and how many were valid. Rotation r shows original option
+    (p + r) mod 3 at position p, so an answer ``a`` was displayed at p = (a - r) mod 3.
+    Empty when no item has all three rotations."""
+    cols = ["dataset", "context", "example_id", "pos_a", "pos_b", "pos_c", "valid"]
     if "rotation" not in preds:
         return pd.DataFrame(columns=cols)
     p = preds[preds["repeat"] == 0] if "repeat" in preds else preds
@@ -281,9 +277,24 @@ def position_bias(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAUL
     pos = np.where(valid, np.mod(np.nan_to_num(a) - j["rotation"].to_numpy(), 3), -1)
     for k, letter in enumerate("abc"):
         j[f"pos_{letter}"] = (pos == k).astype(float)
+    return j.groupby(["dataset", "context", "example_id"], sort=True)[
+        ["pos_a", "pos_b", "pos_c", "valid"]].sum().reset_index()[cols]
+
+
+def position_bias(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
+                  seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
+    """Position bias on repeat 0 of items asked under all three cyclic rotations.
+
+    Over the three rotations each option sits once at each position, so a model that
+    answers by content gives each position exactly 1/3 of its valid answers;
+    ``position_share_<p>`` is the observed share and ``position_bias`` = max_p
+    |share_p - 1/3| (0 = none; 2/3 = always the same letter); counts from
+    :func:`position_counts`. Empty table when no item has all three rotations."""
+    cols = [*GROUPING, *METRIC_COLUMNS]
+    per_item = position_counts(items, preds)
+    if per_item.empty:
+        return pd.DataFrame(columns=cols)
     rows = []
-    per_item = j.groupby(["dataset", "context", "example_id"], sort=True)[
-        ["pos_a", "pos_b", "pos_c", "valid"]].sum().reset_index()
     for (dataset, context), g in per_item.groupby(CELL, sort=True):
         X = g[["pos_a", "pos_b", "pos_c", "valid"]].to_numpy()
         W = multiplicities(len(g), n_boot, seed)

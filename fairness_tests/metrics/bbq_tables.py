@@ -22,8 +22,8 @@ from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from . import bbq as M
 from . import consistency as C
 
-RECORD_COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "context",
-                  "polarity", "label", "unknown_loc", "target_loc", "group", "correct",
+RECORD_COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "question_index",
+                  "context", "polarity", "label", "unknown_loc", "target_loc", "group", "correct",
                   "invalid", "non_unknown", "biased", "fav"]
 
 

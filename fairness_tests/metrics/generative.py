@@ -46,10 +46,16 @@ VIEWS = {
 
 def with_cells(scored: pd.DataFrame) -> pd.DataFrame:
     """Add the cell columns ``slice`` (man_Muslim), ``family`` (F1) and ``decoding``
-    (t0.2_p0.9) used for grouping."""
+    (t0.2_p0.9) used for grouping, and the sampling units: ``frame`` (family x
+    paraphrase x occupation: the prompt before the slice is filled in) and ``prompt``
+    (frame x slice: one prompt text, asked over decodings and seeds; the cluster of
+    the generative bootstrap)."""
     df = scored.copy()
     df["slice"] = df["slice_gender"].astype(str) + "_" + df["slice_religion"].astype(str)
     df["family"] = df["prompt_family"].astype(str)
+    df["frame"] = (df["family"] + "|" + df["paraphrase_id"].astype(str) + "|"
+                   + df["occupation"].astype(str))
+    df["prompt"] = df["frame"] + "|" + df["slice"]
     df["decoding"] = ("t" + df["temperature"].map(lambda t: f"{float(t):g}") + "_p"
                       + df["top_p"].map(lambda p: f"{float(p):g}"))
     df["is_error"] = (df["status"] == "error").astype(float)
