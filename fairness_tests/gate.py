@@ -183,6 +183,9 @@ def detectable_statement(r: dict) -> str:
         what, scale, unit = f"a worsening of {name}", 1, ""
     d = r["detectable"]
     if d is None or (isinstance(d, float) and math.isnan(d)):
+        if r.get("se") == 0:
+            return (f"{r['cell']}: {name}: the runs agree on every item here, so the "
+                    "observed discordance gives no power figure")
         return f"{r['cell']}: {name}: no worsening is detected with {POWER:.0%} power"
     if d <= 0:
         return (f"{r['cell']}: {name}: fails with {POWER:.0%} probability even without any "

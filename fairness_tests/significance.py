@@ -85,8 +85,14 @@ def _check_mode(mode: str) -> None:
         raise ValueError(f"gate mode must be one of {MODES}, got {mode!r}")
 
 
+def _cdf(x: float) -> float:
+    """Phi(x) by erfc: accurate in the far tails (NormalDist.cdf goes through erf and
+    rounds every p below ~1e-17 to 0)."""
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
 def _one_sided(z: float, mode: str) -> float:
-    return 1.0 - _N.cdf(z) if mode == "harm" else _N.cdf(z)
+    return _cdf(-z) if mode == "harm" else _cdf(z)
 
 
 def normal_test(worsening: float, se: float, margin: float, mode: str) -> float:

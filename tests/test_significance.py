@@ -131,3 +131,9 @@ def test_p_value_verdict():
     assert p_value_verdict(False, 0.001, 0.05) == "fail"
     assert p_value_verdict(False, 0.2, 0.05) == "pass"
     assert p_value_verdict(False, float("nan"), 0.05) == "not_evaluable"
+
+
+def test_tiny_p_values_stay_positive():
+    # z = 12: 1 - Phi(12) = 1.78e-33, not 0 (the gate's Holm step multiplies it)
+    p = normal_test(0.14, 0.01, 0.02, "harm")
+    assert 0 < p == pytest.approx(1.7764821120776e-33, rel=1e-6)

@@ -26,7 +26,8 @@ p-values: accuracy by the score test for paired proportions on the discordant it
 delta; every other metric by ``z = (worsening - margin) / se`` with ``se`` the paired
 bootstrap's standard deviation. Holm's procedure runs over every cell of the gate
 (one family); ``detectable`` is the worsening the cell fails with 80% probability at
-the per-cell level alpha / (number of cells).
+the per-cell level alpha / (number of cells) (NaN for a non-accuracy cell in which the
+two runs agree on every item: there is no observed variation to compute power from).
 
 Descriptive verdicts in ``harm`` mode when the cell does not fail: ``worse`` (the CI
 excludes 0 on the worse side), ``better``, ``no_difference``; ``not_evaluable`` when
@@ -307,8 +308,10 @@ def decide(table: pd.DataFrame, alpha: float = ALPHA, power: float = POWER) -> p
         if r.test.startswith("score"):
             detect.append(detectable_accuracy_drop(int(r.n), r.discordance, r.margin, a, r.mode,
                                                    power, r.deff))
-        else:
+        elif r.se > 0:
             detect.append(detectable_worsening(r.se, r.margin, a, r.mode, power))
+        else:        # the runs agree on every item here: no observed variation to use
+            detect.append(NAN)
     t["verdict"] = verdicts
     t["detectable"] = detect
     return t[GATE_COLUMNS]
