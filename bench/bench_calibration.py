@@ -8,8 +8,8 @@ test), >= 1,000 seeded replicates per case:
    s_DIS, s_AMB, SF and the worst-slice rate;
 2. size of the permutation test at no difference (the suite's stratified design vs a
    naive one that ignores the clustering);
-3. the gate's fail rate at delta = 0 and delta = margin, modes harm and
-   non_inferiority, cluster vs item resampling.
+3. the gate's fail rate at delta = 0 and delta = margin (0.02), modes harm and
+   non_inferiority, template vs item resampling (alpha = 0.05).
 
 Design (fixed across replicates, outcomes redrawn):
 
@@ -306,8 +306,51 @@ def main(argv=None):
           f"{la[2]:.2f} on {os.cpu_count()} CPUs")
 
 
-def gate_error_rates(R, tally, log):
-    log("gate section: not built yet")
+def gate_error_rates(R, tally, log, margin=0.02, alpha=0.05):
+    """Paired accuracy cell (20 templates, Race_x_SES shape): both models share the item
+    difficulty e_i ~ N(0, 1.5^2) and the template effect u_t; the candidate also has a
+    template x model interaction v_t ~ N(0, (TAU/2)^2) (an upgrade changes some
+    templates more than others), so the paired difference is itself clustered. The
+    true accuracy drop is delta (superpopulation, by quadrature); the gate's accuracy
+    cell through ``metrics.gate.gate_table`` + ``decide`` (family of one)."""
+    import pandas as pd
+
+    from fairness_tests.metrics.gate import GateSetting, bbq_gate_metrics, decide, gate_table
+    template, _ = bbq_design(seed=3)
+    n = len(template)
+    acc_metric = [m for m in bbq_gate_metrics() if m.name == "accuracy"]
+    frame = pd.DataFrame({"dataset": "D", "context": "disambig", "example_id": np.arange(n),
+                          "question_index": template})
+    sigma_e = 1.5
+    rng = np.random.default_rng(11)
+    for case, tau in (("iid", 0.0), ("clustered", TAU)):
+        t0 = time.perf_counter()
+        tau_v = tau / 2
+        sd_b = np.sqrt(tau ** 2 + sigma_e ** 2)
+        sd_c = np.sqrt(tau ** 2 + tau_v ** 2 + sigma_e ** 2)
+        mu_b = solve_mu(0.7, sd_b)
+        for delta in (0.0, margin):
+            mu_c = solve_mu(0.7 - delta, sd_c)
+            fails = {(mode, unit): [] for mode in ("harm", "non_inferiority")
+                     for unit in ("template", "item")}
+            for _ in range(R):
+                u = tau * rng.standard_normal(20)[template]
+                v = tau_v * rng.standard_normal(20)[template]
+                e = sigma_e * rng.standard_normal(n)
+                yb = (rng.random(n) < expit(mu_b + u + e)).astype(float)
+                yc = (rng.random(n) < expit(mu_c + u + v + e)).astype(float)
+                b, c = frame.assign(correct=yb), frame.assign(correct=yc)
+                for (mode, unit), out in fails.items():
+                    t = gate_table(b, c, ["dataset", "example_id"], ["dataset", "context"],
+                                   acc_metric, lambda m, k, mode=mode: GateSetting(mode, margin),
+                                   "question_index" if unit == "template" else None,
+                                   ["question_index"], n_boot=N_BOOT, seed=0)
+                    out.append(decide(t, alpha)["verdict"].iloc[0] == "fail")
+            for (mode, unit), out in fails.items():
+                right = ("should pass" if mode == "harm" or delta == 0 else "should fail")
+                tally.add("gate", case, f"accuracy, delta={delta:g}", f"{mode}, {unit} resampling",
+                          f"fail rate ({right})", float(np.mean(out)))
+        log(f"gate {case}: {R} replicates x 2 deltas in {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

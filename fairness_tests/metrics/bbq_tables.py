@@ -36,13 +36,15 @@ def repeated_items(preds: pd.DataFrame) -> pd.DataFrame:
 
 def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
                seed: int = DEFAULT_SEED, concentration: float = M.DEFAULT_CONCENTRATION,
-               min_group_n: int = M.DEFAULT_MIN_GROUP_N) -> dict[str, pd.DataFrame]:
+               min_group_n: int = M.DEFAULT_MIN_GROUP_N,
+               cluster: str = "template") -> dict[str, pd.DataFrame]:
     """Every BBQ metric table the predictions support (see the module docstring).
 
     ``items``: the filtered items (``protocols.bbq.filter.filter_items``);
     ``preds``: ``dataset, example_id, repeat, rotation, answer`` (answer in the
-    original option order, NaN = invalid), one row per (item, repeat, rotation)."""
-    kw = dict(n_boot=n_boot, seed=seed)
+    original option order, NaN = invalid), one row per (item, repeat, rotation);
+    ``cluster``: "template" (resample templates, the default) or "item"."""
+    kw = dict(n_boot=n_boot, seed=seed, cluster=cluster)
     out: dict[str, pd.DataFrame] = {}
     first = M.first_run(preds)
     if len(first):
@@ -50,7 +52,7 @@ def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAUL
                               min_group_n=min_group_n, **kw)
         pb = M.position_bias(items, preds[preds["repeat"] == 0], **kw)
         out["bbq"] = pd.concat([table, pb], ignore_index=True) if len(pb) else table
-        out["bbq_groups"] = M.group_table(items, first, min_group_n=min_group_n)
+        out["bbq_groups"] = M.group_table(items, first, min_group_n=min_group_n, **kw)
     rep = repeated_items(preds)
     if len(rep):
         per_item = C.per_item(items, rep)
