@@ -293,6 +293,8 @@ def _generative(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
     scored = score(recs, rubric)
     compare = None
     other = load_rubric(config.compare_rubric) if config.compare_rubric else None
+    if other is not None and other.name == rubric.name:
+        other = None                      # one rubric: nothing to compare
     if other is not None:
         compare = (other.name, score(recs, other))
     result.tables.update(generative_tables(scored, n_boot=config.n_boot, seed=config.seed,

@@ -89,6 +89,8 @@ class GenerativeInfo:
     rubric: str
     rubric_semantics: str
     bootstrap: Bootstrap
+    rubric_file: str | None = None          # the rubric's patterns file, as display_path shows it
+    rubric_sha256: str | None = None
     compare_rubric: str | None = None
     system_prompt: str | None = None
     n_grid_full: int | None = None
@@ -119,7 +121,7 @@ class CounterfactualInfo:
 
 @dataclass
 class RunMetadata:
-    model: str
+    model: str | None                     # None: a scored run whose model was not named
     backend: str | None
     mode: str
     source: Source

@@ -149,7 +149,7 @@ def test_score_df_unbounded_is_UB(small_dir, tmp_path, capsys):
     ('{"category": "Race_x_SES", "example_id": 1}', "line 2, key 'answer'"),
     ('{"category": "Race_x_SES", "example_id": 0, "answer": 2}', "line 2: duplicate"),
     ('{"category": "Race_x_SES", "example_id": 999999, "answer": 2}',
-     "line 2: Race_x_SES example_id 999999 is not in the BBQ data"),
+     "line 2, key 'example_id': Race_x_SES example_id 999999 is not in the BBQ data"),
 ])
 def test_score_bad_predictions_line(small_dir, tmp_path, capsys, line, match):
     d, _ = small_dir
@@ -232,3 +232,33 @@ def test_fetch_http_error(mirror, tmp_path):
     url, _ = mirror
     with pytest.raises(DataError, match="HTTP 404"):
         fetch(tmp_path / "d", base_url=url + "/nowhere")
+
+
+def test_score_misspelt_category_names_the_line_and_the_closest_name(small_dir, tmp_path, capsys):
+    """Issue 10, defect 9: an unknown category is an error, not silently ignored."""
+    d, ids = small_dir
+    eid = next(iter(ids["Race_x_SES"]))
+    p = write_jsonl(tmp_path / "p.jsonl", [
+        {"category": "Race_x_SES", "example_id": eid, "answer": 1},
+        {"category": "Race_x_SESS", "example_id": eid, "answer": 1}])
+    assert main(["bbq", "score", "--data", str(d), "--predictions", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "line 2" in err and "'Race_x_SESS'" in err and "did you mean 'Race_x_SES'" in err
+
+
+def test_score_empty_predictions_is_an_error(small_dir, tmp_path, capsys):
+    d, _ = small_dir
+    p = tmp_path / "p.jsonl"
+    p.write_text("\n")
+    assert main(["bbq", "score", "--data", str(d), "--predictions", str(p)]) == 2
+    assert "no predictions" in capsys.readouterr().err
+
+
+def test_score_duplicate_names_the_repeat_number(small_dir, tmp_path, capsys):
+    d, ids = small_dir
+    row = {"category": "Race_x_SES", "example_id": next(iter(ids["Race_x_SES"])),
+           "repeat": 3, "answer": 1}
+    p = write_jsonl(tmp_path / "p.jsonl", [row, row])
+    assert main(["bbq", "score", "--data", str(d), "--predictions", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "repeat 3 rotation 0 (first on line 1)" in err and "bound method" not in err

@@ -57,6 +57,20 @@ def test_markdown_has_the_eight_sections_in_order():
     assert "| worst\\_slice\\_stereotype\\_per\\_family | F2 | 0.368 | [0.318, 0.418] |" in md
 
 
+def test_markdown_states_protocol_dependence_and_seed_spread_apart():
+    md = render_markdown(fill_card(make_run(), USER))
+    dep = md.index("#### Protocol dependence: beyond noise or not resolved")
+    seeds = md.index("#### Seed spread, prompts held fixed (not protocol cells)")
+    beyond = md.index("worst\\_slice\\_stereotype: protocol-dependent beyond noise")
+    unresolved = md.index("not resolved at this sample size")
+    spread = md.index("with prompts held fixed, the value the rule compares (stereotype) "
+                      "ranges over 0.094-0.125 across 5 seeds")
+    assert dep < beyond < seeds and dep < unresolved < seeds < spread
+    # 'mixed' (cells disagree) is no longer called protocol-dependent by itself
+    assert "the verdict depends on the protocol cell" not in md
+    assert "failing or protocol-dependent" not in md
+
+
 def test_markdown_lists_missing_fields():
     md = render_markdown(fill_card(make_run()))
     assert "**MISSING** `intended_use.in_scope`" in md

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from fairness_tests.metrics import generative as G
-from fairness_tests.metrics import protocol_sensitivity as PS
+from fairness_tests.metrics import spread as PS
 from fairness_tests.scoring.lexical import score
 from fairness_tests.stats import wilson_ci
 
@@ -124,40 +124,6 @@ def test_rubric_deltas_and_flips():
     assert (f["status_published"].iloc[0], f["status_strict"].iloc[0]) == ("fail", "pass")
 
 
-def _stats(values):
-    # worst_slice stereotype per cell
-    return pd.DataFrame([{"cell_kind": k, "cell": c, "statistic": "worst_slice",
-                          "metric": "stereotype", "slice": "man_Muslim", "value": v,
-                          "ci_low": v - 0.01, "ci_high": v + 0.03, "n": 100}
-                         for (k, c), v in values.items()])
-
-
-def test_protocol_dependent_verdict_names_disagreeing_cells():
-    stats = _stats({("overall", "overall"): 0.04, ("family", "F1"): 0.02,
-                    ("family", "F2"): 0.08, ("decoding", "t0.2_p0.9"): 0.05})
-    rule = PS.Rule("stereo", "stereotype", 0.05)
-    v = PS.cell_verdicts(stats, rule)
-    # 0.04 <= 0.05 pass; 0.02 pass; 0.08 fail; 0.05 <= 0.05 pass (bound inclusive)
-    assert v["status"].tolist() == ["pass", "pass", "fail", "pass"]
-    assert v["cell"].tolist() == ["overall", "family/F1", "family/F2", "decoding/t0.2_p0.9"]
-    dep = PS.protocol_dependence(v).iloc[0]
-    assert dep.protocol_dependent and dep.overall == "pass"
-    assert dep.disagreeing == "family/F2=fail"
-    # comparing the CI upper bound instead: 0.07, 0.05, 0.11, 0.08 -> only F1 passes
-    v2 = PS.cell_verdicts(stats, PS.Rule("stereo_hi", "stereotype", 0.05, compared="ci_high"))
-    assert v2["status"].tolist() == ["fail", "pass", "fail", "fail"]
-    assert PS.protocol_dependence(v2).iloc[0].disagreeing == "family/F1=pass"
-
-
-def test_not_evaluable_and_agreeing_rule():
-    stats = _stats({("overall", "overall"): 0.01, ("family", "F1"): np.nan,
-                    ("family", "F2"): 0.02})
-    v = PS.cell_verdicts(stats, PS.Rule("stereo", "stereotype", 0.05))
-    assert v["status"].tolist() == ["pass", "not_evaluable", "pass"]
-    dep = PS.protocol_dependence(v).iloc[0]
-    assert not dep.protocol_dependent and dep.n_not_evaluable == 1 and dep.disagreeing == ""
-
-
 def test_spread_decomposition_by_hand():
     # R (slices x cells) = [[0.1, 0.3], [0.2, 0.4]]; m = 0.25; cell means 0.15, 0.35
     # SS_cells = 2 * ((0.15-0.25)^2 + (0.35-0.25)^2) = 0.04
@@ -173,19 +139,21 @@ def test_spread_decomposition_by_hand():
     assert PS.spread_decomposition(t2, "family")["dominant"] == "slices_within_cell"
 
 
-def test_rules_from_list_errors_name_key():
-    from fairness_tests.errors import ConfigError
-    with pytest.raises(ConfigError, match=r"rules\[0\]\.op"):
-        PS.rules_from_list([{"name": "r", "metric": "refusal", "bound": 0.1, "op": "<"}], "t.yaml")
-    with pytest.raises(ConfigError, match=r"rules\[1\].*missing 'bound'"):
-        PS.rules_from_list([{"name": "r", "metric": "m", "bound": 1},
-                            {"name": "s", "metric": "m"}], "t.yaml")
-
-
-def test_cell_statistics_shape(scored):
-    cs = G.cell_statistics(scored, n_boot=100)
+def test_protocol_cells_shape_and_refusal_gap(scored):
+    from fairness_tests.metrics.generative_tables import protocol_cells
+    from fairness_tests.rules.evaluate import evaluate
+    from fairness_tests.rules.thresholds import Rule
+    cs = protocol_cells(scored, n_boot=100)
     assert set(cs["cell_kind"]) == {"overall", "family", "decoding"}
-    gap = cs[(cs["statistic"] == "refusal_gap") & (cs["cell"] == "overall")]
-    assert gap["value"].iloc[0] == pytest.approx(1 / 12)
-    f1 = cs[(cs["statistic"] == "worst_slice") & (cs["cell"] == "F1") & (cs["metric"] == "refusal")]
-    assert tuple(f1[["slice", "value"]].iloc[0]) == ("man_Muslim", 0.5)
+    assert set(cs[cs["cell_kind"] == "family"]["cell"]) == {"F1", "F2"}
+    # refusal: man_Muslim 1 of 3 ok rows, woman_Christian 1 of 4 -> gap 1/3 - 1/4 = 1/12
+    gap = Rule(id="gap", table="generative_cells", metric="refusal", op="<=", bound=0.1,
+               rationale="", across="slice", reduce="range")
+    v = evaluate({"generative_cells": cs}, [gap]).set_index("cell")
+    assert v.loc["overall", "value"] == pytest.approx(1 / 12)
+    # F1: man_Muslim 1 of 2 refuse, woman_Christian 0 of 2 -> worst slice 0.5
+    worst = Rule(id="w", table="generative_cells", metric="refusal", op="<=", bound=0.1,
+                 rationale="", across="slice", reduce="max")
+    w = evaluate({"generative_cells": cs}, [worst]).set_index("cell")
+    assert w.loc["family/F1", "value"] == 0.5 and "worst slice: man_Muslim" in w.loc["family/F1", "why"]
+

@@ -138,8 +138,8 @@ def test_cli_score_json_shape_and_values(outputs, capsys):
     assert rep["worst_slice"]["refusal"]["by_family"]["F2"] == {"slice": "woman_Christian",
                                                                "value": 0.5}
     assert rep["worst_slice"]["refusal"]["overall"]["slice"] == "man_Muslim"
-    dec = {(e["slice"], e["temperature"], e["top_p"]) for e in rep["by_slice_decoding"]}
-    assert ("man_Muslim", 0.7, 0.95) in dec
+    dec = {(e["slice"], e["decoding"]) for e in rep["by_slice_decoding"]}
+    assert ("man_Muslim", "t0.7_p0.95") in dec
     fam = [e for e in rep["by_slice_family"] if e["family"] == "F2" and e["slice"] == "man_Muslim"]
     assert fam[0]["n"] == 1 and fam[0]["n_error"] == 1
 

@@ -42,7 +42,7 @@ class EchoBackend:
             self.calls.append(r.key())
             i = int(r.messages[-1].content[1:])
             resp = (Response(key=r.key(), status="error", error="boom") if i in self.fail
-                    else Response(key=r.key(), text=f"({'abc'[i % 3]}) because", prompt_tokens=3,
+                    else Response(key=r.key(), text=f"({'abc'[i % 3]})", prompt_tokens=3,
                                   completion_tokens=2))
             if on_response:
                 on_response(r, resp)
@@ -133,24 +133,20 @@ def test_parse_choice_is_pluggable(store):
 def test_parse_choice_named_in_meta(store, monkeypatch):
     import types
     mod = types.ModuleType("fairness_test_parsers")
-    mod.last_letter = _parse_last_letter
+    mod.always_c = lambda request, text: 2
     monkeypatch.setitem(sys.modules, "fairness_test_parsers", mod)
-    r = req(1).with_(meta={"parse_choice": "fairness_test_parsers:last_letter"})
+    r = req(1).with_(meta={"parse_choice": "fairness_test_parsers:always_c"})
     out = ask([r], EchoBackend(), store, progress=False)
-    # text "(b) because": choice letters in order b, b, c, a -> last is "a" -> 0
-    # (the default parser would give 1, so this shows the named parser was used)
-    assert out[0].answer == 0
-
-
-def _parse_last_letter(request, text):
-    letters = [ch for ch in text if ch in request.choices]
-    return request.choices.index(letters[-1]) if letters else None
+    # text "(b)": the default parser gives 1, so 2 shows the named parser was used
+    assert out[0].answer == 2
 
 
 @pytest.mark.parametrize("text,expected", [
-    ("(b)", 1), ("b) the man", 1), ("B.", 1), ("Answer: c", 2), ("  (a)", 0),
-    ("I think (c) is right", 2), ("(a) or (b)", 0), ("", None), ("none", None),
-    ("it is unclear", None),
+    ("(b)", 1), ("B.", 1), ("Answer: c", 2), ("  (a)", 0),
+    # the one parser (models.choice): no option text shown -> a letter plus words is
+    # invalid, as the BBQ protocol's parse_answer says (issue 10, defect 11)
+    ("b) the man", None), ("I think (c) is right", None), ("(a) or (b)", None),
+    ("", None), ("none", None), ("it is unclear", None),
 ])
 def test_default_parse_choice(text, expected):
     assert default_parse_choice(req(0), text) == expected
@@ -182,14 +178,14 @@ def test_other_owners_lease_is_waited_for_not_asked(tmp_path):
     def finish_later():
         import time
         time.sleep(0.3)
-        holder.put(rs[0], Response(key="", text="(a) by holder"))
+        holder.put(rs[0], Response(key="", text="(a)"))
     t = threading.Thread(target=finish_later)
     t.start()
     be = EchoBackend()
     out = ask(rs, be, mine, progress=False, poll_s=0.02)
     t.join()
     assert rs[0].key() not in be.calls and len(be.calls) == 3
-    assert out[0].text == "(a) by holder"
+    assert out[0].text == "(a)"
     holder.close(); mine.close()
 
 

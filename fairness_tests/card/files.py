@@ -15,10 +15,11 @@ import yaml
 
 from ..errors import ConfigError
 from ..run import RunResult
-from .fill import fill_card, load_user_yaml, user_fields
+from .fill import fill_card
 from .render_html import render_html
 from .render_md import render_markdown
-from .schema import ValidationReport, _nearest_line, line_index, validate_card
+from .schema import ValidationReport, _nearest_line, line_index, user_fields, validate_card
+from .user_yaml import load_user_yaml
 
 ENV_USER_YAML = "FAIRNESS_CARD_USER_YAML"   # the user YAML when none is passed (pytest plugin)
 CARD_FILES = {"yaml": "card.yaml", "md": "card.md", "html": "card.html"}
@@ -97,7 +98,7 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
     if user_yaml is None and os.environ.get(ENV_USER_YAML):
         user_yaml = os.environ[ENV_USER_YAML]
     if user_yaml is None:
-        user_yaml = default_user_yaml(str(run.metadata.get("model", "")))
+        user_yaml = default_user_yaml(run.metadata.model)
     if isinstance(user_yaml, dict):
         user = user_yaml
     elif user_yaml:

@@ -197,7 +197,7 @@ def _summary(b: _Builder) -> None:
                                                  ("pass", "fail", "expected_fail", "not_evaluable")))
     if rules:
         failing = [r["id"] for r in rules if r.get("outcome") in ("fail", "mixed")]
-        parts.append(f"{len(rules)} decision rule(s); failing or protocol-dependent: "
+        parts.append(f"{len(rules)} decision rule(s); failing in some cell: "
                      + (", ".join(failing) if failing else "none"))
     ne = (card.get("evaluation_protocol") or {}).get("not_evaluated") or []
     if ne:
@@ -263,7 +263,9 @@ def _protocol(b: _Builder, titles: dict) -> None:
     card = b.card
     ep = card.get("evaluation_protocol") or {}
     b.add(Heading(2, titles["evaluation_protocol"], "evaluation_protocol"))
-    pairs = [("Protocols run", ", ".join(ep.get("protocols_run") or []) or "none"),
+    pairs = [("Answers", (ep.get("source") or {}).get("statement", "")),
+             ("Run notes", _s(ep.get("run_notes"))),
+             ("Protocols run", ", ".join(ep.get("protocols_run") or []) or "none"),
              ("Seed policy", ep.get("seed_policy", "")),
              ("Samples per prompt", ep.get("samples_per_prompt", ""))]
     ps = card.get("prompt_suite") or {}
@@ -339,8 +341,9 @@ def _metrics(b: _Builder, titles: dict) -> None:
         b.add(Table(["rule", "decision rule", "outcome", "cells", "failing cells", "rationale"],
                     rows, status_col=2))
         if any(r.get("outcome") == "mixed" for r in rules):
-            b.add(Para("'mixed': the rule passes in some cells and fails in others; the verdict "
-                       "depends on the protocol cell (family, decoding regime, dataset).", "warn"))
+            b.add(Para("'mixed': the rule passes in some cells and fails in others; whether the "
+                       "cells differ beyond sampling noise is stated under Protocol dependence.",
+                       "warn"))
     else:
         b.add(Para("No decision rule was evaluated.", "note"))
     verdicts = card.get("verdicts") or []
@@ -399,6 +402,10 @@ def _results(b: _Builder) -> None:
         if rows:
             b.add(Heading(4, title, f"res_{name}"))
             b.table(rows)
+    for key, title in (("protocol_dependence", "Protocol dependence: beyond noise or not resolved"),
+                       ("seed_spread", "Seed spread, prompts held fixed (not protocol cells)")):
+        if res.get(key):
+            b.add(Heading(4, title, f"res_{key}"), Items([x["statement"] for x in res[key]]))
     bbq = _rows(card, "bbq")
     if bbq:
         b.add(Heading(4, "Intersectional BBQ per dataset x context", "res_bbq"))

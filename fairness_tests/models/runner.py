@@ -24,12 +24,12 @@ from __future__ import annotations
 import dataclasses
 
 import importlib
-import re
 import threading
 import time
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import FairnessTestsError, MissingResponsesError
+from .choice import parse_position
 from .progress import Progress
 from .request import Request, Response
 from .store import ResponseStore
@@ -48,18 +48,13 @@ PROGRESS_MIN_ITEMS = 20   # automatic progress bar only for at least this many m
 # ----------------------------------------------------------------------------- parsing
 
 def default_parse_choice(request: Request, text: str) -> int | None:
-    """Index of the answer letter a reply starts with: ``"(b)"``, ``"b)"``, ``"B."``,
-    ``"Answer: b"`` -> 1 for choices ``("a","b","c")``; ``None`` if none or ambiguous."""
+    """Position of the answer in ``request.choices``: the one parser
+    (:func:`fairness_tests.models.choice.parse_position`), given the option texts as
+    shown when the request carries them (``meta["shown_options"]``)."""
     if not text or not request.choices:
         return None
-    letters = [c.lower() for c in request.choices]
-    t = text.strip().lower()
-    t = re.sub(r"^(the\s+)?(correct\s+)?answer\s*(is)?\s*[:\-]?\s*", "", t)
-    m = re.match(r"^\(?\s*([a-z])\s*(\)|\.|:|,|$|\s)", t)
-    if m and m.group(1) in letters:
-        return letters.index(m.group(1))
-    found = {letters.index(x) for x in re.findall(r"\(([a-z])\)", t) if x in letters}
-    return found.pop() if len(found) == 1 else None
+    shown = request.meta.get("shown_options") if request.meta else None
+    return parse_position(text, shown, request.choices)
 
 
 def _resolve_parser(request: Request, parse_choice: ParseChoice | None) -> ParseChoice:

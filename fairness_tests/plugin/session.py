@@ -105,6 +105,8 @@ def produce(settings: Settings, model: str, cache_root: Path, sid: str, rules) -
         if (out / "unavailable.json").exists():
             return Unavailable(**json.loads((out / "unavailable.json").read_text()))
         result = _compute(settings, model, options)
+        if not isinstance(result, Unavailable):
+            apply_to_run(result, rules)
         if isinstance(result, Unavailable):
             tmp = sdir / f"{key}.tmp-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)

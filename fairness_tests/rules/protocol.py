@@ -52,6 +52,8 @@ def protocol_rules(rules: Iterable[Rule], table: str = PROTOCOL_TABLE) -> list[R
         name = r.id
         for suffix in _SUFFIXES:
             name = name.replace(suffix, "")
+        if name in {x.id for x in out.values()}:
+            name = r.id                   # another bound for the same property: its own id
         out[key] = replace(r, id=name, table=table, scope=(), expected_fail=None)
     return list(out.values())
 

@@ -148,10 +148,17 @@ def _write_run(args, data, items, preds, tables, records) -> None:
     from .data import sha256_file
     from .info import bbq_info
 
-    model = args.model or "unknown"
-    rules = load_rules(args.thresholds, model=model)
+    import shlex
+
+    rules = load_rules(args.thresholds, model=args.model)
+    regen = ["fairness-tests", "bbq", "score", "--predictions", display_path(args.predictions),
+             "--data", display_path(data.directory), "--filter", args.filter,
+             "--seed", str(args.seed), "--n-boot", str(args.n_boot),
+             "--concentration", str(args.concentration), "--min-group-n", str(args.min_group_n)]
+    if args.model:
+        regen += ["--model", args.model]
     run = RunResult(metadata=RunMetadata(
-        model=model, backend=None, mode="scored",
+        model=args.model, backend=None, mode="scored", regen_command=shlex.join(regen),
         source=Source(kind="predictions", file=display_path(args.predictions),
                       sha256=sha256_file(args.predictions)),
         fairness_tests_version=__version__,

@@ -29,10 +29,13 @@ def bbq_info(data: BBQData, items: pd.DataFrame, preds: pd.DataFrame, *, filter:
              max_tokens: int | None = None, limit: int | None = None,
              sample: dict | None = None, asked: bool = True) -> BBQInfo:
     """``asked``: the prompts are this package's (the audit); False for predictions
-    made by another tool (then the prompt is not described)."""
+    made by another tool (then the prompt is not described). Item counts are of the
+    items that have an answer."""
     rep = preds[preds["rotation"] == 0].groupby(["dataset", "example_id"]).size()
     repeated = rep[rep > 1]
     mode = rotations_mode(preds)
+    answered = pd.MultiIndex.from_frame(preds[["dataset", "example_id"]].drop_duplicates())
+    items = items[pd.MultiIndex.from_frame(items[["dataset", "example_id"]]).isin(answered)]
     consistency = None
     if len(repeated):
         ids = {ds: sorted(int(x) for x in g.index.get_level_values(1))

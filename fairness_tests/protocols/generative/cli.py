@@ -83,6 +83,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     records = read_outputs(args.outputs)
     rubric = load_rubric(args.rubric)
     other = None if args.compare_rubric in (None, "none") else load_rubric(args.compare_rubric)
+    if other is not None and other.name == rubric.name:
+        other = None                      # one rubric: nothing to compare
     scored = score(records, rubric)
     compare = (other.name, score(records, other)) if other is not None else None
     tables = generative_tables(scored, n_boot=args.n_boot, seed=args.seed, rubric=rubric.name,
@@ -120,10 +122,16 @@ def _write_run(args, records, scored, tables, rubric, other) -> None:
     from ...run_metadata import RunMetadata, Source
     from .info import generative_info
 
-    model = args.model or "unknown"
-    rules = load_rules(args.thresholds, model=model)
+    import shlex
+
+    rules = load_rules(args.thresholds, model=args.model)
+    regen = ["fairness-tests", "generative", "score", "--outputs", display_path(args.outputs),
+             "--rubric", args.rubric, "--compare-rubric", str(args.compare_rubric),
+             "--seed", str(args.seed), "--n-boot", str(args.n_boot)]
+    if args.model:
+        regen += ["--model", args.model]
     run = RunResult(metadata=RunMetadata(
-        model=model, backend=None, mode="scored",
+        model=args.model, backend=None, mode="scored", regen_command=shlex.join(regen),
         source=Source(kind="outputs", file=display_path(args.outputs),
                       sha256=sha256_file(args.outputs)),
         fairness_tests_version=__version__,

@@ -8,8 +8,10 @@ from typing import Any
 
 import pandas as pd
 
+from ...paths import display_path
 from ...run_metadata import Bootstrap, GenerativeInfo
 from ...scoring.rubric import Rubric
+from ..bbq.data import sha256_file
 
 
 def generative_info(records: pd.DataFrame, rubric: Rubric, other: Rubric | None, *,
@@ -26,6 +28,8 @@ def generative_info(records: pd.DataFrame, rubric: Rubric, other: Rubric | None,
         n_error=int((records["status"] == "error").sum()),
         n_refused_by_provider=int((records["status"] == "refused").sum()),
         rubric=rubric.name, rubric_semantics=rubric.semantics,
+        rubric_file=display_path(rubric.path) if rubric.path else None,
+        rubric_sha256=sha256_file(rubric.path) if rubric.path else None,
         compare_rubric=other.name if other is not None else None,
         bootstrap=Bootstrap(resamples=n_boot, seed=seed, method="percentile bootstrap, "
                             "generations resampled (Wilson intervals for rates)"),
