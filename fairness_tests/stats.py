@@ -65,7 +65,11 @@ NAN = float("nan")
 def cluster_codes(clusters: Sequence | np.ndarray) -> tuple[np.ndarray, int]:
     """(codes 0..C-1 per item, C): the clusters numbered in sorted order of their
     labels (any hashable, sortable labels: ints, strings, tuples joined beforehand)."""
-    codes, uniq = pd.factorize(pd.Series(np.asarray(clusters, dtype=object)), sort=True)
+    arr = np.asarray(clusters)
+    if arr.dtype.kind in "iub":
+        uniq, codes = np.unique(arr, return_inverse=True)
+        return codes.astype(np.int64).ravel(), len(uniq)
+    codes, uniq = pd.factorize(arr.astype(object), sort=True)
     if (codes < 0).any():
         raise ValueError("cluster labels must not be missing (NaN/None)")
     return codes.astype(np.int64), len(uniq)
@@ -258,6 +262,7 @@ def rate_table(
     grouped = df.groupby(list(by), sort=True, dropna=False) if by else [((), df)]
     for key, g in grouped:
         key = key if isinstance(key, tuple) else (key,)
+        cell_W = None                      # the cell's multiplicities (every row defined)
         for flag in flags:
             col = g[flag]
             defined = col.notna().to_numpy()
@@ -270,8 +275,14 @@ def rate_table(
                 rows.append(metric_row(flag, k / n, wilson_ci(k, n, level), n=n, **cell))
                 continue
             y = col[defined].to_numpy(dtype=np.float64)
+            cl = g[clusters].to_numpy()[defined]
+            W = cell_W if defined.all() else None
+            if W is None:
+                W = multiplicities(len(y), n_boot, seed, cl)
+                if defined.all():
+                    cell_W = W
             est = bootstrap(np.column_stack([y, np.ones_like(y)]), ratio_stat, n_boot, seed,
-                            level, clusters=g[clusters].to_numpy()[defined])
+                            level, W=W, clusters=cl)
             rows.append(metric_row(flag, est, n=n, **cell))
     return pd.DataFrame(rows, columns=[*by, *METRIC_COLUMNS])
 
