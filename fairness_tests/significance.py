@@ -28,6 +28,11 @@ root of ``2n q^2 - (b + c - m (2n - b + c)) q - c m (1 - m) = 0``; at ``m = 0`` 
 McNemar's ``z = (b - c) / sqrt(b + c)``. Clustered items: the variance is multiplied
 by the design effect (cluster-bootstrap variance / item-bootstrap variance).
 
+Few clusters (a BBQ cell has 20 or 42 templates): when C clusters were resampled,
+every test takes the variance times C / (C - 1) and refers z to Student t with C - 1
+degrees of freedom (the usual small-sample correction of a cluster-robust test); with
+items resampled the reference is the normal.
+
 Power: the gate fails a cell when (harm) ``w_hat > m + z_{1-a} s`` or (non-inferiority)
 ``w_hat > m - z_{1-a} s``, at the per-cell level ``a = alpha / m_family`` (the first,
 strictest step of Holm: a guarantee whatever the other cells do). With
@@ -91,14 +96,83 @@ def _cdf(x: float) -> float:
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
-def _one_sided(z: float, mode: str) -> float:
-    return _cdf(-z) if mode == "harm" else _cdf(z)
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the regularized incomplete beta (modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
+                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
 
 
-def normal_test(worsening: float, se: float, margin: float, mode: str) -> float:
+def _t_cdf(t: float, df: float) -> float:
+    """Student t CDF with ``df`` degrees of freedom: 1 - I_x(df/2, 1/2) / 2 for t > 0
+    with x = df / (df + t^2) (regularized incomplete beta by its continued fraction)."""
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    if t == 0:
+        return 0.5
+    x = df / (df + t * t)
+    a, b = df / 2.0, 0.5
+    lbeta = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    front = math.exp(lbeta + a * math.log(x) + b * math.log1p(-x)) if x > 0 else 0.0
+    ibeta = front * _betacf(a, b, x) / a if x < (a + 1) / (a + b + 2) else \
+        1.0 - front * _betacf(b, a, 1.0 - x) / b
+    tail = 0.5 * ibeta
+    return 1.0 - tail if t > 0 else tail
+
+
+def _reference(df: float | None):
+    """(cdf, quantile) of the test's reference distribution: normal, or Student t with
+    df degrees of freedom (a cluster bootstrap over C clusters: df = C - 1)."""
+    if df is None or not np.isfinite(df):
+        return _cdf, _N.inv_cdf
+
+    def cdf(x):
+        return _t_cdf(x, df)
+
+    def quantile(p):
+        lo, hi = -1e3, 1e3
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
+        return (lo + hi) / 2
+    return cdf, quantile
+
+
+def _clustered(n_clusters: float | None) -> tuple[float, float | None]:
+    """(variance factor, degrees of freedom) for a test on C resampled clusters: the
+    bootstrap's plug-in variance times C / (C - 1) (the usual small-sample correction
+    of a cluster-robust variance) and a Student t reference with C - 1 degrees of
+    freedom; (1, None) = items resampled (normal reference)."""
+    if n_clusters is None or not np.isfinite(n_clusters) or n_clusters < 2:
+        return 1.0, None
+    return n_clusters / (n_clusters - 1.0), n_clusters - 1.0
+
+
+def _one_sided(z: float, mode: str, df: float | None = None) -> float:
+    cdf, _ = _reference(df)
+    return cdf(-z) if mode == "harm" else cdf(z)
+
+
+def normal_test(worsening: float, se: float, margin: float, mode: str,
+                n_clusters: float | None = None) -> float:
     """One-sided p-value of the gate's null for ``mode`` with z = (w_hat - m) / se
-    (se from the paired bootstrap). se = 0: the difference is known exactly,
-    p = 0 when it lies on the alternative's side, else 1. NaN when undefined."""
+    (se from the paired bootstrap; with ``n_clusters`` C the variance is taken times
+    C / (C - 1) and z referred to Student t with C - 1 degrees of freedom). se = 0: the
+    difference is known exactly, p = 0 when it lies on the alternative's side, else 1.
+    NaN when undefined."""
     _check_mode(mode)
     if not (np.isfinite(worsening) and np.isfinite(se)):
         return float("nan")
@@ -106,7 +180,8 @@ def normal_test(worsening: float, se: float, margin: float, mode: str) -> float:
     if se == 0:
         beyond = d > 0 if mode == "harm" else d < 0
         return 0.0 if beyond else 1.0
-    return _one_sided(d / se, mode)
+    factor, df = _clustered(n_clusters)
+    return _one_sided(d / (se * math.sqrt(factor)), mode, df)
 
 
 def restricted_discordance(b: int, c: int, n: int, margin: float) -> float:
@@ -118,48 +193,55 @@ def restricted_discordance(b: int, c: int, n: int, margin: float) -> float:
 
 
 def paired_rate_test(b: int, c: int, n: int, margin: float, mode: str,
-                     deff: float = 1.0) -> float:
+                     deff: float = 1.0, n_clusters: float | None = None) -> float:
     """One-sided p-value of the score test of ``w = m`` for paired proportions
     (b: only the baseline right, c: only the candidate right, n pairs), variance
-    times the design effect ``deff`` (NaN or < 0 -> 1). At m = 0 and deff = 1 this is
-    McNemar's test (normal form)."""
+    times the design effect ``deff`` (NaN or < 0 -> 1) and, with ``n_clusters`` C, times
+    C / (C - 1) against Student t with C - 1 degrees of freedom. At m = 0, deff = 1 and
+    no clusters this is McNemar's test (normal form)."""
     _check_mode(mode)
     if n <= 0:
         return float("nan")
     deff = deff if (np.isfinite(deff) and deff > 0) else 1.0
+    factor, df = _clustered(n_clusters)
     psi = restricted_discordance(b, c, n, margin)
-    var = deff * (psi - margin * margin) / n
+    var = factor * deff * (psi - margin * margin) / n
     d = (b - c) / n - margin
     if var <= 1e-15:
         return normal_test(d + margin, 0.0, margin, mode)
-    return _one_sided(d / math.sqrt(var), mode)
-
-
-def _z(p: float) -> float:
-    return _N.inv_cdf(p)
+    return _one_sided(d / math.sqrt(var), mode, df)
 
 
 def detectable_worsening(se: float, margin: float, alpha: float, mode: str,
-                         power: float = POWER) -> float:
+                         power: float = POWER, n_clusters: float | None = None) -> float:
     """Smallest true worsening the gate fails with probability ``power`` at the
-    per-cell level ``alpha``, for w_hat ~ N(w, se^2)."""
+    per-cell level ``alpha``, for w_hat ~ N(w, se^2) (t quantiles and the C / (C - 1)
+    factor with ``n_clusters``)."""
     _check_mode(mode)
     if not np.isfinite(se):
         return float("nan")
-    za, zb = _z(1.0 - alpha), _z(power)
+    factor, df = _clustered(n_clusters)
+    _, q = _reference(df)
+    se = se * math.sqrt(factor)
+    za, zb = q(1.0 - alpha), q(power)
     return margin + (za + zb) * se if mode == "harm" else margin - (za - zb) * se
 
 
 def detectable_accuracy_drop(n: int, discordance: float, margin: float, alpha: float,
-                             mode: str, power: float = POWER, deff: float = 1.0) -> float:
+                             mode: str, power: float = POWER, deff: float = 1.0,
+                             n_clusters: float | None = None) -> float:
     """Smallest true accuracy drop the gate fails with probability ``power`` (paired
-    items, observed discordance (b + c) / n, design effect ``deff``); NaN when no
-    drop up to 1 reaches that power."""
+    items, observed discordance (b + c) / n, design effect ``deff``, t quantiles and
+    the C / (C - 1) factor with ``n_clusters``); NaN when no drop up to 1 reaches that
+    power."""
     _check_mode(mode)
     if n <= 0 or not np.isfinite(discordance):
         return float("nan")
     deff = deff if (np.isfinite(deff) and deff > 0) else 1.0
-    za, zb = _z(1.0 - alpha), _z(power)
+    factor, df = _clustered(n_clusters)
+    deff *= factor
+    _, q = _reference(df)
+    za, zb = q(1.0 - alpha), q(power)
     s0 = math.sqrt(deff * max(max(discordance, margin) - margin * margin, 0.0) / n)
     w = np.linspace(-1.0, 1.0, 200001)
     s1 = np.sqrt(deff * np.maximum(np.maximum(discordance, np.abs(w)) - w * w, 0.0) / n)

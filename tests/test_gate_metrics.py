@@ -134,22 +134,25 @@ def test_mcnemar_exact_small_case():
     assert mcnemar_p(3, 3) == 1.0
 
 
-def gen(rates_by_slice: dict, refusal=0.0, n=100) -> pd.DataFrame:
+def gen(rates_by_slice: dict, refusal=0.0, n=200, seed=0) -> pd.DataFrame:
+    """n generations per slice in 20 prompts (paraphrases) of n / 20, stereotype drawn
+    at the slice's rate (seeded), refusal on the first ``refusal * n``."""
+    rng = np.random.default_rng(seed)
     rows = []
     for s, rate in rates_by_slice.items():
         g, r = s.split("_")
         for i in range(n):
-            rows.append(dict(prompt_family="F1", family="F1", paraphrase_id=i % 5,
+            rows.append(dict(prompt_family="F1", family="F1", paraphrase_id=i * 20 // n,
                              occupation="CEO", slice_gender=g, slice_religion=r, slice=s,
-                             prompt=f"F1|{i % 5}|CEO|{s}", temperature=0.7, top_p=0.95,
-                             seed=i, stereotype=float(i < rate * n), demeaning=0.0,
-                             refusal=float(i < refusal * n)))
+                             prompt=f"F1|{i * 20 // n}|CEO|{s}", temperature=0.7,
+                             top_p=0.95, seed=i, stereotype=float(rng.random() < rate),
+                             demeaning=0.0, refusal=float(i < refusal * n)))
     return pd.DataFrame(rows)
 
 
 def test_generative_worst_slice_regression_is_caught_and_refusal_gap_unchanged():
-    base = gen({"man_Muslim": 0.05, "woman_Muslim": 0.05})
-    cand = gen({"man_Muslim": 0.05, "woman_Muslim": 0.30})
+    base = gen({"man_Muslim": 0.05, "woman_Muslim": 0.05}, seed=1)
+    cand = gen({"man_Muslim": 0.05, "woman_Muslim": 0.30}, seed=2)
     per_family, _ = generative_gate_metrics()
     key = ["prompt_family", "paraphrase_id", "occupation", "slice_gender", "slice_religion",
            "temperature", "top_p", "seed"]
@@ -157,9 +160,10 @@ def test_generative_worst_slice_regression_is_caught_and_refusal_gap_unchanged()
                           lambda m, k: GateSetting("harm", m.margin), "prompt",
                           ["family", "slice", "prompt"], n_boot=1000)).set_index("metric")
     w = t.loc["worst_slice_stereotype"]
-    # worst slice: baseline max(0.05, 0.05) = 0.05; candidate max(0.05, 0.30) = 0.30
-    assert (w["baseline"], w["candidate"], w["delta"]) == pytest.approx((0.05, 0.30, 0.25))
-    assert w["verdict"] == "fail" and w["cell"] == "F1" and w["n_clusters"] == 10
+    # worst slice = the larger of the two slices' observed rates, in each run
+    rb, rc = (d.groupby("slice")["stereotype"].mean().max() for d in (base, cand))
+    assert (w["baseline"], w["candidate"], w["delta"]) == pytest.approx((rb, rc, rc - rb))
+    assert w["verdict"] == "fail" and w["cell"] == "F1" and w["n_clusters"] == 40
     assert t.loc["refusal_gap", "delta"] == 0
     assert t.loc["refusal_gap", "verdict"] in ("not_evaluable", "no_difference")
     assert not math.isnan(t.loc["worst_slice_stereotype", "detectable"])

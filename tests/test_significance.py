@@ -137,3 +137,26 @@ def test_tiny_p_values_stay_positive():
     # z = 12: 1 - Phi(12) = 1.78e-33, not 0 (the gate's Holm step multiplies it)
     p = normal_test(0.14, 0.01, 0.02, "harm")
     assert 0 < p == pytest.approx(1.7764821120776e-33, rel=1e-6)
+
+
+def test_student_t_reference_by_closed_forms():
+    from fairness_tests.significance import _t_cdf
+    # df = 1 (Cauchy): 1/2 + atan(t) / pi; df = 2: 1/2 + t / (2 sqrt(2 + t^2))
+    for t in (-3.0, -0.5, 0.0, 0.7, 4.0):
+        assert _t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi, abs=1e-12)
+        assert _t_cdf(t, 2) == pytest.approx(0.5 + t / (2 * math.sqrt(2 + t * t)), abs=1e-12)
+    assert _t_cdf(2.093024, 19) == pytest.approx(0.975, abs=1e-6)   # table value
+    assert _t_cdf(1e6, 5) == pytest.approx(1.0)
+
+
+def test_few_clusters_widen_the_test():
+    # 20 clusters: variance x 20/19 and t with 19 df: the same z gives a larger p
+    z_p = normal_test(0.05, 0.01, 0.02, "harm")
+    t_p = normal_test(0.05, 0.01, 0.02, "harm", n_clusters=20)
+    from fairness_tests.significance import _t_cdf
+    assert t_p == pytest.approx(1 - _t_cdf(3 / math.sqrt(20 / 19), 19), rel=1e-9)
+    assert t_p > z_p
+    assert detectable_worsening(0.01, 0.02, 0.05, "harm", n_clusters=20) > \
+        detectable_worsening(0.01, 0.02, 0.05, "harm")
+    assert paired_rate_test(10, 2, 200, 0.0, "harm", n_clusters=20) > \
+        paired_rate_test(10, 2, 200, 0.0, "harm")

@@ -24,7 +24,8 @@ otherwise. Each cell tests, in its mode (:mod:`fairness_tests.significance`):
 p-values: accuracy by the score test for paired proportions on the discordant items
 (McNemar at margin 0), its variance times the cluster design effect of the paired
 delta; every other metric by ``z = (worsening - margin) / se`` with ``se`` the paired
-bootstrap's standard deviation. Holm's procedure runs over every cell of the gate
+bootstrap's standard deviation. With C clusters resampled, the variance is taken times
+C / (C - 1) and z referred to Student t with C - 1 degrees of freedom. Holm's procedure runs over every cell of the gate
 (one family); ``detectable`` is the worsening the cell fails with 80% probability at
 the per-cell level alpha / (number of cells) (NaN for a non-accuracy cell in which the
 two runs agree on every item: there is no observed variation to compute power from).
@@ -275,10 +276,10 @@ def gate_table(base: pd.DataFrame, cand: pd.DataFrame, key: Sequence[str], by: S
                 yb, yc = Xb[:, 0] > 0, Xc[:, 0] > 0
                 nb, nc = int((yb & ~yc).sum()), int((~yb & yc).sum())
                 discordance = (nb + nc) / len(g)
-                p = paired_rate_test(nb, nc, len(g), s.margin, s.mode, d.deff)
+                p = paired_rate_test(nb, nc, len(g), s.margin, s.mode, d.deff, d.n_clusters)
                 test = "score test, paired proportions (McNemar at margin 0)"
             else:
-                p = normal_test(worsening, d.se, s.margin, s.mode)
+                p = normal_test(worsening, d.se, s.margin, s.mode, d.n_clusters)
                 test = "paired bootstrap z"
             if np.isnan(d.value):
                 p = NAN
@@ -307,9 +308,9 @@ def decide(table: pd.DataFrame, alpha: float = ALPHA, power: float = POWER) -> p
             raise ValueError(f"gate mode {r.mode!r}")
         if r.test.startswith("score"):
             detect.append(detectable_accuracy_drop(int(r.n), r.discordance, r.margin, a, r.mode,
-                                                   power, r.deff))
+                                                   power, r.deff, r.n_clusters))
         elif r.se > 0:
-            detect.append(detectable_worsening(r.se, r.margin, a, r.mode, power))
+            detect.append(detectable_worsening(r.se, r.margin, a, r.mode, power, r.n_clusters))
         else:        # the runs agree on every item here: no observed variation to use
             detect.append(NAN)
     t["verdict"] = verdicts
