@@ -111,6 +111,14 @@ def test_score_json_shape_and_values(small_dir, tmp_path, capsys):
     for r in cons["rows"]:
         assert r["mfaa_mean"] == 100.0 and r["gtc_min"] == 100.0 and r["flagged"] == 0
     assert cons["pooled"]["n_items"] == sum(len(v) for v in ids.values()) - 1
+    # SF / DF carry the permutation test and the bias-corrected value; every answer is
+    # the label, so no group labelling changes anything: p = 1
+    perm = doc["permutation"]
+    assert set(perm) == {f"{ds}/{c}" for ds, c in by}
+    for cell in perm.values():
+        assert set(cell) == {"sf", "df", "df_smoothed"}
+        assert cell["sf"]["n_permutations"] == 2000 and "within templates" in cell["sf"]["statistic"]
+        assert cell["sf"]["p_value"] == 1.0
 
 
 def test_score_df_unbounded_is_UB(small_dir, tmp_path, capsys):
