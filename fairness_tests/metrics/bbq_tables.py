@@ -12,7 +12,11 @@ numbers. What is computed follows from what the predictions hold:
 - ``bbq_groups``: favourable-outcome and invalid rates per intersectional group;
 - ``consistency`` and ``consistency_items``: MFAA / GTC over the items that have MORE
   THAN ONE repeat at rotation 0 (the consistency sample); single-answer items are
-  not consistency data and never enter these tables.
+  not consistency data and never enter these tables. When predictions carry
+  ``letter_probs`` (the answer distribution, original option order), the exact
+  expected MFAA / GTC / P(flagged) per item and their summaries, and the fit of the
+  sampled repeats to the distributions
+  (:mod:`fairness_tests.metrics.expected_consistency`).
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import pandas as pd
 from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from . import bbq as M
 from . import consistency as C
+from . import expected_consistency as E
 
 RECORD_COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "question_index",
                   "context", "polarity", "label", "unknown_loc", "target_loc", "group", "correct",
@@ -56,7 +61,10 @@ def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAUL
     rep = repeated_items(preds)
     if len(rep):
         per_item = C.per_item(items, rep)
-        out["consistency"] = C.consistency_table(per_item)
+        expected = E.expected_items(items, rep)
+        if len(expected):
+            per_item = per_item.merge(expected, on=["dataset", "example_id"], how="left")
+        out["consistency"] = C.consistency_table(per_item, seed=seed)
         out["consistency_items"] = per_item
     return out
 

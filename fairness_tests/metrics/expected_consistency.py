@@ -135,3 +135,47 @@ def goodness_of_fit(counts: np.ndarray, P: np.ndarray, n_sim: int = DEFAULT_N_SI
     stats = _pearson(sims.astype(np.float64), E[None, :, :])
     p = (1.0 + float(np.sum(stats >= observed - 1e-9 * max(1.0, observed)))) / (1.0 + n_sim)
     return FitResult(observed, df, p, int(n_sim))
+
+
+def expected_items(items: pd.DataFrame, rep: pd.DataFrame) -> pd.DataFrame:
+    """Per repeated item whose answers carry a ``letter_probs`` distribution (a list
+    [p0, p1, p2] per prediction row, original option order, None when unknown):
+    ``dataset, example_id, n_repeats, mfaa_expected, gtc_expected, p_flagged`` for n =
+    its number of answers, the observed answer counts ``obs_0..obs_3`` (3 = invalid)
+    and the distribution ``p_0..p_3`` (the mean of the rows' distributions; equal rows
+    in practice). Empty when no row has a distribution."""
+    cols = ["dataset", "example_id", "n_repeats", "mfaa_expected", "gtc_expected",
+            "p_flagged", *(f"obs_{k}" for k in range(K)), *(f"p_{k}" for k in range(K))]
+    if "letter_probs" not in rep:
+        return pd.DataFrame(columns=cols)
+    has = rep["letter_probs"].map(lambda v: v is not None and not (isinstance(v, float)
+                                                                    and math.isnan(v)))
+    known = rep[has]
+    if known.empty:
+        return pd.DataFrame(columns=cols)
+    key = ["dataset", "example_id"]
+    probs = pd.DataFrame(np.array(known["letter_probs"].tolist(), dtype=np.float64),
+                         columns=["l0", "l1", "l2"], index=known.index)
+    mean = pd.concat([known[key], probs], axis=1).groupby(key, sort=True).mean()
+    r = rep.merge(mean.reset_index()[key], on=key)
+    a = r["answer"].to_numpy(dtype=np.float64)
+    slot = np.where(np.isnan(a), 3, np.nan_to_num(a)).astype(np.int64)
+    obs = (pd.get_dummies(pd.Categorical(slot, categories=range(K))).astype(float)
+           .set_axis([f"obs_{k}" for k in range(K)], axis=1))
+    obs = pd.concat([r[key].reset_index(drop=True), obs], axis=1).groupby(key, sort=True).sum()
+    t = mean.join(obs).reset_index().merge(
+        items[[*key, "label", "unknown_loc", "target_loc"]], on=key)
+    n_i = t[[f"obs_{k}" for k in range(K)]].sum(axis=1).astype(int).to_numpy()
+    P = distribution(t[["l0", "l1", "l2"]].to_numpy())
+    parts = []
+    for n in np.unique(n_i):          # one enumeration per number of repeats
+        m = n_i == n
+        e = expected_per_item(t.loc[m, ["l0", "l1", "l2"]].to_numpy(), t.loc[m, "label"],
+                              t.loc[m, "unknown_loc"], t.loc[m, "target_loc"], int(n))
+        e.index = t.index[m]
+        parts.append(e)
+    out = t[key].join(pd.concat(parts)).assign(n_repeats=n_i)
+    for k in range(K):
+        out[f"obs_{k}"] = t[f"obs_{k}"].to_numpy()
+        out[f"p_{k}"] = P[:, k]
+    return out[cols]

@@ -110,6 +110,8 @@ def consistency_json(table: pd.DataFrame) -> dict:
         for r in g.itertuples(index=False):
             v = json_value(r.value)
             d[r.metric] = int(v) if r.metric in ("flagged", "n_mfaa_below_90") else v
+            if r.metric == "repeats_fit":
+                d["repeats_fit_p_value"] = json_value(r.p_value)
         return d
 
     t = table
