@@ -6,7 +6,8 @@ command starts fast and nothing touches the network at import time.
 
 Exit codes: 0 success; 1 a fairness rule failed (audit/gate); 2 bad usage or bad
 input (the message names the file, line or key); 3 missing recorded responses
-(replay mode).
+(replay mode); 4 budget reached (``audit --max-cost``: everything recorded so far
+is kept in the store, and the same command run again resumes).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import importlib
 import sys
 
 from .errors import FairnessTestsError, MissingResponsesError
+from .models.cost import EXIT_BUDGET, BudgetReached
 
 # each module defines register(subparsers)
 AREAS = [
@@ -44,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     except MissingResponsesError as exc:
         print(f"fairness-tests: {exc}", file=sys.stderr)
         return 3
+    except BudgetReached as exc:
+        print(f"fairness-tests: {exc}", file=sys.stderr)
+        return EXIT_BUDGET
     except FairnessTestsError as exc:
         print(f"fairness-tests: error: {exc}", file=sys.stderr)
         return 2

@@ -28,3 +28,8 @@ class ConfigError(DataError):
 
 class MissingResponsesError(FairnessTestsError):
     """Replay mode asked for responses that were never recorded."""
+
+
+class FingerprintMismatchError(MissingResponsesError):
+    """Stored responses were answered by a backend with another fingerprint (prompt
+    format, chat template, weights) than the one asking now: they are stale."""

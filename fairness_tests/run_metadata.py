@@ -82,6 +82,8 @@ class BBQInfo:
     option_order: str | None = None
     limit: int | None = None
     consistency: ConsistencyInfo | None = None
+    consistency_items: str = "sample"     # the seeded sample, or all items
+    truncated_answers: int = 0            # finish_reason "length" with no answer
 
 
 @dataclass
@@ -124,6 +126,21 @@ class CounterfactualInfo:
 
 
 @dataclass
+class AskingInfo:
+    """How an audit asked its model: the repeat mode (requested, used, fallback, whether
+    repeats share one server-side forward pass), token and reasoning settings, the cost
+    budget, truncated answers per protocol, the shard, and (live) tokens and cost spent."""
+    repeat_mode: dict
+    max_tokens: int
+    reasoning_effort: str | None = None
+    thinking_budget: int | None = None
+    max_cost_usd: float | None = None
+    truncated: dict[str, int] = field(default_factory=dict)
+    shard: str | None = None
+    usage: dict | None = None
+
+
+@dataclass
 class RunMetadata:
     model: str | None                     # None: a scored run whose model was not named
     backend: str | None
@@ -139,6 +156,7 @@ class RunMetadata:
     requests: dict[str, int] = field(default_factory=dict)
     store: str | None = None
     notes: list[str] = field(default_factory=list)
+    asking: AskingInfo | None = None
     bbq: BBQInfo | None = None
     generative: GenerativeInfo | None = None
     counterfactual: CounterfactualInfo | None = None

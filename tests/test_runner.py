@@ -52,6 +52,9 @@ class EchoBackend:
     def info(self):
         return {"backend": "echo"}
 
+    def fingerprint(self):
+        return {"backend": "echo"}
+
 
 @pytest.fixture
 def store(tmp_path):

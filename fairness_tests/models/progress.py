@@ -13,7 +13,10 @@ Where it goes: the ``stream`` argument, else ``$FAIRNESS_PROGRESS``: ``off``
 
 A line::
 
-    [gw0] bbq litellm:gpt-4o-mini  120/400  30%  8.1/s  ETA 35s  cached 40  tok 52.1k  $0.0123
+    [gw0] bbq litellm:gpt-4o-mini  120/400  30%  8.1/s  ETA 35s  store 8.2k  cached 40  tok 52.1k  $0.0123
+
+``store``: requests the store answered before asking (not counted in the total);
+``cached``: requests another process recorded while this one ran.
 """
 from __future__ import annotations
 
@@ -50,13 +53,14 @@ class Progress:
 
     def __init__(self, total: int, label: str = "", *, stream: IO[str] | None = None,
                  every_pct: float = 10.0, interval_s: float = 5.0, tty_interval_s: float = 0.2,
-                 show_tokens: bool = False, clock: Any = time.monotonic):
+                 show_tokens: bool = False, store_hits: int = 0, clock: Any = time.monotonic):
         self.total = int(total)
         self.label = label
         self.every_pct = float(every_pct)
         self.interval_s = float(interval_s)
         self.tty_interval_s = float(tty_interval_s)
         self.show_tokens = show_tokens
+        self.store_hits = int(store_hits)   # answered by the store before any asking (not in total)
         self._clock = clock
         self._lock = threading.Lock()
         self.done = 0
@@ -113,6 +117,8 @@ class Progress:
         parts = [f"{self.prefix}{self.label}".rstrip(),
                  f"{self.done}/{self.total}", f"{pct:3.0f}%", f"{rate:.1f}/s",
                  f"ETA {_fmt_duration(eta)}" if left > 0 else f"in {_fmt_duration(elapsed)}"]
+        if self.store_hits:
+            parts.append(f"store {_fmt_count(self.store_hits)}")
         if self.cached:
             parts.append(f"cached {self.cached}")
         if self.errors:

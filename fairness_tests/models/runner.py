@@ -3,7 +3,8 @@
 :func:`ask` looks every request up in the store; only misses go to the
 backend, after this process has *claimed* them (a lease in the store, so xdist
 workers and parallel runs never ask the same key twice at once). Misses go in
-batches; each response is committed the moment the backend reports it (via
+batches (never splitting the repeats of one prompt, which a backend may answer
+with one call or one forward pass); each response is committed the moment the backend reports it (via
 ``on_response``), so a crash loses nothing done and a re-run asks only for
 what is missing. Keys leased by another process are waited for (bounded by
 ``wait_timeout_s``) and read from the store when they land; if the other
@@ -12,6 +13,15 @@ process dies, its leases lapse and this one claims them.
 :func:`replay` (and the ``replay`` backend) never asks a model: a miss raises
 :class:`MissingResponsesError` saying how many keys are missing, the first
 few with their meta, and the command that records them.
+
+Fingerprints: every response is stored with the answering backend's
+:meth:`fingerprint` (what it adds to the request: prompt format, chat template,
+weights); every stored response served, live or in replay, is checked against
+the asking backend's fingerprint (a replay backend's is the one of the backend
+whose recordings it replays), and a difference raises
+:class:`~fairness_tests.errors.FingerprintMismatchError` naming the entries that
+differ. Rows stored without a fingerprint (migrated from schema 1) are served
+unchecked.
 
 Multiple-choice parsing is pluggable: ``parse_choice(request, text) -> index |
 None`` is applied to responses of ``kind="choice"`` that carry text but no
@@ -30,9 +40,11 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import FairnessTestsError, MissingResponsesError
 from .choice import parse_position
+from .fingerprint import fingerprint_id, mismatch_error
 from .progress import Progress
+from .repeat_modes import batches
 from .request import Request, Response
-from .store import ResponseStore
+from .store import ResponseStore, scrub
 
 ParseChoice = Callable[[Request, str], "int | None"]
 
@@ -104,14 +116,37 @@ def missing_error(missing: Sequence[Request], store: ResponseStore | None,
 
 
 def replay(requests: Sequence[Request], store: ResponseStore, *,
-           parse_choice: ParseChoice | None = None) -> list[Response]:
-    """Stored responses in request order; any miss raises :class:`MissingResponsesError`."""
+           parse_choice: ParseChoice | None = None,
+           fingerprint: dict[str, str] | None = None) -> list[Response]:
+    """Stored responses in request order; any miss raises :class:`MissingResponsesError`,
+    a row recorded with another ``fingerprint`` :class:`FingerprintMismatchError`."""
     keys = [r.key() for r in requests]
     got = store.get_many(keys)
     missing = list({k: r for k, r in zip(keys, requests) if k not in got}.values())
     if missing:
         raise missing_error(missing, store, total=len(set(keys)))
+    check_fingerprints(store, got, fingerprint, requests[0] if requests else None)
     return [apply_parse(r, _copy(got[k]), parse_choice) for r, k in zip(requests, keys)]
+
+
+def check_fingerprints(store: ResponseStore, keys: Iterable[str],
+                       fingerprint: dict[str, str] | None, example: Request | None) -> None:
+    """Raise :class:`FingerprintMismatchError` when a stored row among ``keys`` was
+    recorded with a fingerprint other than ``fingerprint`` (``None``/``{}``: no check;
+    rows without a fingerprint pass)."""
+    if not fingerprint:
+        return
+    keys = list(keys)
+    want = fingerprint_id(scrub(fingerprint))     # as the store keeps it
+    counts = store.fingerprint_counts(keys)
+    other = {fp: n for fp, n in counts.items() if fp is not None and fp != want}
+    if not other:
+        return
+    fp_id, n = max(other.items(), key=lambda kv: kv[1])
+    recorded = store.fingerprint(fp_id) or {"fingerprint": fp_id}
+    raise mismatch_error(recorded, fingerprint, sum(other.values()), len(keys),
+                         example.backend if example else "?",
+                         example.model if example else "?", store.path)
 
 
 def _copy(r: Response) -> Response:
@@ -164,12 +199,14 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
     first: dict[str, Request] = {}
     for k, r in zip(keys, requests):
         first.setdefault(k, r)
+    fingerprint = backend.fingerprint()
     if getattr(backend, "name", "") == "replay":
-        return replay(requests, store, parse_choice=parse_choice)
+        return replay(requests, store, parse_choice=parse_choice, fingerprint=fingerprint)
 
     got = store.get_many(first)
     results: dict[str, Response] = {k: v for k, v in got.items()
                                     if not (retry_errors and v.status == "error")}
+    check_fingerprints(store, results, fingerprint, requests[0] if requests else None)
     todo = [k for k in first if k not in results]
     if not todo:
         return [apply_parse(r, _copy(results[k]), parse_choice) for r, k in zip(requests, keys)]
@@ -181,7 +218,8 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
         bar = None
     else:
         name = label or f"{getattr(backend, 'name', '?')}:{first[todo[0]].model}"
-        bar = Progress(len(todo), name, show_tokens=getattr(backend, "name", "") == "litellm")
+        bar = Progress(len(todo), name, show_tokens=getattr(backend, "name", "") == "litellm",
+                       store_hits=len(first) - len(todo))
 
     secrets = list(getattr(backend, "secrets", lambda: [])())
     pending: set[str] = set()
@@ -191,7 +229,7 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
         k = req.key()
         resp.key = k
         apply_parse(req, resp, parse_choice)
-        store.put(req, resp, secrets=secrets)
+        store.put(req, resp, secrets=secrets, fingerprint=fingerprint)
         with lock:
             pending.discard(k)
             results[k] = resp
@@ -208,8 +246,8 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
             claimed = store.claim(remaining, retry_errors=retry_errors)
             with lock:
                 pending.update(claimed)
-            for i in range(0, len(claimed), batch_size):
-                batch = [first[k] for k in claimed[i:i + batch_size]]
+            for chunk in batches(claimed, first, batch_size):
+                batch = [first[k] for k in chunk]
                 out = backend.answer(batch, on_response=on_response)
                 # a backend that returned without reporting some: store those now
                 for req, resp in zip(batch, out):
@@ -224,6 +262,7 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
                 break
             while True:
                 landed = store.get_many(remaining)
+                check_fingerprints(store, landed, fingerprint, first[remaining[0]])
                 for k, v in landed.items():
                     if not (retry_errors and v.status == "error"):
                         results[k] = v

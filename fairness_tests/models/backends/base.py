@@ -27,6 +27,16 @@ class Backend(Protocol):
         """What the card records: backend name and version, model id, revision."""
         ...
 
+    def fingerprint(self) -> dict[str, str]:
+        """What this backend adds to a request before the model sees it, and which
+        weights answer: always ``backend``; then, as the backend knows them,
+        ``prompt_format`` (the turn format), ``answer_prefix``, ``chat_template_sha256``,
+        ``weights_sha256``, ``provider_seed`` (how seed and repeat become the provider's
+        seed). Stored beside every response and checked when a stored response is served
+        (:mod:`fairness_tests.models.fingerprint`). Cheap: computed without loading a
+        model. Transport (``api_base``, timeouts, limits) is not part of it."""
+        ...
+
 
 _REGISTRY: dict[str, str] = {
     "replay": "fairness_tests.models.backends.replay:ReplayBackend",

