@@ -316,6 +316,7 @@ def gate_error_rates(R, tally, log, margin=0.02, alpha=0.05):
     import pandas as pd
 
     from fairness_tests.metrics.gate import GateSetting, bbq_gate_metrics, decide, gate_table
+    from fairness_tests.significance import paired_rate_test
     template, _ = bbq_design(seed=3)
     n = len(template)
     acc_metric = [m for m in bbq_gate_metrics() if m.name == "accuracy"]
@@ -340,12 +341,21 @@ def gate_error_rates(R, tally, log, margin=0.02, alpha=0.05):
                 yb = (rng.random(n) < expit(mu_b + u + e)).astype(float)
                 yc = (rng.random(n) < expit(mu_c + u + v + e)).astype(float)
                 b, c = frame.assign(correct=yb), frame.assign(correct=yc)
-                for (mode, unit), out in fails.items():
+                for unit in ("template", "item"):
+                    # the paired bootstrap does not depend on the mode: one gate table
+                    # per resampling unit, the non-inferiority test from the same cell
                     t = gate_table(b, c, ["dataset", "example_id"], ["dataset", "context"],
-                                   acc_metric, lambda m, k, mode=mode: GateSetting(mode, margin),
+                                   acc_metric, lambda m, k: GateSetting("harm", margin),
                                    "question_index" if unit == "template" else None,
                                    ["question_index"], n_boot=N_BOOT, seed=0)
-                    out.append(decide(t, alpha)["verdict"].iloc[0] == "fail")
+                    fails[("harm", unit)].append(decide(t, alpha)["verdict"].iloc[0] == "fail")
+                    r = t.iloc[0]
+                    nb = round(n * (r["discordance"] + r["delta"] * -1) / 2)
+                    nc = round(n * r["discordance"]) - nb
+                    ni = t.assign(mode="non_inferiority", p_value=paired_rate_test(
+                        nb, nc, n, margin, "non_inferiority", r["deff"], r["n_clusters"]))
+                    fails[("non_inferiority", unit)].append(
+                        decide(ni, alpha)["verdict"].iloc[0] == "fail")
             for (mode, unit), out in fails.items():
                 right = ("should pass" if mode == "harm" or delta == 0 else "should fail")
                 tally.add("gate", case, f"accuracy, delta={delta:g}", f"{mode}, {unit} resampling",
