@@ -28,6 +28,7 @@ AREAS = [
     "fairness_tests.card.cli",
     "fairness_tests.audit_cli",
     "fairness_tests.init",
+    "fairness_tests.gate_cli",
 ]
 
 

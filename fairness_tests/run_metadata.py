@@ -30,11 +30,15 @@ RUN_SCHEMA_VERSION = 2
 
 @dataclass
 class Bootstrap:
-    """How every interval of a protocol was computed."""
+    """How every interval and test of a protocol was computed. ``cluster``: the
+    resampling unit (BBQ ``template`` | ``item``, generative ``prompt`` | ``row``);
+    ``permutations``: of the permutation tests of the max-type metrics."""
     resamples: int
     seed: int
     level: float = 0.95
     method: str = "percentile bootstrap, items resampled"
+    cluster: str = "item"
+    permutations: int = 0
 
 
 @dataclass

@@ -34,6 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="model id the generations are of (run metadata; threshold overrides)")
     s.add_argument("--thresholds", default=None, help="thresholds dir or file for --out")
     _boot_args(s)
+    s.add_argument("--cluster", default="prompt", choices=("prompt", "row"),
+                   help="bootstrap unit: whole prompts (family x paraphrase x occupation x "
+                        "slice, asked over decodings and seeds; default) or single generations")
     s.set_defaults(func=cmd_score)
 
     v = sub.add_parser("sensitivity", help="same outputs under the published and strict rubrics")
@@ -88,7 +91,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     scored = score(records, rubric)
     compare = (other.name, score(records, other)) if other is not None else None
     tables = generative_tables(scored, n_boot=args.n_boot, seed=args.seed, rubric=rubric.name,
-                               compare=compare)
+                               compare=compare, cluster=args.cluster)
     if args.out:
         _write_run(args, records, scored, tables, rubric, other)
     rep = score_report(scored, tables, rubric)
@@ -127,7 +130,7 @@ def _write_run(args, records, scored, tables, rubric, other) -> None:
     rules = load_rules(args.thresholds, model=args.model)
     regen = ["fairness-tests", "generative", "score", "--outputs", display_path(args.outputs),
              "--rubric", args.rubric, "--compare-rubric", str(args.compare_rubric),
-             "--seed", str(args.seed), "--n-boot", str(args.n_boot)]
+             "--seed", str(args.seed), "--n-boot", str(args.n_boot), "--cluster", args.cluster]
     if args.model:
         regen += ["--model", args.model]
     run = RunResult(metadata=RunMetadata(
@@ -136,9 +139,10 @@ def _write_run(args, records, scored, tables, rubric, other) -> None:
                       sha256=sha256_file(args.outputs)),
         fairness_tests_version=__version__,
         config={"rubric": args.rubric, "compare_rubric": args.compare_rubric,
-                "n_boot": args.n_boot, "seed": args.seed},
+                "n_boot": args.n_boot, "seed": args.seed, "cluster": args.cluster},
         generative=generative_info(records, rubric, other, n_boot=args.n_boot, seed=args.seed,
-                                   name=f"outputs:{display_path(args.outputs)}")),
+                                   name=f"outputs:{display_path(args.outputs)}",
+                                   cluster=args.cluster)),
         tables=tables, records={"generative": scored})
     apply_to_run(run, rules)
     run.save(args.out)
