@@ -29,6 +29,7 @@ AREAS = [
     "fairness_tests.audit_cli",
     "fairness_tests.init",
     "fairness_tests.gate_cli",
+    "fairness_tests.compare.cli",
 ]
 
 

@@ -242,3 +242,135 @@ def histogram(title: str, bin_edges: list[float], counts: list[int], xlabel: str
                    f'text-anchor="middle">{escape(xlabel)}</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def bars_ref(title: str, bars: list[dict[str, Any]], ref: float, ref_label: str = "",
+             width: int = 420, kind: str = "bars_ref") -> str:
+    """Horizontal bars from 0 (``label, value, lo, hi``) with their 95% CI and a dashed
+    vertical reference line at ``ref`` (an audit threshold), as in the generative
+    position paper's Figure 1. An undefined value is written "n/a"; "UB" as in
+    :func:`dot_ci`."""
+    label_w, right, top, row_h = 150, 40, 44, 22
+    h = top + row_h * max(1, len(bars)) + 30
+    plot_w = width - label_w - right
+    vals = [ref]
+    for b in bars:
+        vals.extend(v for v in (finite(b.get(k)) for k in ("value", "lo", "hi")) if v is not None)
+    lo_d, hi_d, step = _nice_domain(vals)
+
+    def x(v: float) -> float:
+        return label_w + (max(lo_d, min(hi_d, v)) - lo_d) / (hi_d - lo_d) * plot_w
+
+    out = _svg_open(kind, title, width, h)
+    out.append(f'<text x="8" y="16" font-size="13" font-weight="600" fill="{INK}">'
+               f"{escape(title)}</text>")
+    y_end = top + row_h * max(1, len(bars))
+    for t in _ticks(lo_d, hi_d, step):
+        out.append(f'<line x1="{_f(x(t))}" y1="{top - 4}" x2="{_f(x(t))}" y2="{y_end}" '
+                   f'stroke="{GRID}" stroke-width="1"/>')
+        out.append(f'<text x="{_f(x(t))}" y="{y_end + 14}" font-size="10" fill="{MUTED}" '
+                   f'text-anchor="middle">{escape(_tick_label(t))}</text>')
+    for i, b in enumerate(bars):
+        y0 = top + row_h * i
+        cy = y0 + row_h / 2
+        label = str(b.get("label", ""))
+        out.append(f'<text x="{label_w - 8}" y="{_f(cy + 4)}" font-size="11" fill="{INK}" '
+                   f'text-anchor="end">{escape(label)}</text>')
+        v, lo, hi = b.get("value"), b.get("lo"), b.get("hi")
+        fv, fl, fh = finite(v), finite(lo), finite(hi)
+        if fv is None and v != "UB":
+            out.append(f'<text x="{label_w + 4}" y="{_f(cy + 4)}" font-size="10" '
+                       f'fill="{MUTED}">n/a (undefined)</text>')
+            continue
+        xv = label_w + plot_w if fv is None else x(fv)
+        x0 = x(0.0)
+        over = fv is None or fv > ref
+        fill = "#b3261e" if over else ACCENT
+        out.append(f'<rect class="bar" x="{_f(min(x0, xv))}" y="{_f(y0 + 4)}" '
+                   f'width="{_f(abs(xv - x0))}" height="{row_h - 8}" fill="{fill}" '
+                   f'fill-opacity="0.75"><title>{escape(label)}: {escape(num(v))} '
+                   f'[{escape(num(lo))}, {escape(num(hi))}]</title></rect>')
+        if fl is not None and (fh is not None or hi == "UB"):
+            x2 = label_w + plot_w if fh is None else x(fh)
+            out.append(f'<line class="ci" x1="{_f(x(fl))}" y1="{_f(cy)}" x2="{_f(x2)}" '
+                       f'y2="{_f(cy)}" stroke="{INK}" stroke-width="1.5"/>')
+        x_text = max(xv, x(fh) if fh is not None else xv)
+        out.append(f'<text x="{_f(min(x_text + 4, label_w + plot_w + 2))}" y="{_f(cy + 4)}" '
+                   f'font-size="9" fill="{MUTED}">{escape(num(v))}</text>')
+    xr = x(ref)
+    out.append(f'<line class="ref" x1="{_f(xr)}" y1="{top - 8}" x2="{_f(xr)}" y2="{y_end}" '
+               f'stroke="#b3261e" stroke-width="1.5" stroke-dasharray="4 3"/>')
+    if ref_label:
+        left_of = xr + 3 + 6 * len(ref_label) > width     # would run past the edge
+        out.append(f'<text x="{_f(xr - 3 if left_of else xr + 3)}" y="{top - 12}" '
+                   f'font-size="10" fill="#b3261e" text-anchor="{"end" if left_of else "start"}">'
+                   f"{escape(ref_label)}</text>")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+SERIES = ["#1f5fa8", "#d9822b", "#2e8540", "#8e44ad", "#b3261e", "#17a2b8", "#6b7785",
+          "#c2185b"]
+
+
+def grouped_bars(title: str, groups: list[str], series: list[str],
+                 values: list[list[Any]], ylabel: str = "") -> str:
+    """Vertical bars: for each group (x axis) one bar per series (a colour each, with a
+    legend); ``values[i][j]`` = group i, series j (None: no bar, "n/a" under it)."""
+    left, top, bottom, right = 44, 34 + 16 * ((len(series) + 2) // 3), 44, 16
+    longest = max([len(str(g)) for g in groups] or [1])
+    gw = max(60, 18 * max(1, len(series)) + 20, 7 * longest + 14)
+    width = max(420, left + gw * max(1, len(groups)) + right)
+    plot_h = 160
+    h = top + plot_h + bottom
+    vals = [v for row in values for v in (finite(x) for x in row) if v is not None]
+    _, vmax, step = _nice_domain([0.0, *vals])
+    out = _svg_open("grouped_bars", title, width, h)
+    out.append(f'<text x="{left}" y="16" font-size="13" font-weight="600" fill="{INK}">'
+               f"{escape(title)}</text>")
+    for j, s in enumerate(series):
+        lx, ly = left + 170 * (j % 3), 30 + 16 * (j // 3)
+        out.append(f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" '
+                   f'fill="{SERIES[j % len(SERIES)]}"/>')
+        out.append(f'<text class="legend" x="{lx + 14}" y="{ly}" font-size="10" fill="{INK}">'
+                   f"{escape(_clip(str(s), 24))}<title>{escape(str(s))}</title></text>")
+
+    def y(v: float) -> float:
+        return top + plot_h - v / vmax * plot_h
+
+    for t in _ticks(0.0, vmax, step):
+        out.append(f'<line x1="{left}" y1="{_f(y(t))}" x2="{left + gw * len(groups)}" '
+                   f'y2="{_f(y(t))}" stroke="{GRID}"/>')
+        out.append(f'<text x="{left - 4}" y="{_f(y(t) + 3)}" font-size="10" fill="{MUTED}" '
+                   f'text-anchor="end">{escape(_tick_label(t))}</text>')
+    bw = (gw - 20) / max(1, len(series))
+    for i, g in enumerate(groups):
+        gx = left + gw * i + 10
+        for j, s in enumerate(series):
+            v = values[i][j] if j < len(values[i]) else None
+            fv = finite(v)
+            xx = gx + bw * j
+            if fv is None:
+                out.append(f'<text x="{_f(xx + bw / 2)}" y="{_f(y(0) - 3)}" font-size="8" '
+                           f'fill="{MUTED}" text-anchor="middle">n/a</text>')
+                continue
+            out.append(f'<rect class="bar" x="{_f(xx)}" y="{_f(y(fv))}" width="{_f(bw - 1)}" '
+                       f'height="{_f(y(0) - y(fv))}" fill="{SERIES[j % len(SERIES)]}"><title>'
+                       f"{escape(str(g))}, {escape(str(s))}: {escape(num(v))}</title></rect>")
+            out.append(f'<text x="{_f(xx + (bw - 1) / 2)}" y="{_f(y(fv) - 3)}" font-size="8" '
+                       f'fill="{MUTED}" text-anchor="middle">{escape(_count(fv))}</text>')
+        out.append(f'<text x="{_f(gx + (gw - 20) / 2)}" y="{top + plot_h + 14}" font-size="10" '
+                   f'fill="{INK}" text-anchor="middle">{escape(str(g))}</text>')
+    if ylabel:
+        out.append(f'<text x="{left}" y="{h - 8}" font-size="10" fill="{MUTED}">'
+                   f"{escape(ylabel)}</text>")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _count(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else num(v)
+
+
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n - 1] + "\u2026"
