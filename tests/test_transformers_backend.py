@@ -144,10 +144,18 @@ def backend():
 def test_repeats_are_drawn_from_the_stored_distribution(backend):
     reqs = _choice_requests(_bbq_items(3), repeats=20)
     seen = []
-    before = backend.forward_passes
+    before = backend.forward_passes, backend.computed_tokens, backend.prompt_tokens
     res = backend.answer(reqs, on_response=lambda q, r: seen.append(q.key()))
     assert sorted(seen) == sorted(q.key() for q in reqs)       # every response reported
-    assert backend.forward_passes - before == 1                # 3 prompts, batch 4: one pass
+    # 3 prompts (batch 4) sharing the system prompt's tokens: one pass for the shared
+    # prefix, one for the three rest; the shared prefix is computed once, not three times
+    assert backend.forward_passes - before[0] == 2
+    tok = backend.loaded().tokenizer
+    ids = [tok(backend.prompt_text(q))["input_ids"] for q in reqs[::20]]
+    shared = len(os.path.commonprefix(ids))
+    assert shared > 10
+    assert backend.prompt_tokens - before[2] == sum(map(len, ids))
+    assert backend.computed_tokens - before[1] == sum(map(len, ids)) - 2 * shared
     for q, r in zip(reqs, res):
         assert r.status == "ok" and r.key == q.key()
         assert len(r.letter_probs) == 3 and abs(sum(r.letter_probs) - 1) < 1e-9
