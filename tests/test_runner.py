@@ -240,6 +240,7 @@ class BatchedBackend(EchoBackend):
 
 
 def test_batched_backend_commits_once_per_batch(store, monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)     # no "[gw1] " prefix
     commits = []
     real = store.put_many
     monkeypatch.setattr(store, "put_many", lambda pairs, **kw: commits.append(len(pairs))
