@@ -11,9 +11,9 @@ of :mod:`fairness_tests.metrics` and evaluates the threshold files.
 from __future__ import annotations
 
 import datetime as _dt
-import glob
 import os
-from dataclasses import asdict, dataclass, field
+import sys
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,16 +22,16 @@ import pandas as pd
 from . import __version__
 from .errors import ConfigError
 from .models.request import Decoding
-from .paths import REPO_DIR, bbq_dir as _bbq_dir, default_store_path, display_path
+from .paths import bbq_dir as _bbq_dir, data_path, default_store_path, display_path
 from .run import RunResult
-from .run_metadata import CounterfactualInfo, RunMetadata, Source
+from .run_metadata import AskingInfo, CounterfactualInfo, RunMetadata, Source
 from .stats import DEFAULT_N_BOOT
 
 DEFAULT_MODEL = "embedded:gemma-3-270m"
 PROTOCOLS = ("bbq", "consistency", "generative", "probe")
 DEFAULT_PROTOCOLS = ("bbq", "consistency", "generative")
 ROTATIONS = ("none", "sample", "all")
-BBQ_MAX_TOKENS = 16
+CONSISTENCY_ITEMS = ("sample", "all")
 
 
 @dataclass
@@ -52,6 +52,13 @@ class AuditConfig:
     per_cell: int = 56                  # consistency sample: items per dataset x context x polarity
     rotations: str = "sample"           # option rotations: none | sample (consistency sample) | all
     limit: int | None = None            # smoke runs: at most this many items per dataset x context x polarity
+    consistency_items: str = "sample"   # consistency over the seeded sample (448) or all items
+    max_tokens: int = 16                # new tokens for a BBQ answer (reasoning models need more)
+    # asking an API (litellm): how repeats are asked, reasoning, budget
+    repeat_mode: str = "calls"          # calls | n | logprobs (models.repeat_modes)
+    reasoning_effort: str | None = None   # litellm reasoning_effort, for every request
+    thinking_budget: int | None = None    # litellm thinking budget_tokens, for every request
+    max_cost: float | None = None       # USD: stop cleanly when this run's spend reaches it
     # generative
     suite: str | None = None            # YAML protocol path; None = packaged default suite
     published_grid: str | None = None   # a published grid CSV instead of a suite
@@ -67,6 +74,10 @@ class AuditConfig:
     batch_size: int = 8
     progress: bool | None = None
     export: str | None = None           # also export this run's store rows (JSONL(.gz))
+    # API calls: caps shared by every process using the same store (<store>.limits)
+    rpm: float | None = None            # requests per minute
+    tpm: float | None = None            # tokens per minute
+    shard: str | None = None            # "i/N": record only the requests of shard i (--live)
 
     def backend_name(self) -> str:
         if self.backend:
@@ -111,91 +122,159 @@ def config_from_options(model: str | None = None, backend: str | None = None,
     return AuditConfig(**kw)
 
 
-MANIFEST = REPO_DIR / "fixtures" / "recordings" / "manifest.yaml"
+MANIFEST = data_path("recordings", "manifest.yaml")     # the package's (embedded model)
 
 
 def recording_settings(model: str, manifest: str | Path | None = None) -> dict[str, Any]:
-    """The audit settings a model's committed recordings were made with
-    (``fixtures/recordings/manifest.yaml``), so replay asks exactly what was recorded.
-    Explicit options override them. Empty when the model has no entry."""
-    import yaml
+    """The audit settings a model's recordings were made with (its entry in the
+    project's or the package's manifest, :mod:`fairness_tests.manifest`), so replay
+    asks exactly what was recorded. Explicit options override them. Empty when the
+    model has no entry."""
+    from .manifest import recording_for
 
-    path = Path(manifest) if manifest else MANIFEST
-    if not path.exists():
-        return {}
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML ({exc})", path=path) from None
-    entries = doc.get("recordings") if isinstance(doc, dict) else None
-    if not isinstance(entries, list):
-        raise ConfigError("needs a 'recordings:' list", path=path, key="recordings")
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict) or "model" not in entry:
-            raise ConfigError("each entry needs a 'model'", path=path, key=f"recordings[{i}]")
-        if entry["model"] != model:
-            continue
-        settings = dict(entry.get("settings") or {})
-        bad = set(settings) - set(AuditConfig.__dataclass_fields__)
-        if bad:
-            raise ConfigError(f"unknown setting(s) {sorted(bad)}", path=path,
-                              key=f"recordings[{i}].settings")
-        return {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
-    return {}
+    rec = recording_for(model, [Path(manifest)] if manifest else None)
+    return dict(rec.settings) if rec else {}
 
 
-def default_recordings() -> tuple[str, ...]:
-    """The committed recordings: ``fixtures/recordings/*.jsonl.gz`` of the checkout."""
-    return tuple(sorted(glob.glob(str(REPO_DIR / "fixtures" / "recordings" / "*.jsonl*"))))
+def default_recordings(model: str) -> tuple[str, ...]:
+    """The files the manifest lists for ``model`` (none when it has no entry)."""
+    from .manifest import recording_for
+
+    rec = recording_for(model)
+    return tuple(str(f) for f in rec.files) if rec else ()
 
 
 # ----------------------------------------------------------------------------- asking
 
+class _Collected(Exception):
+    """A dry run stops a protocol at its ask (its requests are recorded)."""
+
+
+def with_reasoning(requests, config: AuditConfig) -> list:
+    """``requests`` with the run's reasoning settings (part of their keys) when set."""
+    if config.reasoning_effort is None and config.thinking_budget is None:
+        return list(requests)
+    return [r.with_(decoding=replace(r.decoding, reasoning_effort=config.reasoning_effort,
+                                     thinking_budget=config.thinking_budget))
+            for r in requests]
+
+
 class _Asker:
     """Store + backend for one run; every protocol asks through it."""
 
-    def __init__(self, config: AuditConfig):
+    def __init__(self, config: AuditConfig, collect: bool = False):
         from .models.store import ResponseStore
 
         self.config = config
+        self.collected: dict[str, list] | None = {} if collect else None
+        self.mode = config.repeat_mode          # "calls" after a fallback
+        self.fallback = None                    # the RepeatModeUnsupported that caused one
+        self.truncated: dict[str, int] = {}
         path = Path(config.store) if config.store else default_store_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         self.store = ResponseStore(path)
-        recordings = default_recordings() if config.recordings is None else config.recordings
+        recordings = default_recordings(config.model) if config.recordings is None \
+            else config.recordings
         self.imported = 0
         for rec in recordings:
             self.imported += self.store.import_jsonl(rec).get("added", 0)
         self._backend = None
         self.counts: dict[str, int] = {}
         self.keys: list[str] = []           # every request key this run asked, in order
+        self.size_at_start = len(self.store)
 
     @property
     def backend(self):
         if self._backend is None:
+            from .errors import DataError
             from .models.backends import get_backend
 
-            if not self.config.live:
-                self._backend = get_backend("replay", store=self.store)
-            elif self.config.backend_name() == "transformers":
-                self._backend = get_backend("transformers", model=self.config.backend_model(),
-                                            batch_size=self.config.batch_size)
+            if self.config.live:
+                self._backend = self._live_backend()
             else:
-                opts: dict[str, Any] = {}
-                if self.config.api_base:
-                    opts["api_base"] = self.config.api_base
-                self._backend = get_backend(self.config.backend_name(), **opts)
+                try:   # replay checks each row against what the live backend would add
+                    fingerprint = self._live_backend().fingerprint()
+                except DataError:    # a local checkpoint not on this machine: unchecked
+                    fingerprint = {}
+                self._backend = get_backend("replay", store=self.store, fingerprint=fingerprint)
         return self._backend
 
-    def ask(self, requests, label: str):
-        from .models.runner import ask
+    def _live_backend(self):
+        from .models.backends import get_backend
 
+        limits = {k: v for k, v in (("rpm", self.config.rpm), ("tpm", self.config.tpm)) if v}
+        if self.config.backend_name() == "transformers":
+            if limits and self.config.live:
+                raise ConfigError("--rpm/--tpm cap API calls; the transformers backend makes "
+                                  "none", key="--rpm" if "rpm" in limits else "--tpm")
+            return get_backend("transformers", model=self.config.backend_model(),
+                               batch_size=self.config.batch_size)
+        opts: dict[str, Any] = {"max_cost_usd": self.config.max_cost}
+        if self.config.api_base:
+            opts["api_base"] = self.config.api_base
+        if limits:
+            opts.update(limits, rate_limit_path=f"{self.store.path}.limits")
+        return get_backend(self.config.backend_name(), **opts)
+
+    def ask(self, requests, label: str):
+        """Responses to a protocol's requests, asked with the run's reasoning settings and
+        repeat mode (falling back to ``calls``, once, when the provider does not honour
+        it). A dry run (``collect``) records the requests and asks nothing; a sharded
+        run (``--shard i/N``) asks only its shard's requests, the others come back as
+        error rows ("outside shard"), so it records and reports no tables."""
+        from .models.request import Response
+
+        if self.collected is not None:
+            self.collected[label] = list(requests)
+            raise _Collected(label)
+        requests = with_reasoning(requests, self.config)
         before = len(self.store)
-        out = ask(requests, self.backend, self.store, progress=self.config.progress,
-                  label=label)
-        self.keys.extend(r.key() for r in requests)
+        mine = requests
+        if self.config.shard:
+            from .models.shard import in_shard, parse_shard
+            i, n = parse_shard(self.config.shard)
+            if not self.config.live:
+                raise ConfigError("--shard records a part of the requests: use it with "
+                                  "--live", key="--shard")
+            mine = [r for r in requests if in_shard(r.key(), i, n)]
+        out = self._ask(mine, label)
+        self.keys.extend(r.key() for r in mine)
         self.counts[label] = len(requests)
         self.counts[f"{label}_new"] = len(self.store) - before
-        return out
+        truncated = sum(r.status == "truncated" for r in out)
+        if truncated:
+            self.truncated[label] = truncated
+            setting = ("--max-tokens (now %d)" % self.config.max_tokens if label == "bbq"
+                       else "max_new_tokens (the suite's decoding, or --gen-max-new-tokens)")
+            print(f"fairness-tests: {truncated} of {len(out)} {label} answers were truncated "
+                  f"(finish_reason=length with no answer: the token budget went to reasoning); "
+                  f"raise {setting} or lower --reasoning-effort / --thinking-budget",
+                  file=sys.stderr)
+        if not self.config.shard:
+            return out
+        self.counts[f"{label}_shard"] = len(mine)
+        got = dict(zip((r.key() for r in mine), out))
+        return [got.get(r.key()) or Response(key=r.key(), status="error",
+                                             error=f"outside shard {self.config.shard}")
+                for r in requests]
+
+    def _ask(self, requests, label: str):
+        from .models.cost import BudgetReached
+        from .models.repeat_modes import RepeatModeUnsupported, apply_mode
+        from .models.runner import ask
+
+        try:
+            try:
+                return ask(apply_mode(requests, self.mode), self.backend, self.store,
+                           progress=self.config.progress, label=label)
+            except RepeatModeUnsupported as exc:
+                self.fallback, self.mode = exc, "calls"
+                print(f"fairness-tests: {exc}; asking with --repeat-mode calls instead "
+                      f"(recorded in the run's metadata)", file=sys.stderr)
+                return ask(requests, self.backend, self.store, progress=self.config.progress,
+                           label=label)
+        except BudgetReached as exc:
+            raise exc.with_recorded(len(self.store) - self.size_at_start) from None
 
     def close(self) -> None:
         self.store.close()
@@ -226,19 +305,20 @@ def _bbq(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
     items = _limit_cells(items, config.limit)
     common = dict(backend=config.backend_name(), model=config.model, api_base=config.api_base,
                   seed=config.seed, decoding=Decoding(temperature=config.temperature,
-                                                      max_tokens=BBQ_MAX_TOKENS))
+                                                      max_tokens=config.max_tokens))
     want_bbq = "bbq" in config.protocols
     want_cons = "consistency" in config.protocols
     per_cell = min(config.per_cell, config.limit or config.per_cell)
     sample = consistency_sample(items, per_cell=per_cell, seed=config.seed) \
         if (want_cons or config.rotations == "sample") else items.iloc[:0]
+    cons_items = items if config.consistency_items == "all" else sample
 
     requests = []
     if want_bbq:
         rot = (0, 1, 2) if config.rotations == "all" else (0,)
         requests += build_requests(items, rotations=rot, repeats=1, **common)
     if want_cons:
-        requests += build_requests(sample, rotations=(0,), repeats=config.repeats, **common)
+        requests += build_requests(cons_items, rotations=(0,), repeats=config.repeats, **common)
     if config.rotations == "sample" and want_bbq:
         requests += build_requests(sample, rotations=(1, 2), repeats=1, **common)
     responses = asker.ask(requests, "bbq")
@@ -249,8 +329,9 @@ def _bbq(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
     result.metadata.bbq = bbq_info(
         data, items, preds, filter=config.bbq_filter, seed=config.seed, n_boot=config.n_boot,
         data_dir=display_path(data.directory), temperature=config.temperature,
-        max_tokens=BBQ_MAX_TOKENS, limit=config.limit,
-        sample=sample_record(sample, config.seed, per_cell) if want_cons else None)
+        max_tokens=config.max_tokens, limit=config.limit,
+        sample=sample_record(sample, config.seed, per_cell)
+        if want_cons and config.consistency_items == "sample" else None)
 
 
 def _generative(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
@@ -348,25 +429,63 @@ def _probe(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
 
 # ----------------------------------------------------------------------------- the run
 
-def run_audit(config: AuditConfig | None = None) -> RunResult:
-    """Run every protocol of ``config`` and return the :class:`RunResult`."""
-    config = config or AuditConfig()
+def check_config(config: AuditConfig) -> None:
+    """Every choice of ``config`` is valid together, before anything is asked."""
+    from .models.repeat_modes import check_mode
+
     for p in config.protocols:
         if p not in PROTOCOLS:
             raise ConfigError(f"unknown protocol {p!r}; known: {', '.join(PROTOCOLS)}")
     if config.rotations not in ROTATIONS:
         raise ConfigError(f"rotations must be one of {ROTATIONS}, got {config.rotations!r}")
-    # rules first: a bad threshold file fails before any model is called
-    from .rules.apply import apply_to_run
-    from .rules.thresholds import load_rules
+    if config.consistency_items not in CONSISTENCY_ITEMS:
+        raise ConfigError(f"consistency items must be one of {CONSISTENCY_ITEMS}, got "
+                          f"{config.consistency_items!r}", key="--consistency-items")
+    check_mode(config.repeat_mode)
+    if int(config.max_tokens) < 1:
+        raise ConfigError(f"max tokens must be >= 1, got {config.max_tokens}", key="--max-tokens")
+    if config.thinking_budget is not None and int(config.thinking_budget) < 1:
+        raise ConfigError(f"thinking budget must be >= 1, got {config.thinking_budget}",
+                          key="--thinking-budget")
+    if config.max_cost is not None and not float(config.max_cost) > 0:
+        raise ConfigError(f"max cost must be > 0 USD, got {config.max_cost}", key="--max-cost")
+    if config.backend_name() != "litellm":
+        api_only = {"--repeat-mode": config.repeat_mode != "calls",
+                    "--reasoning-effort": config.reasoning_effort is not None,
+                    "--thinking-budget": config.thinking_budget is not None,
+                    "--max-cost": config.max_cost is not None}
+        bad = [flag for flag, on in api_only.items() if on]
+        if bad:
+            raise ConfigError(f"{', '.join(bad)} appl{'ies' if len(bad) == 1 else 'y'} to API "
+                              f"models (--backend litellm); the {config.backend_name()} backend "
+                              f"draws every repeat from one forward pass and costs nothing",
+                              key=bad[0])
+    if config.max_cost is not None and config.live:
+        from .models.cost import model_price
+        if model_price(config.model) is None:
+            raise ConfigError(f"--max-cost needs the model's price, and litellm's local cost map "
+                              f"has none for {config.model!r}", key="--max-cost")
 
-    rules = load_rules(config.thresholds, model=config.model)
-    result = RunResult(metadata=RunMetadata(
+
+def _new_result(config: AuditConfig) -> RunResult:
+    return RunResult(metadata=RunMetadata(
         model=config.model, backend=config.backend_name(),
         mode="live" if config.live else "replay", source=Source(kind="audit"),
         fairness_tests_version=__version__,
         config={k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items()},
         regen_command=regen_command(config), model_version=model_version(config)))
+
+
+def run_audit(config: AuditConfig | None = None) -> RunResult:
+    """Run every protocol of ``config`` and return the :class:`RunResult`."""
+    config = config or AuditConfig()
+    check_config(config)
+    # rules first: a bad threshold file fails before any model is called
+    from .rules.apply import apply_to_run
+    from .rules.thresholds import load_rules
+
+    rules = load_rules(config.thresholds, model=config.model)
+    result = _new_result(config)
     asker = _Asker(config)
     try:
         if {"bbq", "consistency"} & set(config.protocols):
@@ -377,6 +496,10 @@ def run_audit(config: AuditConfig | None = None) -> RunResult:
             _probe(config, asker, result)
         if config.live and asker._backend is not None:
             result.metadata.backend_info = asker.backend.info()
+        result.metadata.asking = _asking_info(config, asker)
+        if result.metadata.bbq is not None:
+            result.metadata.bbq.consistency_items = config.consistency_items
+            result.metadata.bbq.truncated_answers = asker.truncated.get("bbq", 0)
         result.metadata.requests = dict(asker.counts)
         result.metadata.store = display_path(asker.store.path)
         result.metadata.evaluation_date = _evaluation_date(asker, config)
@@ -384,10 +507,75 @@ def run_audit(config: AuditConfig | None = None) -> RunResult:
             n = asker.store.export_jsonl(config.export, keys=asker.keys)
             result.metadata.notes.append(f"exported this run's {n} responses to "
                                          f"{display_path(config.export)}")
+        if asker.fallback is not None:
+            result.metadata.notes.append(f"repeat mode {config.repeat_mode!r} fell back to "
+                                         f"'calls': {asker.fallback}")
     finally:
         asker.close()
     apply_to_run(result, rules)
     return result
+
+
+def _asking_info(config: AuditConfig, asker: _Asker) -> AskingInfo:
+    """How the run asked: repeat mode (and any fallback), token budget, reasoning,
+    budget, truncated answers and, live, the tokens and cost spent."""
+    from .models.repeat_modes import record
+
+    if config.backend_name() == "litellm":
+        mode = record(config.repeat_mode, asker.fallback).to_dict()
+    else:
+        mode = {"requested": "calls", "used": "local", "shared_forward_pass": True,
+                "note": "local model: every repeat is drawn from the letter distribution of "
+                        "one forward pass", "fallback": None}
+    totals = getattr(asker._backend, "totals", None)
+    return AskingInfo(repeat_mode=mode, max_tokens=config.max_tokens,
+                      reasoning_effort=config.reasoning_effort,
+                      thinking_budget=config.thinking_budget, max_cost_usd=config.max_cost,
+                      truncated=dict(asker.truncated), shard=config.shard,
+                      usage=totals() if config.live and callable(totals) else None)
+
+
+def collect_requests(config: AuditConfig) -> dict[str, list]:
+    """The requests each protocol of ``config`` asks when run alone, without asking
+    anything (each protocol function is stopped at its ``asker.ask``)."""
+    check_config(config)
+    out: dict[str, list] = {}
+    for proto in config.protocols:
+        alone = replace(config, protocols=(proto,))
+        asker = _Asker(alone, collect=True)
+        result = _new_result(alone)
+        try:
+            if proto in ("bbq", "consistency"):
+                _bbq(alone, asker, result)
+            elif proto == "generative":
+                _generative(alone, asker, result)
+            else:
+                _probe(alone, asker, result)
+        except _Collected:
+            pass
+        finally:
+            asker.close()
+        out[proto] = [r for reqs in asker.collected.values() for r in with_reasoning(reqs, config)]
+    return out
+
+
+def dry_run(config: AuditConfig) -> tuple[list, str]:
+    """The dry run: per protocol and repeat mode, the requests, tokens and cost the run
+    would spend and what the store already holds (:mod:`fairness_tests.models.cost`);
+    returns ``(rows, printable table)``. Calls no model."""
+    from .models.cost import dry_run_rows, format_rows, model_price
+    from .models.store import ResponseStore
+
+    by_protocol = collect_requests(config)
+    priced = config.backend_name() == "litellm"
+    path = Path(config.store) if config.store else default_store_path()
+    with ResponseStore(path) as store:
+        rows = dry_run_rows(by_protocol, store, config.model, config.repeat_mode, priced=priced)
+    price = model_price(config.model) if priced else None
+    text = format_rows(rows, config.model, price)
+    if not priced:
+        text += f"\n{config.backend_name()} backend: a local model, no API cost"
+    return rows, text
 
 
 REGEN_FLAGS = {"model": "--model", "backend": "--backend", "api_base": "--api-base",
@@ -398,10 +586,13 @@ REGEN_FLAGS = {"model": "--model", "backend": "--backend", "api_base": "--api-ba
                "gen_seeds": "--gen-seeds", "gen_max_new_tokens": "--gen-max-new-tokens",
                "gen_limit": "--gen-limit", "rubric": "--rubric",
                "compare_rubric": "--compare-rubric", "thresholds": "--thresholds",
-               "seed": "--seed", "n_boot": "--n-boot"}
+               "consistency_items": "--consistency-items", "max_tokens": "--max-tokens",
+               "repeat_mode": "--repeat-mode", "reasoning_effort": "--reasoning-effort",
+               "thinking_budget": "--thinking-budget", "seed": "--seed", "n_boot": "--n-boot"}
 PATH_FIELDS = ("bbq_dir", "suite", "published_grid", "thresholds")
 #: choices that do not change any number of the run (where it is stored, how it is shown)
-NOT_REGENERATED = ("store", "recordings", "progress", "batch_size", "export")
+NOT_REGENERATED = ("store", "recordings", "progress", "batch_size", "export", "rpm", "tpm",
+                   "shard", "max_cost")
 
 
 def regen_command(config: AuditConfig) -> str:

@@ -33,6 +33,9 @@ VERDICT_COLUMNS = [
     "status", "rationale", "why",
 ]
 VERDICT_STATUSES = ("pass", "fail", "not_evaluable", "expected_fail")
+#: cell-id columns: always read back as text (a seed cell "1" stays "1", not 1)
+ID_COLUMNS = ("dataset", "context", "polarity", "group", "slice", "family", "decoding",
+              "occupation", "scope", "cell_kind", "cell", "rule", "swap", "metric")
 
 
 @dataclass
@@ -84,10 +87,7 @@ class RunResult:
         except json.JSONDecodeError as exc:
             raise DataError(f"invalid JSON ({exc.msg})", path=meta_path, line=exc.lineno) from None
         metadata = RunMetadata.from_dict(raw, path=meta_path)
-        tables = {
-            p.stem: pd.read_csv(p, keep_default_na=True)
-            for p in sorted((d / "tables").glob("*.csv"))
-        }
+        tables = {p.stem: _read_table(p) for p in sorted((d / "tables").glob("*.csv"))}
         vpath = d / "verdicts.csv"
         verdicts = pd.read_csv(vpath) if vpath.exists() else pd.DataFrame(columns=VERDICT_COLUMNS)
         records = {
@@ -95,3 +95,9 @@ class RunResult:
             for p in sorted((d / "records").glob("*.csv.gz"))
         }
         return cls(metadata=metadata, tables=tables, verdicts=verdicts, records=records)
+
+
+def _read_table(path: Path) -> pd.DataFrame:
+    """A saved table with its cell-id columns as text, as the builders made them."""
+    head = pd.read_csv(path, nrows=0).columns
+    return pd.read_csv(path, dtype={c: str for c in ID_COLUMNS if c in head})

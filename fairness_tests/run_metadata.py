@@ -30,11 +30,15 @@ RUN_SCHEMA_VERSION = 2
 
 @dataclass
 class Bootstrap:
-    """How every interval of a protocol was computed."""
+    """How every interval and test of a protocol was computed. ``cluster``: the
+    resampling unit (BBQ ``template`` | ``item``, generative ``prompt`` | ``row``);
+    ``permutations``: of the permutation tests of the max-type metrics."""
     resamples: int
     seed: int
     level: float = 0.95
     method: str = "percentile bootstrap, items resampled"
+    cluster: str = "item"
+    permutations: int = 0
 
 
 @dataclass
@@ -78,6 +82,8 @@ class BBQInfo:
     option_order: str | None = None
     limit: int | None = None
     consistency: ConsistencyInfo | None = None
+    consistency_items: str = "sample"     # the seeded sample, or all items
+    truncated_answers: int = 0            # finish_reason "length" with no answer
 
 
 @dataclass
@@ -120,8 +126,23 @@ class CounterfactualInfo:
 
 
 @dataclass
+class AskingInfo:
+    """How an audit asked its model: the repeat mode (requested, used, fallback, whether
+    repeats share one server-side forward pass), token and reasoning settings, the cost
+    budget, truncated answers per protocol, the shard, and (live) tokens and cost spent."""
+    repeat_mode: dict
+    max_tokens: int
+    reasoning_effort: str | None = None
+    thinking_budget: int | None = None
+    max_cost_usd: float | None = None
+    truncated: dict[str, int] = field(default_factory=dict)
+    shard: str | None = None
+    usage: dict | None = None
+
+
+@dataclass
 class RunMetadata:
-    model: str
+    model: str | None                     # None: a scored run whose model was not named
     backend: str | None
     mode: str
     source: Source
@@ -135,6 +156,7 @@ class RunMetadata:
     requests: dict[str, int] = field(default_factory=dict)
     store: str | None = None
     notes: list[str] = field(default_factory=list)
+    asking: AskingInfo | None = None
     bbq: BBQInfo | None = None
     generative: GenerativeInfo | None = None
     counterfactual: CounterfactualInfo | None = None

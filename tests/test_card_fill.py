@@ -322,9 +322,6 @@ def test_card_of_someone_elses_generations_lists_the_suite_as_missing(small_audi
     assert card["scorer"]["patterns_file"] == "fairness_tests/data/rubrics/published.json"
 
 
-@pytest.mark.xfail(strict=True, reason="RunResult.load infers the seed cell ids of "
-                   "generative_seed_cells ('1'..'5') as integers: the loaded run's table is not "
-                   "the saved one (fairness_tests/run.py, reported to the lead)")
 def test_card_of_a_real_audit_is_the_card_of_its_saved_run(small_audit, tmp_path):
     """Empty strings in the run's tables (e.g. a summary row's blank family) and the NaN
     they become in the saved CSV give the same card; so do cell ids."""

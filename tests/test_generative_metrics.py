@@ -53,7 +53,14 @@ def test_by_slice_rates_means_and_errors(scored):
     # refusal: man_Muslim 1 of 3 ok rows (r1); woman_Christian 1 of 4 (r8)
     r = val(t, slice="man_Muslim", metric="refusal")
     assert r.value == pytest.approx(1 / 3) and r.n == 3
-    assert (r.ci_low, r.ci_high) == pytest.approx(wilson_ci(1, 3))
+    # prompts resampled (the default): man_Muslim has two prompts, F1 (r1 refusal, r2)
+    # and F2 (r3 ok; r4 is an error row): two draws give 2/4, 1/3 or 0/2 -> CI [0, 0.5]
+    assert (r.ci_low, r.ci_high, r.n_clusters) == (0.0, 0.5, 2)
+    # generations treated as independent: the Wilson interval of 1 of 3
+    rr = val(G.slice_table(scored, n_boot=200, cluster="row"), slice="man_Muslim",
+             metric="refusal")
+    assert (rr.ci_low, rr.ci_high) == pytest.approx(wilson_ci(1, 3))
+    assert np.isnan(rr.n_clusters)
     assert val(t, slice="woman_Christian", metric="refusal").value == pytest.approx(1 / 4)
     # pilot harm man_Muslim: r1 (refusal) + r3 (stereotype) = 2/3; woman_Christian r8 = 1/4
     assert val(t, slice="man_Muslim", metric="pilot_harm").value == pytest.approx(2 / 3)
@@ -157,3 +164,36 @@ def test_protocol_cells_shape_and_refusal_gap(scored):
     w = evaluate({"generative_cells": cs}, [worst]).set_index("cell")
     assert w.loc["family/F1", "value"] == 0.5 and "worst slice: man_Muslim" in w.loc["family/F1", "why"]
 
+
+
+def frames_data(effect: bool) -> pd.DataFrame:
+    """20 frames (paraphrase x occupation) x 2 slices, each prompt asked 3 times (seeds);
+    stereotype on every generation of slice man_Muslim (effect) or at random with
+    probability 0.3 whatever the slice (no slice effect, seeded)."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for f in range(20):
+        for g, r in (("man", "Muslim"), ("woman", "Christian")):
+            for seed in range(3):
+                hit = (g == "man") if effect else (rng.random() < 0.3)
+                rows.append(dict(slice_gender=g, slice_religion=r, prompt_family="F1",
+                                 paraphrase_id=f"p{f % 4}", occupation=f"o{f // 4}",
+                                 temperature=0.7, top_p=0.95, seed=seed, status="ok",
+                                 output_text="quiet" if hit else "fine"))
+    return G.with_cells(score(pd.DataFrame(rows), "published"))
+
+
+def test_max_type_statistics_carry_the_permutation_p_and_the_bias_corrected_value():
+    d = G.max_over_slices(frames_data(True), (), ["stereotype"], "range", n_boot=300,
+                          n_perm=2000).iloc[0]
+    # disparity 1 - 0 = 1; permuting the slice labels of the 2 prompts of each frame
+    # reaches it only when all 20 frames keep (or all swap) their labels: exact
+    # p = 2 / 2^20, so no random relabelling does and p = 1 / 2001
+    assert d.value == 1.0 and d.p_value == pytest.approx(1 / 2001)
+    assert d.n_clusters == 40 and not np.isnan(d.value_bc)
+    data = frames_data(False)
+    w = G.max_over_slices(data, (), ["stereotype"], "max", n_boot=300).iloc[0]
+    rates = data.groupby("slice")["stereotype"].mean()
+    assert w.value == pytest.approx(rates.max()) and w.p_value > 0.05
+    # the bootstrap of a max is biased upward: the corrected value is lower
+    assert w.value_bc < w.value

@@ -12,7 +12,11 @@ numbers. What is computed follows from what the predictions hold:
 - ``bbq_groups``: favourable-outcome and invalid rates per intersectional group;
 - ``consistency`` and ``consistency_items``: MFAA / GTC over the items that have MORE
   THAN ONE repeat at rotation 0 (the consistency sample); single-answer items are
-  not consistency data and never enter these tables.
+  not consistency data and never enter these tables. When predictions carry
+  ``letter_probs`` (the answer distribution, original option order), the exact
+  expected MFAA / GTC / P(flagged) per item and their summaries, and the fit of the
+  sampled repeats to the distributions
+  (:mod:`fairness_tests.metrics.expected_consistency`).
 """
 from __future__ import annotations
 
@@ -21,9 +25,10 @@ import pandas as pd
 from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED
 from . import bbq as M
 from . import consistency as C
+from . import expected_consistency as E
 
-RECORD_COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "context",
-                  "polarity", "label", "unknown_loc", "target_loc", "group", "correct",
+RECORD_COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "question_index",
+                  "context", "polarity", "label", "unknown_loc", "target_loc", "group", "correct",
                   "invalid", "non_unknown", "biased", "fav"]
 
 
@@ -36,13 +41,15 @@ def repeated_items(preds: pd.DataFrame) -> pd.DataFrame:
 
 def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
                seed: int = DEFAULT_SEED, concentration: float = M.DEFAULT_CONCENTRATION,
-               min_group_n: int = M.DEFAULT_MIN_GROUP_N) -> dict[str, pd.DataFrame]:
+               min_group_n: int = M.DEFAULT_MIN_GROUP_N,
+               cluster: str = "template") -> dict[str, pd.DataFrame]:
     """Every BBQ metric table the predictions support (see the module docstring).
 
     ``items``: the filtered items (``protocols.bbq.filter.filter_items``);
     ``preds``: ``dataset, example_id, repeat, rotation, answer`` (answer in the
-    original option order, NaN = invalid), one row per (item, repeat, rotation)."""
-    kw = dict(n_boot=n_boot, seed=seed)
+    original option order, NaN = invalid), one row per (item, repeat, rotation);
+    ``cluster``: "template" (resample templates, the default) or "item"."""
+    kw = dict(n_boot=n_boot, seed=seed, cluster=cluster)
     out: dict[str, pd.DataFrame] = {}
     first = M.first_run(preds)
     if len(first):
@@ -50,11 +57,14 @@ def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAUL
                               min_group_n=min_group_n, **kw)
         pb = M.position_bias(items, preds[preds["repeat"] == 0], **kw)
         out["bbq"] = pd.concat([table, pb], ignore_index=True) if len(pb) else table
-        out["bbq_groups"] = M.group_table(items, first, min_group_n=min_group_n)
+        out["bbq_groups"] = M.group_table(items, first, min_group_n=min_group_n, **kw)
     rep = repeated_items(preds)
     if len(rep):
         per_item = C.per_item(items, rep)
-        out["consistency"] = C.consistency_table(per_item)
+        expected = E.expected_items(items, rep)
+        if len(expected):
+            per_item = per_item.merge(expected, on=["dataset", "example_id"], how="left")
+        out["consistency"] = C.consistency_table(per_item, seed=seed)
         out["consistency_items"] = per_item
     return out
 

@@ -152,6 +152,10 @@ def saved_model(directory: str) -> str:
     from ..errors import FairnessTestsError
     from ..run import RunResult
     try:
-        return RunResult.load(directory).metadata.model
+        model = RunResult.load(directory).metadata.model
     except FairnessTestsError as exc:
         raise pytest.UsageError(f"--fairness-run {directory}: {exc}") from None
+    if not model:
+        raise pytest.UsageError(f"--fairness-run {directory}: the run names no model (score "
+                                "it again with --model ID)")
+    return model

@@ -166,13 +166,15 @@ class GateRow:
             pytest.skip(f"gate {r['metric']} {r['cell']}: not evaluable ({r.get('note', '')})")
         if r["verdict"] == "fail":
             worse = "lower" if r["better"] == "higher" else "higher"
+            why = ("beyond the margin" if r["mode"] == "harm"
+                   else "or not shown to be within the margin (non-inferiority)")
             pytest.fail(
                 f"gate {r['metric']} {r['cell']}: candidate {self.candidate} is {worse} than "
-                f"baseline {self.baseline} beyond the margin\n"
+                f"baseline {self.baseline} {why}\n"
                 f"  baseline {_fmt(r['baseline'])}, candidate {_fmt(r['candidate'])}, "
                 f"delta {_fmt(r['delta'])} (paired 95% CI {_fmt(r['ci_low'])} .. "
-                f"{_fmt(r['ci_high'])}, n={r['n']} items), margin {r['margin']:g}"
-                + (f", McNemar p={r['p_mcnemar']:.3g}" if not math.isnan(r["p_mcnemar"]) else ""),
+                f"{_fmt(r['ci_high'])}, n={r['n']} items), margin {r['margin']:g}, "
+                f"p={r['p_value']:.3g} (Holm-adjusted {r['p_adjusted']:.3g}; {r['test']})",
                 pytrace=False)
 
 
@@ -185,11 +187,12 @@ def gate_params(session) -> list:
     if not [m for m in s.models if m != s.baseline]:
         return [pytest.param(Missing(f"every --fairness-model is the baseline {s.baseline}: "
                                      "nothing to gate", "skip"), id="candidate-is-baseline")]
-    for cand, table in session.gate().items():
-        if isinstance(table, Unavailable):
-            params.append(pytest.param(Missing(table.reason, s.on_missing),
+    for cand, report in session.gate().items():
+        if isinstance(report, Unavailable):
+            params.append(pytest.param(Missing(report.reason, s.on_missing),
                                        id=f"{cand}-no-run"))
             continue
+        table = report.table
         for _, r in table.iterrows():
             params.append(pytest.param(GateRow(s.baseline, cand, r.to_dict()),
                                        id=f"{cand}-vs-{s.baseline}-{r['metric']}-{r['cell']}"))

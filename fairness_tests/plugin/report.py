@@ -70,9 +70,9 @@ def step_summary(fs, gate_tables: dict[str, Any]) -> str:
         if isinstance(t, Unavailable):
             parts += [t.reason, ""]
             continue
-        cols = [c for c in ("metric", "cell", "baseline", "candidate", "delta", "ci_low",
-                            "ci_high", "verdict") if c in t.columns]
-        parts += [markdown_table(t, cols), ""]
+        cols = ["metric", "cell", "mode", "baseline", "candidate", "delta", "ci_low", "ci_high",
+                "p_value", "p_adjusted", "detectable", "verdict"]
+        parts += [markdown_table(t.table, cols), "", t.family, ""]
     return "\n".join(parts) + "\n"
 
 
@@ -107,6 +107,6 @@ def write_report(fs, out: Path, gate_tables: dict[str, Any]) -> None:
         pd.concat(all_verdicts).to_csv(out / "verdicts.csv", index=False, float_format="%.10g")
     for cand, t in gate_tables.items():
         if not isinstance(t, Unavailable):
-            t.to_csv(out / f"gate-{cand.replace('/', '_').replace(':', '_')}.csv",
-                     index=False, float_format="%.10g")
+            t.table.to_csv(out / f"gate-{cand.replace('/', '_').replace(':', '_')}.csv",
+                           index=False, float_format="%.10g")
     (out / "NOTES.txt").write_text("\n".join(notes) + ("\n" if notes else ""))

@@ -38,7 +38,14 @@ def identification(f: RunFacts, user: dict, user_source: str | None) -> dict[str
 def _system(f: RunFacts, user: dict, user_source: str | None) -> dict[str, Any]:
     m = f.meta
     u = dict(user.get("system") or {})
-    system: dict[str, Any] = {"name": m.model}
+    system: dict[str, Any] = {}
+    if m.model:
+        system["name"] = m.model
+    elif "name" in u:
+        system["name"] = str(u["name"])
+    else:
+        f.lack("system.name", "identification",
+               "the run names no model: score it with --model ID, or give system.name")
     if m.backend:
         system["backend"] = m.backend
     version = (m.backend_info or {}).get("version")    # Backend.info(): "backend name and version"

@@ -29,6 +29,9 @@ def register(subparsers) -> None:
     s.add_argument("--predictions", required=True, help="JSONL: one answer a line")
     s.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     s.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    s.add_argument("--cluster", default="template", choices=("template", "item"),
+                   help="bootstrap unit: whole templates (dataset, question_index; default) "
+                        "or single items")
     s.add_argument("--concentration", type=float, default=1.0,
                    help="Dirichlet concentration of smoothed DF (default 1.0)")
     s.add_argument("--min-group-n", type=int, default=30,
@@ -105,7 +108,8 @@ def cmd_score(args) -> int:
     preds = read_predictions(args.predictions)
     check_against(preds, data.items, args.predictions)
     tables = bbq_tables(items, preds, n_boot=args.n_boot, seed=args.seed,
-                        concentration=args.concentration, min_group_n=args.min_group_n)
+                        concentration=args.concentration, min_group_n=args.min_group_n,
+                        cluster=args.cluster)
     if args.out:
         _write_run(args, data, items, preds, tables, bbq_records(items, preds))
     report = score_report(items, preds, tables, provenance=data.provenance())
@@ -148,18 +152,26 @@ def _write_run(args, data, items, preds, tables, records) -> None:
     from .data import sha256_file
     from .info import bbq_info
 
-    model = args.model or "unknown"
-    rules = load_rules(args.thresholds, model=model)
+    import shlex
+
+    rules = load_rules(args.thresholds, model=args.model)
+    regen = ["fairness-tests", "bbq", "score", "--predictions", display_path(args.predictions),
+             "--data", display_path(data.directory), "--filter", args.filter,
+             "--seed", str(args.seed), "--n-boot", str(args.n_boot), "--cluster", args.cluster,
+             "--concentration", str(args.concentration), "--min-group-n", str(args.min_group_n)]
+    if args.model:
+        regen += ["--model", args.model]
     run = RunResult(metadata=RunMetadata(
-        model=model, backend=None, mode="scored",
+        model=args.model, backend=None, mode="scored", regen_command=shlex.join(regen),
         source=Source(kind="predictions", file=display_path(args.predictions),
                       sha256=sha256_file(args.predictions)),
         fairness_tests_version=__version__,
         config={"filter": args.filter, "n_boot": args.n_boot, "seed": args.seed,
+                "cluster": args.cluster,
                 "concentration": args.concentration, "min_group_n": args.min_group_n},
         bbq=bbq_info(data, items, preds, filter=args.filter, seed=args.seed,
                      n_boot=args.n_boot, data_dir=display_path(data.directory),
-                     asked=False)),
+                     asked=False, cluster=args.cluster)),
         tables=tables, records={"bbq": records})
     apply_to_run(run, rules)
     run.save(args.out)

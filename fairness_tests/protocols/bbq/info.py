@@ -14,6 +14,17 @@ PROMPT_DESCRIPTION = ("zero-shot, options (a) (b) (c), answer with one letter; c
                       "answer never shown")
 
 
+def bootstrap_info(n_boot: int, seed: int, cluster: str) -> Bootstrap:
+    from ...permutation import DEFAULT_N_PERM
+    unit = {"template": "templates (dataset, question_index) resampled",
+            "item": "items resampled"}[cluster]
+    return Bootstrap(resamples=n_boot, seed=seed, cluster=cluster,
+                     permutations=DEFAULT_N_PERM,
+                     method=f"percentile bootstrap, {unit}; SF, DF and position bias also "
+                            "by a permutation test of no difference (group labels within "
+                            "templates, rotations within items)")
+
+
 def rotations_mode(preds: pd.DataFrame) -> str:
     """``none`` (dataset order only), ``sample`` (some items under all three cyclic
     orders) or ``all`` (every item under all three)."""
@@ -27,12 +38,16 @@ def rotations_mode(preds: pd.DataFrame) -> str:
 def bbq_info(data: BBQData, items: pd.DataFrame, preds: pd.DataFrame, *, filter: str,
              seed: int, n_boot: int, data_dir: str, temperature: float | None = None,
              max_tokens: int | None = None, limit: int | None = None,
-             sample: dict | None = None, asked: bool = True) -> BBQInfo:
+             sample: dict | None = None, asked: bool = True,
+             cluster: str = "template") -> BBQInfo:
     """``asked``: the prompts are this package's (the audit); False for predictions
-    made by another tool (then the prompt is not described)."""
+    made by another tool (then the prompt is not described). Item counts are of the
+    items that have an answer."""
     rep = preds[preds["rotation"] == 0].groupby(["dataset", "example_id"]).size()
     repeated = rep[rep > 1]
     mode = rotations_mode(preds)
+    answered = pd.MultiIndex.from_frame(preds[["dataset", "example_id"]].drop_duplicates())
+    items = items[pd.MultiIndex.from_frame(items[["dataset", "example_id"]]).isin(answered)]
     consistency = None
     if len(repeated):
         ids = {ds: sorted(int(x) for x in g.index.get_level_values(1))
@@ -48,7 +63,7 @@ def bbq_info(data: BBQData, items: pd.DataFrame, preds: pd.DataFrame, *, filter:
         filter=filter, n_items=int(len(items)),
         counts=filter_counts(data.items, items).to_dict(orient="records"),
         n_answers=int(len(preds)), invalid_answers=int(preds["answer"].isna().sum()),
-        seed=seed, bootstrap=Bootstrap(resamples=n_boot, seed=seed),
+        seed=seed, bootstrap=bootstrap_info(n_boot, seed, cluster),
         rotations=3 if mode == "all" else 1, rotations_mode=mode,
         repeats=int(repeated.max()) if len(repeated) else 1,
         temperature=temperature, top_p=1.0 if asked else None, max_tokens=max_tokens,

@@ -3,7 +3,10 @@
 A line: ``{"category": "Race_x_SES", "example_id": 17, "repeat": 0, "answer": 1}``
 (``answer`` 0, 1, 2 in the dataset's option order, or null for invalid; ``repeat``
 defaults to 0; an optional ``rotation`` 0-2 says which cyclic option order was
-shown, default 0). Every fault is a DataError naming the file and line: bad JSON,
+shown, default 0; an optional ``letter_probs`` ``[p0, p1, p2]`` is the answer
+distribution in the ORIGINAL option order (for the exact expected MFAA / GTC of
+:mod:`fairness_tests.metrics.expected_consistency`; 1 - sum = invalid answers).
+Every fault is a DataError naming the file and line: bad JSON,
 a missing or mistyped field, an answer outside 0-2, a duplicate (category,
 example_id, repeat, rotation).
 """
@@ -17,7 +20,21 @@ import pandas as pd
 from ...errors import DataError
 from ...jsonl import json_lines
 
-COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "line"]
+COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "letter_probs", "line"]
+
+
+def _probs(value, path, line):
+    """``letter_probs``: three probabilities summing to at most 1 (or null)."""
+    if value is None:
+        return None
+    ok = (isinstance(value, list) and len(value) == 3
+          and all(isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1
+                  for x in value) and sum(value) <= 1 + 1e-6)
+    if not ok:
+        raise DataError(f"letter_probs must be three probabilities [p0, p1, p2] (original "
+                        f"option order) summing to at most 1, got {value!r}", path=path,
+                        line=line, key="letter_probs")
+    return [float(x) for x in value]
 
 
 def _int(value, path, line, key, lo=0, hi=None):
@@ -37,7 +54,7 @@ def read_predictions(path: str | Path) -> pd.DataFrame:
     records, numbers = json_lines(path)
     if not records:
         raise DataError("no predictions: the file holds no JSON line", path=path)
-    ds, eid, rep, rot, ans, lines = [], [], [], [], [], []
+    ds, eid, rep, rot, ans, probs, lines = [], [], [], [], [], [], []
     for r, no in zip(records, numbers.tolist()):
         cat = r.get("category", r.get("dataset"))
         if not isinstance(cat, str) or not cat:
@@ -55,11 +72,13 @@ def read_predictions(path: str | Path) -> pd.DataFrame:
         rep.append(_int(r.get("repeat", 0), path, no, "repeat"))
         rot.append(_int(r.get("rotation", 0), path, no, "rotation", 0, 2))
         ans.append(np.nan if a is None else float(a))
+        probs.append(_probs(r.get("letter_probs"), path, no))
         lines.append(no)
     df = pd.DataFrame({"dataset": ds, "example_id": np.array(eid, dtype=np.int64),
                        "repeat": np.array(rep, dtype=np.int64),
                        "rotation": np.array(rot, dtype=np.int64),
                        "answer": np.array(ans, dtype=np.float64),
+                       "letter_probs": pd.Series(probs, dtype=object),
                        "line": np.array(lines, dtype=np.int64)}, columns=COLUMNS)
     dup = df.duplicated(["dataset", "example_id", "repeat", "rotation"])
     if dup.any():

@@ -93,14 +93,31 @@ def answer_of(request: Request, response: Response) -> int | None:
     return None
 
 
+def original_order_probs(request: Request, response: Response) -> list[float] | None:
+    """The response's letter distribution (``letter_probs``, one per displayed letter)
+    in ORIGINAL option order: ``out[order[p]] = letter_probs[p]``; None when unknown."""
+    lp = response.letter_probs
+    if response.status != "ok" or lp is None or len(lp) != 3:
+        return None
+    order = option_order(int(request.meta.get("rotation", 0)))
+    out = [0.0, 0.0, 0.0]
+    for p, o in enumerate(order):
+        out[o] = float(lp[p])
+    return out
+
+
 def predictions_table(requests: Sequence[Request], responses: Sequence[Response]) -> pd.DataFrame:
-    """The BBQ predictions table (``dataset, example_id, repeat, rotation, answer``;
-    answer in original option order, NaN = invalid) from paired requests/responses."""
+    """The BBQ predictions table (``dataset, example_id, repeat, rotation, answer,
+    letter_probs``; answer in original option order, NaN = invalid; ``letter_probs``
+    the answer distribution in original option order where the backend gave one, else
+    None) from paired requests/responses."""
     if len(requests) != len(responses):
         raise ValueError("requests and responses differ in length")
     rows = []
     for q, r in zip(requests, responses):
         a = answer_of(q, r)
         rows.append((q.meta["dataset"], int(q.meta["example_id"]), int(q.repeat),
-                     int(q.meta.get("rotation", 0)), float("nan") if a is None else float(a)))
-    return pd.DataFrame(rows, columns=["dataset", "example_id", "repeat", "rotation", "answer"])
+                     int(q.meta.get("rotation", 0)), float("nan") if a is None else float(a),
+                     original_order_probs(q, r)))
+    return pd.DataFrame(rows, columns=["dataset", "example_id", "repeat", "rotation", "answer",
+                                       "letter_probs"])

@@ -67,7 +67,8 @@ def score_report(items: pd.DataFrame, preds: pd.DataFrame, tables: dict[str, pd.
             for pol in ("neg", "nonneg")}
         row["notes"] = notes
         rows.append(row)
-    out = {"rows": rows, "missing": coverage(items, preds)}
+    out = {"rows": rows, "missing": coverage(items, preds),
+           "permutation": permutation_block(tables["bbq"])}
     if len(pos):
         out["position"] = [
             {"dataset": ds, "context": ctx,
@@ -82,6 +83,26 @@ def score_report(items: pd.DataFrame, preds: pd.DataFrame, tables: dict[str, pd.
     return out
 
 
+PERMUTED = {"sf": "group labels permuted within templates", "df": "group labels "
+            "permuted within templates", "df_smoothed": "group labels permuted within "
+            "templates", "position_bias": "rotation labels permuted within items"}
+
+
+def permutation_block(bbq: pd.DataFrame) -> dict:
+    """``{"<dataset>/<context>": {"<metric>": {statistic, value, value_bc, p_value,
+    n_permutations}}}`` for SF, DF, smoothed DF and position bias: the permutation test
+    of "no difference between groups" and the bootstrap bias-corrected value."""
+    from ...permutation import DEFAULT_N_PERM
+    out: dict = {}
+    t = bbq[bbq["metric"].isin(list(PERMUTED)) & (bbq["polarity"] == "all")]
+    for r in t.itertuples(index=False):
+        out.setdefault(f"{r.dataset}/{r.context}", {})[r.metric] = {
+            "statistic": PERMUTED[r.metric], "value": json_value(r.value),
+            "value_bc": json_value(r.value_bc), "p_value": json_value(r.p_value),
+            "n_permutations": DEFAULT_N_PERM}
+    return out
+
+
 def consistency_json(table: pd.DataFrame) -> dict:
     def pack(g: pd.DataFrame, keys: dict) -> dict:
         d = dict(keys)
@@ -89,6 +110,8 @@ def consistency_json(table: pd.DataFrame) -> dict:
         for r in g.itertuples(index=False):
             v = json_value(r.value)
             d[r.metric] = int(v) if r.metric in ("flagged", "n_mfaa_below_90") else v
+            if r.metric == "repeats_fit":
+                d["repeats_fit_p_value"] = json_value(r.p_value)
         return d
 
     t = table

@@ -34,12 +34,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="model id the generations are of (run metadata; threshold overrides)")
     s.add_argument("--thresholds", default=None, help="thresholds dir or file for --out")
     _boot_args(s)
+    s.add_argument("--cluster", default="prompt", choices=("prompt", "row"),
+                   help="bootstrap unit: whole prompts (family x paraphrase x occupation x "
+                        "slice, asked over decodings and seeds; default) or single generations")
     s.set_defaults(func=cmd_score)
 
     v = sub.add_parser("sensitivity", help="same outputs under the published and strict rubrics")
     v.add_argument("--outputs", required=True)
     v.add_argument("--thresholds", default=None,
-                   help="thresholds dir or file (default: thresholds/ of the checkout)")
+                   help="thresholds dir or file (default: the project's thresholds/, else the packaged one)")
     v.add_argument("--model", default=None, help="apply this model's threshold overrides")
     v.add_argument("--rubrics", nargs=2, default=("published", "strict"), metavar=("A", "B"))
     v.add_argument("--format", choices=("json", "table"), default="json")
@@ -88,7 +91,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     scored = score(records, rubric)
     compare = (other.name, score(records, other)) if other is not None else None
     tables = generative_tables(scored, n_boot=args.n_boot, seed=args.seed, rubric=rubric.name,
-                               compare=compare)
+                               compare=compare, cluster=args.cluster)
     if args.out:
         _write_run(args, records, scored, tables, rubric, other)
     rep = score_report(scored, tables, rubric)
@@ -122,17 +125,24 @@ def _write_run(args, records, scored, tables, rubric, other) -> None:
     from ...run_metadata import RunMetadata, Source
     from .info import generative_info
 
-    model = args.model or "unknown"
-    rules = load_rules(args.thresholds, model=model)
+    import shlex
+
+    rules = load_rules(args.thresholds, model=args.model)
+    regen = ["fairness-tests", "generative", "score", "--outputs", display_path(args.outputs),
+             "--rubric", args.rubric, "--compare-rubric", str(args.compare_rubric),
+             "--seed", str(args.seed), "--n-boot", str(args.n_boot), "--cluster", args.cluster]
+    if args.model:
+        regen += ["--model", args.model]
     run = RunResult(metadata=RunMetadata(
-        model=model, backend=None, mode="scored",
+        model=args.model, backend=None, mode="scored", regen_command=shlex.join(regen),
         source=Source(kind="outputs", file=display_path(args.outputs),
                       sha256=sha256_file(args.outputs)),
         fairness_tests_version=__version__,
         config={"rubric": args.rubric, "compare_rubric": args.compare_rubric,
-                "n_boot": args.n_boot, "seed": args.seed},
+                "n_boot": args.n_boot, "seed": args.seed, "cluster": args.cluster},
         generative=generative_info(records, rubric, other, n_boot=args.n_boot, seed=args.seed,
-                                   name=f"outputs:{display_path(args.outputs)}")),
+                                   name=f"outputs:{display_path(args.outputs)}",
+                                   cluster=args.cluster)),
         tables=tables, records={"generative": scored})
     apply_to_run(run, rules)
     run.save(args.out)

@@ -14,11 +14,24 @@ from ...scoring.rubric import Rubric
 from ..bbq.data import sha256_file
 
 
+def bootstrap_info(n_boot: int, seed: int, cluster: str) -> Bootstrap:
+    from ...permutation import DEFAULT_N_PERM
+    method = ("percentile bootstrap, prompts (family x paraphrase x occupation x slice) "
+              "resampled" if cluster == "prompt" else
+              "generations resampled (Wilson intervals for rates, percentile bootstrap "
+              "otherwise)")
+    return Bootstrap(resamples=n_boot, seed=seed, cluster=cluster,
+                     permutations=DEFAULT_N_PERM,
+                     method=method + "; worst slice, disparity and refusal gap also by a "
+                            "permutation test of no difference between slices")
+
+
 def generative_info(records: pd.DataFrame, rubric: Rubric, other: Rubric | None, *,
                     n_boot: int, seed: int, name: str, suite: Any = None,
                     suite_hash: str | None = None, system_prompt: str | None = None,
                     n_grid_full: int | None = None, reductions: list[str] | None = None,
-                    gen_max_new_tokens: int | None = None) -> GenerativeInfo:
+                    gen_max_new_tokens: int | None = None,
+                    cluster: str = "prompt") -> GenerativeInfo:
     """``suite``: the :class:`~fairness_tests.protocols.generative.suite.Suite` that was
     run (None for the published grid or someone's outputs)."""
     decoding = sorted({(float(t), float(p)) for t, p in
@@ -31,8 +44,7 @@ def generative_info(records: pd.DataFrame, rubric: Rubric, other: Rubric | None,
         rubric_file=display_path(rubric.path) if rubric.path else None,
         rubric_sha256=sha256_file(rubric.path) if rubric.path else None,
         compare_rubric=other.name if other is not None else None,
-        bootstrap=Bootstrap(resamples=n_boot, seed=seed, method="percentile bootstrap, "
-                            "generations resampled (Wilson intervals for rates)"),
+        bootstrap=bootstrap_info(n_boot, seed, cluster),
         system_prompt=system_prompt, n_grid_full=n_grid_full,
         reductions=list(reductions or []),
         decoding=[{"temperature": t, "top_p": p} for t, p in decoding],

@@ -13,7 +13,9 @@ of the one rule engine (:func:`fairness_tests.rules.apply.apply_rules`).
      "disparity": {<metric>: value}, "refusal_gap": value,
      "ci": {"by_slice": [{"slice", <metric>: [lo, hi]}], "by_slice_family": [...],
             "by_slice_decoding": [...], "disparity": {<metric>: [lo, hi]},
-            "refusal_gap": [lo, hi]}}
+            "refusal_gap": [lo, hi]},
+     "permutation": {"disparity_<metric>" | "refusal_gap": {"statistic", "value",
+                     "p_value", "n_permutations"}}}
 
 Decoding cells are the label ``t<temperature>_p<top_p>`` (the one grouping).
 Values are :func:`fairness_tests.stats.json_value` (NaN -> null).
@@ -84,6 +86,24 @@ def score_report(scored: pd.DataFrame, tables: dict[str, pd.DataFrame],
     out["refusal_gap"] = json_value(gap["value"])
     ci["refusal_gap"] = [json_value(gap["ci_low"]), json_value(gap["ci_high"])]
     out["ci"] = ci
+    out["permutation"] = permutation_block(overall)
+    return out
+
+
+def permutation_block(overall: pd.DataFrame) -> dict[str, Any]:
+    """``{"<metric>": {statistic, value, p_value, n_permutations}}`` for the disparity of
+    every metric and the refusal gap (overall scope of ``generative_summary``): the
+    permutation test of "no difference between slices"."""
+    from ...permutation import DEFAULT_N_PERM
+    out = {}
+    rows = overall[overall["metric"].str.startswith("disparity_")
+                   | (overall["metric"] == "refusal_gap")]
+    for r in rows.itertuples(index=False):
+        out[r.metric] = {
+            "statistic": "max - min over slices; slice labels of whole prompts permuted "
+                         "within their frame (family x paraphrase x occupation)",
+            "value": json_value(r.value), "p_value": json_value(r.p_value),
+            "n_permutations": DEFAULT_N_PERM}
     return out
 
 
