@@ -75,8 +75,11 @@ def test_bars_ref_draws_bars_cis_and_the_reference_line():
     assert len(root.findall(".//s:line[@class='ci']", NS)) == 2
     ref = root.findall(".//s:line[@class='ref']", NS)
     assert len(ref) == 1
-    # the domain is 0..0.3 (ticks every 0.1) over a 230 px plot from x = 150: 0.05 -> 188.3
-    assert float(ref[0].get("x1")) == pytest.approx(150 + 0.05 / 0.3 * 230, abs=0.05)
+    # the domain is 0..0.3 with grid lines every 0.1: 0.05 lies halfway between the first two
+    grid = sorted({float(g.get("x1")) for g in root.findall(".//s:line", NS)
+                   if g.get("stroke") == svg.GRID})
+    assert len(grid) == 4
+    assert float(ref[0].get("x1")) == pytest.approx((grid[0] + grid[1]) / 2, abs=0.06)
     assert "n/a (undefined)" in out
 
 
