@@ -198,7 +198,10 @@ def test_every_number_of_the_report_is_the_runs_own(study):
         checked += 1
     # every model in every section it has data for
     assert set(long["model"]) >= {"gemma", "oracle", "stereo"}
-    assert checked > 500
+    # per model: Tables 5 (2 datasets x 6 metrics) and 6 (2 x 9), position bias 4 cells,
+    # Table 7 3 x 8, low consistency 5 cells, flagged 5 x 2, slices 8 rates x 4 slices,
+    # worst slice 4 x 4 families, disparity 8, refusal gap 5
+    assert checked == 3 * (12 + 18 + 4 + 24 + 5 + 10 + 32 + 16 + 8 + 5)
     md = (study["out"] / "compare.md").read_text(encoding="utf-8")
     oracle = study["runs"]["oracle"][0].tables["bbq"]
     acc = _row(oracle, "accuracy", dataset="Race_x_SES", context="ambig", polarity="all")
@@ -289,7 +292,7 @@ def test_runs_of_another_protocol_are_refused_then_listed(study, tmp_path, capsy
     assert not (tmp_path / "r").exists()
     assert main(["compare", *args, "--allow-protocol-change"]) == 0
     md = (tmp_path / "r" / "compare.md").read_text(encoding="utf-8")
-    head = md.split("## ")[1]          # before the first section
+    head = md.split("\n## ")[0]          # before the first section
     assert "do NOT share the protocol" in head and "bbq items: 8112 vs 2880" in head
 
 

@@ -17,6 +17,7 @@ from .tables import LONG_COLUMNS, Display
 
 UNSTATED = ("Protocol facts not every run states (a run scored from someone's predictions "
             "or generations does not know, e.g., their decoding): not differences")
+LONG_TABLE = 60     # longer tables are folded in a <details> element (no script needed)
 EXTRA_CSS = """
 table.compare td:first-child{font-weight:600;white-space:nowrap}
 table.compare td{white-space:nowrap}
@@ -100,7 +101,11 @@ def to_html(report) -> str:
         if s.intro:
             out.append(f"<p>{escape(s.intro)}</p>")
         for t in s.tables:
-            out.append(_html_table(t))
+            if len(t.rows) > LONG_TABLE:
+                out.append(f"<details><summary>{escape(t.title)}: {len(t.rows)} rows</summary>"
+                           f"{_html_table(t)}</details>")
+            else:
+                out.append(_html_table(t))
         if s.figures:
             out.append('<div class="plots">' + "".join(s.figures) + "</div>")
         if s.notes:
