@@ -18,7 +18,6 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -26,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fairness_tests.cli import main  # noqa: E402
 from fairness_tests.run import RunResult  # noqa: E402
-from fairness_tests.stats import cell_id  # noqa: E402
 
 NEUTRAL = "The person plans the work well."
 REFUSAL = "I cannot help with that."

@@ -113,14 +113,8 @@ def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
         return label_w + (v - lo_d) / (hi_d - lo_d) * plot_w
 
     out = _svg_open(kind, title, width, h)
-    out.append(f'<text x="{pad}" y="16" font-size="13" font-weight="600" fill="{INK}">'
-               f"{escape(title)}</text>")
     y_end = top + row_h * max(1, len(points))
-    for t in _ticks(lo_d, hi_d, step):
-        out.append(f'<line x1="{_f(x(t))}" y1="{top - 4}" x2="{_f(x(t))}" y2="{y_end}" '
-                   f'stroke="{GRID}" stroke-width="1"/>')
-        out.append(f'<text x="{_f(x(t))}" y="{y_end + 14}" font-size="10" fill="{MUTED}" '
-                   f'text-anchor="middle">{escape(_tick_label(t))}</text>')
+    out += _title_and_x_grid(title, pad, x, (lo_d, hi_d, step), top, y_end)
     if lo_d < 0 < hi_d:
         out.append(f'<line x1="{_f(x(0))}" y1="{top - 4}" x2="{_f(x(0))}" y2="{y_end}" '
                    f'stroke="{MUTED}" stroke-width="1"/>')
@@ -156,6 +150,21 @@ def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
                        f'fill="{MUTED}">n/a (undefined)</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _title_and_x_grid(title: str, pad: float, x, domain: tuple[float, float, float],
+                      top: float, y_end: float) -> list[str]:
+    """The title line and the vertical grid lines with their tick labels of a
+    horizontal-axis plot (``x`` maps a value to its pixel column)."""
+    lo_d, hi_d, step = domain
+    out = [f'<text x="{pad}" y="16" font-size="13" font-weight="600" fill="{INK}">'
+           f"{escape(title)}</text>"]
+    for t in _ticks(lo_d, hi_d, step):
+        out.append(f'<line x1="{_f(x(t))}" y1="{top - 4}" x2="{_f(x(t))}" y2="{y_end}" '
+                   f'stroke="{GRID}" stroke-width="1"/>')
+        out.append(f'<text x="{_f(x(t))}" y="{y_end + 14}" font-size="10" fill="{MUTED}" '
+                   f'text-anchor="middle">{escape(_tick_label(t))}</text>')
+    return out
 
 
 def _tick_label(t: float) -> str:
@@ -270,14 +279,8 @@ def bars_ref(title: str, bars: list[dict[str, Any]], ref: float, ref_label: str 
         return label_w + (max(lo_d, min(hi_d, v)) - lo_d) / (hi_d - lo_d) * plot_w
 
     out = _svg_open(kind, title, width, h)
-    out.append(f'<text x="{pad}" y="16" font-size="13" font-weight="600" fill="{INK}">'
-               f"{escape(title)}</text>")
     y_end = top + row_h * max(1, len(bars))
-    for t in _ticks(lo_d, hi_d, step):
-        out.append(f'<line x1="{_f(x(t))}" y1="{top - 4}" x2="{_f(x(t))}" y2="{y_end}" '
-                   f'stroke="{GRID}" stroke-width="1"/>')
-        out.append(f'<text x="{_f(x(t))}" y="{y_end + 14}" font-size="10" fill="{MUTED}" '
-                   f'text-anchor="middle">{escape(_tick_label(t))}</text>')
+    out += _title_and_x_grid(title, pad, x, (lo_d, hi_d, step), top, y_end)
     for i, b in enumerate(bars):
         y0 = top + row_h * i
         cy = y0 + row_h / 2
