@@ -133,7 +133,8 @@ def _pairwise_section(pairs: pd.DataFrame, alpha: float) -> Section:
     sec = Section("pairwise", "Pairwise comparisons (paired, Holm-adjusted)",
                   intro=(f"delta = model B - model A on the shared items, its paired 95% CI, "
                          f"the two-sided p-value and the Holm-adjusted one; separated when "
-                         f"the adjusted p < {alpha:g}."))
+                         f"the adjusted p < {alpha:g} (the gate's notes call A the baseline "
+                         f"and B the candidate)."))
     rows, body = [], []
     for r in pairs.itertuples(index=False):
         rows.append(long_row("pairwise", r.model_b, r.cell, r.metric, r.delta, r.ci_low,
