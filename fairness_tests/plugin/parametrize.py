@@ -181,7 +181,7 @@ class GateRow:
 def gate_params(session) -> list:
     s = session.settings
     if not s.baseline:
-        return [pytest.param(Missing("no --baseline-model given: the upgrade gate is off",
+        return [pytest.param(Missing("no --fairness-baseline-model given: the upgrade gate is off",
                                      "skip"), id="no-baseline")]
     params = []
     if not [m for m in s.models if m != s.baseline]:
