@@ -207,6 +207,11 @@ class LiteLLMBackend:
                 on_response(req, resp)
             return resp
 
+        if self.limiter is not None:
+            # the first call of an event loop sets the HTTP client up; requests started
+            # meanwhile would leave together once it is ready, bunched above the cap
+            head = [await one(requests[0])]
+            return head + list(await asyncio.gather(*(one(r) for r in requests[1:])))
         return list(await asyncio.gather(*(one(r) for r in requests)))
 
     def _model_and_base(self, req: Request) -> tuple[str, str | None]:
