@@ -20,13 +20,46 @@ Faults:
 ``400``       400 bad request (not retryable)
 
 ``latency_s`` delays every answer (the fixed-latency mode for benchmarks).
-It records every request: arrival time, prompt, fault, headers; the number in
-flight and its maximum. Every wait is bounded and ends on :meth:`stop`.
-Only loopback: it binds 127.0.0.1.
+It records every request: arrival time, prompt, fault, headers, body; the number
+in flight and its maximum; and the tokens it billed (``prompt_tokens``,
+``completion_tokens``, ``reasoning_tokens``). Every wait is bounded and ends on
+:meth:`stop`. Only loopback: it binds 127.0.0.1.
+
+A sampling model (``answers``), for the repeat modes
+    ``answers(prompt) -> {token: probability}`` is the model's distribution of
+    its one-token reply. An ``ok`` answer then samples that token, as the OpenAI
+    API documents its parameters:
+
+    - ``n``: that many choices, sampled independently (``n_support=False``: the
+      parameter is ignored and one choice comes back, like a provider without it);
+    - ``temperature``: sampling from ``p**(1/T)`` renormalised (``T = 0``: the
+      most likely token); ``seed``: the draws of choice ``i`` are a function of
+      (seed, prompt, i), so a repeated request gets the same choices;
+    - log-probabilities (``logprobs_support=False``: ignored, ``logprobs:
+      null``), the model's raw ones (before temperature, as OpenAI and vLLM give
+      them): ``/v1/chat/completions`` with ``logprobs: true, top_logprobs: k``
+      gives ``choices[i].logprobs.content[j] = {token, logprob, bytes,
+      top_logprobs: [{token, logprob, bytes}, ...k]}``; ``/v1/completions`` with
+      ``logprobs: k`` gives ``choices[i].logprobs = {tokens, token_logprobs,
+      top_logprobs: [{token: logprob, ...k}], text_offset}``;
+    - ``usage``: ``prompt_tokens`` once per request (``tokenizer`` over every
+      message's content, whitespace words by default; ``chat_overhead``: OpenAI's
+      counting, 3 per message plus its role and content, and 3 to prime the reply), and
+      ``completion_tokens`` summed over all choices, reasoning included, with
+      ``completion_tokens_details.reasoning_tokens``.
+
+A reasoning model (``reasoning``)
+    ``{reasoning_effort: tokens}`` (key ``None`` for requests without one; a
+    ``thinking.budget_tokens`` caps it): each choice spends that many tokens
+    reasoning before it answers. When ``max_completion_tokens`` (or
+    ``max_tokens``) leaves no room for the answer the choice has empty content
+    and ``finish_reason: "length"``.
 """
 from __future__ import annotations
 
 import json
+import math
+import random
 import re
 import threading
 import time
@@ -48,14 +81,43 @@ class Hit:
     body: dict = field(default_factory=dict)      # the request's JSON body
 
 
+def tiktoken_counter(encoding: str) -> Callable[[str], int]:
+    """Token counts with tiktoken's ``encoding`` as OpenAI's servers count them, read
+    offline from the copy of the encoding files bundled with litellm (a counter that
+    does not go through litellm's own ``token_counter``)."""
+    import os
+    from pathlib import Path
+
+    import litellm
+    import tiktoken
+
+    os.environ.setdefault("TIKTOKEN_CACHE_DIR",
+                          str(Path(litellm.__file__).parent / "litellm_core_utils" / "tokenizers"))
+    enc = tiktoken.get_encoding(encoding)
+    return lambda text: len(enc.encode(text, disallowed_special=())) if text else 0
+
+
 class FaultServer:
     def __init__(self, *, default: str = "ok", latency_s: float = 0.0, hang_s: float = 5.0,
-                 retry_after: str = "1", reply: Callable[[str], str] | None = None):
+                 retry_after: str = "1", reply: Callable[[str], str] | None = None,
+                 answers: Callable[[str], dict[str, float]] | None = None,
+                 n_support: bool = True, logprobs_support: bool = True,
+                 tokenizer: Callable[[str], int] | None = None, chat_overhead: bool = False,
+                 reasoning: dict[str | None, int] | None = None):
         self.default = default
         self.latency_s = latency_s
         self.hang_s = hang_s
         self.retry_after = retry_after
         self.reply = reply or (lambda prompt: f"(b) reply to: {prompt[:60]}")
+        self.answers = answers
+        self.n_support = n_support
+        self.logprobs_support = logprobs_support
+        self.tokenizer = tokenizer or (lambda text: len(text.split()))
+        self.chat_overhead = chat_overhead
+        self.reasoning = reasoning
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.reasoning_tokens = 0
         self.hits: list[Hit] = []
         self.attempts: Counter[str] = Counter()
         self.inflight = 0
@@ -77,7 +139,9 @@ class FaultServer:
                 pass
 
             def do_GET(self):
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path.rstrip("/").endswith("/stats"):
+                    self._send(200, server.stats())
+                elif self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [{"id": "fault-model",
                                                                  "object": "model"}]})
                 else:
@@ -137,11 +201,19 @@ class FaultServer:
         with self._lock:
             return [h.t for h in self.hits if needle in h.prompt]
 
+    def stats(self) -> dict:
+        """Requests served (all attempts) and tokens billed."""
+        with self._lock:
+            return {"requests": len(self.hits), "prompt_tokens": self.prompt_tokens,
+                    "completion_tokens": self.completion_tokens,
+                    "reasoning_tokens": self.reasoning_tokens, "max_inflight": self.max_inflight}
+
     def reset(self) -> None:
         with self._lock:
             self.hits.clear()
             self.attempts.clear()
             self.max_inflight = 0
+            self.prompt_tokens = self.completion_tokens = self.reasoning_tokens = 0
 
     # -- the handler ----------------------------------------------------------
     def _handle(self, h, body: dict) -> None:
@@ -194,44 +266,165 @@ class FaultServer:
             return
         if fault == "hang":
             self._stop.wait(self.hang_s)
-        content: str | None = self.reply(prompt)
-        finish = "stop"
-        refusal = None
-        if fault == "empty":
-            content = ""
-        elif fault == "null":
-            content = None
-        elif fault == "refusal":
-            content, refusal = None, "I'm sorry, I can't help with that."
-        elif fault == "filter":
-            content, finish = "", "content_filter"
-        usage = {"prompt_tokens": len(prompt.split()),
-                 "completion_tokens": len((content or "").split()),
-                 "total_tokens": len(prompt.split()) + len((content or "").split())}
+        n = max(1, int(body.get("n") or 1)) if self.n_support else 1
+        want_lp = bool(body.get("logprobs")) and self.logprobs_support
+        top_k = int(body.get("top_logprobs") or 0) if chat else int(body.get("logprobs") or 0)
+        choices, ct, rt = [], 0, 0
+        for i in range(n):
+            content, finish, tokens, reasoning = self._choice(body, prompt, i)
+            refusal = None
+            if fault == "empty":
+                content = ""
+            elif fault == "null":
+                content = None
+            elif fault == "refusal":
+                content, refusal = None, "I'm sorry, I can't help with that."
+            elif fault == "filter":
+                content, finish = "", "content_filter"
+            ct += reasoning + (len(tokens) if content else 0)
+            rt += reasoning
+            lp = self._logprobs(prompt, tokens if content else [], top_k, chat) if want_lp else None
+            if chat:
+                msg = {"role": "assistant", "content": content}
+                if refusal:
+                    msg["refusal"] = refusal
+                choices.append({"index": i, "message": msg, "logprobs": lp,
+                                "finish_reason": finish})
+            else:
+                choices.append({"index": i, "text": content or "", "logprobs": lp,
+                                "finish_reason": finish})
+        pt = self._prompt_tokens(body, chat)
+        usage = {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct,
+                 "completion_tokens_details": {"reasoning_tokens": rt}}
+        with self._lock:
+            self.prompt_tokens += pt
+            self.completion_tokens += ct
+            self.reasoning_tokens += rt
         model = body.get("model", "fault-model")
         if chat:
-            msg = {"role": "assistant", "content": content}
-            if refusal:
-                msg["refusal"] = refusal
             payload = {"id": "chatcmpl-fault", "object": "chat.completion",
-                       "created": int(time.time()), "model": model,
-                       "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+                       "created": int(time.time()), "model": model, "choices": choices,
                        "usage": usage}
         else:
             payload = {"id": "cmpl-fault", "object": "text_completion",
-                       "created": int(time.time()), "model": model,
-                       "choices": [{"index": 0, "text": content or "", "logprobs": None,
-                                    "finish_reason": finish}],
+                       "created": int(time.time()), "model": model, "choices": choices,
                        "usage": usage}
         h._send(200, payload)
 
+    # -- the model ------------------------------------------------------------
+    def _prompt_tokens(self, body: dict, chat: bool) -> int:
+        if not chat:
+            p = body.get("prompt", "")
+            return self.tokenizer(p[0] if isinstance(p, list) else str(p))
+        msgs = body.get("messages") or []
+        if not self.chat_overhead:
+            return sum(self.tokenizer(str(m.get("content") or "")) for m in msgs)
+        # OpenAI's counting: 3 per message plus its role and content, 3 to prime the reply
+        return sum(3 + self.tokenizer(str(m.get("role") or "")) +
+                   self.tokenizer(str(m.get("content") or "")) for m in msgs) + 3
 
-if __name__ == "__main__":   # a loopback server for manual runs / benches
+    def _choice(self, body: dict, prompt: str, i: int) -> tuple[str | None, str, list[str], int]:
+        """(content, finish_reason, content tokens, reasoning tokens) of choice ``i``."""
+        reasoning = 0
+        if self.reasoning is not None:
+            reasoning = int(self.reasoning.get(body.get("reasoning_effort"), 0))
+            budget = (body.get("thinking") or {}).get("budget_tokens")
+            if budget is not None:
+                reasoning = min(reasoning, int(budget))
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        if self.answers is None:
+            content = self.reply(prompt)
+            tokens = content.split()
+        else:
+            tokens = [self._sample(body, prompt, i)]
+            content = tokens[0]
+        if limit is not None and reasoning + len(tokens) > int(limit):
+            if reasoning >= int(limit):
+                return "", "length", [], int(limit)
+            tokens = tokens[:int(limit) - reasoning]
+            return " ".join(tokens), "length", tokens, reasoning
+        return content, "stop", tokens, reasoning
+
+    def _sample(self, body: dict, prompt: str, i: int) -> str:
+        dist = self.answers(prompt)
+        toks = list(dist)
+        t = float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0)
+        if t <= 0:
+            return max(toks, key=lambda k: dist[k])
+        w = [dist[k] ** (1.0 / t) for k in toks]
+        seed = body.get("seed")
+        rng = random.Random(f"{seed}|{prompt}|{i}") if seed is not None else random.Random()
+        return rng.choices(toks, weights=w, k=1)[0]
+
+    def _logprobs(self, prompt: str, tokens: list[str], k: int, chat: bool):
+        dist = self.answers(prompt) if self.answers is not None else None
+
+        def lp(tok: str) -> float:
+            if dist is None:
+                return 0.0
+            p = dist.get(tok, 0.0)
+            return math.log(p) if p > 0 else -9999.0
+
+        def top() -> list[tuple[str, float]]:
+            if dist is None:
+                return []
+            ranked = sorted(dist, key=lambda x: -dist[x])[:max(0, k)]
+            return [(x, lp(x)) for x in ranked]
+
+        if chat:
+            return {"content": [{"token": tok, "logprob": lp(tok), "bytes": list(tok.encode()),
+                                 "top_logprobs": [{"token": x, "logprob": v,
+                                                   "bytes": list(x.encode())}
+                                                  for x, v in (top() if j == 0 else [])]}
+                                for j, tok in enumerate(tokens)],
+                    "refusal": None}
+        offset = len(prompt)
+        offsets = []
+        for tok in tokens:
+            offsets.append(offset)
+            offset += len(tok)
+        return {"tokens": list(tokens), "token_logprobs": [lp(x) for x in tokens],
+                "top_logprobs": [dict(top()) if j == 0 else {} for j in range(len(tokens))],
+                "text_offset": offsets}
+
+
+def letter_model(prompt: str) -> dict[str, float]:
+    """A deterministic toy model for benches: a one-token reply whose distribution over
+    ``a b c B Unknown`` depends on the prompt (sha256), so items differ."""
+    import hashlib
+    h = hashlib.sha256(prompt.encode("utf-8")).digest()
+    w = [1.0 + h[i] for i in range(5)]
+    w[4] *= 0.1                                  # the non-letter reply is rare
+    total = sum(w)
+    return {t: x / total for t, x in zip(("a", "b", "c", "B", "Unknown"), w)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """A loopback server for manual runs and benches; prints its URL, serves until killed.
+    ``GET /v1/stats`` answers its counters as JSON."""
+    import argparse
     import sys
-    s = FaultServer(latency_s=float(sys.argv[1]) if len(sys.argv) > 1 else 0.0).start()
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("latency", nargs="?", type=float, default=0.0)
+    ap.add_argument("--letters", action="store_true",
+                    help="answer with the sampling toy model (letter_model): n, logprobs")
+    ap.add_argument("--tiktoken", default=None, metavar="ENCODING",
+                    help="count tokens with this tiktoken encoding and OpenAI's chat overhead")
+    ap.add_argument("--no-n", action="store_true")
+    ap.add_argument("--no-logprobs", action="store_true")
+    a = ap.parse_args(argv)
+    s = FaultServer(latency_s=a.latency, answers=letter_model if a.letters else None,
+                    n_support=not a.no_n, logprobs_support=not a.no_logprobs,
+                    tokenizer=tiktoken_counter(a.tiktoken) if a.tiktoken else None,
+                    chat_overhead=bool(a.tiktoken)).start()
     print(s.url, flush=True)
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         s.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

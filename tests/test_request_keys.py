@@ -82,7 +82,7 @@ def test_temperature_1_from_yaml_replays_the_committed_recordings(tmp_path):
     cfg = config_from_options(protocols=["bbq"], temperature=t, rotations="none", limit=1,
                               n_boot=10, store=str(tmp_path / "s.sqlite"))
     result = run_audit(cfg)                       # replay: a miss would raise
-    assert result.metadata["requests"]["bbq"] > 0 and len(result.tables["bbq"]) > 0
+    assert result.metadata.requests["bbq"] > 0 and len(result.tables["bbq"]) > 0
 
 
 # ----------------------------------------------------------------- transport

@@ -206,7 +206,7 @@ def test_stats_and_prune(tmp_path, store):
     store.put(req(4, "m2"), Response(key="", status="refused"))
     st = store.stats()
     assert st["total"] == 5
-    assert st["by_status"] == {"ok": 3, "error": 1, "refused": 1}
+    assert st["by_status"] == {"ok": 3, "error": 1, "refused": 1, "truncated": 0}
     g = {(x["model"], x["status"]): x for x in st["groups"]}
     assert g[("m1", "ok")]["count"] == 3 and g[("m1", "ok")]["prompt_tokens"] == 30
     assert st["size_bytes"] > 0

@@ -27,7 +27,8 @@ def test_stats_export_import_prune(tmp_path, capsys):
     _fill(db)
     assert main(["store", "stats", "--store", str(db), "--format", "json"]) == 0
     st = json.loads(capsys.readouterr().out)
-    assert st["total"] == 5 and st["by_status"] == {"ok": 3, "error": 1, "refused": 1}
+    assert st["total"] == 5 and st["by_status"] == {"ok": 3, "error": 1, "refused": 1,
+                                                     "truncated": 0}
     assert main(["store", "stats", "--store", str(db)]) == 0
     table = capsys.readouterr().out
     assert "litellm:m1" in table and "transformers:gemma" in table

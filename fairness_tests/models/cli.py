@@ -5,6 +5,7 @@ import json
 import re
 
 from ..errors import ConfigError
+from .request import STATUSES
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -49,7 +50,7 @@ def register(subparsers) -> None:
     common(p)
     p.add_argument("--model", default=None)
     p.add_argument("--backend", default=None)
-    p.add_argument("--status", default=None, choices=("ok", "error", "refused"))
+    p.add_argument("--status", default=None, choices=STATUSES)
     p.add_argument("--older-than", default=None, help="age, e.g. 30m, 12h, 7d")
     p.set_defaults(func=cmd_prune)
 

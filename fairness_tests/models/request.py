@@ -26,6 +26,19 @@ Kinds:
   (e.g. ``("a", "b", "c")``); the response carries the parsed answer index and,
   when the backend can give them, the letters' probabilities.
 - ``"generate"``: open-ended generation; the response carries the text.
+
+``repeat_mode`` (see :mod:`fairness_tests.models.repeat_modes`) says how the
+repeats of one prompt are asked of an API: ``"calls"`` (one request each),
+``"n"`` (one request with ``n`` choices) or ``"logprobs"`` (one request whose
+``top_logprobs`` give the letter distribution the repeats are drawn from). It
+changes how an answer is produced, so it is part of the key; like the reasoning
+settings of :class:`Decoding` it enters the key only when not at its default,
+so the keys of requests that do not use it are unchanged.
+
+Statuses: ``ok``; ``error`` (asked again on a re-run); ``refused`` (the
+provider refused); ``truncated`` (an empty answer with finish reason
+``length``: the token budget went to reasoning; a re-run with a larger
+``max_tokens`` is a different request).
 """
 from __future__ import annotations
 
@@ -37,8 +50,8 @@ from typing import Any, Literal
 
 from ..errors import ConfigError
 
-Status = Literal["ok", "error", "refused"]
-STATUSES = ("ok", "error", "refused")
+Status = Literal["ok", "error", "refused", "truncated"]
+STATUSES = ("ok", "error", "refused", "truncated")
 
 
 # ----------------------------------------------------------------------------- canonical form
@@ -129,6 +142,8 @@ class Decoding:
     temperature: float = 1.0
     top_p: float = 1.0
     max_tokens: int = 16
+    reasoning_effort: str | None = None   # litellm's reasoning_effort ("low", "medium", "high")
+    thinking_budget: int | None = None    # litellm's thinking={"type": "enabled", "budget_tokens": N}
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "temperature", _float(self.temperature, "temperature"))
@@ -138,6 +153,14 @@ class Decoding:
     def label(self) -> str:
         """Readable id, e.g. ``t0.7_p0.95``."""
         return f"t{self.temperature:g}_p{self.top_p:g}"
+
+    def key_fields(self) -> dict[str, Any]:
+        """The decoding as hashed into a request key: the reasoning settings only when set."""
+        d = asdict(self)
+        for name in ("reasoning_effort", "thinking_budget"):
+            if d[name] is None:
+                del d[name]
+        return d
 
 
 @dataclass(frozen=True)
@@ -152,6 +175,7 @@ class Request:
     api_base: str | None = field(default=None, compare=False, hash=False)
     kind: Literal["choice", "generate"] = "generate"
     choices: tuple[str, ...] = ()
+    repeat_mode: str = "calls"
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -162,16 +186,19 @@ class Request:
 
     def key_fields(self) -> dict[str, Any]:
         """The fields hashed into the key (canonical form): all that can change the
-        output and is asked for, not how or where it is sent."""
+        output and is asked for, not how or where it is sent. Reasoning settings and a
+        repeat mode other than ``calls`` enter only when set, so keys of runs that use
+        neither are unchanged."""
         return canonical({
             "backend": self.backend,
             "model": self.model,
             "kind": self.kind,
             "messages": [[m.role, m.content] for m in self.messages],
             "choices": list(self.choices),
-            "decoding": asdict(self.decoding),
+            "decoding": self.decoding.key_fields(),
             "seed": self.seed,
             "repeat": self.repeat,
+            "repeat_mode": None if self.repeat_mode == "calls" else self.repeat_mode,
         })
 
     def key(self) -> str:
@@ -192,12 +219,21 @@ class Request:
         ensure_ascii=False)`` with ``f = {api_base: None, backend, choices, decoding:
         {max_tokens (int), temperature, top_p (floats)}, kind, messages, model}`` (the
         layout of the schema-1 request key without seed and repeat). The numbers are
-        :class:`Decoding`'s normalised ones, so ``temperature=1`` samples as ``1.0``."""
-        f = {"api_base": None, "backend": self.backend, "choices": list(self.choices),
-             "decoding": asdict(self.decoding), "kind": self.kind,
-             "messages": [[m.role, m.content] for m in self.messages], "model": self.model}
-        blob = json.dumps(f, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        :class:`Decoding`'s normalised ones, so ``temperature=1`` samples as ``1.0``.
+        Reasoning settings and a repeat mode other than ``calls`` are added only when
+        set."""
+        cached = self.__dict__.get("_prompt_key")
+        if cached is None:
+            f = {"api_base": None, "backend": self.backend, "choices": list(self.choices),
+                 "decoding": self.decoding.key_fields(), "kind": self.kind,
+                 "messages": [[m.role, m.content] for m in self.messages],
+                 "model": self.model}
+            if self.repeat_mode != "calls":
+                f["repeat_mode"] = self.repeat_mode
+            blob = json.dumps(f, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            cached = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+            object.__setattr__(self, "_prompt_key", cached)
+        return cached
 
     def with_(self, **changes: Any) -> "Request":
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -220,7 +256,9 @@ class Response:
     letter_probs: list[float] | None = None     # P(letter) for each choice, when known
     letter_mass: float | None = None            # P(any letter) over the full vocabulary at T=1, when known
     prompt_tokens: int | None = None
-    completion_tokens: int | None = None
+    completion_tokens: int | None = None     # includes reasoning_tokens (as providers bill them)
+    reasoning_tokens: int | None = None      # of completion_tokens, spent reasoning (when reported)
+    finish_reason: str | None = None         # the provider's, when one was given
     latency_s: float | None = None
     cost_usd: float | None = None
     status: Status = "ok"

@@ -553,8 +553,11 @@ class ResponseStore:
                    "meta": json.loads(meta), "response": response,
                    "fingerprint": fps.get(fp_id) if fp_id else None, "created_at": created}
 
-    def export_jsonl(self, path: str | os.PathLike, *, timestamps: bool = True) -> int:
-        """Write every row to ``path`` (gzip if it ends with ``.gz``); returns the count."""
+    def export_jsonl(self, path: str | os.PathLike, *, timestamps: bool = True,
+                     keys: Iterable[str] | None = None) -> int:
+        """Write every row (or only those of ``keys``) to ``path`` (gzip if it ends with
+        ``.gz``); returns the count."""
+        wanted = None if keys is None else set(keys)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
@@ -567,6 +570,8 @@ class ResponseStore:
                 gz = None
                 out = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
             for rec in self.iter_records():
+                if wanted is not None and rec["key"] not in wanted:
+                    continue
                 if not timestamps:
                     rec.pop("created_at")
                 out.write(_dumps(rec) + "\n")

@@ -45,8 +45,40 @@ Keys come from ``api_key`` or the environment (litellm reads the provider's
 variable, e.g. ``OPENAI_API_KEY``); they are handed only to litellm, never put
 in a response, the store or a log line (error texts are scrubbed).
 
-litellm is imported lazily, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so that
-importing it never touches the network.
+Repeat modes (``Request.repeat_mode``, :mod:`fairness_tests.models.repeat_modes`):
+the requests of one prompt that differ only in ``repeat`` are one *unit*:
+``calls`` asks each on its own; ``n`` asks the unit once with ``n`` = its size
+(choice ``i`` answers its ``i``-th repeat); ``logprobs`` asks it once with
+``logprobs``/``top_logprobs`` and draws every repeat from the letter
+distribution. The first unit of a mode the backend has not yet seen honoured
+goes alone; a reply with fewer choices than ``n``, or without log-probabilities,
+raises :class:`~fairness_tests.models.repeat_modes.RepeatModeUnsupported`
+(naming the provider) before anything else is asked or stored. A mode litellm
+itself would not send for the model (``get_supported_openai_params``) raises
+the same before any request. Tokens and cost of a unit are billed once and
+shared among its responses (``prompt_tokens`` on the first; completion tokens
+and cost split evenly, remainders to the first), so sums over responses are
+what the provider billed.
+
+Reasoning (``Decoding.reasoning_effort`` / ``thinking_budget``) is passed as
+litellm's ``reasoning_effort`` / ``thinking={"type": "enabled", "budget_tokens":
+N}``, which litellm maps to the provider's parameters; a model for which litellm
+would drop them is a :class:`~fairness_tests.errors.ConfigError`, not a silent
+no-op. ``usage.completion_tokens_details.reasoning_tokens`` is kept as
+``Response.reasoning_tokens`` (and in :meth:`totals`). An empty answer with
+``finish_reason == "length"`` becomes ``status="truncated"`` (the budget went to
+reasoning), not retried.
+
+Budget: with ``max_cost_usd`` no new request starts once the cost so far
+(litellm's ``completion_cost`` of each reply) reaches it; requests in flight
+finish and are reported, the rest are not asked, and :meth:`answer` raises
+:class:`~fairness_tests.models.cost.BudgetReached` (everything reported is
+already stored by the runner, so a re-run resumes). The cost can pass the
+budget by at most the replies in flight (``max_concurrency``).
+
+litellm is imported lazily, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` (its
+bundled price map, never the network) and ``LITELLM_OFFLINE_MODE=true`` (its
+bundled tokenizers only), so that importing it never touches the network.
 """
 from __future__ import annotations
 
@@ -58,6 +90,9 @@ import threading
 import time
 from typing import Any, Callable
 
+from ..letters import draw_letter, letter_distribution
+from ..repeat_modes import (LOGPROBS_MAX_TOKENS, TOP_LOGPROBS, RepeatModeUnsupported,
+                            answer_position, letter_scores, units)
 from ...errors import ConfigError
 from ..ratelimit import RateLimiter, estimate_tokens
 from ..request import Request, Response, canonical_json
@@ -68,6 +103,7 @@ _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 
 def _litellm():
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
     import litellm  # lazy: heavy, and must not run at import of this module
     litellm.suppress_debug_info = True
     return litellm
@@ -97,6 +133,10 @@ class _Permanent(Exception):
     """A failure not worth retrying."""
 
 
+class _Unsupported(Exception):
+    """The reply does not honour the unit's repeat mode."""
+
+
 class _Retryable(Exception):
     def __init__(self, message: str, retry_after: float | None = None):
         super().__init__(message)
@@ -114,7 +154,9 @@ class LiteLLMBackend:
                  retry_budget: int = 200, backoff_base_s: float = 0.5,
                  backoff_max_s: float = 30.0, max_retry_after_s: float = 60.0,
                  parse_choice: Callable[[Request, str], int | None] | None = None,
-                 seed: int | None = None, extra: dict[str, Any] | None = None, **_ignored: Any):
+                 seed: int | None = None, extra: dict[str, Any] | None = None,
+                 max_cost_usd: float | None = None, top_logprobs: int = TOP_LOGPROBS,
+                 **_ignored: Any):
         self.model = model
         self.api_base = api_base
         self._api_key = api_key
@@ -130,6 +172,9 @@ class LiteLLMBackend:
         self.max_retry_after_s = float(max_retry_after_s)
         self.parse_choice = parse_choice
         self.extra = dict(extra or {})
+        self.max_cost_usd = float(max_cost_usd) if max_cost_usd is not None else None
+        self.top_logprobs = int(top_logprobs)
+        self._modes_seen: set[tuple[str, str | None, str]] = set()   # (model, base, mode) honoured
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         # totals over the life of the backend
@@ -137,7 +182,10 @@ class LiteLLMBackend:
         self.attempts = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.reasoning_tokens = 0
         self.cost_usd = 0.0
+        self.calls = 0                          # replies received (one per unit asked)
+        self.truncated = 0
         self.sleeps: list[float] = []          # backoff waits taken (for tests / logs)
 
     # -- interface ------------------------------------------------------------
@@ -167,7 +215,9 @@ class LiteLLMBackend:
     def totals(self) -> dict[str, Any]:
         return {"attempts": self.attempts, "retries": self.retries_used,
                 "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "cost_usd": self.cost_usd}
+                "completion_tokens": self.completion_tokens,
+                "reasoning_tokens": self.reasoning_tokens, "cost_usd": self.cost_usd,
+                "calls": self.calls, "truncated": self.truncated}
 
     def answer(self, requests: list[Request],
                on_response: Callable[[Request, Response], None] | None = None) -> list[Response]:
@@ -198,21 +248,93 @@ class LiteLLMBackend:
                           on_response: Callable[[Request, Response], None] | None
                           ) -> list[Response]:
         litellm = _litellm()
+        self._check_params(litellm, requests)
         sem = asyncio.Semaphore(self.max_concurrency)
+        out: list[Response | None] = [None] * len(requests)
+        not_asked: list[Request] = []
 
-        async def one(req: Request) -> Response:
+        async def run(unit: list[int], probe: bool = False) -> None:
+            reqs = [requests[i] for i in unit]
             async with sem:
-                resp = await self._one(litellm, req)
-            if on_response is not None:
-                on_response(req, resp)
-            return resp
+                if self._budget_spent():
+                    not_asked.extend(reqs)
+                    return
+                resps = await self._one(litellm, reqs, probe=probe)
+            for i, q, r in zip(unit, reqs, resps):
+                out[i] = r
+                if on_response is not None:
+                    on_response(q, r)
 
-        if self.limiter is not None:
+        todo = units(requests)
+        # the first unit of each mode not yet seen honoured goes alone (detection)
+        probed: set[tuple[str, str | None, str]] = set()
+        for unit in list(todo):
+            first = requests[unit[0]]
+            mode = first.repeat_mode
+            seen = (*self._model_and_base(first), mode)
+            if mode == "calls" or seen in self._modes_seen or seen in probed \
+                    or (mode == "n" and len(unit) < 2):
+                continue
+            probed.add(seen)
+            todo.remove(unit)
+            await run(unit, probe=True)
+        if self.limiter is not None and todo:
             # the first call of an event loop sets the HTTP client up; requests started
             # meanwhile would leave together once it is ready, bunched above the cap
-            head = [await one(requests[0])]
-            return head + list(await asyncio.gather(*(one(r) for r in requests[1:])))
-        return list(await asyncio.gather(*(one(r) for r in requests)))
+            await run(todo.pop(0))
+        await asyncio.gather(*(run(u) for u in todo))
+        if not_asked:
+            from ..cost import BudgetReached
+            raise BudgetReached(self.cost_usd, self.max_cost_usd or 0.0, len(not_asked))
+        return out  # type: ignore[return-value]
+
+    def _budget_spent(self) -> bool:
+        with self._lock:
+            return self.max_cost_usd is not None and self.cost_usd >= self.max_cost_usd
+
+    def provider_name(self, req: Request) -> str:
+        """``<provider> (<model> at <api_base>)``, as litellm resolves it; secrets scrubbed."""
+        model, base = self._model_and_base(req)
+        try:
+            provider = _litellm().get_llm_provider(model)[1]
+        except Exception:
+            provider = model.split("/", 1)[0]
+        where = f" at {scrub_text(base, self.secrets())}" if base else ""
+        return f"{provider} ({model}{where})"
+
+    def _check_params(self, litellm: Any, requests: list[Request]) -> None:
+        """A repeat mode or reasoning setting litellm would drop for a model: fail before
+        asking (RepeatModeUnsupported for a mode, so the audit can fall back)."""
+        from ...errors import ConfigError
+        seen: set[tuple] = set()
+        for r in requests:
+            d = r.decoding
+            k = (*self._model_and_base(r), r.repeat_mode, d.reasoning_effort is not None,
+                 d.thinking_budget is not None)
+            if k in seen or k[2:] == ("calls", False, False):
+                continue
+            seen.add(k)
+            model = k[0]
+            try:
+                name, provider = litellm.get_llm_provider(model)[:2]
+                supported = set(litellm.get_supported_openai_params(
+                    model=name, custom_llm_provider=provider) or ())
+            except Exception:
+                continue                     # litellm cannot tell: the reply will show
+            need = {"n": ["n"], "logprobs": ["logprobs"]}.get(r.repeat_mode, [])
+            for param in need:
+                if param not in supported:
+                    raise RepeatModeUnsupported(
+                        r.repeat_mode, self.provider_name(r),
+                        f"litellm does not send {param!r} for this model")
+            for param, on in (("reasoning_effort", k[3]), ("thinking", k[4])):
+                if on and param not in supported:
+                    raise ConfigError(
+                        f"litellm would drop {param} for {self.provider_name(r)} (not among "
+                        f"the parameters it supports for this model); use a model/provider "
+                        f"prefix litellm knows as a reasoning model (e.g. hosted_vllm/ for a "
+                        f"vLLM server)", key="--reasoning-effort" if param == "reasoning_effort"
+                        else "--thinking-budget")
 
     def _model_and_base(self, req: Request) -> tuple[str, str | None]:
         model = req.model or self.model or ""
@@ -221,29 +343,41 @@ class LiteLLMBackend:
             model = f"openai/{model}"
         return model, base
 
-    async def _one(self, litellm: Any, req: Request) -> Response:
+    async def _one(self, litellm: Any, reqs: list[Request],
+                   probe: bool = False) -> list[Response]:
+        """The responses to one unit (one request, or the repeats of one prompt)."""
+        req = reqs[0]
         model, base = self._model_and_base(req)
         t0 = time.monotonic()
         last_error = ""
         attempt = 0
         tokens = estimate_tokens(sum(len(m.content) for m in req.messages),
-                                 req.decoding.max_tokens)
+                                 req.decoding.max_tokens * len(reqs))
         while True:
             if self.limiter is not None:
                 await self.limiter.wait(tokens, scope=model)
             with self._lock:
                 self.attempts += 1
             try:
-                resp = await self._call(litellm, req, model, base)
-                resp.latency_s = time.monotonic() - t0
-                if self.limiter is not None and resp.prompt_tokens is not None:
-                    used = resp.prompt_tokens + (resp.completion_tokens or 0)
+                resps = await self._call(litellm, reqs, model, base)
+                for r in resps:
+                    r.latency_s = time.monotonic() - t0
+                if self.limiter is not None and resps and resps[0].prompt_tokens is not None:
+                    used = sum((r.prompt_tokens or 0) + (r.completion_tokens or 0) for r in resps)
                     self.limiter.settle(tokens, used, scope=model)
-                return resp
+                if req.repeat_mode != "calls":
+                    self._modes_seen.add((model, base, req.repeat_mode))
+                return resps
+            except _Unsupported as exc:
+                if probe:
+                    raise RepeatModeUnsupported(req.repeat_mode, self.provider_name(req),
+                                                str(exc)) from None
+                return [self._error(r, f"repeat mode {req.repeat_mode!r} not honoured: {exc}",
+                                    t0) for r in reqs]
             except _RefusedSignal as exc:
-                return self._error(req, str(exc), t0, status="refused")
+                return [self._error(r, str(exc), t0, status="refused") for r in reqs]
             except _Permanent as exc:
-                return self._error(req, str(exc), t0)
+                return [self._error(r, str(exc), t0) for r in reqs]
             except _Retryable as exc:
                 last_error = str(exc)
                 with self._lock:
@@ -253,7 +387,7 @@ class LiteLLMBackend:
                 if not can:
                     why = ("retry budget spent" if attempt < self.max_retries
                            else f"gave up after {attempt + 1} attempts")
-                    return self._error(req, f"{last_error} ({why})", t0)
+                    return [self._error(r, f"{last_error} ({why})", t0) for r in reqs]
                 delay = self._delay(attempt, exc.retry_after)
                 self.sleeps.append(delay)
                 await asyncio.sleep(delay)
@@ -278,6 +412,10 @@ class LiteLLMBackend:
             "seed": provider_seed(req.seed, req.repeat), "timeout": self.timeout_s,
             "num_retries": 0, "max_retries": 0, "drop_params": True,
         }
+        if req.decoding.reasoning_effort is not None:
+            kw["reasoning_effort"] = req.decoding.reasoning_effort
+        if req.decoding.thinking_budget is not None:
+            kw["thinking"] = {"type": "enabled", "budget_tokens": int(req.decoding.thinking_budget)}
         if base:
             kw["api_base"] = base
         if self._api_key:
@@ -288,10 +426,20 @@ class LiteLLMBackend:
         kw.update(self.extra)
         return kw
 
-    async def _call(self, litellm: Any, req: Request, model: str,
-                    base: str | None) -> Response:
+    async def _call(self, litellm: Any, reqs: list[Request], model: str,
+                    base: str | None) -> list[Response]:
+        req = reqs[0]
         kw = self._kwargs(req, model, base)
         text_mode = model.startswith("text-completion")
+        if req.repeat_mode == "n":
+            kw["n"] = len(reqs)
+        elif req.repeat_mode == "logprobs":
+            kw["max_tokens"] = min(int(req.decoding.max_tokens), LOGPROBS_MAX_TOKENS)
+            if text_mode:
+                kw["logprobs"] = self.top_logprobs
+            else:
+                kw["logprobs"] = True
+                kw["top_logprobs"] = self.top_logprobs
         try:
             if text_mode:
                 prompt = "\n\n".join(m.content for m in req.messages)
@@ -305,7 +453,7 @@ class LiteLLMBackend:
         except Exception as exc:
             self._classify(litellm, exc)
             raise  # unreachable: _classify always raises
-        return self._parse(litellm, req, raw, text_mode)
+        return self._parse(litellm, reqs, raw, text_mode, kw["max_tokens"])
 
     def _classify(self, litellm: Any, exc: Exception) -> None:
         msg = scrub_text(f"{type(exc).__name__}: {exc}", self.secrets())
@@ -323,41 +471,158 @@ class LiteLLMBackend:
             raise _Permanent(msg)
         raise _Retryable(msg, retry_after)
 
-    def _parse(self, litellm: Any, req: Request, raw: Any, text_mode: bool) -> Response:
+    def _parse(self, litellm: Any, reqs: list[Request], raw: Any, text_mode: bool,
+               max_tokens: int) -> list[Response]:
         try:
-            choice = raw.choices[0]
+            choices = sorted(raw.choices, key=lambda c: getattr(c, "index", 0) or 0)
+            choices[0]
         except (AttributeError, IndexError, TypeError):
             raise _Retryable("reply without choices") from None
-        finish = getattr(choice, "finish_reason", None)
-        if text_mode:
-            content, refusal = getattr(choice, "text", None), None
-        else:
-            msg = getattr(choice, "message", None)
-            content = getattr(msg, "content", None) if msg is not None else None
-            refusal = getattr(msg, "refusal", None) if msg is not None else None
+        mode = reqs[0].repeat_mode
+        if mode == "n" and len(choices) < len(reqs):
+            raise _Unsupported(f"returned {len(choices)} choice(s) for n={len(reqs)}")
         usage = getattr(raw, "usage", None)
         pt = getattr(usage, "prompt_tokens", None) if usage is not None else None
         ct = getattr(usage, "completion_tokens", None) if usage is not None else None
+        details = getattr(usage, "completion_tokens_details", None) if usage is not None else None
+        rt = getattr(details, "reasoning_tokens", None) if details is not None else None
         cost = None
         try:
             cost = float(litellm.completion_cost(completion_response=raw))
         except Exception:  # unknown model price: no cost
             cost = None
+        if mode == "logprobs":
+            out = self._from_logprobs(reqs, choices[0], text_mode, max_tokens)
+        else:
+            out = [self._from_choice(q, c, text_mode, max_tokens)
+                   for q, c in zip(reqs, choices)]
+        k = len(out)
+        for i, r in enumerate(out):
+            r.prompt_tokens = pt if (i == 0 or pt is None) else 0
+            r.completion_tokens = _share(ct, k, i)
+            r.reasoning_tokens = _share(rt, k, i)
+            r.cost_usd = None if cost is None else cost / k
         with self._lock:
+            self.calls += 1
             self.prompt_tokens += pt or 0
             self.completion_tokens += ct or 0
+            self.reasoning_tokens += rt or 0
             self.cost_usd += cost or 0.0
-        common = dict(key=req.key(), prompt_tokens=pt, completion_tokens=ct, cost_usd=cost)
+            self.truncated += sum(r.status == "truncated" for r in out)
+        return out
+
+    def _content(self, choice: Any, text_mode: bool) -> tuple[str | None, str | None, str | None]:
+        finish = getattr(choice, "finish_reason", None)
+        if text_mode:
+            return getattr(choice, "text", None), None, finish
+        msg = getattr(choice, "message", None)
+        content = getattr(msg, "content", None) if msg is not None else None
+        refusal = getattr(msg, "refusal", None) if msg is not None else None
+        return content, refusal, finish
+
+    def _from_choice(self, req: Request, choice: Any, text_mode: bool,
+                     max_tokens: int) -> Response:
+        content, refusal, finish = self._content(choice, text_mode)
+        common = dict(key=req.key(), finish_reason=finish)
         if finish == "content_filter" or refusal:
             return Response(text=content or "", status="refused",
                             error=scrub_text(refusal or f"finish_reason={finish}",
                                              self.secrets()), **common)
+        if finish == "length" and not (content or "").strip():
+            return Response(text="", status="truncated", error=_truncated(max_tokens), **common)
         if content is None and not text_mode:
             raise _Retryable("reply with no content and no refusal")
         resp = Response(text=content or "", status="ok", **common)
         if req.kind == "choice" and self.parse_choice is not None and resp.text:
             resp.answer = self.parse_choice(req, resp.text)
         return resp
+
+    def _from_logprobs(self, reqs: list[Request], choice: Any, text_mode: bool,
+                       max_tokens: int) -> list[Response]:
+        """Every repeat of the unit drawn from the letter distribution of the reply's
+        answer position (see :mod:`fairness_tests.models.repeat_modes`)."""
+        content, refusal, finish = self._content(choice, text_mode)
+        first = reqs[0]
+        if finish == "content_filter" or refusal:
+            err = scrub_text(refusal or f"finish_reason={finish}", self.secrets())
+            return [Response(key=q.key(), text=content or "", status="refused", error=err,
+                             finish_reason=finish) for q in reqs]
+        if finish == "length" and not (content or "").strip():
+            err = (f"finish_reason=length with no answer within the {max_tokens} tokens the "
+                   f"logprobs mode asks for: a reasoning model needs --repeat-mode n or calls")
+            return [Response(key=q.key(), status="truncated", error=err,
+                             finish_reason=finish) for q in reqs]
+        positions = _logprob_positions(getattr(choice, "logprobs", None), text_mode)
+        if positions is None or (not positions and (content or "").strip()):
+            raise _Unsupported("no logprobs in the reply")
+        j = answer_position([tok for tok, _ in positions])
+        if j is None:
+            scores, mass = None, 0.0
+        else:
+            scores, mass = letter_scores(positions[j][1], first.choices)
+        if scores is None or mass <= 0.0:
+            note = (f"no answer letter among the top {self.top_logprobs} log-probabilities at "
+                    f"the answer position (reply {(content or '')[:40]!r})")
+            return [Response(key=q.key(), text="", status="ok", letter_mass=0.0, error=note,
+                             finish_reason=finish) for q in reqs]
+        probs = letter_distribution(scores, first.decoding.temperature, first.decoding.top_p)
+        lp = [float(x) for x in probs]
+        out = []
+        for q in reqs:
+            a = draw_letter(probs, q.seed, q.prompt_key(), q.repeat)
+            out.append(Response(key=q.key(), text=q.choices[a], answer=a, letter_probs=list(lp),
+                                letter_mass=mass, finish_reason=finish, status="ok"))
+        return out
+
+
+def _share(total: int | None, k: int, i: int) -> int | None:
+    """Response ``i``'s share of ``total`` split over ``k`` (remainders to the first)."""
+    if total is None:
+        return None
+    base, rem = divmod(int(total), k)
+    return base + (1 if i < rem else 0)
+
+
+def _truncated(max_tokens: int) -> str:
+    return (f"finish_reason=length with no answer: the max_tokens budget ({max_tokens}) was "
+            f"spent (on reasoning); raise --max-tokens or lower the reasoning effort")
+
+
+def _get(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _logprob_positions(logprobs: Any, text_mode: bool
+                       ) -> list[tuple[str, list[tuple[str, float]]]] | None:
+    """``[(token, [(candidate, logprob), ...]), ...]`` per generated position (the
+    chosen token included among the candidates); None when the reply has no logprobs.
+
+    Chat: ``choices[i].logprobs.content[j] = {token, logprob, top_logprobs: [{token,
+    logprob}]}``; completions: ``choices[i].logprobs = {tokens, token_logprobs,
+    top_logprobs: [{token: logprob}]}``."""
+    if logprobs is None:
+        return None
+    out: list[tuple[str, list[tuple[str, float]]]] = []
+    if text_mode:
+        tokens = _get(logprobs, "tokens") or []
+        chosen = _get(logprobs, "token_logprobs") or []
+        tops = _get(logprobs, "top_logprobs") or []
+        for j, tok in enumerate(tokens):
+            top = tops[j] if j < len(tops) and tops[j] else {}
+            cands = [(str(t), float(v)) for t, v in dict(top).items()]
+            if tok not in dict(cands) and j < len(chosen) and chosen[j] is not None:
+                cands.append((str(tok), float(chosen[j])))
+            out.append((str(tok), cands))
+    else:
+        content = _get(logprobs, "content")
+        for entry in content or []:
+            tok = str(_get(entry, "token"))
+            cands = [(str(_get(t, "token")), float(_get(t, "logprob")))
+                     for t in (_get(entry, "top_logprobs") or [])]
+            if tok not in dict(cands) and _get(entry, "logprob") is not None:
+                cands.append((tok, float(_get(entry, "logprob"))))
+            out.append((tok, cands))
+    return out
 
 
 class _RefusedSignal(_Permanent):

@@ -1,0 +1,134 @@
+"""The consistency protocol (20 repeats) per repeat mode against a loopback
+OpenAI-compatible server: requests, input tokens and wall time, on the 448-item
+sample and on all 8,112 items, and the dry-run estimate against the counted truth.
+
+The path a user runs: ``fairness-tests audit --live --protocols consistency
+--repeat-mode M --consistency-items S`` (in-process ``cli.main``, default
+concurrency 8) into a fresh SQLite store, against ``tests/fault_server.py`` run as
+its own process (the toy letter model, tokens counted with tiktoken o200k_base and
+OpenAI's chat overhead, as for gpt-4o-mini), model ``openai/gpt-4o-mini`` (priced in
+litellm's local cost map). Before each live run, ``audit --dry-run``'s estimate
+(:func:`fairness_tests.audit.dry_run`, what the CLI prints) for the same command.
+
+Expected requests: 448 x 20 = 8,960 (calls), 448 (n, logprobs); all items:
+162,240 / 8,112 / 8,112.
+
+    python bench/bench_repeat_modes.py [--items sample all] [--modes calls n logprobs]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ["FAIRNESS_PROGRESS"] = "off"
+
+MODEL = "openai/gpt-4o-mini"
+
+
+class Server:
+    """tests/fault_server.py in its own process."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "fault_server.py"), "--letters",
+             "--tiktoken", "o200k_base"], stdout=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)})
+        self.url = self.proc.stdout.readline().strip()
+        if not self.url.startswith("http://127.0.0.1:"):
+            raise SystemExit(f"server did not start: {self.url!r}")
+
+    def stats(self) -> dict:
+        with urllib.request.urlopen(self.url + "/stats", timeout=10) as r:   # loopback
+            return json.loads(r.read())
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def args_for(url: str, store: Path, mode: str, items: str) -> list[str]:
+    return ["--backend", "litellm", "--model", MODEL, "--api-base", url, "--store", str(store),
+            "--recordings", "--protocols", "consistency", "--repeats", "20",
+            "--repeat-mode", mode, "--consistency-items", items]
+
+
+def one(mode: str, items: str) -> dict:
+    from fairness_tests.audit import config_from_options, dry_run
+    from fairness_tests.cli import main
+    from fairness_tests.models.store import ResponseStore
+
+    server = Server()
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            store = Path(d) / "store.sqlite"
+            argv = args_for(server.url, store, mode, items)
+            config = config_from_options(
+                model=MODEL, backend="litellm", protocols=["consistency"], repeats=20,
+                store=str(store), api_base=server.url, repeat_mode=mode,
+                consistency_items=items, recordings=())
+            t0 = time.perf_counter()
+            rows, _ = dry_run(config)
+            t_dry = time.perf_counter() - t0
+            est = next(r for r in rows if r.protocol == "consistency" and r.selected)
+            t0 = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()):
+                rc = main(["audit", "--live", *argv, "--out", str(Path(d) / "report")])
+            wall = time.perf_counter() - t0
+            if rc not in (0, 1):
+                raise SystemExit(f"audit exited {rc}")
+            truth = server.stats()
+            with ResponseStore(store) as st:
+                cost = sum(r["response"]["cost_usd"] or 0.0 for r in st.iter_records())
+                stored = len(st)
+    finally:
+        server.stop()
+    return {"items": items, "mode": mode, "responses": stored, "requests": truth["requests"],
+            "input_tokens": truth["prompt_tokens"], "output_tokens": truth["completion_tokens"],
+            "cost_usd": cost, "wall_s": wall, "dry_calls": est.calls,
+            "dry_input_tokens": est.input_tokens, "dry_output_tokens": est.output_tokens,
+            "dry_cost_usd": est.cost_usd, "dry_s": t_dry}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--items", nargs="+", default=["sample", "all"], choices=["sample", "all"])
+    ap.add_argument("--modes", nargs="+", default=["calls", "n", "logprobs"],
+                    choices=["calls", "n", "logprobs"])
+    ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    a = ap.parse_args()
+    print(f"consistency x 20 repeats, {MODEL} on a loopback server; load average at start "
+          f"{os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
+    head = (f"{'items':6} {'mode':8} {'requests':>9} {'(dry run)':>9} {'input tok':>10} "
+            f"{'(dry run)':>10} {'output tok':>10} {'(at most)':>10} {'cost $':>8} "
+            f"{'(at most)':>9} {'wall s':>7} {'req/s':>6}")
+    print(head)
+    rows = []
+    for items in a.items:
+        for mode in a.modes:
+            r = one(mode, items)
+            rows.append(r)
+            print(f"{r['items']:6} {r['mode']:8} {r['requests']:>9} {r['dry_calls']:>9} "
+                  f"{r['input_tokens']:>10} {r['dry_input_tokens']:>10} {r['output_tokens']:>10} "
+                  f"{r['dry_output_tokens']:>10} {r['cost_usd']:>8.4f} {r['dry_cost_usd']:>9.4f} "
+                  f"{r['wall_s']:>7.1f} {r['requests'] / r['wall_s']:>6.0f}", flush=True)
+    print(f"load average at end {os.getloadavg()[0]:.2f}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

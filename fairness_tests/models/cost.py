@@ -1,0 +1,227 @@
+"""What a run will cost before it spends anything, and the budget that stops it.
+
+Prices come from litellm's LOCAL cost map (``LITELLM_LOCAL_MODEL_COST_MAP=True``:
+the price file bundled with the installed litellm, never fetched). Tokens are
+counted with litellm's ``token_counter`` (chat messages with its per-message
+overhead; the joined prompt for ``text-completion-openai/``); where litellm does
+not know the model the count uses its default tokenizer (tiktoken
+``cl100k_base``) and is labelled an estimate.
+
+For one protocol's requests and one repeat mode (:func:`estimate`):
+
+- ``responses``: answers the protocol needs (prompts x repeats);
+- ``in_store``: those the store already holds (not errors; keys depend on the mode);
+- ``calls``: requests still to send: one per missing response (``calls``), one
+  per prompt with a missing repeat (``n``: ``n`` = the missing repeats;
+  ``logprobs``);
+- ``input_tokens``: sum over those calls of the prompt's tokens;
+- ``output_tokens``: at most ``max_tokens`` per completion (``n`` bills every
+  choice; ``logprobs`` asks for ``LOGPROBS_MAX_TOKENS``): an upper bound;
+- ``cost_usd``: ``input_tokens x input price + output_tokens x output price``,
+  so also an upper bound; None when the cost map has no price for the model.
+
+:class:`BudgetReached` is what a run raises when ``--max-cost`` is reached
+(exit code :data:`EXIT_BUDGET`).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Sequence
+
+from ..errors import FairnessTestsError
+from .repeat_modes import LOGPROBS_MAX_TOKENS, REPEAT_MODES, apply_mode, units
+from .request import Request
+
+EXIT_BUDGET = 4
+
+_BUNDLED_TOKENIZERS = {"anthropic", "deepseek"}
+
+
+class BudgetReached(FairnessTestsError):
+    """The running cost reached ``--max-cost``; no new request was started after it."""
+
+    def __init__(self, spent_usd: float, limit_usd: float, not_asked: int, recorded: int | None = None):
+        self.spent_usd, self.limit_usd, self.not_asked = spent_usd, limit_usd, not_asked
+        self.recorded = recorded
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        kept = "" if self.recorded is None else f"; the {self.recorded} responses recorded by this run are kept"
+        return (f"budget reached: ${self.spent_usd:.4f} spent of --max-cost ${self.limit_usd:.4f}{kept}; "
+                f"requests not yet started were not asked. Run the same command again (with a "
+                f"higher --max-cost) to resume: the store answers everything already recorded")
+
+    def with_recorded(self, recorded: int) -> "BudgetReached":
+        self.recorded = recorded
+        self.args = (self._message(),)
+        return self
+
+
+def _litellm():
+    from .backends.litellm_backend import _litellm as load
+    return load()
+
+
+@dataclass(frozen=True)
+class Price:
+    input_per_token: float
+    output_per_token: float
+    source: str
+
+
+def model_price(model: str) -> Price | None:
+    """The model's per-token prices from litellm's local cost map, or None."""
+    litellm = _litellm()
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:
+        return None
+    inp, out = info.get("input_cost_per_token"), info.get("output_cost_per_token")
+    if inp is None or out is None:
+        return None
+    return Price(float(inp), float(out), f"litellm {_version()} local cost map "
+                                         f"({info.get('key') or model})")
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("litellm")
+    except Exception:  # pragma: no cover
+        return "?"
+
+
+def tokenizer_of(model: str) -> tuple[str, bool]:
+    """``(label, exact)``: which tokenizer litellm's token_counter uses for ``model`` and
+    whether it is the model's own (False: an estimate)."""
+    _litellm()
+    name = model.split("/", 1)[1] if "/" in model else model
+    try:
+        from litellm.utils import huggingface_tokenizer_kind
+        kind = huggingface_tokenizer_kind(name)
+    except Exception:
+        kind = None
+    if kind in _BUNDLED_TOKENIZERS:
+        return f"litellm token_counter ({kind} tokenizer)", True
+    try:
+        from litellm.litellm_core_utils.token_counter import (is_openai_model,
+                                                             openai_tokenizer_encoding_name)
+        if kind is None and is_openai_model(model):
+            return f"litellm token_counter (tiktoken {openai_tokenizer_encoding_name(model)})", True
+    except Exception:
+        pass
+    return ("estimate: litellm token_counter's default tiktoken cl100k_base "
+            "(litellm does not know this model's tokenizer)"), False
+
+
+class TokenCounter:
+    """Prompt tokens of a request, counted once per distinct prompt."""
+
+    def __init__(self, model: str):
+        self.model = model
+        self.label, self.exact = tokenizer_of(model)
+        self._cache: dict[tuple, int] = {}
+        self._text_mode = model.startswith("text-completion")
+
+    def __call__(self, req: Request) -> int:
+        k = tuple((m.role, m.content) for m in req.messages)
+        n = self._cache.get(k)
+        if n is None:
+            litellm = _litellm()
+            if self._text_mode:
+                n = litellm.token_counter(model=self.model,
+                                          text="\n\n".join(m.content for m in req.messages))
+            else:
+                n = litellm.token_counter(model=self.model, messages=[
+                    {"role": m.role, "content": m.content} for m in req.messages])
+            self._cache[k] = n = int(n)
+        return n
+
+
+@dataclass
+class EstimateRow:
+    protocol: str
+    repeat_mode: str
+    selected: bool
+    responses: int
+    in_store: int
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    tokens: str
+    tokens_exact: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def estimate(protocol: str, requests: Sequence[Request], store: Any, counter: TokenCounter,
+             price: Price | None, mode: str, selected: bool) -> EstimateRow:
+    """One row of the dry run (see the module docstring)."""
+    asked = apply_mode(requests, mode)
+    first: dict[str, Request] = {}
+    for r in asked:
+        first.setdefault(r.key(), r)
+    got = store.get_many(first) if store is not None else {}
+    held = {k for k, v in got.items() if v.status != "error"}
+    missing = [r for k, r in first.items() if k not in held]
+    calls = inp = out = 0
+    for unit in units(missing):
+        q = missing[unit[0]]
+        calls += 1
+        inp += counter(q)
+        if q.repeat_mode == "logprobs":
+            out += min(int(q.decoding.max_tokens), LOGPROBS_MAX_TOKENS)
+        else:
+            out += int(q.decoding.max_tokens) * len(unit)
+    cost = None if price is None else inp * price.input_per_token + out * price.output_per_token
+    return EstimateRow(protocol=protocol, repeat_mode=mode, selected=selected,
+                       responses=len(first), in_store=len(first) - len(missing), calls=calls,
+                       input_tokens=inp, output_tokens=out, cost_usd=cost, tokens=counter.label,
+                       tokens_exact=counter.exact)
+
+
+def dry_run_rows(by_protocol: dict[str, list[Request]], store: Any, model: str,
+                 selected_mode: str, priced: bool = True) -> list[EstimateRow]:
+    """Rows for every protocol x repeat mode (modes only where the protocol has
+    repeated multiple-choice prompts), then ``total`` rows for the whole run (requests
+    shared between protocols counted once)."""
+    counter = TokenCounter(model)
+    price = model_price(model) if priced else None
+    rows = []
+    everything: dict[str, Request] = {}
+    for proto, reqs in by_protocol.items():
+        for r in reqs:
+            everything.setdefault(r.key(), r)
+        for mode in _modes_for(reqs):
+            rows.append(estimate(proto, reqs, store, counter, price, mode, mode == selected_mode))
+    total = list(everything.values())
+    for mode in _modes_for(total):
+        rows.append(estimate("total", total, store, counter, price, mode, mode == selected_mode))
+    return rows
+
+
+def _modes_for(requests: Iterable[Request]) -> tuple[str, ...]:
+    return REPEAT_MODES if any(r.kind == "choice" for r in requests) else ("calls",)
+
+
+def format_rows(rows: Sequence[EstimateRow], model: str, price: Price | None) -> str:
+    """The dry run as a table, with what its figures mean."""
+    head = (f"{'protocol':12} {'mode':9} {'responses':>9} {'in store':>9} {'calls':>8} "
+            f"{'input tok':>11} {'output tok':>11} {'cost USD':>10}")
+    lines = [f"dry run for {model}: nothing is asked", head, "-" * len(head)]
+    for r in rows:
+        mark = "*" if r.selected else " "
+        cost = "unknown" if r.cost_usd is None else f"{r.cost_usd:.4f}"
+        lines.append(f"{r.protocol:12} {r.repeat_mode + mark:9} {r.responses:>9} {r.in_store:>9} "
+                     f"{r.calls:>8} {r.input_tokens:>11} {r.output_tokens:>11} {cost:>10}")
+    lines.append("* = the repeat mode this run uses. calls: requests still to send (the store "
+                 "answers the rest); output tok and cost: at most (max_tokens per completion).")
+    if rows:
+        lines.append(f"input tokens: {rows[0].tokens}")
+    lines.append("prices: " + (f"{price.source}: ${price.input_per_token * 1e6:.4g} / "
+                               f"${price.output_per_token * 1e6:.4g} per million input / output "
+                               f"tokens" if price else "none in litellm's local cost map for this "
+                               "model (cost unknown)"))
+    return "\n".join(lines)
