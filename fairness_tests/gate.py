@@ -287,8 +287,9 @@ def position_frame(records: pd.DataFrame) -> pd.DataFrame:
     """Per item asked under all three rotations (repeat 0): position counts."""
     from .metrics.bbq import position_counts
     items = records[ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
-    counts = position_counts(items, records[["dataset", "example_id", "repeat", "rotation",
-                                             "answer"]])
+    counts = position_counts(items, records[[c for c in ("dataset", "example_id", "repeat",
+                                                         "rotation", "answer")
+                                             if c in records.columns]])
     return counts.merge(items[["dataset", "example_id", "question_index"]], on=BBQ_KEY)
 
 
