@@ -11,7 +11,6 @@ of :mod:`fairness_tests.metrics` and evaluates the threshold files.
 from __future__ import annotations
 
 import datetime as _dt
-import glob
 import os
 import sys
 from dataclasses import asdict, dataclass, field, replace
@@ -23,7 +22,7 @@ import pandas as pd
 from . import __version__
 from .errors import ConfigError
 from .models.request import Decoding
-from .paths import REPO_DIR, bbq_dir as _bbq_dir, default_store_path, display_path
+from .paths import bbq_dir as _bbq_dir, data_path, default_store_path, display_path
 from .run import RunResult
 from .run_metadata import AskingInfo, CounterfactualInfo, RunMetadata, Source
 from .stats import DEFAULT_N_BOOT
@@ -125,42 +124,26 @@ def config_from_options(model: str | None = None, backend: str | None = None,
     return AuditConfig(**kw)
 
 
-MANIFEST = REPO_DIR / "fixtures" / "recordings" / "manifest.yaml"
+MANIFEST = data_path("recordings", "manifest.yaml")     # the package's (embedded model)
 
 
 def recording_settings(model: str, manifest: str | Path | None = None) -> dict[str, Any]:
-    """The audit settings a model's committed recordings were made with
-    (``fixtures/recordings/manifest.yaml``), so replay asks exactly what was recorded.
-    Explicit options override them. Empty when the model has no entry."""
-    import yaml
+    """The audit settings a model's recordings were made with (its entry in the
+    project's or the package's manifest, :mod:`fairness_tests.manifest`), so replay
+    asks exactly what was recorded. Explicit options override them. Empty when the
+    model has no entry."""
+    from .manifest import recording_for
 
-    path = Path(manifest) if manifest else MANIFEST
-    if not path.exists():
-        return {}
-    try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML ({exc})", path=path) from None
-    entries = doc.get("recordings") if isinstance(doc, dict) else None
-    if not isinstance(entries, list):
-        raise ConfigError("needs a 'recordings:' list", path=path, key="recordings")
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict) or "model" not in entry:
-            raise ConfigError("each entry needs a 'model'", path=path, key=f"recordings[{i}]")
-        if entry["model"] != model:
-            continue
-        settings = dict(entry.get("settings") or {})
-        bad = set(settings) - set(AuditConfig.__dataclass_fields__)
-        if bad:
-            raise ConfigError(f"unknown setting(s) {sorted(bad)}", path=path,
-                              key=f"recordings[{i}].settings")
-        return {k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()}
-    return {}
+    rec = recording_for(model, [Path(manifest)] if manifest else None)
+    return dict(rec.settings) if rec else {}
 
 
-def default_recordings() -> tuple[str, ...]:
-    """The committed recordings: ``fixtures/recordings/*.jsonl.gz`` of the checkout."""
-    return tuple(sorted(glob.glob(str(REPO_DIR / "fixtures" / "recordings" / "*.jsonl*"))))
+def default_recordings(model: str) -> tuple[str, ...]:
+    """The files the manifest lists for ``model`` (none when it has no entry)."""
+    from .manifest import recording_for
+
+    rec = recording_for(model)
+    return tuple(str(f) for f in rec.files) if rec else ()
 
 
 # ----------------------------------------------------------------------------- asking
@@ -192,7 +175,8 @@ class _Asker:
         path = Path(config.store) if config.store else default_store_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         self.store = ResponseStore(path)
-        recordings = default_recordings() if config.recordings is None else config.recordings
+        recordings = default_recordings(config.model) if config.recordings is None \
+            else config.recordings
         self.imported = 0
         for rec in recordings:
             self.imported += self.store.import_jsonl(rec).get("added", 0)

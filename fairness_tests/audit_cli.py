@@ -37,7 +37,8 @@ def register(subparsers) -> None:
     p.add_argument("--store", default=None, help="SQLite response store (default "
                    ".fairness/store.sqlite or $FAIRNESS_STORE)")
     p.add_argument("--recordings", nargs="*", default=None,
-                   help="JSONL(.gz) recordings to import first (default: fixtures/recordings/*)")
+                   help="JSONL(.gz) recordings to import first (default: the files the "
+                        "recordings manifest lists for the model; see --project-dir)")
     p.add_argument("--protocols", nargs="+", default=None,
                    choices=["bbq", "consistency", "generative", "probe"])
     p.add_argument("--bbq-dir", default=None)
@@ -75,7 +76,8 @@ def register(subparsers) -> None:
                    help="print requests, tokens and cost per protocol and repeat mode; ask nothing")
     p.add_argument("--per-cell", type=int, default=None,
                    help="consistency sample: items per dataset x context x polarity (default 56)")
-    p.add_argument("--thresholds", default=None, help="thresholds dir or file")
+    p.add_argument("--thresholds", default=None, help="thresholds dir or file (default: the "
+                   "project's thresholds/, else the packaged one)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--n-boot", type=int, default=None)
     p.add_argument("--bbq-cluster", default=None, choices=["template", "item"],
@@ -93,7 +95,8 @@ def register(subparsers) -> None:
     p.add_argument("--out", default="report", help="output directory (default: report)")
     p.add_argument("--user-yaml", default=None,
                    help="what a run cannot know for the card (intended use, governance, ...); "
-                        "default fixtures/cards/<model>.yaml when it exists")
+                        "default: the model's fixtures/cards/<model>.yaml of the project, "
+                        "else of the package, when it exists")
     p.add_argument("--export", default=None,
                    help="also export the store's rows of this run to this JSONL(.gz) file")
     p.set_defaults(func=cmd_audit)

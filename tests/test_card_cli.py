@@ -39,7 +39,8 @@ def _card(runs, tmp_path, which=0, user=True):
 
 def test_card_writes_three_files(runs, tmp_path, capsys):
     out = _card(runs, tmp_path)
-    assert sorted(p.name for p in out.iterdir()) == ["card.html", "card.md", "card.yaml"]
+    assert sorted(p.name for p in out.iterdir()) == ["card.html", "card.md", "card.yaml",
+                                                     "tables"]   # the CSVs card.md links
     printed = capsys.readouterr().out.split()
     assert printed == [str(out / "card.yaml"), str(out / "card.md"), str(out / "card.html")]
 

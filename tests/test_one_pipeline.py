@@ -94,8 +94,8 @@ def test_generative_score_writes_the_audits_tables(audited, tmp_path, capsys):
 def test_custom_thresholds_reach_the_protocol_verdicts(tmp_path):
     """Defect 3/4: one rule engine, and the thresholds the user names reach every
     verdict: a stricter worst-slice bound fails the t0.7 decoding cell (0.0025)."""
-    from fairness_tests.paths import REPO_DIR
-    text = (REPO_DIR / "thresholds" / "default.yaml").read_text()
+    from fairness_tests.paths import data_path
+    text = data_path("thresholds", "default.yaml").read_text()
     strict = tmp_path / "thresholds"
     (strict / "models").mkdir(parents=True)
     (strict / "default.yaml").write_text(text.replace(

@@ -212,3 +212,59 @@ def test_progress_lines_under_capture(store, monkeypatch):
     assert all("\r" not in ln for ln in lines)
     assert 4 <= len(lines) <= 6                          # ~every 25 % plus the final line
     assert lines[-1].startswith("echo:m  20/20  100%") and "tok 100" in lines[-1]
+
+
+class BatchedBackend(EchoBackend):
+    """Reports like the transformers backend: a load phase, ``begin``, then responses in
+    batches of ``size`` closed by ``batch_done``; can fail inside a batch."""
+    name = "batched"
+
+    def __init__(self, size: int, fail_after: int | None = None):
+        super().__init__()
+        self.size, self.fail_after = size, fail_after
+
+    def answer(self, requests, on_response=None):
+        on_response.phase("loading model x ...")
+        on_response.begin(10 * len(requests), "tok", "model ready")
+        out = []
+        for start in range(0, len(requests), self.size):
+            for r in requests[start:start + self.size]:
+                if self.fail_after is not None and len(out) == self.fail_after:
+                    raise RuntimeError("device lost")
+                i = int(r.messages[-1].content[1:])
+                resp = Response(key=r.key(), text=f"({'abc'[i % 3]})")
+                on_response(r, resp)
+                out.append(resp)
+            on_response.batch_done(10 * len(requests[start:start + self.size]))
+        return out
+
+
+def test_batched_backend_commits_once_per_batch(store, monkeypatch):
+    commits = []
+    real = store.put_many
+    monkeypatch.setattr(store, "put_many", lambda pairs, **kw: commits.append(len(pairs))
+                        or real(pairs, **kw))
+    monkeypatch.setattr(store, "put", lambda *a, **k: pytest.fail("per-response commit"))
+    buf = io.StringIO()
+    bar = Progress(10, "b", stream=buf, every_pct=1, interval_s=1e9)
+    out = ask([req(i) for i in range(10)], BatchedBackend(size=4), store, progress=bar)
+    assert [o.answer for o in out] == [i % 3 for i in range(10)]
+    assert commits == [4, 4, 2] and len(store) == 10       # one transaction per batch
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == "b  loading model x ..." and lines[1] == "b  model ready"
+    # a line per batch, the share of the work done moving with it
+    assert [ln.split("  ")[1:3] for ln in lines[2:]] == [["4/10", " 40%"], ["8/10", " 80%"],
+                                                       ["10/10", "100%"]]
+    assert "computed 100/100 tok" in lines[-1]
+
+
+def test_a_fault_inside_a_batch_keeps_what_was_reported(store):
+    rs = [req(i) for i in range(10)]
+    with pytest.raises(RuntimeError, match="device lost"):
+        ask(rs, BatchedBackend(size=4, fail_after=6), store, progress=False)
+    # batch 1 (4) was closed; 2 of batch 2 were reported before the fault: all 6 kept
+    assert len(store) == 6
+    assert store.leased_by_others([r.key() for r in rs]) == set()
+    again = EchoBackend()
+    ask(rs, again, store, progress=False)
+    assert len(again.calls) == 4                            # only the missing ones asked

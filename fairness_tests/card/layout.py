@@ -58,6 +58,8 @@ class Table:
     rows: list[list[str]]
     status_col: int | None = None   # a column holding pass/fail/... (styled)
     caption: str = ""
+    name: str = ""                  # a result table's name (its CSV file beside card.md)
+    records: list[dict] = field(default_factory=list)   # its rows as recorded in the card
 
 
 @dataclass
@@ -114,7 +116,8 @@ class _Builder:
             return
         self.add(Para(label, "label"), Items([_s(x) for x in (v if isinstance(v, list) else [v])]))
 
-    def table(self, rows: list[dict], caption: str = "", prefer: list[str] | None = None) -> None:
+    def table(self, rows: list[dict], caption: str = "", prefer: list[str] | None = None,
+              name: str = "") -> None:
         if not rows:
             return
         cols: list[str] = []
@@ -140,7 +143,7 @@ class _Builder:
             line += [_s(r.get(c)) for c in ("n", "note") if c in cols]
             out_rows.append(line)
         status_col = (head + tail).index("status") if "status" in head else None
-        self.add(Table(head + tail, out_rows, status_col, caption))
+        self.add(Table(head + tail, out_rows, status_col, caption, name, rows))
 
 
 def build(card: dict) -> list[Any]:
@@ -364,7 +367,10 @@ def _metrics(b: _Builder, titles: dict) -> None:
         b.add(Heading(3, "Metric definitions", "metric_definitions"))
         b.add(Table(["metric", "unit", "threshold", "definition"],
                     [[m["name"], _s(m.get("unit")), _s(m.get("threshold")), m["definition"]]
-                     for m in mets]))
+                     for m in mets], name="metric_definitions",
+                    records=[{"metric": m["name"], "unit": m.get("unit"),
+                              "threshold": m.get("threshold"), "definition": m["definition"]}
+                             for m in mets]))
 
 
 def _results(b: _Builder) -> None:
@@ -380,11 +386,11 @@ def _results(b: _Builder) -> None:
         panels = _slice_panels(by_slice)
         if panels:
             b.add(Plot("slice_rates", "Per-slice rates with 95% CIs", {"panels": panels}))
-        b.table(by_slice, prefer=["slice"])
+        b.table(by_slice, prefer=["slice"], name="generative_by_slice")
     worst = res.get("worst_slice") or []
     if worst:
         b.add(Heading(4, "Worst slice per metric", "res_worst_slice"))
-        b.table(worst, prefer=["scope", "metric", "slice"])
+        b.table(worst, prefer=["scope", "metric", "slice"], name="worst_slice")
     fam = _rows(card, "generative_by_slice_family")
     if fam:
         b.add(Heading(4, "Generative audit per slice x family", "res_by_slice_family"))
@@ -392,7 +398,7 @@ def _results(b: _Builder) -> None:
             hm = _heatmap(fam, metric)
             if hm:
                 b.add(Plot("heatmap", f"{metric} rate: slice x prompt family", hm))
-        b.table(fam, prefer=["family", "slice"])
+        b.table(fam, prefer=["family", "slice"], name="generative_by_slice_family")
     for name, title in (("generative_by_slice_decoding", "Generative audit per slice x decoding"),
                         ("generative_summary", "Worst slice, disparity and refusal gap"),
                         ("scorer_sensitivity", "Scorer sensitivity (same outputs, two rubrics)"),
@@ -401,7 +407,7 @@ def _results(b: _Builder) -> None:
         rows = _rows(card, name)
         if rows:
             b.add(Heading(4, title, f"res_{name}"))
-            b.table(rows)
+            b.table(rows, name=name)
     for key, title in (("protocol_dependence", "Protocol dependence: beyond noise or not resolved"),
                        ("seed_spread", "Seed spread, prompts held fixed (not protocol cells)")):
         if res.get(key):
@@ -412,11 +418,11 @@ def _results(b: _Builder) -> None:
         panels = _bbq_panels(bbq)
         if panels:
             b.add(Plot("bbq", "BBQ metrics per dataset x context with 95% CIs", {"panels": panels}))
-        b.table(bbq, prefer=["dataset", "context", "polarity"])
+        b.table(bbq, prefer=["dataset", "context", "polarity"], name="bbq")
     groups = _rows(card, "bbq_groups")
     if groups:
         b.add(Heading(4, "BBQ per intersectional group", "res_bbq_groups"))
-        b.table(groups, prefer=["dataset", "group"])
+        b.table(groups, prefer=["dataset", "group"], name="bbq_groups")
     cons = _rows(card, "consistency")
     dist = res.get("consistency_distribution") or {}
     if cons or dist:
@@ -425,7 +431,7 @@ def _results(b: _Builder) -> None:
             if m in dist:
                 b.add(Plot("histogram", f"{m.upper()}% per item ({dist[m].get('n', 0)} items)",
                            {"metric": m, **dist[m]}))
-        b.table(cons, prefer=["dataset", "context"])
+        b.table(cons, prefer=["dataset", "context"], name="consistency")
     shown = {"generative_by_slice", "generative_by_slice_family", "generative_by_slice_decoding",
              "generative_summary", "scorer_sensitivity", "protocol_sensitivity", "counterfactual",
              "bbq", "bbq_groups", "consistency"}
@@ -437,7 +443,7 @@ def _results(b: _Builder) -> None:
                    "both rubrics, spread decomposition, ...)."))
     for name in extra:
         b.add(Heading(4, name, f"res_{name}"))
-        b.table(tables[name])
+        b.table(tables[name], name=name)
 
 
 def _slice_panels(rows: list[dict]) -> list[dict]:

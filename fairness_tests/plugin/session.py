@@ -1,7 +1,7 @@
 """One RunResult per model per pytest session, shared by xdist workers.
 
 The first process (controller or worker) that needs a model's run takes an
-exclusive file lock ``<cache>/<session>/<hash>.lock``, computes the run with
+exclusive file lock ``<cache>/<session>/<hash>.lock`` (:mod:`fairness_tests.locks`), computes the run with
 :func:`fairness_tests.audit.run_audit` and saves it to ``<cache>/<session>/<hash>/``
 (:meth:`RunResult.save` writes beside it and renames); every other process waits on
 the lock and loads the saved directory. ``<hash>`` is the sha256 of the audit
@@ -17,7 +17,6 @@ A run that cannot be produced (nothing recorded to replay) is recorded as
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -26,8 +25,9 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
+from ..locks import exclusive as file_lock
 from ..run import RunResult
 from .options import Settings
 
@@ -56,18 +56,6 @@ def session_id(config) -> str:
     return sid
 
 
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Exclusive inter-process lock (fcntl.flock on ``path``)."""
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def record_hint(settings: Settings, model: str) -> str:

@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     v = sub.add_parser("sensitivity", help="same outputs under the published and strict rubrics")
     v.add_argument("--outputs", required=True)
     v.add_argument("--thresholds", default=None,
-                   help="thresholds dir or file (default: thresholds/ of the checkout)")
+                   help="thresholds dir or file (default: the project's thresholds/, else the packaged one)")
     v.add_argument("--model", default=None, help="apply this model's threshold overrides")
     v.add_argument("--rubrics", nargs=2, default=("published", "strict"), metavar=("A", "B"))
     v.add_argument("--format", choices=("json", "table"), default="json")
