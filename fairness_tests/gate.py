@@ -412,7 +412,7 @@ def _settings(rules: Any, mode: str | None):
 
     def setting(metric: gm.GateMetric, key: tuple) -> gm.GateSetting:
         rule = by_id.get(metric.rule_for(key) or "")
-        spec = getattr(rule, "gate", None) if rule is not None else None
+        spec = rule.gate if rule is not None else None
         m = mode or (spec.mode if spec is not None else None) or "harm"
         margin = spec.margin if spec is not None and spec.margin is not None else metric.margin
         return gm.GateSetting(m, float(margin))
