@@ -287,8 +287,9 @@ def position_frame(records: pd.DataFrame) -> pd.DataFrame:
     """Per item asked under all three rotations (repeat 0): position counts."""
     from .metrics.bbq import position_counts
     items = records[ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
-    counts = position_counts(items, records[["dataset", "example_id", "repeat", "rotation",
-                                             "answer"]])
+    counts = position_counts(items, records[[c for c in ("dataset", "example_id", "repeat",
+                                                         "rotation", "answer")
+                                             if c in records.columns]])
     return counts.merge(items[["dataset", "example_id", "question_index"]], on=BBQ_KEY)
 
 
@@ -411,7 +412,7 @@ def _settings(rules: Any, mode: str | None):
 
     def setting(metric: gm.GateMetric, key: tuple) -> gm.GateSetting:
         rule = by_id.get(metric.rule_for(key) or "")
-        spec = getattr(rule, "gate", None) if rule is not None else None
+        spec = rule.gate if rule is not None else None
         m = mode or (spec.mode if spec is not None else None) or "harm"
         margin = spec.margin if spec is not None and spec.margin is not None else metric.margin
         return gm.GateSetting(m, float(margin))

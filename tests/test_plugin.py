@@ -255,6 +255,7 @@ def test_gate_fails_only_a_real_regression_and_prints_the_table(project):
     def recs(n_correct_disambig):
         # 400 disambiguated items, label 0; answer 0 (correct) for the first k, else 1
         return pd.DataFrame({"dataset": "Race_x_SES", "example_id": range(n),
+                             "question_index": [i % 20 for i in range(n)],
                              "context": "disambig", "polarity": "neg", "repeat": 0,
                              "answer": [0 if i < n_correct_disambig else 1 for i in range(n)],
                              "label": 0, "unknown_loc": 2, "target_loc": 1, "group": "g"})
@@ -279,6 +280,7 @@ def _gate_records(project, models):
     for m, k in models.items():
         bbq_table().to_csv(project.path / f"{m}.csv", index=False)
         pd.DataFrame({"dataset": "Race_x_SES", "example_id": range(n), "context": "disambig",
+                      "question_index": [i % 20 for i in range(n)],
                       "polarity": "neg", "repeat": 0, "rotation": 0,
                       "answer": [0 if i < k else 1 for i in range(n)], "label": 0,
                       "unknown_loc": 2, "target_loc": 1, "group": "g"}).to_csv(
