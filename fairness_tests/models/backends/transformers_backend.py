@@ -42,7 +42,7 @@ from ...errors import ConfigError, DataError
 from ..request import Request, Response
 from . import embedded as emb
 from .base import Reporter
-from .prefix_tree import Node, PrefixTree
+from .prefix_tree import BATCH_OVERHEAD, Node, PrefixTree
 
 _LOADED: dict[tuple[str, str, str], "_Loaded"] = {}
 
@@ -85,8 +85,9 @@ class _GenBatch:
 
     @property
     def work(self) -> int:
-        """Tokens it computes at most: the prompts plus max_tokens new ones per row."""
-        return sum(self.lengths) + self.max_tokens * len(self.idxs)
+        """Its cost in tokens, as the prefix tree counts a batch's: the fixed cost of a
+        pass plus the prompts and at most max_tokens new tokens per row."""
+        return BATCH_OVERHEAD + sum(self.lengths) + self.max_tokens * len(self.idxs)
 
 
 def _stable_int(*parts: Any) -> int:
@@ -337,13 +338,13 @@ class TransformersBackend:
         plan = self._plan_choice(requests, choice, done) if choice else None
         gen_plan = self._plan_generate(requests, gen, done) if gen else None
         if reporter is not None:
-            work = (plan.tree.tokens_computed if plan else 0) + \
-                (sum(g.work for g in gen_plan) if gen_plan else 0)
+            work = (plan.tree.planned_cost(self.batch_size, self._chunk_tokens()) if plan
+                    else 0) + (sum(g.work for g in gen_plan) if gen_plan else 0)
             note = f"model ready in {t_load:.1f} s; {len(requests)} requests"
             if plan:
                 note += (f", {plan.tree.n_prompts} distinct prompts: {plan.tree.tokens_computed}"
                          f" of {plan.tree.prompt_tokens} prompt tokens to compute")
-            reporter.begin(work, "tok", note)
+            reporter.begin(work, "", note)
         batch_done = reporter.batch_done if reporter is not None else (lambda work: None)
         if plan:
             self._run_choice(requests, plan, done, batch_done)
@@ -424,7 +425,7 @@ class TransformersBackend:
                     for g in n.ends:
                         self._respond(requests, plan, g, z, lse, latency, done)
                         answered[g] = True
-                batch_done(sum(n.length for n in batch))
+                batch_done(PrefixTree.batch_cost(batch))
         except Exception as exc:  # noqa: BLE001 - reported as error rows, never raised
             for g, ok in enumerate(answered):
                 if not ok:
