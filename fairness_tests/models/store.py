@@ -6,10 +6,12 @@ holds the request's key fields (JSON), its ``meta`` (JSON, the protocol's
 columns), every :class:`Response` field and ``created_at``.
 
 Crash safety
-    Each completed response is committed on its own (autocommit, WAL). A
-    SIGKILL in the middle of a run keeps every committed row and corrupts
-    nothing (SQLite's journal guarantees it); a re-run asks only for what is
-    missing.
+    Each completed response is committed as soon as it is reported: on its own
+    (:meth:`ResponseStore.put`), or with the other responses of its batch in one
+    transaction (:meth:`ResponseStore.put_many`, what a batched backend's runner
+    uses). A SIGKILL in the middle of a run keeps every committed row and
+    corrupts nothing (SQLite's journal guarantees it); a re-run asks only for
+    what is missing.
 
 Sharing between processes (pytest-xdist workers, parallel runs)
     A lease table ``leases(key, owner, expires)``: before asking a backend, a
@@ -295,8 +297,9 @@ class ResponseStore:
         return [r for k, r in by_key.items()
                 if k not in got or (retry_errors and got[k].status == "error")]
 
-    def _row_values(self, request: Request, response: Response,
-                    secrets: Iterable[str]) -> tuple:
+    def _row_values(self, request: Request, response: Response, values: list[str]) -> tuple:
+        """The row of one response; ``values``: the secret values to mask
+        (:func:`_secret_values`, read once per write, not once per string)."""
         key = request.key()
         if response.key and response.key != key:
             raise DataError("response does not belong to this request", key=response.key)
@@ -305,20 +308,20 @@ class ResponseStore:
                             key=key)
         kf = request.key_fields()
         api_base = kf.get("api_base")
-        clean_base = scrub_text(api_base, secrets) if api_base else api_base
-        stored_fields = scrub(kf, secrets)
+        clean_base = _scrub_text(api_base, values) if api_base else api_base
+        stored_fields = _scrub(kf, values)
         if stored_fields != kf:
             stored_fields["_scrubbed"] = True
         extra = {f.name: getattr(response, f.name) for f in dc_fields(Response)
                  if f.name not in _COLUMN_FIELDS and f.name != "key"}
         return (
             key, request.backend, request.model, clean_base, request.kind,
-            _dumps(stored_fields), _dumps(scrub(request.meta, secrets)),
+            _dumps(stored_fields), _dumps(_scrub(request.meta, values)),
             response.text or "", response.answer,
             _dumps(response.letter_probs) if response.letter_probs is not None else None,
             response.prompt_tokens, response.completion_tokens, response.latency_s,
-            response.cost_usd, response.status, scrub_text(response.error or "", secrets),
-            _dumps(scrub(extra, secrets)) if extra else None, time.time(),
+            response.cost_usd, response.status, _scrub_text(response.error or "", values),
+            _dumps(_scrub(extra, values)) if extra else None, time.time(),
         )
 
     _INSERT = ("INSERT OR REPLACE INTO responses (key, backend, model, api_base, kind, "
@@ -328,7 +331,7 @@ class ResponseStore:
 
     def put(self, request: Request, response: Response, *, secrets: Iterable[str] = ()) -> None:
         """Store (replace) the response to ``request`` and release its lease; committed at once."""
-        values = self._row_values(request, response, secrets)
+        values = self._row_values(request, response, _secret_values(secrets))
         with self._lock:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
@@ -342,8 +345,10 @@ class ResponseStore:
 
     def put_many(self, pairs: Iterable[tuple[Request, Response]], *,
                  secrets: Iterable[str] = ()) -> int:
-        """Store many responses in one transaction."""
-        rows = [self._row_values(q, r, secrets) for q, r in pairs]
+        """Store (replace) many responses and release their leases in ONE transaction:
+        all of them or, on a fault, none (what a batched backend commits per batch)."""
+        values = _secret_values(secrets)
+        rows = [self._row_values(q, r, values) for q, r in pairs]
         with self._lock:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
