@@ -11,10 +11,12 @@ Schema
     migrated in place, a newer or unknown one refused by name.
 
 Crash safety
-    Each completed response is committed on its own (autocommit, WAL). A
-    SIGKILL in the middle of a run keeps every committed row and corrupts
-    nothing (SQLite's journal guarantees it); a re-run asks only for what is
-    missing.
+    Each completed response is committed as soon as it is reported: on its own
+    (:meth:`ResponseStore.put`), or with the other responses of its batch in one
+    transaction (:meth:`ResponseStore.put_many`, what a batched backend's runner
+    uses). A SIGKILL in the middle of a run keeps every committed row and
+    corrupts nothing (SQLite's journal guarantees it); a re-run asks only for
+    what is missing.
 
 Sharing between processes (pytest-xdist workers, parallel runs)
     A lease table ``leases(key, owner, expires)``: before asking a backend, a
