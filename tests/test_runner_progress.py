@@ -132,6 +132,9 @@ def test_ask_reports_the_store_hits_on_its_progress_line(tmp_path, monkeypatch):
     class Echo:
         name = "echo"
 
+        def fingerprint(self):
+            return {"backend": "echo"}
+
         def answer(self, requests, on_response=None):
             out = [Response(key=r.key(), text="x") for r in requests]
             for r, o in zip(requests, out):
