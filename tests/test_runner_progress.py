@@ -107,10 +107,13 @@ def test_loading_is_its_own_phase_and_eta_comes_from_work_done(monkeypatch):
 def test_eta_unknown_until_some_work_is_done():
     buf, clock = io.StringIO(), Clock()
     bar = Progress(10, "x", stream=buf, every_pct=1, interval_s=1e9, clock=clock)
-    bar.start_work(100, "tok")
-    clock.t = 5.0
-    bar.update(0, work=0)
-    assert "ETA ?" in buf.getvalue()
+    bar.start_work(1000, "")
+    clock.t = 2.0
+    bar.update(0, work=40)          # 4 % (e.g. a first small batch): too little to tell
+    clock.t = 2.5
+    bar.update(0, work=10)          # 5 % in 2.5 s: ETA 2.5 * 95 / 5 = 47.5 s
+    lines = buf.getvalue().splitlines()
+    assert lines == ["x  0/10    4%  0.0/s  ETA ?", "x  0/10    5%  0.0/s  ETA 48s"]
 
 
 def test_store_hits_are_shown_and_not_counted_in_the_total():
@@ -148,12 +151,3 @@ def test_ask_reports_the_store_hits_on_its_progress_line(tmp_path, monkeypatch):
         ask(reqs[:25], Echo(), st, progress=False)
         ask(reqs, Echo(), st, progress=True)
     assert "5/5" in log.read_text() and "store 25" in log.read_text()
-
-
-    bar.start_work(1000, "")
-    clock.t = 2.0
-    bar.update(0, work=40)          # 4 % (e.g. a first small batch): too little to tell
-    clock.t = 2.5
-    bar.update(0, work=10)          # 5 % in 2.5 s: ETA 2.5 * 95 / 5 = 47.5 s
-    lines = buf.getvalue().splitlines()
-    assert lines == ["x  0/10    4%  0.0/s  ETA ?", "x  0/10    5%  0.0/s  ETA 48s"]
