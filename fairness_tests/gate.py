@@ -41,7 +41,7 @@ from .errors import ConfigError, DataError
 from .metrics import gate as gm
 from .run import RunResult
 from .significance import ALPHA, MODES, POWER
-from .stats import DEFAULT_N_BOOT, json_value
+from .stats import DEFAULT_N_BOOT, json_value, shown
 
 BBQ_KEY = ["dataset", "example_id"]
 GENERATIVE_KEY = ["prompt_family", "paraphrase_id", "occupation", "slice_gender",
@@ -138,13 +138,7 @@ class GateReport:
 
 
 def _f(x, signed=False) -> str:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if math.isnan(x):
-        return "-"
-    return f"{x:+.3f}" if signed else f"{x:.3f}"
+    return shown(x, "+.3f" if signed else ".3f", undefined="-")
 
 
 def _p(x) -> str:
