@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import sys
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -70,6 +70,8 @@ class AuditConfig:
     # statistics and rules
     seed: int = 0
     n_boot: int = DEFAULT_N_BOOT
+    bbq_cluster: str = "template"       # bootstrap unit: template | item
+    gen_cluster: str = "prompt"         # bootstrap unit: prompt | row
     thresholds: str | None = None
     batch_size: int = 8
     progress: bool | None = None
@@ -324,10 +326,12 @@ def _bbq(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
     responses = asker.ask(requests, "bbq")
     preds = predictions_table(requests, responses).drop_duplicates(
         ["dataset", "example_id", "repeat", "rotation"]).reset_index(drop=True)
-    result.tables.update(bbq_tables(items, preds, n_boot=config.n_boot, seed=config.seed))
+    result.tables.update(bbq_tables(items, preds, n_boot=config.n_boot, seed=config.seed,
+                                    cluster=config.bbq_cluster))
     result.records["bbq"] = bbq_records(items, preds)
     result.metadata.bbq = bbq_info(
         data, items, preds, filter=config.bbq_filter, seed=config.seed, n_boot=config.n_boot,
+        cluster=config.bbq_cluster,
         data_dir=display_path(data.directory), temperature=config.temperature,
         max_tokens=config.max_tokens, limit=config.limit,
         sample=sample_record(sample, config.seed, per_cell)
@@ -379,10 +383,12 @@ def _generative(config: AuditConfig, asker: _Asker, result: RunResult) -> None:
     if other is not None:
         compare = (other.name, score(recs, other))
     result.tables.update(generative_tables(scored, n_boot=config.n_boot, seed=config.seed,
+                                           cluster=config.gen_cluster,
                                            rubric=rubric.name, compare=compare))
     result.records["generative"] = scored
     result.metadata.generative = generative_info(
         recs, rubric, other, n_boot=config.n_boot, seed=config.seed, suite=suite,
+        cluster=config.gen_cluster,
         name=name, suite_hash=suite_hash, system_prompt=system, n_grid_full=n_full,
         reductions=reductions, gen_max_new_tokens=config.gen_max_new_tokens)
 
@@ -588,7 +594,8 @@ REGEN_FLAGS = {"model": "--model", "backend": "--backend", "api_base": "--api-ba
                "compare_rubric": "--compare-rubric", "thresholds": "--thresholds",
                "consistency_items": "--consistency-items", "max_tokens": "--max-tokens",
                "repeat_mode": "--repeat-mode", "reasoning_effort": "--reasoning-effort",
-               "thinking_budget": "--thinking-budget", "seed": "--seed", "n_boot": "--n-boot"}
+               "thinking_budget": "--thinking-budget", "seed": "--seed", "n_boot": "--n-boot",
+               "bbq_cluster": "--bbq-cluster", "gen_cluster": "--gen-cluster"}
 PATH_FIELDS = ("bbq_dir", "suite", "published_grid", "thresholds")
 #: choices that do not change any number of the run (where it is stored, how it is shown)
 NOT_REGENERATED = ("store", "recordings", "progress", "batch_size", "export", "rpm", "tpm",

@@ -80,6 +80,10 @@ def register(subparsers) -> None:
                    "project's thresholds/, else the packaged one)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--n-boot", type=int, default=None)
+    p.add_argument("--bbq-cluster", default=None, choices=["template", "item"],
+                   help="BBQ bootstrap unit: whole templates (default) or single items")
+    p.add_argument("--gen-cluster", default=None, choices=["prompt", "row"],
+                   help="generative bootstrap unit: whole prompts (default) or generations")
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--rpm", type=float, default=None,
                    help="API requests per minute, shared by every process using this store")
@@ -105,7 +109,7 @@ def config_from_args(args):
     extra = {k: getattr(args, k) for k in (
         "api_base", "bbq_filter", "rotations", "temperature", "limit", "suite",
         "published_grid", "gen_max_new_tokens", "gen_limit", "rubric", "thresholds", "seed",
-        "n_boot", "batch_size", "per_cell", "export", "rpm", "tpm", "shard", "consistency_items", "max_tokens",
+        "n_boot", "bbq_cluster", "gen_cluster", "batch_size", "per_cell", "export", "rpm", "tpm", "shard", "consistency_items", "max_tokens",
         "repeat_mode", "reasoning_effort", "thinking_budget", "max_cost")}
     if args.compare_rubric is not None:
         extra["compare_rubric"] = None if args.compare_rubric == "none" else args.compare_rubric

@@ -41,7 +41,7 @@ from .errors import ConfigError, DataError
 from .metrics import gate as gm
 from .run import RunResult
 from .significance import ALPHA, MODES, POWER
-from .stats import DEFAULT_N_BOOT, json_value
+from .stats import DEFAULT_N_BOOT, json_value, shown
 
 BBQ_KEY = ["dataset", "example_id"]
 GENERATIVE_KEY = ["prompt_family", "paraphrase_id", "occupation", "slice_gender",
@@ -138,13 +138,7 @@ class GateReport:
 
 
 def _f(x, signed=False) -> str:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if math.isnan(x):
-        return "-"
-    return f"{x:+.3f}" if signed else f"{x:.3f}"
+    return shown(x, "+.3f" if signed else ".3f", undefined="-")
 
 
 def _p(x) -> str:
@@ -327,8 +321,9 @@ def position_frame(records: pd.DataFrame) -> pd.DataFrame:
     """Per item asked under all three rotations (repeat 0): position counts."""
     from .metrics.bbq import position_counts
     items = records[ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
-    counts = position_counts(items, records[["dataset", "example_id", "repeat", "rotation",
-                                             "answer"]])
+    counts = position_counts(items, records[[c for c in ("dataset", "example_id", "repeat",
+                                                         "rotation", "answer")
+                                             if c in records.columns]])
     return counts.merge(items[["dataset", "example_id", "question_index"]], on=BBQ_KEY)
 
 
@@ -451,7 +446,7 @@ def _settings(rules: Any, mode: str | None):
 
     def setting(metric: gm.GateMetric, key: tuple) -> gm.GateSetting:
         rule = by_id.get(metric.rule_for(key) or "")
-        spec = getattr(rule, "gate", None) if rule is not None else None
+        spec = rule.gate if rule is not None else None
         m = mode or (spec.mode if spec is not None else None) or "harm"
         margin = spec.margin if spec is not None and spec.margin is not None else metric.margin
         return gm.GateSetting(m, float(margin))

@@ -124,7 +124,8 @@ def test_regen_command_parses_back_into_an_equal_config(tmp_path):
         model="openai/gpt-4o-mini", backend="litellm", live=True, protocols=["bbq", "probe"],
         repeats=5, per_cell=10, thresholds="thresholds", bbq_dir="../shared/bbq",
         compare_rubric=None, temperature=0.7, gen_seeds=(1, 2), n_boot=500, seed=3,
-        rotations="all", limit=7, rubric="strict", store=str(tmp_path / "x.sqlite"))
+        rotations="all", limit=7, rubric="strict", store=str(tmp_path / "x.sqlite"),
+        bbq_cluster="item", gen_cluster="row")
     argv = shlex.split(regen_command(config))[1:]
     back = config_from_args(build_parser().parse_args(argv))
     for name in AuditConfig.__dataclass_fields__:

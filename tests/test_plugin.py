@@ -255,6 +255,7 @@ def test_gate_fails_only_a_real_regression_and_prints_the_table(project):
     def recs(n_correct_disambig):
         # 400 disambiguated items, label 0; answer 0 (correct) for the first k, else 1
         return pd.DataFrame({"dataset": "Race_x_SES", "example_id": range(n),
+                             "question_index": [i % 20 for i in range(n)],
                              "context": "disambig", "polarity": "neg", "repeat": 0,
                              "answer": [0 if i < n_correct_disambig else 1 for i in range(n)],
                              "label": 0, "unknown_loc": 2, "target_loc": 1, "group": "g"})
@@ -279,6 +280,7 @@ def _gate_records(project, models):
     for m, k in models.items():
         bbq_table().to_csv(project.path / f"{m}.csv", index=False)
         pd.DataFrame({"dataset": "Race_x_SES", "example_id": range(n), "context": "disambig",
+                      "question_index": [i % 20 for i in range(n)],
                       "polarity": "neg", "repeat": 0, "rotation": 0,
                       "answer": [0 if i < k else 1 for i in range(n)], "label": 0,
                       "unknown_loc": 2, "target_loc": 1, "group": "g"}).to_csv(
@@ -360,3 +362,20 @@ def test_verdicts_reach_junit_xml_and_the_github_step_summary(project, monkeypat
     assert gender["fairness_bound"] == ">= 0.6" and gender["fairness_verdict"] == "fail"
     text = summary.read_text()
     assert "## Fairness verdicts" in text and "| acc_floor | Race_x_gender/disambig |" in text
+
+
+def test_api_and_statistics_options_reach_the_audit(project):
+    """--fairness-rpm/--fairness-tpm, the repeat mode, clusters, ... as options or ini
+    keys reach the audit's config (the names of `fairness-tests audit` options)."""
+    project.makeconftest(FAKE_AUDIT.replace(
+        'with open(calls, "a") as fh:\n        fh.write(config["model"] + "\\n")',
+        'import json\n    with open(calls, "a") as fh:\n        fh.write(config["model"] + "\\n")\n'
+        '    open(calls + ".json", "w").write(json.dumps(config))'))
+    bbq_table().to_csv(project.path / "m1.csv", index=False)
+    project.makeini("[pytest]\nfairness_repeat_mode = logprobs\nfairness_bbq_cluster = item\n")
+    project.runpytest("--fairness-model", "m1", "--fairness-rpm", "60", "--fairness-tpm", "9000",
+                      "--fairness-max-cost", "2.5", "-p", "no:cacheprovider",
+                      "test_suite.py::test_accuracy_floor")
+    config = json.loads((project.path / "audit_calls.txt.json").read_text())
+    assert (config["repeat_mode"], config["bbq_cluster"]) == ("logprobs", "item")
+    assert (config["rpm"], config["tpm"], config["max_cost"]) == (60.0, 9000.0, 2.5)
