@@ -41,7 +41,7 @@ from .errors import ConfigError, DataError
 from .metrics import gate as gm
 from .run import RunResult
 from .significance import ALPHA, MODES, POWER
-from .stats import DEFAULT_N_BOOT, json_value, shown
+from .stats import DEFAULT_N_BOOT, json_value, shown, shown_p
 
 BBQ_KEY = ["dataset", "example_id"]
 GENERATIVE_KEY = ["prompt_family", "paraphrase_id", "occupation", "slice_gender",
@@ -142,10 +142,7 @@ def _f(x, signed=False) -> str:
 
 
 def _p(x) -> str:
-    x = float(x)
-    if math.isnan(x):
-        return "-"
-    return f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
+    return shown_p(x, undefined="-")
 
 
 # (phrase of a worsening, scale, unit) per gated metric

@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import gate as G
 from ..errors import ConfigError
-from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED
+from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED, shown_p
 from . import pairwise as P
 from .figures import add_figures
 from .models import PROTOCOLS, Entry
@@ -181,7 +181,4 @@ def _r(x) -> str:
 
 
 def _p(x) -> str:
-    x = float(x)
-    if math.isnan(x):
-        return "n/a"
-    return f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
+    return shown_p(x, undefined="n/a")

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics.generative import RATE_METRICS
-from ..stats import cell_id
+from ..stats import cell_id, shown
 from .models import Entry
 
 LONG_COLUMNS = ["section", "model", "versus", "cell", "metric", "value", "ci_low", "ci_high",
@@ -111,14 +111,10 @@ def _missing(x) -> bool:
 # ---------------------------------------------------------------- formatting
 
 def fmt(v, digits: int = 3) -> str:
-    """A number as the report prints it: NaN -> "n/a", +inf -> "UB"."""
-    v = _float(v)
-    if math.isnan(v):
-        return "n/a"
-    if math.isinf(v):
-        return "UB" if v > 0 else "-UB"
-    s = f"{v:.{digits}f}"
-    return "0." + "0" * digits if s == "-0." + "0" * digits else s
+    """A number as the report prints it (:func:`fairness_tests.stats.shown`): NaN ->
+    "n/a", +inf -> "UB", else ``digits`` decimals (never "-0.000")."""
+    s = shown(_float(v), f".{digits}f", undefined="n/a")
+    return s[1:] if s.startswith("-") and set(s[1:]) <= set("0.") else s
 
 
 def fmt_ci(value, lo, hi, digits: int = 3) -> str:
