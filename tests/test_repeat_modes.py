@@ -104,10 +104,11 @@ def test_apply_mode_which_requests_and_keys():
 
 def test_default_request_key_is_unchanged_by_the_new_fields():
     """The key of a request that uses none of the new settings is the sha256 of the
-    field layout it had before they existed (so committed recordings still match)."""
+    schema-2 field layout (canonical JSON, no transport fields) it had before they
+    existed (so committed recordings still match)."""
     r = Request(messages=chat("s", "u"), decoding=Decoding(0.7, 0.9, 12), seed=2, repeat=1,
                 backend="litellm", model="m", kind="choice", choices=LETTERS)
-    old = {"backend": "litellm", "model": "m", "api_base": None, "kind": "choice",
+    old = {"backend": "litellm", "model": "m", "kind": "choice",
            "messages": [["system", "s"], ["user", "u"]], "choices": list(LETTERS),
            "decoding": {"temperature": 0.7, "top_p": 0.9, "max_tokens": 12},
            "seed": 2, "repeat": 1}
