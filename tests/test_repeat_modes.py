@@ -284,3 +284,15 @@ def test_predictions_table_gives_letter_probs_in_original_option_order():
     assert [p[int(a)] for p, a in zip(t["letter_probs"], t["answer"])] == [0.6] * 3
     failed = Response(key=reqs[0].key(), status="error", letter_probs=lp)
     assert original_order_probs(reqs[0], failed) is None
+
+
+def test_n_mode_on_the_completions_endpoint(server, store):
+    server.reset()
+    reqs = choice_reqs(server, "n-text", items=2, repeats=3, mode="n",
+                       model="text-completion-openai/fault-model")
+    out = ask(reqs, backend(), store, progress=False)
+    hits = [h for h in server.hits if "n-text" in h.prompt]
+    assert [(h.path, h.body["n"]) for h in hits] == [("/v1/completions", 3)] * 2
+    for r, o in zip(reqs, out):
+        prompt = next(h.prompt for h in hits if f"item {r.meta['item']}" in h.prompt)
+        assert o.text == server._sample({"temperature": 1.0, "seed": r.seed}, prompt, r.repeat)
