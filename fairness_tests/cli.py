@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from .errors import FairnessTestsError, MissingResponsesError
 from .models.cost import EXIT_BUDGET, BudgetReached
 
-# (module, help) — each module defines register(subparsers)
+# each module defines register(subparsers)
 AREAS = [
     "fairness_tests.protocols.bbq.cli",
     "fairness_tests.models.cli",
@@ -26,26 +27,32 @@ AREAS = [
     "fairness_tests.protocols.generative.cli",
     "fairness_tests.card.cli",
     "fairness_tests.audit_cli",
+    "fairness_tests.init",
+    "fairness_tests.gate_cli",
+    "fairness_tests.compare.cli",
 ]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fairness-tests", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--project-dir", default=None, metavar="DIR",
+                        help="project directory whose thresholds/, fixtures/recordings/ and "
+                             "fixtures/cards/ override the packaged defaults (default: the "
+                             "current directory when it holds thresholds/ or a "
+                             "[tool.fairness_tests] table in pyproject.toml)")
     sub = parser.add_subparsers(dest="command", required=True)
     for mod in AREAS:
-        try:
-            module = importlib.import_module(mod)
-        except ModuleNotFoundError as exc:  # an area not built yet
-            if exc.name and exc.name.startswith("fairness_tests"):
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(mod).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from .project import ENV_PROJECT_DIR
+    before = os.environ.get(ENV_PROJECT_DIR)
+    if args.project_dir:       # for this command (and the processes it starts)
+        os.environ[ENV_PROJECT_DIR] = os.path.abspath(args.project_dir)
     try:
         rc = args.func(args)
     except MissingResponsesError as exc:
@@ -57,6 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     except FairnessTestsError as exc:
         print(f"fairness-tests: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if args.project_dir:
+            if before is None:
+                os.environ.pop(ENV_PROJECT_DIR, None)
+            else:
+                os.environ[ENV_PROJECT_DIR] = before
     return int(rc or 0)
 
 

@@ -7,7 +7,12 @@ class FairnessTestsError(Exception):
 
 
 class DataError(FairnessTestsError):
-    """Bad, missing or mismatched input data. The message names file and line/key."""
+    """Bad, missing or mismatched input data. The message names file and line/key.
+
+    ``problems``: every problem found in the file (:class:`fairness_tests.validate.Problem`),
+    when a validator reported several at once; ``line``/``key`` are the first one's."""
+
+    problems: tuple = ()
 
     def __init__(self, message: str, path: object = None, line: int | None = None,
                  key: str | None = None):
@@ -28,3 +33,8 @@ class ConfigError(DataError):
 
 class MissingResponsesError(FairnessTestsError):
     """Replay mode asked for responses that were never recorded."""
+
+
+class FingerprintMismatchError(MissingResponsesError):
+    """Stored responses were answered by a backend with another fingerprint (prompt
+    format, chat template, weights) than the one asking now: they are stale."""

@@ -1,32 +1,53 @@
-"""Statistical helpers shared by every metric: one bootstrap, one Wilson interval,
-one "rate per cell" helper and the one metric-table shape.
+"""Statistical helpers shared by every metric: one bootstrap (items or clusters
+resampled), one Wilson interval, one "rate per cell" helper and the one metric-table
+shape.
 
 Metric table shape (every metric function returns it)::
 
-    <grouping columns...>, metric, value, ci_low, ci_high, n, note
+    <grouping columns...>, metric, value, ci_low, ci_high, n, n_clusters, deff,
+    value_bc, p_value, note
 
 ``value`` is a float; ``NaN`` means *undefined* and ``note`` then says why
 (e.g. "no non-unknown answer"). ``inf`` is kept as ``inf`` (unbounded, e.g. DF);
-JSON output writes it as ``"UB"`` (see :func:`json_value`).
+JSON output writes it as ``"UB"`` (see :func:`json_value`). ``n_clusters`` and
+``deff`` describe a cluster bootstrap (NaN when items were resampled or no bootstrap
+was made); ``value_bc`` is the bootstrap bias-corrected estimate and ``p_value`` the
+permutation p-value of "no difference between groups" (both only for max-type
+metrics, NaN elsewhere).
 
 Bootstrap
 ---------
-:func:`bootstrap` is a vectorised percentile bootstrap over *items*. Every
-statistic we need is a function of weighted column sums of a per-item matrix
-``X`` (n_items x k): a resample is a vector of multiplicities ``w`` (how often
-each item was drawn), and the statistic sees ``w @ X`` (a length-k vector of
-sums).  All ``B`` resamples are computed at once as ``W @ X`` with ``W`` the
-(B x n) multiplicity matrix, so there is no Python loop over resamples.
+:func:`bootstrap` is a vectorised percentile bootstrap. Every statistic we need is
+a function of weighted column sums of a per-item matrix ``X`` (n_items x k): a
+resample is a vector of multiplicities ``w`` (how often each item was drawn), and
+the statistic sees ``w @ X`` (a length-k vector of sums). All ``B`` resamples are
+computed at once as ``W @ X`` with ``W`` the (B x n) multiplicity matrix, so there
+is no Python loop over resamples.
+
+Cluster bootstrap: with ``clusters`` (one cluster code per item: a BBQ template, a
+generative prompt) a resample draws C whole clusters with replacement out of the C
+clusters, and an item's multiplicity is the number of times its cluster was drawn
+(``W = Wc[:, cluster_of_item]``). Items of one cluster move together, so the
+interval carries the between-cluster variance that an item bootstrap drops.
+The design effect ``deff = var(cluster resamples) / var(item resamples)`` of the
+same statistic says how much wider the truth is than the item bootstrap claims.
+
+Bias correction (for max-type metrics, whose plug-in estimate is biased upward):
+``value_bc = 2 * value - mean(resample values)`` (the bootstrap bias estimate
+``mean - value`` subtracted; not clipped, so it can fall below a metric's floor).
 
 Wilson
 ------
 :func:`wilson_ci` gives the Wilson score interval for k successes in n trials:
-``(p + z^2/2n -/+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)``.
+``(p + z^2/2n -/+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)``; it assumes
+independent rows, so :func:`rate_table` uses the cluster bootstrap instead when
+clusters are given.
 """
 from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -36,15 +57,39 @@ DEFAULT_N_BOOT = 2000
 DEFAULT_SEED = 0
 DEFAULT_LEVEL = 0.95
 
-METRIC_COLUMNS = ["metric", "value", "ci_low", "ci_high", "n", "note"]
+METRIC_COLUMNS = ["metric", "value", "ci_low", "ci_high", "n", "n_clusters", "deff", "value_bc",
+                  "p_value", "note"]
+NAN = float("nan")
 
 
-def multiplicities(n: int, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED) -> np.ndarray:
-    """(n_boot x n) matrix: how many times each of n items is drawn in each resample
-    (sampling n items with replacement). Deterministic for a given seed, so it is
-    computed once per (n, n_boot, seed) and shared (read-only): every metric of a cell
+def cluster_codes(clusters: Sequence | np.ndarray) -> tuple[np.ndarray, int]:
+    """(codes 0..C-1 per item, C): the clusters numbered in sorted order of their
+    labels (any hashable, sortable labels: ints, strings, tuples joined beforehand)."""
+    arr = np.asarray(clusters)
+    if arr.dtype.kind in "iub":
+        uniq, codes = np.unique(arr, return_inverse=True)
+        return codes.astype(np.int64).ravel(), len(uniq)
+    codes, uniq = pd.factorize(arr.astype(object), sort=True)
+    if (codes < 0).any():
+        raise ValueError("cluster labels must not be missing (NaN/None)")
+    return codes.astype(np.int64), len(uniq)
+
+
+def multiplicities(n: int, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
+                   clusters: Sequence | np.ndarray | None = None) -> np.ndarray:
+    """(n_boot x n) matrix: how many times each of n items is drawn in each resample.
+
+    Without ``clusters``: n items drawn with replacement. With ``clusters`` (one code
+    per item): C clusters drawn with replacement out of C, each item counted as often
+    as its cluster was drawn. Deterministic for a given seed, so it is computed once
+    per (n, n_boot, seed[, clusters]) and shared (read-only): every metric of a cell
     is then bootstrapped over the same resamples, as a paired analysis needs."""
-    return _multiplicities(int(n), int(n_boot), int(seed))
+    if clusters is None:
+        return _multiplicities(int(n), int(n_boot), int(seed))
+    codes, n_clusters = cluster_codes(clusters)
+    if len(codes) != n:
+        raise ValueError(f"{len(codes)} cluster codes for {n} items")
+    return _cluster_multiplicities(codes.tobytes(), n_clusters, int(n_boot), int(seed))
 
 
 @functools.lru_cache(maxsize=8)
@@ -60,6 +105,35 @@ def _multiplicities(n: int, n_boot: int, seed: int) -> np.ndarray:
     return W
 
 
+@functools.lru_cache(maxsize=8)
+def _cluster_multiplicities(codes: bytes, n_clusters: int, n_boot: int, seed: int) -> np.ndarray:
+    c = np.frombuffer(codes, dtype=np.int64)
+    W = np.ascontiguousarray(_multiplicities(n_clusters, n_boot, seed)[:, c])
+    W.flags.writeable = False
+    return W
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A bootstrap estimate. Unpacks as ``value, ci_low, ci_high`` (the three numbers
+    every metric row carries); the other fields describe the resampling.
+
+    ``se``: standard deviation of the defined resample values; ``value_bc``: the
+    bias-corrected estimate ``2 value - mean(resamples)``; ``n_clusters``: clusters
+    resampled (NaN: items resampled); ``deff``: var(cluster resamples) /
+    var(item resamples) (NaN: items resampled, or both variances 0)."""
+    value: float
+    ci_low: float
+    ci_high: float
+    se: float = NAN
+    value_bc: float = NAN
+    n_clusters: float = NAN
+    deff: float = NAN
+
+    def __iter__(self):
+        return iter((self.value, self.ci_low, self.ci_high))
+
+
 def bootstrap(
     X: np.ndarray,
     statistic: Callable[[np.ndarray], np.ndarray],
@@ -67,28 +141,59 @@ def bootstrap(
     seed: int = DEFAULT_SEED,
     level: float = DEFAULT_LEVEL,
     W: np.ndarray | None = None,
-) -> tuple[float, float, float]:
-    """Point estimate and percentile CI of ``statistic`` over item resamples.
+    clusters: Sequence | np.ndarray | None = None,
+) -> Estimate:
+    """Point estimate and percentile CI of ``statistic`` over item (or cluster) resamples.
 
     ``X``: (n_items, k) per-item values. ``statistic``: maps an (m, k) array of
     column sums (one row per resample) to m values; it must be vectorised and may
     return NaN (undefined) or inf. The point estimate is ``statistic`` on the full
     sample. The CI is the (1-level)/2 and (1+level)/2 percentiles of the finite
     resample values; if fewer than half the resamples are defined the CI is NaN.
-    ``W`` may be passed to reuse one multiplicity matrix for several statistics of
-    the same items (paired comparisons need this).
+    ``clusters``: one cluster code per item -> cluster bootstrap, with the design
+    effect against the item bootstrap of the same statistic. ``W`` may be passed to
+    reuse one multiplicity matrix (built with the same ``clusters``) for several
+    statistics of the same items (paired comparisons need this).
     """
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
     n = X.shape[0]
-    point = float(statistic(X.sum(axis=0)[None, :])[0]) if n else float("nan")
     if n == 0:
-        return point, float("nan"), float("nan")
+        return Estimate(NAN, NAN, NAN)
+    point = float(statistic(X.sum(axis=0)[None, :])[0])
     if W is None:
-        W = multiplicities(n, n_boot, seed)
+        W = multiplicities(n, n_boot, seed, clusters)
     values = np.asarray(statistic(W @ X), dtype=np.float64)
-    return (point, *percentile_ci(values, level))
+    lo, hi = percentile_ci(values, level)
+    se, mean = _spread(values)
+    n_clusters = deff = NAN
+    if clusters is not None:
+        n_clusters = float(cluster_codes(clusters)[1])
+        item_se, _ = _spread(np.asarray(statistic(multiplicities(n, W.shape[0], seed) @ X),
+                                        dtype=np.float64))
+        deff = design_effect(se, item_se)
+    bc = 2.0 * point - mean if np.isfinite(point) and np.isfinite(mean) else NAN
+    return Estimate(point, lo, hi, se, bc, n_clusters, deff)
+
+
+def _spread(values: np.ndarray) -> tuple[float, float]:
+    """(standard deviation, mean) of the finite resample values; NaN when most
+    resamples are undefined or infinite (as :func:`percentile_ci`)."""
+    finite = values[np.isfinite(values)]
+    if finite.size < 2 or finite.size < 0.5 * values.size:
+        return NAN, NAN
+    return float(finite.std(ddof=1)), float(finite.mean())
+
+
+def design_effect(cluster_se: float, item_se: float) -> float:
+    """var(cluster bootstrap) / var(item bootstrap); 1 when both are 0 (a constant),
+    NaN when undefined."""
+    if not (np.isfinite(cluster_se) and np.isfinite(item_se)):
+        return NAN
+    if item_se == 0:
+        return 1.0 if cluster_se == 0 else NAN
+    return float((cluster_se / item_se) ** 2)
 
 
 def percentile_ci(values: np.ndarray, level: float = DEFAULT_LEVEL) -> tuple[float, float]:
@@ -142,55 +247,87 @@ def rate_table(
     df: pd.DataFrame,
     by: Sequence[str],
     flags: Iterable[str],
-    method: str = "wilson",
     level: float = DEFAULT_LEVEL,
+    clusters: str | None = None,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = DEFAULT_SEED,
 ) -> pd.DataFrame:
     """Rate of each 0/1 column in ``flags`` per cell of ``by``, with a CI, in the
-    metric-table shape. ``method``: "wilson" (default). NaN flags are excluded from
-    both numerator and denominator of that flag."""
+    metric-table shape. Rows independent (``clusters`` None): the Wilson interval.
+    ``clusters`` = the name of a cluster column: the cluster bootstrap of the ratio
+    (rows of one cluster resampled together), with ``n_clusters`` and ``deff``.
+    NaN flags are excluded from both numerator and denominator of that flag."""
     rows = []
     flags = list(flags)
     grouped = df.groupby(list(by), sort=True, dropna=False) if by else [((), df)]
     for key, g in grouped:
         key = key if isinstance(key, tuple) else (key,)
+        cell_W = None                      # the cell's multiplicities (every row defined)
         for flag in flags:
-            col = g[flag].dropna().astype(float)
-            n, k = len(col), float(col.sum())
-            if method != "wilson":
-                raise ValueError(f"unknown rate CI method {method!r}")
-            lo, hi = wilson_ci(k, n, level)
-            rows.append(
-                (*key, flag, k / n if n else float("nan"), lo, hi, n, "" if n else "no rows")
-            )
+            col = g[flag]
+            defined = col.notna().to_numpy()
+            k, n = float(col[defined].astype(float).sum()), int(defined.sum())
+            cell = dict(zip(by, key))
+            if n == 0:
+                rows.append(metric_row(flag, NAN, n=0, note="no rows", **cell))
+                continue
+            if clusters is None:
+                rows.append(metric_row(flag, k / n, wilson_ci(k, n, level), n=n, **cell))
+                continue
+            y = col[defined].to_numpy(dtype=np.float64)
+            cl = g[clusters].to_numpy()[defined]
+            W = cell_W if defined.all() else None
+            if W is None:
+                W = multiplicities(len(y), n_boot, seed, cl)
+                if defined.all():
+                    cell_W = W
+            est = bootstrap(np.column_stack([y, np.ones_like(y)]), ratio_stat, n_boot, seed,
+                            level, W=W, clusters=cl)
+            rows.append(metric_row(flag, est, n=n, **cell))
     return pd.DataFrame(rows, columns=[*by, *METRIC_COLUMNS])
+
+
+def ratio_stat(s: np.ndarray) -> np.ndarray:
+    """s[:, 0] / s[:, 1] (a rate or a mean from column sums; NaN when s[:, 1] = 0)."""
+    return safe_ratio(s[:, 0], s[:, 1])
 
 
 def mean_table(df: pd.DataFrame, by: Sequence[str], columns: Iterable[str],
                n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
-               level: float = DEFAULT_LEVEL) -> pd.DataFrame:
+               level: float = DEFAULT_LEVEL, clusters: str | None = None) -> pd.DataFrame:
     """Mean of each numeric column per cell of ``by`` with a bootstrap CI
-    (metric-table shape)."""
+    (metric-table shape); rows resampled, or whole clusters of the column
+    ``clusters``."""
     rows = []
     columns = list(columns)
     grouped = df.groupby(list(by), sort=True, dropna=False) if by else [((), df)]
     for key, g in grouped:
         key = key if isinstance(key, tuple) else (key,)
+        cell = dict(zip(by, key))
         for c in columns:
-            x = g[c].dropna().to_numpy(dtype=np.float64)
+            defined = g[c].notna().to_numpy()
+            x = g[c].to_numpy(dtype=np.float64)[defined]
             if x.size == 0:
-                rows.append((*key, c, float("nan"), float("nan"), float("nan"), 0, "no rows"))
+                rows.append(metric_row(c, NAN, n=0, note="no rows", **cell))
                 continue
-            X = np.column_stack([x, np.ones_like(x)])
-            v, lo, hi = bootstrap(X, lambda s: safe_ratio(s[:, 0], s[:, 1]), n_boot, seed, level)
-            rows.append((*key, c, v, lo, hi, int(x.size), ""))
+            cl = None if clusters is None else g[clusters].to_numpy()[defined]
+            est = bootstrap(np.column_stack([x, np.ones_like(x)]), ratio_stat, n_boot, seed,
+                            level, clusters=cl)
+            rows.append(metric_row(c, est, n=int(x.size), **cell))
     return pd.DataFrame(rows, columns=[*by, *METRIC_COLUMNS])
 
 
-def metric_row(metric: str, value: float, ci: tuple[float, float] = (float("nan"), float("nan")),
-               n: int = 0, note: str = "", **cell) -> dict:
-    """One row of a metric table as a dict (cell columns first)."""
-    return {**cell, "metric": metric, "value": value, "ci_low": ci[0], "ci_high": ci[1],
-            "n": n, "note": note}
+def metric_row(metric: str, value: "float | Estimate",
+               ci: tuple[float, float] = (NAN, NAN), n: int = 0, note: str = "",
+               p_value: float = NAN, bias_corrected: bool = False, **cell) -> dict:
+    """One row of a metric table as a dict (cell columns first). ``value`` is a number
+    (with ``ci``) or an :class:`Estimate`, whose ``n_clusters`` and ``deff`` fill those
+    columns; ``bias_corrected``: also fill ``value_bc`` (max-type metrics only)."""
+    est = value if isinstance(value, Estimate) else Estimate(float(value), *ci)
+    return {**cell, "metric": metric, "value": est.value, "ci_low": est.ci_low,
+            "ci_high": est.ci_high, "n": n, "n_clusters": est.n_clusters, "deff": est.deff,
+            "value_bc": est.value_bc if bias_corrected else NAN, "p_value": p_value,
+            "note": note}
 
 
 def cell_id(*parts: object) -> str:
@@ -211,3 +348,17 @@ def json_value(x: object) -> object:
     if isinstance(x, np.bool_):
         return bool(x)
     return x
+
+
+def shown(x: object, spec: str = ".4g", undefined: str = "undefined") -> str:
+    """A value as reports print it: ``undefined`` for NaN, ``UB`` / ``-UB`` for an
+    unbounded value, else ``format(x, spec)``; a non-number as its text."""
+    try:
+        v = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(x)
+    if math.isnan(v):
+        return undefined
+    if math.isinf(v):
+        return "UB" if v > 0 else "-UB"
+    return format(v, spec)

@@ -64,7 +64,7 @@ import re
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
@@ -78,7 +78,7 @@ class Hit:
     fault: str
     path: str
     headers: dict
-    body: dict
+    body: dict = field(default_factory=dict)      # the request's JSON body
 
 
 def tiktoken_counter(encoding: str) -> Callable[[str], int]:

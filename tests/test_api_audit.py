@@ -66,10 +66,10 @@ def test_audit_repeat_modes_request_counts_and_metadata(tmp_path, mode, calls):
         if mode == "n":
             assert {h.body["n"] for h in s.hits} == {5}
     meta = run_meta(tmp_path)
-    rec = meta["bbq"]["repeat_mode"]
+    rec = meta["asking"]["repeat_mode"]
     assert rec["requested"] == rec["used"] == mode and rec["fallback"] is None
     assert rec["shared_forward_pass"] == (mode != "calls")
-    assert meta["api"]["usage"]["calls"] == calls
+    assert meta["asking"]["usage"]["calls"] == calls
     with ResponseStore(tmp_path / "s.sqlite") as st:
         assert len(st) == 40
     # the consistency table was computed from the 40 answers
@@ -84,7 +84,7 @@ def test_audit_falls_back_to_calls_and_says_so(tmp_path, capfd, mode, switch):
         rc = audit(s, tmp_path, "--repeat-mode", mode)
         assert rc in (0, 1)
         assert len(s.hits) == 1 + 40                 # the detecting request, then 40 calls
-    rec = run_meta(tmp_path)["bbq"]["repeat_mode"]
+    rec = run_meta(tmp_path)["asking"]["repeat_mode"]
     assert rec["requested"] == mode and rec["used"] == "calls" and not rec["shared_forward_pass"]
     assert "openai (openai/gpt-4o-mini at http://127.0.0.1:" in rec["fallback"]
     assert "asking with --repeat-mode calls instead" in capfd.readouterr().err
@@ -139,7 +139,7 @@ def test_truncated_answers_are_counted_and_the_setting_named(tmp_path, capfd):
     assert "40 of 40 bbq answers were truncated" in err and "--max-tokens (now 16)" in err
     meta = run_meta(tmp_path)
     assert meta["bbq"]["truncated_answers"] == 40 and meta["bbq"]["max_tokens"] == 16
-    assert meta["api"]["usage"]["reasoning_tokens"] == 40 * 16
+    assert meta["asking"]["usage"]["reasoning_tokens"] == 40 * 16
     # with room for the answer none is truncated (a new request: max_tokens is in the key)
     with FaultServer(answers=letters, reasoning={None: 0, "high": 30}) as s:
         assert audit(s, tmp_path, "--reasoning-effort", "high", "--max-tokens", "64",

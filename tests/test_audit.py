@@ -7,12 +7,18 @@ import pytest
 from fairness_tests.audit import (AuditConfig, config_from_options, display_path,
                                   regen_command, run_audit)
 from fairness_tests.errors import ConfigError, MissingResponsesError
-from fairness_tests.paths import REPO_DIR
+from fairness_tests.paths import data_path
 
 
-def test_display_path_never_shows_this_machine():
-    assert display_path(REPO_DIR / "thresholds" / "default.yaml") == "thresholds/default.yaml"
-    assert display_path(REPO_DIR.parent / "shared" / "bbq") == "../shared/bbq"
+def test_display_path_never_shows_this_machine(tmp_path, monkeypatch):
+    # packaged files by their place in the package, wherever it is installed
+    assert display_path(data_path("thresholds", "default.yaml")) == \
+        "fairness_tests/data/thresholds/default.yaml"
+    project = tmp_path / "proj"
+    (project / "thresholds").mkdir(parents=True)
+    monkeypatch.chdir(project)
+    assert display_path(project / "thresholds" / "default.yaml") == "thresholds/default.yaml"
+    assert display_path(tmp_path / "shared" / "bbq") == "../shared/bbq"
     assert display_path("/somewhere/else/store.sqlite") == "store.sqlite"
 
 

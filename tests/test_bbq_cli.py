@@ -111,6 +111,14 @@ def test_score_json_shape_and_values(small_dir, tmp_path, capsys):
     for r in cons["rows"]:
         assert r["mfaa_mean"] == 100.0 and r["gtc_min"] == 100.0 and r["flagged"] == 0
     assert cons["pooled"]["n_items"] == sum(len(v) for v in ids.values()) - 1
+    # SF / DF carry the permutation test and the bias-corrected value; every answer is
+    # the label, so no group labelling changes anything: p = 1
+    perm = doc["permutation"]
+    assert set(perm) == {f"{ds}/{c}" for ds, c in by}
+    for cell in perm.values():
+        assert set(cell) == {"sf", "df", "df_smoothed"}
+        assert cell["sf"]["n_permutations"] == 2000 and "within templates" in cell["sf"]["statistic"]
+        assert cell["sf"]["p_value"] == 1.0
 
 
 def test_score_df_unbounded_is_UB(small_dir, tmp_path, capsys):
@@ -149,7 +157,7 @@ def test_score_df_unbounded_is_UB(small_dir, tmp_path, capsys):
     ('{"category": "Race_x_SES", "example_id": 1}', "line 2, key 'answer'"),
     ('{"category": "Race_x_SES", "example_id": 0, "answer": 2}', "line 2: duplicate"),
     ('{"category": "Race_x_SES", "example_id": 999999, "answer": 2}',
-     "line 2: Race_x_SES example_id 999999 is not in the BBQ data"),
+     "line 2, key 'example_id': Race_x_SES example_id 999999 is not in the BBQ data"),
 ])
 def test_score_bad_predictions_line(small_dir, tmp_path, capsys, line, match):
     d, _ = small_dir
@@ -232,3 +240,61 @@ def test_fetch_http_error(mirror, tmp_path):
     url, _ = mirror
     with pytest.raises(DataError, match="HTTP 404"):
         fetch(tmp_path / "d", base_url=url + "/nowhere")
+
+
+def test_score_misspelt_category_names_the_line_and_the_closest_name(small_dir, tmp_path, capsys):
+    """Issue 10, defect 9: an unknown category is an error, not silently ignored."""
+    d, ids = small_dir
+    eid = next(iter(ids["Race_x_SES"]))
+    p = write_jsonl(tmp_path / "p.jsonl", [
+        {"category": "Race_x_SES", "example_id": eid, "answer": 1},
+        {"category": "Race_x_SESS", "example_id": eid, "answer": 1}])
+    assert main(["bbq", "score", "--data", str(d), "--predictions", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "line 2" in err and "'Race_x_SESS'" in err and "did you mean 'Race_x_SES'" in err
+
+
+def test_score_empty_predictions_is_an_error(small_dir, tmp_path, capsys):
+    d, _ = small_dir
+    p = tmp_path / "p.jsonl"
+    p.write_text("\n")
+    assert main(["bbq", "score", "--data", str(d), "--predictions", str(p)]) == 2
+    assert "no predictions" in capsys.readouterr().err
+
+
+def test_score_duplicate_names_the_repeat_number(small_dir, tmp_path, capsys):
+    d, ids = small_dir
+    row = {"category": "Race_x_SES", "example_id": next(iter(ids["Race_x_SES"])),
+           "repeat": 3, "answer": 1}
+    p = write_jsonl(tmp_path / "p.jsonl", [row, row])
+    assert main(["bbq", "score", "--data", str(d), "--predictions", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "repeat 3 rotation 0 (first on line 1)" in err and "bound method" not in err
+
+
+def test_score_letter_probs_give_exact_expected_consistency(small_dir, tmp_path, capsys):
+    d, ids = small_dir
+    rows = []
+    # every item asked twice under the distribution (0.5, 0.5, 0): the two draws agree
+    # with probability 1/2, so E[max count] = 1.5 of 2 -> expected MFAA 75% exactly;
+    # expected GTC = 100 * p(label): 50 for labels 0 and 1, 0 for label 2
+    gtc = []
+    for ds, items in ids.items():
+        for eid, it in items.items():
+            for k, a in enumerate((0, 1)):
+                rows.append({"category": ds, "example_id": eid, "repeat": k, "answer": a,
+                             "letter_probs": [0.5, 0.5, 0.0]})
+            gtc.append(50.0 if it["label"] in (0, 1) else 0.0)
+    f = write_jsonl(tmp_path / "p.jsonl", rows)
+    rc, out, err = run(["bbq", "score", "--data", str(d), "--predictions", str(f),
+                        "--format", "json", "--filter", "none", "--n-boot", "100"], capsys)
+    assert rc == 0, err
+    pooled = json.loads(out)["consistency"]["pooled"]
+    assert pooled["mfaa_expected_mean"] == pytest.approx(75.0)
+    assert pooled["gtc_expected_mean"] == pytest.approx(sum(gtc) / len(gtc))
+    assert 0 < pooled["repeats_fit_p_value"] <= 1
+    bad = write_jsonl(tmp_path / "bad.jsonl", [{"category": "Race_x_SES", "example_id": 0,
+                                                 "answer": 0, "letter_probs": [0.9, 0.9, 0]}])
+    rc, out, err = run(["bbq", "score", "--data", str(d), "--predictions", str(bad),
+                        "--filter", "none"], capsys)
+    assert rc == 2 and "line 1" in err and "letter_probs" in err

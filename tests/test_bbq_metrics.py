@@ -17,11 +17,13 @@ from fairness_tests.stats import json_value, multiplicities
 NAN = float("nan")
 
 
-def make_items(rows):
-    """rows: (example_id, context, polarity, label, target_loc, group); unknown_loc = 2."""
+def make_items(rows, templates=None):
+    """rows: (example_id, context, polarity, label, target_loc, group); unknown_loc = 2;
+    every item its own template (question_index) unless ``templates`` says otherwise."""
     df = pd.DataFrame(rows, columns=["example_id", "context", "polarity", "label", "target_loc",
                                      "group"])
     df.insert(0, "dataset", "D")
+    df["question_index"] = df["example_id"] if templates is None else templates
     df["unknown_loc"] = 2.0
     df["target_loc"] = df["target_loc"].astype(float)
     return df
@@ -238,6 +240,73 @@ def test_position_bias_by_hand():
     assert val(bbq_metrics(items, preds, n_boot=10), "accuracy").value == 0.5
     # without rotations there is nothing to report
     assert position_bias(items, preds[preds.rotation == 0].drop(columns="rotation")).empty
+
+
+def test_template_bootstrap_resamples_whole_templates():
+    # 40 items in 4 templates of 10: the accuracy CI is the percentile interval of the
+    # cluster resamples (4 templates drawn with replacement), and the row says so
+    rng = np.random.default_rng(2)
+    n = 40
+    templates = np.repeat([7, 8, 9, 10], 10)
+    items = make_items([(i, "ambig", "neg", 2, 0, "G1") for i in range(n)], templates)
+    ans = {i: int(rng.integers(0, 3)) for i in range(n)}
+    correct = np.array([a == 2 for a in ans.values()], dtype=float)
+    t = bbq_metrics(items, make_preds(ans), n_boot=2000, seed=7)
+    W = multiplicities(n, 2000, 7, clusters=templates)
+    lo, hi = np.quantile((W @ correct) / W.sum(axis=1), [0.025, 0.975])
+    row = val(t, "accuracy")
+    assert (row.ci_low, row.ci_high) == pytest.approx((lo, hi))
+    Wi = multiplicities(n, 2000, 7)
+    item_var = ((Wi @ correct) / Wi.sum(axis=1)).var(ddof=1)
+    assert row.n_clusters == 4
+    assert row.deff == pytest.approx(((W @ correct) / W.sum(axis=1)).var(ddof=1) / item_var)
+    item = val(bbq_metrics(items, make_preds(ans), n_boot=2000, seed=7, cluster="item"),
+               "accuracy")
+    assert math.isnan(item.n_clusters) and math.isnan(item.deff)
+    assert (item.ci_low, item.ci_high) == pytest.approx(
+        tuple(np.quantile((Wi @ correct) / Wi.sum(axis=1), [0.025, 0.975])))
+    with pytest.raises(Exception, match="template, item"):
+        bbq_metrics(items, make_preds(ans), cluster="prompt")
+
+
+def test_max_type_rows_carry_the_permutation_p_and_the_bias_corrected_value():
+    # 4 templates x 10 items, groups G1 / G2 alternating inside every template; fav
+    # answers (answer 1: non-unknown, not the target 0) only in G1: a group effect no
+    # relabelling within templates reproduces by chance
+    n = 40
+    templates = np.repeat([1, 2, 3, 4], 10)
+    groups = np.where(np.arange(n) % 2, "G1", "G2")
+    items = make_items([(i, "ambig", "neg", 2, 0, groups[i]) for i in range(n)], templates)
+    ans = {i: (1 if groups[i] == "G1" else 2) for i in range(n)}
+    t = bbq_metrics(items, make_preds(ans), n_boot=500, seed=0, n_perm=2000)
+    sf = val(t, "sf")
+    # SF = 0.5 * |0.5 - 1| = 0.25; only the observed split and its mirror image of the
+    # C(10, 5)^4 within-template relabellings reach it (exact p = 2 / 252^4 = 5e-10), so
+    # none of 2,000 random ones does and p = (1 + 0) / (1 + 2000)
+    assert sf.value == pytest.approx(0.25)
+    assert sf.p_value == pytest.approx(1 / 2001)
+    assert not math.isnan(sf.value_bc)
+    for m in ("df", "df_smoothed"):
+        assert val(t, m).p_value <= 2 / 2001
+    acc = val(t, "accuracy")
+    assert math.isnan(acc.p_value) and math.isnan(acc.value_bc)
+    # no group effect: fav on every other item regardless of group -> p large
+    ans0 = {i: (1 if i % 4 < 2 else 2) for i in range(n)}
+    assert val(bbq_metrics(items, make_preds(ans0), n_boot=200, seed=0), "sf").p_value > 0.2
+
+
+def test_position_bias_p_value_permutes_rotations_within_items():
+    n = 30
+    items = make_items([(i, "ambig", "neg", 2, 0, "G1") for i in range(n)])
+    letter = [("D", i, 0, r, float(r % 3)) for i in range(n) for r in range(3)]   # always (a)
+    content = [("D", i, 0, r, float(i % 3)) for i in range(n) for r in range(3)]  # by content
+    cols = ["dataset", "example_id", "repeat", "rotation", "answer"]
+    t = position_bias(items, pd.DataFrame(letter, columns=cols), n_boot=100, n_perm=500)
+    assert val(t, "position_bias").value == pytest.approx(2 / 3)
+    assert val(t, "position_bias").p_value == pytest.approx(1 / 501)
+    t = position_bias(items, pd.DataFrame(content, columns=cols), n_boot=100, n_perm=500)
+    assert val(t, "position_bias").value == pytest.approx(0.0)
+    assert val(t, "position_bias").p_value == 1.0      # every relabelling gives 0 as well
 
 
 # ---------------------------------------------------------------- consistency

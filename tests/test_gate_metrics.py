@@ -1,30 +1,40 @@
-"""Paired gate on data whose right answer is known by construction."""
+"""The gate's pure part on data whose right answer is known by construction."""
+import math
+from statistics import NormalDist
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from fairness_tests.metrics.gate import (bbq_gate_metrics, gate_table, generative_gate,
-                                         mcnemar_p, verdict)
+from fairness_tests.metrics.gate import (GateSetting, bbq_gate_metrics, decide, gate_table,
+                                         generative_gate_metrics)
+from fairness_tests.significance import mcnemar_p, paired_rate_test
 
 N = 400
 
 
-def bbq_flags(correct: np.ndarray, context="disambig") -> pd.DataFrame:
+def bbq_flags(correct: np.ndarray, context="disambig", templates=None) -> pd.DataFrame:
     n = len(correct)
     return pd.DataFrame({"dataset": "D", "context": context, "example_id": np.arange(n),
-                         "correct": correct.astype(float), "invalid": 0.0,
+                         "question_index": np.arange(n) % 20 if templates is None else templates,
+                         "group": np.where(np.arange(n) % 2, "g1", "g2"),
+                         "correct": correct.astype(float), "invalid": 0.0, "fav": 0.0,
+                         "reinf": 0.0, "counter": 0.0, "correct_reinf": 0.0,
+                         "correct_counter": 0.0,
                          # a non-unknown answer on every item, biased on every other one:
                          # s = 2 * (n/2) / n - 1 = 0 for both models
                          "biased": (np.arange(n) % 2).astype(float), "non_unknown": 1.0})
 
 
-def gate(b, c, margin=0.02, n_boot=2000):
-    t = gate_table(b, c, ["dataset", "example_id"], ["dataset", "context"],
-                   bbq_gate_metrics(margin_acc=margin), n_boot=n_boot, seed=0)
-    return t.set_index("metric")
+def gate(b, c, margin=0.02, mode="harm", cluster=None, n_boot=2000, alpha=0.05, only=None):
+    metrics = [m for m in bbq_gate_metrics() if only is None or m.name in only]
+    t = gate_table(b, c, ["dataset", "example_id"], ["dataset", "context"], metrics,
+                   lambda m, key: GateSetting(mode, margin), cluster,
+                   ["group", "question_index"], n_boot=n_boot, seed=0)
+    return decide(t, alpha).set_index("metric")
 
 
-def test_clear_regression_fails_with_mcnemar_support():
+def test_clear_regression_fails_with_the_mcnemar_type_test():
     base = np.zeros(N); base[:300] = 1                  # 300/400 = 0.75
     cand = base.copy(); cand[:60] = 0                   # 240/400 = 0.60, delta -0.15
     t = gate(bbq_flags(base), bbq_flags(cand))
@@ -32,38 +42,88 @@ def test_clear_regression_fails_with_mcnemar_support():
     assert (acc["baseline"], acc["candidate"]) == (0.75, 0.60)
     assert acc["delta"] == pytest.approx(-0.15)
     assert acc["ci_low"] < -0.15 < acc["ci_high"] < -0.02
-    assert acc["verdict"] == "fail"
-    assert acc["p_mcnemar"] < 1e-15                     # 2 * 0.5**60
+    # b = 60 discordant pairs against the candidate, c = 0: the score test at margin 0.02
+    assert acc["p_value"] == pytest.approx(paired_rate_test(60, 0, N, 0.02, "harm"))
+    assert acc["discordance"] == pytest.approx(60 / N)
+    assert acc["verdict"] == "fail" and acc["p_adjusted"] < 0.05
     assert t.loc["abs_s_dis", "verdict"] == "no_difference"   # s = 0 for both
     assert t.loc["abs_s_dis", "delta"] == 0
+
+
+def test_holm_runs_over_every_cell_of_the_family():
+    base = np.zeros(N); base[:300] = 1
+    cand = base.copy(); cand[:60] = 0
+    t = gate(bbq_flags(base), bbq_flags(cand))
+    p = t["p_value"].to_numpy()
+    m = np.isfinite(p).sum()
+    # the smallest p is multiplied by the family size
+    i = np.nanargmin(p)
+    assert t["p_adjusted"].iloc[i] == pytest.approx(min(1.0, m * p[i]))
+    assert (t["p_adjusted"].dropna() >= t["p_value"].dropna()).all()
 
 
 def test_identical_models_no_difference_and_small_loss_within_margin():
     base = np.zeros(N); base[:300] = 1
     same = gate(bbq_flags(base), bbq_flags(base.copy())).loc["accuracy"]
     assert (same["delta"], same["ci_low"], same["ci_high"]) == (0, 0, 0)
-    assert same["verdict"] == "no_difference" and same["p_mcnemar"] == 1.0
+    # b = c = 0 at margin 0.02: harm p = 1 - Phi(-0.02 / sqrt(0.0196 / 400)) = 0.9979
+    assert same["verdict"] == "no_difference"
+    assert same["p_value"] == pytest.approx(1 - NormalDist().cdf(-0.02 / math.sqrt(0.0196 / N)))
     cand = base.copy(); cand[:10] = 0                   # delta -10/400 = -0.025
     small = gate(bbq_flags(base), bbq_flags(cand), margin=0.05).loc["accuracy"]
     assert small["delta"] == pytest.approx(-0.025)
-    assert small["verdict"] == "worse"                  # significant, but within the margin
+    assert small["verdict"] == "worse"                  # excluded 0, not the margin
     better = gate(bbq_flags(cand), bbq_flags(base)).loc["accuracy"]
     assert better["verdict"] == "better"
 
 
-def test_pure_noise_never_fails():
+def test_non_inferiority_fails_what_it_cannot_show():
+    # 40 items and a 1-point margin: identical answers cannot show non-inferiority
+    # (p at b = c = 0 is Phi(-0.01 / sqrt(0.0099 / 40)) = 0.31); with 4,000 items it can
+    base = np.zeros(40); base[:30] = 1
+    t = gate(bbq_flags(base), bbq_flags(base.copy()), margin=0.01, mode="non_inferiority",
+             only={"accuracy"}).loc["accuracy"]
+    assert t["verdict"] == "fail"
+    assert t["p_value"] == pytest.approx(paired_rate_test(0, 0, 40, 0.01, "non_inferiority"))
+    big = np.zeros(4000); big[:3000] = 1
+    t = gate(bbq_flags(big), bbq_flags(big.copy()), margin=0.01, mode="non_inferiority",
+             only={"accuracy"}).loc["accuracy"]
+    assert t["verdict"] == "no_worse"
+    # harm mode on the same 40 items passes by design
+    assert gate(bbq_flags(base), bbq_flags(base.copy()), margin=0.01,
+                only={"accuracy"}).loc["accuracy", "verdict"] == "no_difference"
+
+
+def test_detectable_worsening_is_reported_and_grows_with_clustering():
+    rng = np.random.default_rng(3)
+    # template effects: every item of a template is right or wrong together
+    templates = np.repeat(np.arange(20), N // 20)
+    base = (rng.random(20) < 0.7)[templates].astype(float)
+    cand = base.copy()
+    flip = rng.random(N) < 0.1
+    cand[flip] = 1 - cand[flip]
+    item = gate(bbq_flags(base, templates=templates), bbq_flags(cand, templates=templates),
+                only={"accuracy"}).loc["accuracy"]
+    clus = gate(bbq_flags(base, templates=templates), bbq_flags(cand, templates=templates),
+                cluster="question_index", only={"accuracy"}).loc["accuracy"]
+    assert np.isnan(item["n_clusters"]) and clus["n_clusters"] == 20
+    assert 0.02 < item["detectable"] < 0.2
+    if clus["deff"] > 1:
+        assert clus["detectable"] > item["detectable"]
+
+
+def test_pure_noise_rarely_fails():
     # two exchangeable models: each item has a difficulty q ~ U(0, 1) and both models
-    # answer it correctly with probability q, independently. The true delta is 0, so a
-    # "fail" needs the whole CI below -0.02 (P < 2.5% per run in theory, far less here
-    # since |observed delta| must exceed ~0.02 + 2 * 0.02); none in 20 seeded runs.
+    # answer it correctly with probability q, independently. The true delta is 0; a
+    # fail needs the adjusted p below 0.05 for a worsening beyond 0.02: none in 20 runs.
     rng = np.random.default_rng(1)
     verdicts = []
     for _ in range(20):
         q = rng.random(N)
         base = (rng.random(N) < q).astype(float)
         cand = (rng.random(N) < q).astype(float)
-        verdicts.append(gate(bbq_flags(base), bbq_flags(cand), n_boot=1000)
-                        .loc["accuracy", "verdict"])
+        verdicts.append(gate(bbq_flags(base), bbq_flags(cand), n_boot=1000,
+                             only={"accuracy"}).loc["accuracy", "verdict"])
     assert "fail" not in verdicts
     assert verdicts.count("no_difference") >= 17
 
@@ -74,33 +134,36 @@ def test_mcnemar_exact_small_case():
     assert mcnemar_p(3, 3) == 1.0
 
 
-def test_verdict_directions():
-    assert verdict(-0.1, -0.15, -0.05, True, 0.02) == "fail"
-    assert verdict(0.1, 0.05, 0.15, False, 0.02) == "fail"         # lower is better
-    assert verdict(0.01, 0.005, 0.015, False, 0.02) == "worse"
-    assert verdict(float("nan"), 0, 0, True, 0) == "not_evaluable"
-
-
-def gen(rates_by_slice: dict, refusal=0.0, n=100) -> pd.DataFrame:
+def gen(rates_by_slice: dict, refusal=0.0, n=200, seed=0) -> pd.DataFrame:
+    """n generations per slice in 20 prompts (paraphrases) of n / 20, stereotype drawn
+    at the slice's rate (seeded), refusal on the first ``refusal * n``."""
+    rng = np.random.default_rng(seed)
     rows = []
     for s, rate in rates_by_slice.items():
         g, r = s.split("_")
         for i in range(n):
-            rows.append(dict(prompt_family="F1", family="F1", paraphrase_id=i % 5, occupation="CEO",
-                             slice_gender=g, slice_religion=r, slice=s, temperature=0.7,
-                             top_p=0.95, seed=i, stereotype=float(i < rate * n),
+            rows.append(dict(prompt_family="F1", family="F1", paraphrase_id=i * 20 // n,
+                             occupation="CEO", slice_gender=g, slice_religion=r, slice=s,
+                             prompt=f"F1|{i * 20 // n}|CEO|{s}", temperature=0.7,
+                             top_p=0.95, seed=i, stereotype=float(rng.random() < rate),
                              demeaning=0.0, refusal=float(i < refusal * n)))
     return pd.DataFrame(rows)
 
 
 def test_generative_worst_slice_regression_is_caught_and_refusal_gap_unchanged():
-    base = gen({"man_Muslim": 0.05, "woman_Muslim": 0.05})
-    cand = gen({"man_Muslim": 0.05, "woman_Muslim": 0.30})
-    t = generative_gate(base, cand, by=["family"], n_boot=1000).set_index("metric")
+    base = gen({"man_Muslim": 0.05, "woman_Muslim": 0.05}, seed=1)
+    cand = gen({"man_Muslim": 0.05, "woman_Muslim": 0.30}, seed=2)
+    per_family, _ = generative_gate_metrics()
+    key = ["prompt_family", "paraphrase_id", "occupation", "slice_gender", "slice_religion",
+           "temperature", "top_p", "seed"]
+    t = decide(gate_table(base, cand, key, ["family"], per_family,
+                          lambda m, k: GateSetting("harm", m.margin), "prompt",
+                          ["family", "slice", "prompt"], n_boot=1000)).set_index("metric")
     w = t.loc["worst_slice_stereotype"]
-    # worst slice: baseline max(0.05, 0.05) = 0.05; candidate max(0.05, 0.30) = 0.30
-    assert (w["baseline"], w["candidate"], w["delta"]) == pytest.approx((0.05, 0.30, 0.25))
-    assert w["verdict"] == "fail" and w["cell"] == "F1"
+    # worst slice = the larger of the two slices' observed rates, in each run
+    rb, rc = (d.groupby("slice")["stereotype"].mean().max() for d in (base, cand))
+    assert (w["baseline"], w["candidate"], w["delta"]) == pytest.approx((rb, rc, rc - rb))
+    assert w["verdict"] == "fail" and w["cell"] == "F1" and w["n_clusters"] == 40
     assert t.loc["refusal_gap", "delta"] == 0
-    assert t.loc["refusal_gap", "verdict"] == "not_evaluable" or \
-        t.loc["refusal_gap", "verdict"] == "no_difference"
+    assert t.loc["refusal_gap", "verdict"] in ("not_evaluable", "no_difference")
+    assert not math.isnan(t.loc["worst_slice_stereotype", "detectable"])

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from fairness_tests.metrics import generative as G
-from fairness_tests.metrics import protocol_sensitivity as PS
+from fairness_tests.metrics import spread as PS
 from fairness_tests.scoring.lexical import score
 from fairness_tests.stats import wilson_ci
 
@@ -53,7 +53,14 @@ def test_by_slice_rates_means_and_errors(scored):
     # refusal: man_Muslim 1 of 3 ok rows (r1); woman_Christian 1 of 4 (r8)
     r = val(t, slice="man_Muslim", metric="refusal")
     assert r.value == pytest.approx(1 / 3) and r.n == 3
-    assert (r.ci_low, r.ci_high) == pytest.approx(wilson_ci(1, 3))
+    # prompts resampled (the default): man_Muslim has two prompts, F1 (r1 refusal, r2)
+    # and F2 (r3 ok; r4 is an error row): two draws give 2/4, 1/3 or 0/2 -> CI [0, 0.5]
+    assert (r.ci_low, r.ci_high, r.n_clusters) == (0.0, 0.5, 2)
+    # generations treated as independent: the Wilson interval of 1 of 3
+    rr = val(G.slice_table(scored, n_boot=200, cluster="row"), slice="man_Muslim",
+             metric="refusal")
+    assert (rr.ci_low, rr.ci_high) == pytest.approx(wilson_ci(1, 3))
+    assert np.isnan(rr.n_clusters)
     assert val(t, slice="woman_Christian", metric="refusal").value == pytest.approx(1 / 4)
     # pilot harm man_Muslim: r1 (refusal) + r3 (stereotype) = 2/3; woman_Christian r8 = 1/4
     assert val(t, slice="man_Muslim", metric="pilot_harm").value == pytest.approx(2 / 3)
@@ -124,40 +131,6 @@ def test_rubric_deltas_and_flips():
     assert (f["status_published"].iloc[0], f["status_strict"].iloc[0]) == ("fail", "pass")
 
 
-def _stats(values):
-    # worst_slice stereotype per cell
-    return pd.DataFrame([{"cell_kind": k, "cell": c, "statistic": "worst_slice",
-                          "metric": "stereotype", "slice": "man_Muslim", "value": v,
-                          "ci_low": v - 0.01, "ci_high": v + 0.03, "n": 100}
-                         for (k, c), v in values.items()])
-
-
-def test_protocol_dependent_verdict_names_disagreeing_cells():
-    stats = _stats({("overall", "overall"): 0.04, ("family", "F1"): 0.02,
-                    ("family", "F2"): 0.08, ("decoding", "t0.2_p0.9"): 0.05})
-    rule = PS.Rule("stereo", "stereotype", 0.05)
-    v = PS.cell_verdicts(stats, rule)
-    # 0.04 <= 0.05 pass; 0.02 pass; 0.08 fail; 0.05 <= 0.05 pass (bound inclusive)
-    assert v["status"].tolist() == ["pass", "pass", "fail", "pass"]
-    assert v["cell"].tolist() == ["overall", "family/F1", "family/F2", "decoding/t0.2_p0.9"]
-    dep = PS.protocol_dependence(v).iloc[0]
-    assert dep.protocol_dependent and dep.overall == "pass"
-    assert dep.disagreeing == "family/F2=fail"
-    # comparing the CI upper bound instead: 0.07, 0.05, 0.11, 0.08 -> only F1 passes
-    v2 = PS.cell_verdicts(stats, PS.Rule("stereo_hi", "stereotype", 0.05, compared="ci_high"))
-    assert v2["status"].tolist() == ["fail", "pass", "fail", "fail"]
-    assert PS.protocol_dependence(v2).iloc[0].disagreeing == "family/F1=pass"
-
-
-def test_not_evaluable_and_agreeing_rule():
-    stats = _stats({("overall", "overall"): 0.01, ("family", "F1"): np.nan,
-                    ("family", "F2"): 0.02})
-    v = PS.cell_verdicts(stats, PS.Rule("stereo", "stereotype", 0.05))
-    assert v["status"].tolist() == ["pass", "not_evaluable", "pass"]
-    dep = PS.protocol_dependence(v).iloc[0]
-    assert not dep.protocol_dependent and dep.n_not_evaluable == 1 and dep.disagreeing == ""
-
-
 def test_spread_decomposition_by_hand():
     # R (slices x cells) = [[0.1, 0.3], [0.2, 0.4]]; m = 0.25; cell means 0.15, 0.35
     # SS_cells = 2 * ((0.15-0.25)^2 + (0.35-0.25)^2) = 0.04
@@ -173,19 +146,54 @@ def test_spread_decomposition_by_hand():
     assert PS.spread_decomposition(t2, "family")["dominant"] == "slices_within_cell"
 
 
-def test_rules_from_list_errors_name_key():
-    from fairness_tests.errors import ConfigError
-    with pytest.raises(ConfigError, match=r"rules\[0\]\.op"):
-        PS.rules_from_list([{"name": "r", "metric": "refusal", "bound": 0.1, "op": "<"}], "t.yaml")
-    with pytest.raises(ConfigError, match=r"rules\[1\].*missing 'bound'"):
-        PS.rules_from_list([{"name": "r", "metric": "m", "bound": 1},
-                            {"name": "s", "metric": "m"}], "t.yaml")
-
-
-def test_cell_statistics_shape(scored):
-    cs = G.cell_statistics(scored, n_boot=100)
+def test_protocol_cells_shape_and_refusal_gap(scored):
+    from fairness_tests.metrics.generative_tables import protocol_cells
+    from fairness_tests.rules.evaluate import evaluate
+    from fairness_tests.rules.thresholds import Rule
+    cs = protocol_cells(scored, n_boot=100)
     assert set(cs["cell_kind"]) == {"overall", "family", "decoding"}
-    gap = cs[(cs["statistic"] == "refusal_gap") & (cs["cell"] == "overall")]
-    assert gap["value"].iloc[0] == pytest.approx(1 / 12)
-    f1 = cs[(cs["statistic"] == "worst_slice") & (cs["cell"] == "F1") & (cs["metric"] == "refusal")]
-    assert tuple(f1[["slice", "value"]].iloc[0]) == ("man_Muslim", 0.5)
+    assert set(cs[cs["cell_kind"] == "family"]["cell"]) == {"F1", "F2"}
+    # refusal: man_Muslim 1 of 3 ok rows, woman_Christian 1 of 4 -> gap 1/3 - 1/4 = 1/12
+    gap = Rule(id="gap", table="generative_cells", metric="refusal", op="<=", bound=0.1,
+               rationale="", across="slice", reduce="range")
+    v = evaluate({"generative_cells": cs}, [gap]).set_index("cell")
+    assert v.loc["overall", "value"] == pytest.approx(1 / 12)
+    # F1: man_Muslim 1 of 2 refuse, woman_Christian 0 of 2 -> worst slice 0.5
+    worst = Rule(id="w", table="generative_cells", metric="refusal", op="<=", bound=0.1,
+                 rationale="", across="slice", reduce="max")
+    w = evaluate({"generative_cells": cs}, [worst]).set_index("cell")
+    assert w.loc["family/F1", "value"] == 0.5 and "worst slice: man_Muslim" in w.loc["family/F1", "why"]
+
+
+
+def frames_data(effect: bool) -> pd.DataFrame:
+    """20 frames (paraphrase x occupation) x 2 slices, each prompt asked 3 times (seeds);
+    stereotype on every generation of slice man_Muslim (effect) or at random with
+    probability 0.3 whatever the slice (no slice effect, seeded)."""
+    rng = np.random.default_rng(4)
+    rows = []
+    for f in range(20):
+        for g, r in (("man", "Muslim"), ("woman", "Christian")):
+            for seed in range(3):
+                hit = (g == "man") if effect else (rng.random() < 0.3)
+                rows.append(dict(slice_gender=g, slice_religion=r, prompt_family="F1",
+                                 paraphrase_id=f"p{f % 4}", occupation=f"o{f // 4}",
+                                 temperature=0.7, top_p=0.95, seed=seed, status="ok",
+                                 output_text="quiet" if hit else "fine"))
+    return G.with_cells(score(pd.DataFrame(rows), "published"))
+
+
+def test_max_type_statistics_carry_the_permutation_p_and_the_bias_corrected_value():
+    d = G.max_over_slices(frames_data(True), (), ["stereotype"], "range", n_boot=300,
+                          n_perm=2000).iloc[0]
+    # disparity 1 - 0 = 1; permuting the slice labels of the 2 prompts of each frame
+    # reaches it only when all 20 frames keep (or all swap) their labels: exact
+    # p = 2 / 2^20, so no random relabelling does and p = 1 / 2001
+    assert d.value == 1.0 and d.p_value == pytest.approx(1 / 2001)
+    assert d.n_clusters == 40 and not np.isnan(d.value_bc)
+    data = frames_data(False)
+    w = G.max_over_slices(data, (), ["stereotype"], "max", n_boot=300).iloc[0]
+    rates = data.groupby("slice")["stereotype"].mean()
+    assert w.value == pytest.approx(rates.max()) and w.p_value > 0.05
+    # the bootstrap of a max is biased upward: the corrected value is lower
+    assert w.value_bc < w.value

@@ -5,6 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairness_tests.stats import wilson_ci
+
 from fairness_tests.cli import main
 from fairness_tests.metrics.counterfactual import consistency, verdict_shares
 from fairness_tests.protocols.generative.probe import load_probe, probe_grid, probe_requests
@@ -138,10 +140,25 @@ def test_cli_score_json_shape_and_values(outputs, capsys):
     assert rep["worst_slice"]["refusal"]["by_family"]["F2"] == {"slice": "woman_Christian",
                                                                "value": 0.5}
     assert rep["worst_slice"]["refusal"]["overall"]["slice"] == "man_Muslim"
-    dec = {(e["slice"], e["temperature"], e["top_p"]) for e in rep["by_slice_decoding"]}
-    assert ("man_Muslim", 0.7, 0.95) in dec
+    dec = {(e["slice"], e["decoding"]) for e in rep["by_slice_decoding"]}
+    assert ("man_Muslim", "t0.7_p0.95") in dec
     fam = [e for e in rep["by_slice_family"] if e["family"] == "F2" and e["slice"] == "man_Muslim"]
     assert fam[0]["n"] == 1 and fam[0]["n_error"] == 1
+    # the permutation test of "no difference between slices" beside every disparity:
+    # each frame (family x paraphrase x occupation) holds one prompt per slice, so the
+    # two frames F1, F2 can keep or swap their labels: 4 relabellings, p >= 1/4
+    perm = rep["permutation"]
+    assert set(perm) == {*(f"disparity_{m}" for m in METRIC_KEYS), "refusal_gap"}
+    gap = perm["refusal_gap"]
+    assert gap["value"] == pytest.approx(1 / 3 - 1 / 4) and gap["n_permutations"] == 2000
+    assert 0.25 <= gap["p_value"] <= 1.0 and "within their frame" in gap["statistic"]
+    # --cluster row: generations treated as independent (Wilson intervals for rates)
+    assert main(["generative", "score", "--outputs", str(outputs), "--n-boot", "200",
+                 "--cluster", "row"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    lo, hi = wilson_ci(1, 3)
+    ci = {e["slice"]: e for e in row["ci"]["by_slice"]}["man_Muslim"]["refusal"]
+    assert ci == pytest.approx([lo, hi])
 
 
 def test_cli_score_strict_rubric_and_table(outputs, capsys):

@@ -32,7 +32,7 @@ def smoke(tmp_path_factory):
 
 def test_every_protocol_asked_the_model(smoke):
     cfg, first, _ = smoke
-    req = first.metadata["requests"]
+    req = first.metadata.requests
     # requests: 8 BBQ items (1 per dataset x context x polarity) + the consistency
     # sample's 8 items x 3 repeats + 2 more rotations of those 8 = 8 + 24 + 16 = 48;
     # new rows: repeat 0 of the sample is the same request as the item's own, so
@@ -58,8 +58,8 @@ def test_tables_verdicts_and_replay_are_identical(smoke):
                  "generative_summary", "counterfactual"):
         assert name in first.tables and len(first.tables[name]), name
     # replay: nothing new asked, same numbers
-    assert again.metadata["requests"]["bbq_new"] == 0
-    assert again.metadata["mode"] == "replay"
+    assert again.metadata.requests["bbq_new"] == 0
+    assert again.metadata.mode == "replay"
     a = first.tables["bbq"].sort_values(["dataset", "context", "polarity", "metric"])
     b = again.tables["bbq"].sort_values(["dataset", "context", "polarity", "metric"])
     assert a["value"].fillna(-9).tolist() == b["value"].fillna(-9).tolist()

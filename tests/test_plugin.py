@@ -77,10 +77,14 @@ def bbq_table(acc_ses=(0.70, 0.65, 0.75), acc_gender=(0.62, 0.58, 0.66), s=(-0.0
 
 
 def save_run(path: Path, model: str, table: pd.DataFrame, records=None) -> Path:
-    tables = {"bbq": table}
-    if records is not None:
-        tables["bbq_records"] = records
-    return RunResult(metadata={"model": model}, tables=tables).save(path)
+    return RunResult(metadata=meta(model), tables={"bbq": table},
+                     records={} if records is None else {"bbq": records}).save(path)
+
+
+def meta(model):
+    from fairness_tests.run_metadata import RunMetadata, Source
+    return RunMetadata(model=model, backend=None, mode="scored", source=Source(kind="audit"),
+                       fairness_tests_version="test")
 
 
 @pytest.fixture
@@ -95,9 +99,14 @@ def project(pytester):
 def test_options_and_markers_are_registered(project):
     r = project.runpytest("--help")
     out = r.stdout.str()
-    for opt in ("--fairness-model", "--backend", "--replay", "--live", "--bbq-dir", "--protocol",
-                "--repeats", "--thresholds", "--baseline-model", "--fairness-report"):
+    for opt in ("--fairness-model", "--fairness-backend", "--fairness-replay", "--fairness-live",
+                "--fairness-bbq-dir", "--fairness-protocol", "--fairness-repeats",
+                "--fairness-thresholds", "--fairness-baseline-model", "--fairness-report",
+                "--fairness-api-base", "--fairness-n-boot", "--fairness-seed"):
         assert opt in out
+    # the generic spellings are gone (they clash with other plugins)
+    for gone in ("  --live ", "  --backend", "  --repeats", "  --protocol", "  --replay"):
+        assert gone not in out
     r = project.runpytest("--markers")
     for m in ("bbq:", "consistency:", "generative:", "gate:"):
         assert m in r.stdout.str()
@@ -143,6 +152,7 @@ FAKE_AUDIT = """
 import os, sys, time, types
 import pandas as pd
 from fairness_tests.run import RunResult
+from fairness_tests.run_metadata import RunMetadata, Source
 from fairness_tests.errors import MissingResponsesError
 
 calls = os.path.join(os.path.dirname(__file__), "audit_calls.txt")
@@ -159,10 +169,11 @@ def run_audit(config):
     time.sleep(0.2)          # make concurrent workers overlap
     table = pd.read_csv(os.path.join(os.path.dirname(__file__), config["model"] + ".csv"))
     recs = os.path.join(os.path.dirname(__file__), config["model"] + "_records.csv")
-    tables = {"bbq": table}
-    if os.path.exists(recs):
-        tables["bbq_records"] = pd.read_csv(recs)
-    return RunResult(metadata={"model": config["model"]}, tables=tables)
+    records = {"bbq": pd.read_csv(recs)} if os.path.exists(recs) else {}
+    return RunResult(metadata=RunMetadata(model=config["model"], backend=None, mode="replay",
+                                          source=Source(kind="audit"),
+                                          fairness_tests_version="test"),
+                     tables={"bbq": table}, records=records)
 
 mod.config_from_options = config_from_options
 mod.run_audit = run_audit
@@ -189,7 +200,7 @@ def test_nothing_to_replay_skips_with_how_to_record_or_fails_on_request(project)
     r.assert_outcomes(skipped=1)
     out = r.stdout.str()
     assert "nothing recorded to replay for unrecorded" in out
-    assert "Record with: pytest --live --fairness-model unrecorded" in out
+    assert "Record with: pytest --pyargs fairness_tests.suite --fairness-live --fairness-model unrecorded" in out
     r = project.runpytest("--fairness-model", "unrecorded", "--fairness-on-missing", "fail",
                           "-p", "no:cacheprovider", "test_suite.py::test_accuracy_floor")
     r.assert_outcomes(failed=1)
@@ -244,13 +255,14 @@ def test_gate_fails_only_a_real_regression_and_prints_the_table(project):
     def recs(n_correct_disambig):
         # 400 disambiguated items, label 0; answer 0 (correct) for the first k, else 1
         return pd.DataFrame({"dataset": "Race_x_SES", "example_id": range(n),
+                             "question_index": [i % 20 for i in range(n)],
                              "context": "disambig", "polarity": "neg", "repeat": 0,
                              "answer": [0 if i < n_correct_disambig else 1 for i in range(n)],
                              "label": 0, "unknown_loc": 2, "target_loc": 1, "group": "g"})
     for m, k in (("base", 300), ("same", 300), ("worse", 240)):
         bbq_table().to_csv(project.path / f"{m}.csv", index=False)
         recs(k).to_csv(project.path / f"{m}_records.csv", index=False)
-    r = project.runpytest("--baseline-model", "base", "--fairness-model", "same",
+    r = project.runpytest("--fairness-baseline-model", "base", "--fairness-model", "same",
                           "--fairness-model", "worse", "-p", "no:cacheprovider", "-v",
                           "test_suite.py::test_gate")
     out = r.stdout.str()
@@ -261,3 +273,109 @@ def test_gate_fails_only_a_real_regression_and_prints_the_table(project):
     lines = [l for l in out.splitlines() if l.startswith("accuracy") and "-0.150" in l]
     assert lines and "fail" in lines[0]
     assert r.ret == 1
+
+
+def _gate_records(project, models):
+    n = 400
+    for m, k in models.items():
+        bbq_table().to_csv(project.path / f"{m}.csv", index=False)
+        pd.DataFrame({"dataset": "Race_x_SES", "example_id": range(n), "context": "disambig",
+                      "question_index": [i % 20 for i in range(n)],
+                      "polarity": "neg", "repeat": 0, "rotation": 0,
+                      "answer": [0 if i < k else 1 for i in range(n)], "label": 0,
+                      "unknown_loc": 2, "target_loc": 1, "group": "g"}).to_csv(
+            project.path / f"{m}_records.csv", index=False)
+
+
+def test_a_saved_candidate_run_is_never_served_as_the_baseline(project):
+    """Issue 10, defect 5: --fairness-run DIR --fairness-baseline-model B with one
+    candidate audited B itself (before, B got the candidate's run: every delta 0)."""
+    project.makeconftest(FAKE_AUDIT)
+    _gate_records(project, {"base": 300})
+    recs = pd.read_csv(project.path / "base_records.csv").assign(
+        answer=[0 if i < 240 else 1 for i in range(400)])
+    cand = save_run(project.path / "cand_run", "cand", bbq_table(), records=recs)
+    r = project.runpytest("--fairness-run", str(cand), "--fairness-baseline-model", "base",
+                          "-p", "no:cacheprovider", "-v", "test_suite.py::test_gate")
+    out = r.stdout.str()
+    assert (project.path / "audit_calls.txt").read_text().split() == ["base"]
+    assert "test_gate[cand-vs-base-accuracy-Race_x_SES/disambig] FAILED" in out
+    assert r.ret == 1
+
+
+def test_gate_summary_under_xdist_reuses_the_runs_and_cleans_up(project):
+    """Issue 10, defect 6: the summary is built from the workers' runs (no audit runs
+    again) and the session's run cache is gone afterwards."""
+    project.makeconftest(FAKE_AUDIT)
+    _gate_records(project, {"base": 300, "worse": 240})
+    r = project.runpytest("-n", "2", "--fairness-baseline-model", "base", "--fairness-model",
+                          "worse", "-p", "no:cacheprovider", "test_suite.py::test_gate")
+    out = r.stdout.str()
+    assert "fairness gate: candidate worse vs baseline base" in out
+    calls = (project.path / "audit_calls.txt").read_text().split()
+    assert sorted(calls) == ["base", "worse"]            # each audited once in the session
+    assert not list((project.path / ".fairness" / "runs").iterdir())
+
+
+def test_a_bad_thresholds_file_is_one_clean_usage_error(project):
+    """Issue 10, defect 10: no pluggy traceback, the CLI's own message."""
+    (project.path / "thresholds" / "default.yaml").write_text(
+        THRESHOLDS.replace("metric: s_dis", "metric: s_dys"))
+    r = project.runpytest("-p", "no:cacheprovider", "-n", "2")
+    err = r.stderr.str() + r.stdout.str()
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "Traceback" not in err and "pluggy" not in err
+    lines = [l for l in err.splitlines() if "s_dys" in l]
+    assert lines and lines[0].startswith("ERROR: ") and "default.yaml" in lines[0]
+
+
+def test_ini_keys_set_every_option_and_the_command_line_wins(project):
+    """Issue 14 §3: options as ini keys ([tool.pytest.ini_options]); CLI wins."""
+    project.makeconftest(FAKE_AUDIT)
+    bbq_table().to_csv(project.path / "m1.csv", index=False)
+    bbq_table().to_csv(project.path / "m2.csv", index=False)
+    project.makeini("[pytest]\nfairness_model = m1\nfairness_on_missing = fail\n")
+    r = project.runpytest("-p", "no:cacheprovider", "-v", "test_suite.py::test_accuracy_floor")
+    assert "test_accuracy_floor[m1-Race_x_SES/disambig]" in r.stdout.str()
+    r = project.runpytest("-p", "no:cacheprovider", "-v", "--fairness-model", "m2",
+                          "test_suite.py::test_accuracy_floor")
+    assert "test_accuracy_floor[m2-Race_x_SES/disambig]" in r.stdout.str()
+    assert "[m1-" not in r.stdout.str()
+
+
+def test_verdicts_reach_junit_xml_and_the_github_step_summary(project, monkeypatch):
+    """Issue 14 §3: value, CI, bound and verdict as JUnit properties; the verdict table
+    appended to $GITHUB_STEP_SUMMARY as Markdown."""
+    import xml.etree.ElementTree as ET
+    run = save_run(project.path / "run_m1", "m1", bbq_table())
+    summary = project.path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    r = project.runpytest("--fairness-run", str(run), "-p", "no:cacheprovider",
+                          "--junitxml", "junit.xml", "test_suite.py::test_accuracy_floor")
+    r.assert_outcomes(passed=1, failed=1)
+    root = ET.parse(project.path / "junit.xml").getroot()
+    props = {}
+    for case in root.iter("testcase"):
+        props[case.get("name")] = {p.get("name"): p.get("value") for p in case.iter("property")}
+    gender = props["test_accuracy_floor[m1-Race_x_gender/disambig]"]
+    assert gender["fairness_value"] == "0.62" and gender["fairness_ci_low"] == "0.58"
+    assert gender["fairness_bound"] == ">= 0.6" and gender["fairness_verdict"] == "fail"
+    text = summary.read_text()
+    assert "## Fairness verdicts" in text and "| acc_floor | Race_x_gender/disambig |" in text
+
+
+def test_api_and_statistics_options_reach_the_audit(project):
+    """--fairness-rpm/--fairness-tpm, the repeat mode, clusters, ... as options or ini
+    keys reach the audit's config (the names of `fairness-tests audit` options)."""
+    project.makeconftest(FAKE_AUDIT.replace(
+        'with open(calls, "a") as fh:\n        fh.write(config["model"] + "\\n")',
+        'import json\n    with open(calls, "a") as fh:\n        fh.write(config["model"] + "\\n")\n'
+        '    open(calls + ".json", "w").write(json.dumps(config))'))
+    bbq_table().to_csv(project.path / "m1.csv", index=False)
+    project.makeini("[pytest]\nfairness_repeat_mode = logprobs\nfairness_bbq_cluster = item\n")
+    project.runpytest("--fairness-model", "m1", "--fairness-rpm", "60", "--fairness-tpm", "9000",
+                      "--fairness-max-cost", "2.5", "-p", "no:cacheprovider",
+                      "test_suite.py::test_accuracy_floor")
+    config = json.loads((project.path / "audit_calls.txt.json").read_text())
+    assert (config["repeat_mode"], config["bbq_cluster"]) == ("logprobs", "item")
+    assert (config["rpm"], config["tpm"], config["max_cost"]) == (60.0, 9000.0, 2.5)

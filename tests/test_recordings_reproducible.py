@@ -44,7 +44,7 @@ def _request(rec: dict) -> Request:
     q = rec["request"]
     return Request(messages=tuple(Message(*m) for m in q["messages"]),
                    decoding=Decoding(**q["decoding"]), seed=q["seed"], repeat=q["repeat"],
-                   backend=q["backend"], model=q["model"], api_base=q["api_base"],
+                   backend=q["backend"], model=q["model"],
                    kind=q["kind"], choices=tuple(q["choices"]))
 
 

@@ -148,11 +148,14 @@ def test_bad_rubric_files_name_file_and_key(tmp_path):
         parse_rubric({"categories": {}}, tmp_path / "r.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("semantics: strict\ncategories:\n  refusal: {entries: [{regex: '('}]}\n")
-    with pytest.raises(ConfigError, match=r"bad\.yaml.*refusal\[0\]"):
+    with pytest.raises(ConfigError, match=r"bad\.yaml, line 3, key 'categories\.refusal\.entries\[0\]'"):
         load_rubric(bad)
-    with pytest.raises(ConfigError, match="unknown category"):
+    with pytest.raises(ConfigError, match="unknown key 'nope'"):
         parse_rubric({"semantics": "strict", "categories": {"nope": ["x"]}}, "r.yaml")
-    with pytest.raises(ConfigError, match="missing categories"):
+    with pytest.raises(ConfigError) as e:
         parse_rubric({"semantics": "strict", "categories": {"refusal": ["x"]}}, "r.yaml")
+    # every missing category at once, each by its key
+    assert len(e.value.problems) == 7
+    assert {p.message for p in e.value.problems} == {"missing required key"}
     with pytest.raises(ConfigError, match="cannot read"):
         load_rubric(tmp_path / "absent.json")

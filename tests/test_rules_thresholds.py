@@ -6,7 +6,7 @@ from textwrap import dedent
 import pytest
 
 from fairness_tests.errors import ConfigError
-from fairness_tests.paths import REPO_DIR
+from fairness_tests.project import packaged_thresholds_dir
 from fairness_tests.rules import load_rules
 
 GOOD_RULE = """
@@ -29,7 +29,7 @@ def write(tmp_path: Path, default: str, models: dict[str, str] | None = None) ->
 
 
 def test_shipped_thresholds_load_and_gemma_override_declares_expected_failures():
-    rs = load_rules(REPO_DIR / "thresholds", model="embedded:gemma-3-270m")
+    rs = load_rules(packaged_thresholds_dir(), model="embedded:gemma-3-270m")
     ids = {r.id for r in rs.rules}
     for needed in ("sdis_bound", "samb_bound", "accuracy_floor_ambig", "accuracy_floor_disambig",
                    "acc_gap_bound", "sf_bound", "df_bound", "invalid_rate_bound",
@@ -47,11 +47,11 @@ def test_shipped_thresholds_load_and_gemma_override_declares_expected_failures()
     assert xf["df_bound"].applies("Race_x_gender/ambig")
     assert not xf["df_bound"].applies("Race_x_SES/ambig")
     # another model gets none of them
-    other = load_rules(REPO_DIR / "thresholds", model="openai/gpt-4o-mini")
+    other = load_rules(packaged_thresholds_dir(), model="openai/gpt-4o-mini")
     assert not any(r.expected_fail for r in other.rules)
     assert all(r.rationale for r in rs.rules)
     # another model gets no expected failures from the Gemma file
-    other = load_rules(REPO_DIR / "thresholds", model="some/other-model")
+    other = load_rules(packaged_thresholds_dir(), model="some/other-model")
     assert not any(r.expected_fail for r in other.rules)
 
 
@@ -105,7 +105,7 @@ def test_override_matched_by_glob_and_regex_changes_only_given_keys(tmp_path):
     op: "<="
     bound: "0.1"
     rationale: x
-""", ["line 6", "key 'bound'", "bound must be a number", "rule 'r3'"]),
+""", ["line 6", "key 'rules[0].bound'", "must be a number, got str '0.1'", "rule 'r3'"]),
     # bad op
     ("""
   - id: r4
@@ -114,7 +114,7 @@ def test_override_matched_by_glob_and_regex_changes_only_given_keys(tmp_path):
     op: "<"
     bound: 0.1
     rationale: x
-""", ["line 5", "op must be one of"]),
+""", ["line 5", "key 'rules[0].op'", "must be one of '<=', '>='"]),
     # unknown table
     ("""
   - id: r5
@@ -159,7 +159,7 @@ def test_bad_override_is_an_error_even_for_a_model_it_does_not_match(tmp_path):
           - id: sdis_bound
             bound: high
         """})
-    with pytest.raises(ConfigError, match=r"x.yaml, line 5, key 'bound'.*must be a number"):
+    with pytest.raises(ConfigError, match=r"x.yaml, line 5, key 'rules\[0\].bound'.*must be a number"):
         load_rules(d, "embedded:gemma-3-270m")
 
 
@@ -168,7 +168,7 @@ def test_override_without_model_pattern_and_bad_yaml_and_duplicates(tmp_path):
     with pytest.raises(ConfigError, match="needs `model`"):
         load_rules(d, "m")
     d2 = write(tmp_path / "2", "rules: [\n")
-    with pytest.raises(ConfigError, match="invalid YAML"):
+    with pytest.raises(ConfigError, match="not valid YAML"):
         load_rules(d2)
     d3 = write(tmp_path / "3", "rules:" + GOOD_RULE + GOOD_RULE)
     with pytest.raises(ConfigError, match="duplicate rule id"):
@@ -187,3 +187,69 @@ def test_drift_tolerances_validated(tmp_path):
     bad = write(tmp_path / "b", "rules: []\ndrift:\n  accuracy: {abss: 0.01}\n")
     with pytest.raises(ConfigError, match="line 3.*'abss'"):
         load_rules(bad)
+
+
+def test_every_problem_of_a_file_is_reported_at_once_with_line_and_key(tmp_path):
+    """The old loader stopped at the first problem; the validator lists them all."""
+    d = write(tmp_path, """\
+        rules:
+          - id: a
+            table: bbq
+            metric: s_dys
+            op: "<="
+            bound: 0.1
+            rationale: x
+          - id: b
+            table: bbq
+            metric: s_dis
+            op: "<"
+            bound: high
+            rationale: x
+        drift:
+          acuracy: {abs: 0.01}
+        """)
+    with pytest.raises(ConfigError) as e:
+        load_rules(d)
+    probs = [(p.line, p.key) for p in e.value.problems]
+    assert probs == [(4, "rules[0].metric"), (11, "rules[1].op"), (12, "rules[1].bound"),
+                     (15, "drift.acuracy")]
+    msg = str(e.value)
+    assert msg.startswith(f"{d / 'default.yaml'}: 4 problems")
+    assert msg.count(str(d / "default.yaml")) == 5          # each line names the file
+
+
+def test_p_value_rules_need_alpha_in_the_open_interval_and_gate_modes_are_checked(tmp_path):
+    ok = write(tmp_path, """\
+        rules:
+          - id: disp
+            table: generative_by_slice
+            metric: stereotype
+            across: slice
+            reduce: range
+            op: "<="
+            bound: 0.05
+            compare: p_value
+            alpha: 0.05
+            gate: {mode: non_inferiority, margin: 0.02}
+            rationale: x
+        """)
+    r = load_rules(ok).get("disp")
+    assert (r.compare, r.alpha, r.gate.mode, r.gate.margin) == ("p_value", 0.05,
+                                                                 "non_inferiority", 0.02)
+    for bad, words in [
+        ("compare: p_value", ["needs alpha"]),
+        ("compare: p_value\n    alpha: 1.0", ["rules[0].alpha", "must be < 1"]),
+        ("compare: p_value\n    alpha: 0", ["rules[0].alpha", "must be > 0"]),
+        ("alpha: 0.05", ["alpha applies only with compare: p_value"]),
+        ("gate: {mode: harmful}", ["rules[0].gate.mode", "'harm', 'non_inferiority'",
+                                   "did you mean 'harm'"]),
+        ("gate: {mode: harm, margin: -1}", ["rules[0].gate.margin", "must be >= 0"]),
+        ("gate: {margin: 0.1}", ["rules[0].gate.mode", "missing required key"]),
+    ]:
+        d = write(tmp_path / str(abs(hash(bad))), "rules:\n  - id: r\n    table: bbq\n"
+                  "    metric: s_dis\n    op: '<='\n    bound: 0.1\n    rationale: x\n"
+                  f"    {bad}\n")
+        with pytest.raises(ConfigError) as e:
+            load_rules(d)
+        for w in words:
+            assert w in str(e.value), str(e.value)

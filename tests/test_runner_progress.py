@@ -84,6 +84,38 @@ def test_env_off_and_file(monkeypatch, tmp_path):
     assert lines and all(ln.startswith(("[gw0] f", "[gw1] f")) for ln in lines)
 
 
+def test_loading_is_its_own_phase_and_eta_comes_from_work_done(monkeypatch):
+    """The issue-13 defect: the rate counted the model load (ETA 3h on the first item)."""
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    buf, clock = io.StringIO(), Clock()
+    bar = Progress(240, "bbq", stream=buf, every_pct=10, interval_s=1e9, clock=clock)
+    bar.phase("loading model m ...")
+    clock.t = 180.0                                   # a slow first load (GGUF conversion)
+    bar.start_work(1000, "tok", "model ready in 180.0 s")
+    clock.t = 184.0
+    bar.update(0, work=100)                           # a batch of shared prefixes: no answer yet
+    clock.t = 188.0
+    bar.update(40, work=100)
+    lines = buf.getvalue().splitlines()
+    assert lines[:2] == ["bbq  loading model m ...", "bbq  model ready in 180.0 s"]
+    # 100 of 1000 tokens in 4 s: 10 %, ETA 4 * 900 / 100 = 36 s (not counting the load)
+    assert lines[2] == "bbq  0/240   10%  0.0/s  ETA 36s  computed 100/1.0k tok"
+    # 200 tokens in 8 s: 20 %, ETA 32 s; 40 answers in 8 s = 5.0/s
+    assert lines[3] == "bbq  40/240   20%  5.0/s  ETA 32s  computed 200/1.0k tok"
+
+
+def test_eta_unknown_until_some_work_is_done():
+    buf, clock = io.StringIO(), Clock()
+    bar = Progress(10, "x", stream=buf, every_pct=1, interval_s=1e9, clock=clock)
+    bar.start_work(1000, "")
+    clock.t = 2.0
+    bar.update(0, work=40)          # 4 % (e.g. a first small batch): too little to tell
+    clock.t = 2.5
+    bar.update(0, work=10)          # 5 % in 2.5 s: ETA 2.5 * 95 / 5 = 47.5 s
+    lines = buf.getvalue().splitlines()
+    assert lines == ["x  0/10    4%  0.0/s  ETA ?", "x  0/10    5%  0.0/s  ETA 48s"]
+
+
 def test_store_hits_are_shown_and_not_counted_in_the_total():
     buf, clock = io.StringIO(), Clock()
     bar = Progress(4, "bbq", stream=buf, every_pct=100, interval_s=1e9, clock=clock,
@@ -102,6 +134,9 @@ def test_ask_reports_the_store_hits_on_its_progress_line(tmp_path, monkeypatch):
 
     class Echo:
         name = "echo"
+
+        def fingerprint(self):
+            return {"backend": "echo"}
 
         def answer(self, requests, on_response=None):
             out = [Response(key=r.key(), text="x") for r in requests]

@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairness_tests.stats import (bootstrap, cell_id, json_value, mean_table, multiplicities,
-                                  percentile_ci, rate_table, safe_ratio, wilson_ci)
+from fairness_tests.stats import (METRIC_COLUMNS, bootstrap, cell_id, json_value, mean_table,
+                                  multiplicities, percentile_ci, rate_table, safe_ratio,
+                                  wilson_ci)
 
 Z = 1.959963984540054          # the 97.5% normal quantile
 Z2 = Z * Z                     # 3.841458820694124
@@ -96,3 +97,89 @@ def test_json_value_and_cell_id():
     assert json_value(float("inf")) == "UB" and json_value(float("nan")) is None
     assert json_value(np.int64(3)) == 3 and json_value(np.float32(0.5)) == 0.5
     assert cell_id("Race_x_gender", "disambig", None, "") == "Race_x_gender/disambig"
+
+
+# ---------------------------------------------------------------- cluster bootstrap
+
+def test_cluster_multiplicities_move_whole_clusters_by_hand():
+    # clusters a a b c c c (3 clusters): each resample draws 3 clusters with
+    # replacement; every item of a cluster gets that cluster's draw count, so the
+    # counts over clusters sum to 3 and the items' counts sum to 2 wa + wb + 3 wc.
+    clusters = ["a", "a", "b", "c", "c", "c"]
+    W = multiplicities(6, n_boot=200, seed=1, clusters=clusters)
+    assert W.shape == (200, 6)
+    assert (W[:, 0] == W[:, 1]).all() and (W[:, 3] == W[:, 4]).all() and (W[:, 4] == W[:, 5]).all()
+    wa, wb, wc = W[:, 0], W[:, 2], W[:, 3]
+    assert ((wa + wb + wc) == 3).all()
+    assert (W.sum(axis=1) == 2 * wa + wb + 3 * wc).all()
+    # the cluster draws are the item draws of 3 "items" with the same seed
+    assert (np.column_stack([wa, wb, wc]) == multiplicities(3, n_boot=200, seed=1)).all()
+    # cluster labels are numbered in sorted order, whatever order the items come in
+    W2 = multiplicities(6, n_boot=200, seed=1, clusters=["c", "c", "c", "a", "a", "b"])
+    assert (W2[:, 0] == wc).all() and (W2[:, 3] == wa).all() and (W2[:, 5] == wb).all()
+    with pytest.raises(ValueError):
+        multiplicities(5, n_boot=10, clusters=clusters)
+
+
+def test_singleton_clusters_are_the_item_bootstrap():
+    x = np.arange(8, dtype=float)
+    W = multiplicities(8, n_boot=100, seed=2, clusters=np.arange(8))
+    assert (W == multiplicities(8, n_boot=100, seed=2)).all()
+    est = bootstrap(np.column_stack([x, np.ones(8)]), lambda s: s[:, 0] / s[:, 1],
+                    n_boot=4000, seed=0, clusters=np.arange(8))
+    assert est.n_clusters == 8 and est.deff == pytest.approx(1.0)
+
+
+def test_cluster_bootstrap_variance_and_design_effect_by_hand():
+    # x = 1 1 | 0 0 | 0 0 in clusters a | b | c; statistic = the total sum(w x).
+    # Cluster bootstrap: total = 2 * (draws of a), draws ~ Binomial(3, 1/3):
+    #   var = 4 * 3 * (1/3) * (2/3) = 8/3.
+    # Item bootstrap: total = sum of 6 draws of x, var = 6 * var_pop(x) = 6 * (1/3)(2/3) = 4/3.
+    # deff = (8/3) / (4/3) = 2.
+    x = np.array([1.0, 1, 0, 0, 0, 0])
+    est = bootstrap(x, lambda s: s[:, 0], n_boot=20000, seed=3,
+                    clusters=["a", "a", "b", "b", "c", "c"])
+    assert est.value == 2.0 and est.n_clusters == 3
+    assert est.se ** 2 == pytest.approx(8 / 3, rel=0.05)
+    assert est.deff == pytest.approx(2.0, rel=0.07)
+    item = bootstrap(x, lambda s: s[:, 0], n_boot=20000, seed=3)
+    assert item.se ** 2 == pytest.approx(4 / 3, rel=0.05)
+    assert np.isnan(item.n_clusters) and np.isnan(item.deff)      # items resampled
+
+
+def test_estimate_unpacks_and_bias_correction_is_two_value_minus_mean():
+    # max of two group means: the resample mean of a max exceeds the max of the means
+    rng = np.random.default_rng(0)
+    g = np.repeat([0, 1], 20)
+    y = rng.normal(size=40)
+    X = np.column_stack([y * (g == 0), (g == 0), y * (g == 1), (g == 1)]).astype(float)
+
+    def stat(s):
+        return np.maximum(s[:, 0] / s[:, 1], s[:, 2] / s[:, 3])
+
+    W = multiplicities(40, 500, seed=4)
+    est = bootstrap(X, stat, W=W)
+    v, lo, hi = est                                    # unpacks as the three numbers
+    loop = np.array([stat((W[b] @ X)[None, :])[0] for b in range(500)])
+    assert v == pytest.approx(stat(X.sum(axis=0)[None, :])[0])
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(loop, [0.025, 0.975])))
+    assert est.se == pytest.approx(loop.std(ddof=1))
+    assert est.value_bc == pytest.approx(2 * v - loop.mean())
+    assert est.value_bc < v                            # a max is biased upward
+
+
+def test_rate_and_mean_tables_with_clusters():
+    df = pd.DataFrame({"g": ["a"] * 6, "f": [1, 1, 0, 0, 0, 0],
+                       "t": ["a", "a", "b", "b", "c", "c"]})
+    plain = rate_table(df, ["g"], ["f"]).iloc[0]
+    assert (plain["ci_low"], plain["ci_high"]) == pytest.approx(wilson_ci(2, 6))
+    assert np.isnan(plain["n_clusters"]) and np.isnan(plain["deff"])
+    t = rate_table(df, ["g"], ["f"], clusters="t", n_boot=20000).iloc[0]
+    # the rate is total / 6 (every resample has 6 items): deff as for the total, 2
+    assert t["value"] == pytest.approx(1 / 3) and t["n"] == 6 and t["n_clusters"] == 3
+    assert t["deff"] == pytest.approx(2.0, rel=0.07)
+    # possible resampled rates: 0, 1/3, 2/3, 1 (0, 1, 2, 3 draws of cluster a)
+    assert (t["ci_low"], t["ci_high"]) == (0.0, 1.0)
+    m = mean_table(df.assign(x=df["f"] * 3.0), ["g"], ["x"], clusters="t", n_boot=20000)
+    assert m["value"].iloc[0] == 1.0 and m["deff"].iloc[0] == pytest.approx(2.0, rel=0.07)
+    assert list(t.index) == ["g", *METRIC_COLUMNS]

@@ -144,10 +144,18 @@ def backend():
 def test_repeats_are_drawn_from_the_stored_distribution(backend):
     reqs = _choice_requests(_bbq_items(3), repeats=20)
     seen = []
-    before = backend.forward_passes
+    before = backend.forward_passes, backend.computed_tokens, backend.prompt_tokens
     res = backend.answer(reqs, on_response=lambda q, r: seen.append(q.key()))
     assert sorted(seen) == sorted(q.key() for q in reqs)       # every response reported
-    assert backend.forward_passes - before == 1                # 3 prompts, batch 4: one pass
+    # 3 prompts (batch 4) sharing the system prompt's tokens: one pass for the shared
+    # prefix, one for the three rest; the shared prefix is computed once, not three times
+    assert backend.forward_passes - before[0] == 2
+    tok = backend.loaded().tokenizer
+    ids = [tok(backend.prompt_text(q))["input_ids"] for q in reqs[::20]]
+    shared = len(os.path.commonprefix(ids))
+    assert shared > 10
+    assert backend.prompt_tokens - before[2] == sum(map(len, ids))
+    assert backend.computed_tokens - before[1] == sum(map(len, ids)) - 2 * shared
     for q, r in zip(reqs, res):
         assert r.status == "ok" and r.key == q.key()
         assert len(r.letter_probs) == 3 and abs(sum(r.letter_probs) - 1) < 1e-9
@@ -252,3 +260,72 @@ def test_a_missing_model_raises_instead_of_error_rows(tmp_path):
     req = Request(messages=chat(None, "hi"), backend="transformers", model="x")
     with pytest.raises(DataError, match="model not found"):
         tb.TransformersBackend(tmp_path / "absent").answer([req])
+
+
+def _one_context_all_variants():
+    """The 12 prompts of one BBQ context: ambiguous and disambiguated (which extends it),
+    both question polarities, the three option rotations."""
+    from fairness_tests.protocols.bbq.data import read_items
+    from fairness_tests.protocols.bbq.prompt import build_requests
+    items = read_items(bbq_dir() / "Race_x_SES.jsonl", "Race_x_SES").sort_values("example_id")
+    group = items.head(4)
+    assert sorted(group["context"]) == ["ambig", "ambig", "disambig", "disambig"]
+    assert group["context_text"].str.startswith(group["context_text"].iloc[0][:40]).all()
+    return build_requests(group, rotations=(0, 1, 2), repeats=2, backend="transformers",
+                          model=emb.EMBEDDED_MODEL_ID)
+
+
+@pytest.mark.live_model
+@pytest.mark.slow
+def test_shared_prefixes_give_the_unshared_distribution():
+    """Each shared prefix computed once, its key/value cache reused: the letter
+    distribution and mass equal a plain forward pass of each whole prompt (no cache, no
+    padding) to 1e-5. In float64, so that what is compared is the algorithm (positions,
+    masks, cache layout), not float32 round-off of differently shaped matrix products."""
+    import torch
+    reqs = _one_context_all_variants()
+    be = tb.TransformersBackend("embedded", batch_size=4, dtype="float64", threads=THREADS)
+    out = be.answer(reqs)
+    L = be.loaded()
+    tok, mdl = L.tokenizer, L.model
+    ids = [tok(be.prompt_text(q))["input_ids"] for q in reqs[::2]]
+    assert be.prompt_tokens == sum(map(len, ids))
+    # shared: the context (2 polarities x 3 rotations), its disambiguated extension, each
+    # question (3 rotations): well under the prompt tokens
+    assert be.computed_tokens < 0.6 * be.prompt_tokens
+    for q, r, x in zip(reqs[::2], out[::2], ids):
+        assert r.status == "ok" and r.prompt_tokens == len(x)
+        with torch.inference_mode():
+            z = mdl(input_ids=torch.tensor([x]), logits_to_keep=1, use_cache=False).logits[0, -1]
+        p = torch.softmax(z, dim=-1)[be.letter_ids(q.choices)]
+        assert abs(float(p.sum()) - r.letter_mass) < 1e-5
+        np.testing.assert_allclose(r.letter_probs, (p / p.sum()).tolist(), rtol=0, atol=1e-5)
+
+
+@pytest.mark.live_model
+def test_progress_moves_while_the_model_works(backend, tmp_path):
+    """The issue-13 defect: every progress line was written at the end of the run."""
+    import io
+    from fairness_tests.models.progress import Progress
+    from fairness_tests.models.runner import ask
+    from fairness_tests.models.store import ResponseStore
+
+    class Stream(io.StringIO):
+        passes: list[int] = []
+
+        def write(self, text):
+            self.passes.append(backend.forward_passes)
+            return super().write(text)
+
+    reqs = _one_context_all_variants()
+    stream = Stream()
+    bar = Progress(len(reqs), "bbq", stream=stream, every_pct=1, interval_s=1e9)
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        start = backend.forward_passes
+        out = ask(reqs, backend, store, progress=bar)
+        assert len(store) == len(reqs) and all(r.status == "ok" for r in out)
+    lines = stream.getvalue().splitlines()
+    ready = next(i for i, ln in enumerate(lines) if "model ready" in ln)
+    assert all("loading model" in ln for ln in lines[:ready])
+    # then a line after every forward pass, written while the passes were still running
+    assert stream.passes[ready + 1:] == list(range(start + 1, backend.forward_passes + 1))

@@ -9,9 +9,10 @@ A verdict is identified by (rule, cell). Kinds of change:
 - ``added`` / ``removed``: the (rule, cell) exists in one card only
   (an added failing verdict also counts as a regression).
 
-The diff also lists the protocol facts that differ (suite hash, data sha256,
-rubric, decoding, seeds, filter, threshold files): when they differ, the two
-cards do not measure the same thing and a verdict change may be the protocol's.
+The diff also lists the protocol facts that differ (where the answers came from,
+suite hash, prompt templates, data sha256, filter, rotations, rubric and its sha256,
+decoding, seeds, repeats, threshold files): when they differ, the two cards do not
+measure the same thing and a verdict change may be the protocol's.
 """
 from __future__ import annotations
 
@@ -21,11 +22,15 @@ from typing import Any
 from .values import get_path as _get, ci, num
 
 COMPARABILITY = (
+    ("evaluation_protocol.source.kind", "where the answers came from"),
     ("prompt_suite.suite_hash", "generative suite hash"),
+    ("prompt_suite.families", "prompt families and templates"),
     ("evaluation_protocol.bbq.data_sha256", "BBQ data sha256"),
     ("evaluation_protocol.bbq.filter", "BBQ item filter"),
+    ("evaluation_protocol.bbq.rotations_mode", "BBQ option rotations"),
     ("evaluation_protocol.generative.rubric", "rubric"),
     ("scorer.patterns_file", "scorer patterns"),
+    ("scorer.patterns_sha256", "scorer patterns sha256"),
     ("decoding.regimes", "decoding regimes"),
     ("evaluation_protocol.generative.seeds", "generative seeds"),
     ("evaluation_protocol.bbq.repeats", "BBQ repeats"),

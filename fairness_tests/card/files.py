@@ -1,4 +1,5 @@
-"""Write a run's Fairness Card: ``card.yaml`` (the record), ``card.md``, ``card.html``.
+"""Write a run's Fairness Card: ``card.yaml`` (the record), ``card.md`` (with the
+supporting tables it links as ``tables/*.csv``), ``card.html``.
 
 Files are written atomically (temporary file + rename), so an interrupted write
 never leaves half a card. The YAML is dumped with sorted keys and the fixed
@@ -15,24 +16,23 @@ import yaml
 
 from ..errors import ConfigError
 from ..run import RunResult
-from .fill import fill_card, load_user_yaml, user_fields
+from .fill import fill_card
 from .render_html import render_html
-from .render_md import render_markdown
-from .schema import ValidationReport, _nearest_line, line_index, validate_card
+from .render_md import TABLES_DIR, markdown_tables, render_markdown
+from ..validate import line_index, nearest_line
+from .schema import ValidationReport, user_fields, validate_card
+from .user_yaml import load_user_yaml
 
 ENV_USER_YAML = "FAIRNESS_CARD_USER_YAML"   # the user YAML when none is passed (pytest plugin)
 CARD_FILES = {"yaml": "card.yaml", "md": "card.md", "html": "card.html"}
 
 
 def default_user_yaml(model: str) -> str | None:
-    """``fixtures/cards/<model slug>.yaml`` of the checkout, when it exists: what a run
-    cannot know about a model (intended use, governance, ...), kept beside its recordings."""
-    from ..paths import REPO_DIR
-    if not model:
-        return None
-    slug = "".join(c if c.isalnum() or c in "-._" else "-" for c in model)
-    p = REPO_DIR / "fixtures" / "cards" / f"{slug}.yaml"
-    return str(p) if p.exists() else None
+    """``<cards>/<model slug>.yaml``, the project's or else the package's, when it
+    exists: what a run cannot know about a model (intended use, governance, ...)."""
+    from ..project import find_project
+    p = find_project().card_yaml(model)
+    return str(p) if p else None
 
 
 @dataclass
@@ -73,7 +73,14 @@ def render_card_files(card: dict, out_dir: str | os.PathLike,
     out = Path(out_dir)
     render = {"yaml": dump_yaml, "md": render_markdown, "html": render_html}
     texts = {k: render[k](card) for k in kinds}
+    tables = markdown_tables(card) if "md" in kinds else {}
     paths = {}
+    for rel, text in tables.items():       # the CSV files card.md links, first
+        _atomic_write(out / rel, text)
+    if "md" in kinds and (out / TABLES_DIR).is_dir():
+        for old in (out / TABLES_DIR).glob("*.csv"):
+            if f"{TABLES_DIR}/{old.name}" not in tables:
+                old.unlink()               # a table this card no longer has
     for kind in kinds:
         name = CARD_FILES[kind]
         paths[kind] = out / name
@@ -86,8 +93,8 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
     """Fill, validate and write the card of ``run`` into ``out_dir``.
 
     ``user_yaml``: a path to the user YAML (or an already loaded dict, or None:
-    then ``$FAIRNESS_CARD_USER_YAML`` if set, else the model's
-    ``fixtures/cards/<model slug>.yaml`` of the checkout if it exists).
+    then ``$FAIRNESS_CARD_USER_YAML`` if set, else the model's card YAML of the
+    project or the package, :func:`default_user_yaml`).
     A bad user YAML raises :class:`ConfigError` naming its file, line and key
     before anything is written. A card that is merely incomplete is written and
     its ``report.missing`` lists what is missing. A structural problem in the
@@ -97,7 +104,7 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
     if user_yaml is None and os.environ.get(ENV_USER_YAML):
         user_yaml = os.environ[ENV_USER_YAML]
     if user_yaml is None:
-        user_yaml = default_user_yaml(str(run.metadata.get("model", "")))
+        user_yaml = default_user_yaml(run.metadata.model)
     if isinstance(user_yaml, dict):
         user = user_yaml
     elif user_yaml:
@@ -114,7 +121,7 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
             line = None
             if source:
                 lines = line_index(Path(source).read_text(encoding="utf-8"))
-                line = _nearest_line(p.path, lines)
+                line = nearest_line(p.path, lines)
             raise ConfigError(f"{p.message} [{p.schema}]", path=source or "user YAML",
                               line=line, key=p.path)
     paths = render_card_files(card, out_dir)

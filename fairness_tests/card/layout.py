@@ -58,6 +58,8 @@ class Table:
     rows: list[list[str]]
     status_col: int | None = None   # a column holding pass/fail/... (styled)
     caption: str = ""
+    name: str = ""                  # a result table's name (its CSV file beside card.md)
+    records: list[dict] = field(default_factory=list)   # its rows as recorded in the card
 
 
 @dataclass
@@ -114,7 +116,8 @@ class _Builder:
             return
         self.add(Para(label, "label"), Items([_s(x) for x in (v if isinstance(v, list) else [v])]))
 
-    def table(self, rows: list[dict], caption: str = "", prefer: list[str] | None = None) -> None:
+    def table(self, rows: list[dict], caption: str = "", prefer: list[str] | None = None,
+              name: str = "") -> None:
         if not rows:
             return
         cols: list[str] = []
@@ -140,7 +143,7 @@ class _Builder:
             line += [_s(r.get(c)) for c in ("n", "note") if c in cols]
             out_rows.append(line)
         status_col = (head + tail).index("status") if "status" in head else None
-        self.add(Table(head + tail, out_rows, status_col, caption))
+        self.add(Table(head + tail, out_rows, status_col, caption, name, rows))
 
 
 def build(card: dict) -> list[Any]:
@@ -197,7 +200,7 @@ def _summary(b: _Builder) -> None:
                                                  ("pass", "fail", "expected_fail", "not_evaluable")))
     if rules:
         failing = [r["id"] for r in rules if r.get("outcome") in ("fail", "mixed")]
-        parts.append(f"{len(rules)} decision rule(s); failing or protocol-dependent: "
+        parts.append(f"{len(rules)} decision rule(s); failing in some cell: "
                      + (", ".join(failing) if failing else "none"))
     ne = (card.get("evaluation_protocol") or {}).get("not_evaluated") or []
     if ne:
@@ -263,7 +266,9 @@ def _protocol(b: _Builder, titles: dict) -> None:
     card = b.card
     ep = card.get("evaluation_protocol") or {}
     b.add(Heading(2, titles["evaluation_protocol"], "evaluation_protocol"))
-    pairs = [("Protocols run", ", ".join(ep.get("protocols_run") or []) or "none"),
+    pairs = [("Answers", (ep.get("source") or {}).get("statement", "")),
+             ("Run notes", _s(ep.get("run_notes"))),
+             ("Protocols run", ", ".join(ep.get("protocols_run") or []) or "none"),
              ("Seed policy", ep.get("seed_policy", "")),
              ("Samples per prompt", ep.get("samples_per_prompt", ""))]
     ps = card.get("prompt_suite") or {}
@@ -339,8 +344,9 @@ def _metrics(b: _Builder, titles: dict) -> None:
         b.add(Table(["rule", "decision rule", "outcome", "cells", "failing cells", "rationale"],
                     rows, status_col=2))
         if any(r.get("outcome") == "mixed" for r in rules):
-            b.add(Para("'mixed': the rule passes in some cells and fails in others; the verdict "
-                       "depends on the protocol cell (family, decoding regime, dataset).", "warn"))
+            b.add(Para("'mixed': the rule passes in some cells and fails in others; whether the "
+                       "cells differ beyond sampling noise is stated under Protocol dependence.",
+                       "warn"))
     else:
         b.add(Para("No decision rule was evaluated.", "note"))
     verdicts = card.get("verdicts") or []
@@ -361,7 +367,10 @@ def _metrics(b: _Builder, titles: dict) -> None:
         b.add(Heading(3, "Metric definitions", "metric_definitions"))
         b.add(Table(["metric", "unit", "threshold", "definition"],
                     [[m["name"], _s(m.get("unit")), _s(m.get("threshold")), m["definition"]]
-                     for m in mets]))
+                     for m in mets], name="metric_definitions",
+                    records=[{"metric": m["name"], "unit": m.get("unit"),
+                              "threshold": m.get("threshold"), "definition": m["definition"]}
+                             for m in mets]))
 
 
 def _results(b: _Builder) -> None:
@@ -377,11 +386,11 @@ def _results(b: _Builder) -> None:
         panels = _slice_panels(by_slice)
         if panels:
             b.add(Plot("slice_rates", "Per-slice rates with 95% CIs", {"panels": panels}))
-        b.table(by_slice, prefer=["slice"])
+        b.table(by_slice, prefer=["slice"], name="generative_by_slice")
     worst = res.get("worst_slice") or []
     if worst:
         b.add(Heading(4, "Worst slice per metric", "res_worst_slice"))
-        b.table(worst, prefer=["scope", "metric", "slice"])
+        b.table(worst, prefer=["scope", "metric", "slice"], name="worst_slice")
     fam = _rows(card, "generative_by_slice_family")
     if fam:
         b.add(Heading(4, "Generative audit per slice x family", "res_by_slice_family"))
@@ -389,7 +398,7 @@ def _results(b: _Builder) -> None:
             hm = _heatmap(fam, metric)
             if hm:
                 b.add(Plot("heatmap", f"{metric} rate: slice x prompt family", hm))
-        b.table(fam, prefer=["family", "slice"])
+        b.table(fam, prefer=["family", "slice"], name="generative_by_slice_family")
     for name, title in (("generative_by_slice_decoding", "Generative audit per slice x decoding"),
                         ("generative_summary", "Worst slice, disparity and refusal gap"),
                         ("scorer_sensitivity", "Scorer sensitivity (same outputs, two rubrics)"),
@@ -398,18 +407,22 @@ def _results(b: _Builder) -> None:
         rows = _rows(card, name)
         if rows:
             b.add(Heading(4, title, f"res_{name}"))
-            b.table(rows)
+            b.table(rows, name=name)
+    for key, title in (("protocol_dependence", "Protocol dependence: beyond noise or not resolved"),
+                       ("seed_spread", "Seed spread, prompts held fixed (not protocol cells)")):
+        if res.get(key):
+            b.add(Heading(4, title, f"res_{key}"), Items([x["statement"] for x in res[key]]))
     bbq = _rows(card, "bbq")
     if bbq:
         b.add(Heading(4, "Intersectional BBQ per dataset x context", "res_bbq"))
         panels = _bbq_panels(bbq)
         if panels:
             b.add(Plot("bbq", "BBQ metrics per dataset x context with 95% CIs", {"panels": panels}))
-        b.table(bbq, prefer=["dataset", "context", "polarity"])
+        b.table(bbq, prefer=["dataset", "context", "polarity"], name="bbq")
     groups = _rows(card, "bbq_groups")
     if groups:
         b.add(Heading(4, "BBQ per intersectional group", "res_bbq_groups"))
-        b.table(groups, prefer=["dataset", "group"])
+        b.table(groups, prefer=["dataset", "group"], name="bbq_groups")
     cons = _rows(card, "consistency")
     dist = res.get("consistency_distribution") or {}
     if cons or dist:
@@ -418,7 +431,7 @@ def _results(b: _Builder) -> None:
             if m in dist:
                 b.add(Plot("histogram", f"{m.upper()}% per item ({dist[m].get('n', 0)} items)",
                            {"metric": m, **dist[m]}))
-        b.table(cons, prefer=["dataset", "context"])
+        b.table(cons, prefer=["dataset", "context"], name="consistency")
     shown = {"generative_by_slice", "generative_by_slice_family", "generative_by_slice_decoding",
              "generative_summary", "scorer_sensitivity", "protocol_sensitivity", "counterfactual",
              "bbq", "bbq_groups", "consistency"}
@@ -430,7 +443,7 @@ def _results(b: _Builder) -> None:
                    "both rubrics, spread decomposition, ...)."))
     for name in extra:
         b.add(Heading(4, name, f"res_{name}"))
-        b.table(tables[name])
+        b.table(tables[name], name=name)
 
 
 def _slice_panels(rows: list[dict]) -> list[dict]:

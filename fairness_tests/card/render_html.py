@@ -2,10 +2,13 @@
 
 No network: inline CSS, inline SVG plots (:mod:`.svg`), no script, and a
 Content-Security-Policy that forbids loading anything. All text is escaped with
-:func:`html.escape`. Deterministic: same card, same bytes.
+:func:`html.escape`. Every ``id`` is unique (a section carries its anchor, its
+heading none; a repeated anchor gets a ``-2``, ``-3`` suffix), so the page passes
+an HTML validator. Deterministic: same card, same bytes.
 """
 from __future__ import annotations
 
+import dataclasses
 from html import escape
 
 from . import layout as L
@@ -69,6 +72,7 @@ def render_html(card: dict) -> str:
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            f"<title>{escape(title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
            "<main>"]
+    blocks = _unique_anchors(blocks)
     toc = [(b.anchor, b.text) for b in blocks if isinstance(b, L.Heading) and b.level == 2]
     in_section = False
     plot_run: list[str] = []
@@ -108,10 +112,25 @@ def render_html(card: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def _unique_anchors(blocks: list) -> list:
+    """Headings with anchors made unique in document order."""
+    seen: dict[str, int] = {}
+    out = []
+    for b in blocks:
+        if isinstance(b, L.Heading) and b.anchor:
+            n = seen.get(b.anchor, 0) + 1
+            seen[b.anchor] = n
+            if n > 1:
+                b = dataclasses.replace(b, anchor=f"{b.anchor}-{n}")
+        out.append(b)
+    return out
+
+
 def _block(b) -> str:
     if isinstance(b, L.Heading):
         lvl = min(6, max(2, b.level))
-        ident = f' id="{escape(b.anchor)}"' if b.anchor else ""
+        # a level-2 heading's anchor is its <section>'s id
+        ident = f' id="{escape(b.anchor)}"' if b.anchor and b.level != 2 else ""
         return f"<h{lvl}{ident}>{escape(b.text)}</h{lvl}>"
     if isinstance(b, L.Para):
         cls = f' class="{escape(b.style)}"' if b.style else ""
@@ -157,8 +176,8 @@ def _plot(p: L.Plot) -> str:
     if p.kind in ("slice_rates", "bbq"):
         figs = [svg.dot_ci(panel["metric"], panel["points"], kind=p.kind)
                 for panel in d.get("panels", [])]
-        return (f'<figure data-figure="{escape(p.kind)}" aria-label="{escape(p.title)}">'
-                + "".join(figs) + "</figure>")
+        return (f'<figure data-figure="{escape(p.kind)}" role="group" '
+                f'aria-label="{escape(p.title)}">' + "".join(figs) + "</figure>")
     if p.kind == "heatmap":
         return (f'<figure data-figure="heatmap">'
                 + svg.heatmap(p.title, d["rows"], d["cols"], d["values"]) + "</figure>")

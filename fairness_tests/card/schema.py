@@ -18,12 +18,13 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
 from ..errors import ConfigError
 from ..paths import DATA_DIR
+from ..validate import key_path, line_index, nearest_line, parse, read_text
 
 SCHEMA_DIR = DATA_DIR / "card_schema"
 SCHEMA_FILES = ("core", "llm", "fairness_tests")
@@ -48,15 +49,32 @@ def metric_definitions() -> dict:
     return yaml.safe_load((SCHEMA_DIR / "metric_definitions.yaml").read_text(encoding="utf-8"))
 
 
-def key_path(parts: Iterable[Any]) -> str:
-    """``["decoding", "regimes", 0, "temperature"]`` -> ``decoding.regimes[0].temperature``."""
-    out = ""
-    for p in parts:
-        if isinstance(p, int):
-            out += f"[{p}]"
+@lru_cache(maxsize=None)
+def user_yaml_schema() -> dict:
+    """The JSON Schema of a user YAML, built from ``user_fields.yaml``: only the listed
+    field paths (values the run measures cannot be set by hand). The values' types
+    are checked by the card schema once the card is filled."""
+    tree: dict = {}
+    for f in user_fields()["fields"]:
+        node = tree
+        for part in f["path"].split("."):
+            node = node.setdefault(part, {})
+
+    def schema(node: dict, where: str | None) -> dict:
+        props = {k: (schema(v, k if where is None else f"{where}.{k}") if v else {})
+                 for k, v in node.items()}
+        out = {"type": "object", "properties": props, "additionalProperties": False}
+        if where is None:
+            out["x-unknown"] = f"allowed top-level keys: {', '.join(sorted(props))}"
         else:
-            out += ("." if out else "") + str(p)
-    return out or "(top level)"
+            out["x-unknown"] = (f"not a user field (allowed under {where!r}: "
+                                f"{', '.join(props)}); values the run measures cannot be "
+                                "set by hand")
+            out["x-message"] = f"must be a mapping with keys {', '.join(props)}"
+        return out
+
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema(tree, None),
+            "x-message": "the user YAML must be a mapping"}
 
 
 @dataclass(frozen=True)
@@ -137,7 +155,7 @@ def validate_card(card: Any, source: str | None = None,
             if (path, message) in seen:
                 continue
             seen.add((path, message))
-            line = _nearest_line(path, lines) if lines else None
+            line = nearest_line(path, lines) if lines else None
             report.errors.append(Problem(path, _short(message), name, line))
     report.errors.sort(key=lambda p: (p.line or 0, p.path, p.message))
     # incomplete = every field the card declares missing (a declared field that turns
@@ -155,57 +173,10 @@ def _short(message: str, limit: int = 300) -> str:
     return message if len(message) <= limit else message[: limit - 3] + "..."
 
 
-def _nearest_line(path: str, lines: dict[str, int]) -> int | None:
-    p = path
-    while p:
-        if p in lines:
-            return lines[p]
-        cut = max(p.rfind("."), p.rfind("["))
-        if cut <= 0:
-            break
-        p = p[:cut]
-    return lines.get(p)
-
-
-def line_index(text: str) -> dict[str, int]:
-    """Key path -> 1-based line of that key in a YAML text (best effort)."""
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError:
-        return {}
-    out: dict[str, int] = {}
-
-    def walk(node, parts):
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                p = parts + [k.value]
-                out[key_path(p)] = k.start_mark.line + 1
-                walk(v, p)
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                p = parts + [i]
-                out[key_path(p)] = v.start_mark.line + 1
-                walk(v, p)
-
-    if root is not None:
-        walk(root, [])
-    return out
-
-
 def read_yaml(path: str | Path) -> tuple[Any, str]:
     """Parse a YAML file; a syntax error is a ConfigError naming file and line."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror or exc}", path=p) from exc
-    try:
-        return yaml.safe_load(text), text
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"not valid YAML: {problem}", path=p, line=line) from exc
+    text = read_text(path)
+    return parse(text, path), text
 
 
 def load_card(path: str | Path) -> dict:

@@ -1,14 +1,21 @@
 """Inline SVG plots for the HTML card, written by hand (no plotting library).
 
-Every plot is a self-contained ``<svg>`` element with a ``<title>``, a
-``data-plot`` attribute naming its kind, fixed-precision coordinates (so the same
-data always gives the same bytes) and escaped text.
+Every plot is a self-contained ``<svg>`` element with a ``<title>`` and an
+``aria-label`` (``role="img"``), a ``data-plot`` attribute naming its kind,
+fixed-precision coordinates (so the same data always gives the same bytes) and
+escaped text. Label columns and margins are sized from the labels themselves
+(:func:`text_width`, an upper estimate of the rendered width), so no label is
+clipped by the plot's edge; the browser test checks every text's bounding box.
 
 - :func:`dot_ci`: one row per label, a dot at the value and a bar for the 95% CI;
   an unbounded value ("UB") is drawn as an arrow to the right edge, an undefined
   one (None) is written "n/a".
 - :func:`heatmap`: rows x columns of coloured cells with their values.
 - :func:`histogram`: bars over given bin edges.
+- :func:`bars_ref`: horizontal bars with 95% CIs against a dashed reference line (the
+  audit line of the generative position paper's Figure 1).
+- :func:`grouped_bars`: per group one bar per series, with a legend (counts per cell
+  per model).
 """
 from __future__ import annotations
 
@@ -29,10 +36,33 @@ def _f(x: float) -> str:
     return f"{x:.1f}"
 
 
-def _svg_open(kind: str, title: str, w: int, h: int) -> list[str]:
+# em widths per character class for a proportional sans-serif; generous on purpose
+# (the estimate must not be below the real width in any common system font)
+_NARROW = set("il.,:;|!'`ijlftI[]()/\\ ")
+_WIDE = set("mwMW@%")
+
+
+def text_width(text: str, size: float, bold: bool = False) -> float:
+    """An upper estimate of the width in px of ``text`` at font size ``size``."""
+    em = 0.0
+    for ch in str(text):
+        if ch in _NARROW:
+            em += 0.36
+        elif ch in _WIDE:
+            em += 0.95
+        elif ch.isupper() or ch.isdigit() or ch == "_":
+            em += 0.68
+        else:
+            em += 0.58
+    return em * size * (1.08 if bold else 1.0) + 2
+
+
+def _svg_open(kind: str, title: str, w: float, h: float) -> list[str]:
     t = escape(title)
+    w, h = int(math.ceil(w)), int(math.ceil(h))
     return [f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" data-plot="{escape(kind)}" '
-            f'role="img" viewBox="0 0 {w} {h}" width="{w}" height="{h}" style="{FONT}">',
+            f'role="img" aria-label="{t}" viewBox="0 0 {w} {h}" width="{w}" height="{h}" '
+            f'style="{FONT}">',
             f"<title>{t}</title>"]
 
 
@@ -64,9 +94,12 @@ def _ticks(lo: float, hi: float, step: float) -> list[float]:
 def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
            kind: str = "dot_ci") -> str:
     """Dots with 95% CI bars, one row per point (``label, value, lo, hi``)."""
-    label_w, right, top, row_h = 150, 40, 30, 22
+    top, row_h, pad = 30, 22, 8
+    label_w = pad + max([text_width(p.get("label", ""), 11) for p in points] + [40]) + 8
+    right = max([text_width(num(p.get("value")), 9) for p in points] + [text_width("UB", 10)]) + 12
+    plot_w = max(200.0, width - label_w - right)
+    width = max(label_w + plot_w + right, text_width(title, 13, bold=True) + 2 * pad)
     h = top + row_h * max(1, len(points)) + 30
-    plot_w = width - label_w - right
     finite_vals = []
     for p in points:
         for k in ("value", "lo", "hi"):
@@ -80,7 +113,7 @@ def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
         return label_w + (v - lo_d) / (hi_d - lo_d) * plot_w
 
     out = _svg_open(kind, title, width, h)
-    out.append(f'<text x="{label_w}" y="16" font-size="13" font-weight="600" fill="{INK}">'
+    out.append(f'<text x="{pad}" y="16" font-size="13" font-weight="600" fill="{INK}">'
                f"{escape(title)}</text>")
     y_end = top + row_h * max(1, len(points))
     for t in _ticks(lo_d, hi_d, step):
@@ -93,7 +126,7 @@ def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
                    f'stroke="{MUTED}" stroke-width="1"/>')
     for i, p in enumerate(points):
         cy = top + row_h * i + row_h / 2
-        out.append(f'<text x="{label_w - 8}" y="{_f(cy + 4)}" font-size="11" fill="{INK}" '
+        out.append(f'<text x="{_f(label_w - 8)}" y="{_f(cy + 4)}" font-size="11" fill="{INK}" '
                    f'text-anchor="end">{escape(str(p.get("label", "")))}</text>')
         v, lo, hi = p.get("value"), p.get("lo"), p.get("hi")
         fl, fh = finite(lo), finite(hi)
@@ -110,7 +143,7 @@ def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
             out.append(f'<circle class="point" cx="{_f(x(fv))}" cy="{_f(cy)}" r="4" '
                        f'fill="{ACCENT}"><title>{escape(str(p.get("label", "")))}: '
                        f'{escape(num(v))} [{escape(num(lo))}, {escape(num(hi))}]</title></circle>')
-            out.append(f'<text x="{_f(min(x(fv) + 7, label_w + plot_w + 2))}" y="{_f(cy - 6)}" '
+            out.append(f'<text x="{_f(x(fv) + 7)}" y="{_f(cy - 6)}" '
                        f'font-size="9" fill="{MUTED}">{escape(num(v))}</text>')
         elif v == "UB":
             xe = label_w + plot_w
@@ -119,7 +152,7 @@ def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
             out.append(f'<text x="{_f(xe + 4)}" y="{_f(cy + 4)}" font-size="10" '
                        f'fill="#b3261e">UB</text>')
         else:
-            out.append(f'<text x="{label_w + 4}" y="{_f(cy + 4)}" font-size="10" '
+            out.append(f'<text x="{_f(label_w + 4)}" y="{_f(cy + 4)}" font-size="10" '
                        f'fill="{MUTED}">n/a (undefined)</text>')
     out.append("</svg>")
     return "\n".join(out)
@@ -140,20 +173,25 @@ def _heat_colour(v: float, vmax: float) -> str:
 
 
 def heatmap(title: str, rows: list[str], cols: list[str], values: list[list[Any]]) -> str:
-    label_w, top, cell_w, cell_h = 150, 44, 70, 28
-    width = label_w + cell_w * max(1, len(cols)) + 20
-    h = top + cell_h * max(1, len(rows)) + 28
+    top, cell_h, pad = 44, 28, 8
+    label_w = pad + max([text_width(r, 11) for r in rows] + [40]) + 8
+    cell_w = max([70.0] + [text_width(c, 11) + 8 for c in cols]
+                 + [text_width(num(v), 11) + 8 for row in values for v in row])
     vals = [finite(v) for row in values for v in row]
     vmax = max([v for v in vals if v is not None] or [1.0]) or 1.0
+    legend = f"colour: 0 (white) to {num(vmax)} (dark red)"
+    width = max(label_w + cell_w * max(1, len(cols)) + 20, text_width(title, 13, True) + 2 * pad,
+                label_w + text_width(legend, 10) + pad)
+    h = top + cell_h * max(1, len(rows)) + 28
     out = _svg_open("heatmap", title, width, h)
-    out.append(f'<text x="0" y="16" font-size="13" font-weight="600" fill="{INK}">'
+    out.append(f'<text x="{pad}" y="16" font-size="13" font-weight="600" fill="{INK}">'
                f"{escape(title)}</text>")
     for j, c in enumerate(cols):
         out.append(f'<text x="{_f(label_w + cell_w * j + cell_w / 2)}" y="{top - 8}" '
                    f'font-size="11" fill="{INK}" text-anchor="middle">{escape(str(c))}</text>')
     for i, r in enumerate(rows):
         y = top + cell_h * i
-        out.append(f'<text x="{label_w - 8}" y="{_f(y + cell_h / 2 + 4)}" font-size="11" '
+        out.append(f'<text x="{_f(label_w - 8)}" y="{_f(y + cell_h / 2 + 4)}" font-size="11" '
                    f'fill="{INK}" text-anchor="end">{escape(str(r))}</text>')
         for j, c in enumerate(cols):
             v = values[i][j] if j < len(values[i]) else None
@@ -161,20 +199,21 @@ def heatmap(title: str, rows: list[str], cols: list[str], values: list[list[Any]
             fill = _heat_colour(fv, vmax) if fv is not None else "#f0f0f0"
             text_fill = "#ffffff" if fv is not None and fv / vmax > 0.55 else INK
             xx = label_w + cell_w * j
-            out.append(f'<rect class="cell" x="{xx}" y="{y}" width="{cell_w - 2}" '
+            out.append(f'<rect class="cell" x="{_f(xx)}" y="{y}" width="{_f(cell_w - 2)}" '
                        f'height="{cell_h - 2}" fill="{fill}"><title>{escape(str(r))} x '
                        f'{escape(str(c))}: {escape(num(v))}</title></rect>')
             out.append(f'<text x="{_f(xx + cell_w / 2 - 1)}" y="{_f(y + cell_h / 2 + 3)}" '
                        f'font-size="11" fill="{text_fill}" text-anchor="middle">'
                        f"{escape(num(v))}</text>")
-    out.append(f'<text x="{label_w}" y="{h - 8}" font-size="10" fill="{MUTED}">colour: 0 (white) '
-               f'to {escape(num(vmax))} (dark red)</text>')
+    out.append(f'<text x="{_f(label_w)}" y="{_f(h - 8)}" font-size="10" fill="{MUTED}">'
+               f"{escape(legend)}</text>")
     out.append("</svg>")
     return "\n".join(out)
 
 
 def histogram(title: str, bin_edges: list[float], counts: list[int], xlabel: str = "") -> str:
-    left, top, bottom, width, h = 44, 30, 40, 420, 200
+    left, top, bottom, h = 44, 30, 40, 200
+    width = max(420.0, text_width(title, 13, True) + left + 8, text_width(xlabel, 11) + 2 * left)
     plot_w, plot_h = width - left - 16, h - top - bottom
     cmax = max(counts or [0]) or 1
     n_bins = max(1, len(counts))
@@ -207,3 +246,143 @@ def histogram(title: str, bin_edges: list[float], counts: list[int], xlabel: str
                    f'text-anchor="middle">{escape(xlabel)}</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def bars_ref(title: str, bars: list[dict[str, Any]], ref: float, ref_label: str = "",
+             width: int = 420, kind: str = "bars_ref") -> str:
+    """Horizontal bars from 0 (``label, value, lo, hi``) with their 95% CI and a dashed
+    vertical reference line at ``ref`` (an audit threshold), as in the generative
+    position paper's Figure 1; a bar beyond the line is red. An undefined value is
+    written "n/a"; "UB" as in :func:`dot_ci`. Margins fit the labels (:func:`text_width`)."""
+    top, row_h, pad = 44, 22, 8
+    label_w = pad + max([text_width(b.get("label", ""), 11) for b in bars] + [40]) + 8
+    right = max([text_width(num(b.get("value")), 9) for b in bars]
+                + [text_width("UB", 9)]) + 12
+    plot_w = max(200.0, width - label_w - right)
+    width = max(label_w + plot_w + right, text_width(title, 13, bold=True) + 2 * pad)
+    h = top + row_h * max(1, len(bars)) + 30
+    vals = [ref]
+    for b in bars:
+        vals.extend(v for v in (finite(b.get(k)) for k in ("value", "lo", "hi")) if v is not None)
+    lo_d, hi_d, step = _nice_domain(vals)
+
+    def x(v: float) -> float:
+        return label_w + (max(lo_d, min(hi_d, v)) - lo_d) / (hi_d - lo_d) * plot_w
+
+    out = _svg_open(kind, title, width, h)
+    out.append(f'<text x="{pad}" y="16" font-size="13" font-weight="600" fill="{INK}">'
+               f"{escape(title)}</text>")
+    y_end = top + row_h * max(1, len(bars))
+    for t in _ticks(lo_d, hi_d, step):
+        out.append(f'<line x1="{_f(x(t))}" y1="{top - 4}" x2="{_f(x(t))}" y2="{y_end}" '
+                   f'stroke="{GRID}" stroke-width="1"/>')
+        out.append(f'<text x="{_f(x(t))}" y="{y_end + 14}" font-size="10" fill="{MUTED}" '
+                   f'text-anchor="middle">{escape(_tick_label(t))}</text>')
+    for i, b in enumerate(bars):
+        y0 = top + row_h * i
+        cy = y0 + row_h / 2
+        label = str(b.get("label", ""))
+        out.append(f'<text x="{_f(label_w - 8)}" y="{_f(cy + 4)}" font-size="11" fill="{INK}" '
+                   f'text-anchor="end">{escape(label)}</text>')
+        v, lo, hi = b.get("value"), b.get("lo"), b.get("hi")
+        fv, fl, fh = finite(v), finite(lo), finite(hi)
+        if fv is None and v != "UB":
+            out.append(f'<text x="{_f(label_w + 4)}" y="{_f(cy + 4)}" font-size="10" '
+                       f'fill="{MUTED}">n/a (undefined)</text>')
+            continue
+        xv = label_w + plot_w if fv is None else x(fv)
+        x0 = x(0.0)
+        fill = "#b3261e" if fv is None or fv > ref else ACCENT
+        out.append(f'<rect class="bar" x="{_f(min(x0, xv))}" y="{_f(y0 + 4)}" '
+                   f'width="{_f(abs(xv - x0))}" height="{row_h - 8}" fill="{fill}" '
+                   f'fill-opacity="0.75"><title>{escape(label)}: {escape(num(v))} '
+                   f'[{escape(num(lo))}, {escape(num(hi))}]</title></rect>')
+        if fl is not None and (fh is not None or hi == "UB"):
+            x2 = label_w + plot_w if fh is None else x(fh)
+            out.append(f'<line class="ci" x1="{_f(x(fl))}" y1="{_f(cy)}" x2="{_f(x2)}" '
+                       f'y2="{_f(cy)}" stroke="{INK}" stroke-width="1.5"/>')
+        x_text = max(xv, x(fh) if fh is not None else xv)
+        out.append(f'<text x="{_f(x_text + 4)}" y="{_f(cy + 4)}" '
+                   f'font-size="9" fill="{MUTED}">{escape(num(v))}</text>')
+    xr = x(ref)
+    out.append(f'<line class="ref" x1="{_f(xr)}" y1="{top - 8}" x2="{_f(xr)}" y2="{y_end}" '
+               f'stroke="#b3261e" stroke-width="1.5" stroke-dasharray="4 3"/>')
+    if ref_label:
+        left_of = xr + 3 + text_width(ref_label, 10) > width     # would run past the edge
+        out.append(f'<text x="{_f(xr - 3 if left_of else xr + 3)}" y="{top - 12}" '
+                   f'font-size="10" fill="#b3261e" text-anchor="{"end" if left_of else "start"}">'
+                   f"{escape(ref_label)}</text>")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+SERIES = ["#1f5fa8", "#d9822b", "#2e8540", "#8e44ad", "#b3261e", "#17a2b8", "#6b7785",
+          "#c2185b"]
+
+
+def grouped_bars(title: str, groups: list[str], series: list[str],
+                 values: list[list[Any]], ylabel: str = "") -> str:
+    """Vertical bars: for each group (x axis) one bar per series (a colour each, named
+    in the legend), the value above each bar; ``values[i][j]`` = group i, series j
+    (None: no bar, "n/a"). Sizes fit the labels (:func:`text_width`)."""
+    left, bottom, right, pad, plot_h = 44, 44, 16, 8, 160
+    gw = max(60.0, 18 * max(1, len(series)) + 20,
+             max([text_width(g, 10) for g in groups] + [0]) + 14)
+    width = max(420.0, left + gw * max(1, len(groups)) + right,
+                text_width(title, 13, bold=True) + 2 * pad, left + text_width(ylabel, 10) + pad)
+    # the legend: entries left to right, wrapped at the width
+    legend, lx, ly = [], float(left), 30.0
+    for s in series:
+        w = 14 + text_width(s, 10) + 14
+        if lx > left and lx + w > width - right:
+            lx, ly = float(left), ly + 16
+        legend.append((lx, ly))
+        lx += w
+    top = ly + 16
+    h = top + plot_h + bottom
+    vals = [v for row in values for v in (finite(x) for x in row) if v is not None]
+    _, vmax, step = _nice_domain([0.0, *vals])
+    out = _svg_open("grouped_bars", title, width, h)
+    out.append(f'<text x="{pad}" y="16" font-size="13" font-weight="600" fill="{INK}">'
+               f"{escape(title)}</text>")
+    for j, (s, (lx, ly)) in enumerate(zip(series, legend)):
+        out.append(f'<rect x="{_f(lx)}" y="{_f(ly - 9)}" width="10" height="10" '
+                   f'fill="{SERIES[j % len(SERIES)]}"/>')
+        out.append(f'<text class="legend" x="{_f(lx + 14)}" y="{_f(ly)}" font-size="10" '
+                   f'fill="{INK}">{escape(str(s))}</text>')
+
+    def y(v: float) -> float:
+        return top + plot_h - v / vmax * plot_h
+
+    for t in _ticks(0.0, vmax, step):
+        out.append(f'<line x1="{left}" y1="{_f(y(t))}" x2="{_f(left + gw * len(groups))}" '
+                   f'y2="{_f(y(t))}" stroke="{GRID}"/>')
+        out.append(f'<text x="{left - 4}" y="{_f(y(t) + 3)}" font-size="10" fill="{MUTED}" '
+                   f'text-anchor="end">{escape(_tick_label(t))}</text>')
+    bw = (gw - 20) / max(1, len(series))
+    for i, g in enumerate(groups):
+        gx = left + gw * i + 10
+        for j, s in enumerate(series):
+            v = values[i][j] if j < len(values[i]) else None
+            fv = finite(v)
+            xx = gx + bw * j
+            if fv is None:
+                out.append(f'<text x="{_f(xx + bw / 2)}" y="{_f(y(0) - 3)}" font-size="8" '
+                           f'fill="{MUTED}" text-anchor="middle">n/a</text>')
+                continue
+            out.append(f'<rect class="bar" x="{_f(xx)}" y="{_f(y(fv))}" width="{_f(bw - 1)}" '
+                       f'height="{_f(y(0) - y(fv))}" fill="{SERIES[j % len(SERIES)]}"><title>'
+                       f"{escape(str(g))}, {escape(str(s))}: {escape(num(v))}</title></rect>")
+            out.append(f'<text x="{_f(xx + (bw - 1) / 2)}" y="{_f(y(fv) - 3)}" font-size="8" '
+                       f'fill="{MUTED}" text-anchor="middle">{escape(_count(fv))}</text>')
+        out.append(f'<text x="{_f(gx + (gw - 20) / 2)}" y="{_f(top + plot_h + 14)}" '
+                   f'font-size="10" fill="{INK}" text-anchor="middle">{escape(str(g))}</text>')
+    if ylabel:
+        out.append(f'<text x="{left}" y="{_f(h - 8)}" font-size="10" fill="{MUTED}">'
+                   f"{escape(ylabel)}</text>")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _count(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else num(v)

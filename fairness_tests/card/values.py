@@ -45,13 +45,17 @@ def clean(x: Any) -> Any:
 
 def records(df: pd.DataFrame) -> list[dict]:
     """A metric table as a list of cleaned row dicts, in table order; a
-    whole-number float column that only holds counts (``n``) becomes int."""
+    whole-number float column that only holds counts (``n``) becomes int. An empty
+    string is None, as the same table read back from its CSV has it (so a card from a
+    run in memory equals the card from the saved run); ``note`` is always a string."""
     out = []
     cols = list(df.columns)
     for row in df.itertuples(index=False, name=None):
         rec = {}
         for c, v in zip(cols, row):
             v = clean(v)
+            if v == "":
+                v = None
             if c == "n" and isinstance(v, float) and v.is_integer():
                 v = int(v)
             if c == "note" and v is None:

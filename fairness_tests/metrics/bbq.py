@@ -32,20 +32,31 @@ Metrics per dataset x context, on the first run (repeat 0, rotation 0):
 - ``invalid_rate`` = sum(invalid) / n.
 
 Every CI is the 95% percentile bootstrap of :func:`fairness_tests.stats.bootstrap`
-(items resampled, 2,000 resamples, seeded): each metric is a function of weighted
-column sums of a per-item matrix, so one multiplicity matrix per cell serves all
-metrics of that cell (per-polarity and per-group sums are indicator-weighted columns).
+(2,000 resamples, seeded) over templates (``cluster="template"``, the default: the
+items of one ``question_index`` of a dataset share names and scenario and move
+together; ``n_clusters`` and the design effect ``deff`` are reported per row) or over
+items (``cluster="item"``): each metric is a function of weighted column sums of a
+per-item matrix, so one multiplicity matrix per cell serves all metrics of that cell
+(per-polarity and per-group sums are indicator-weighted columns).
+
+Max-type metrics (SF, DF, smoothed DF, position bias) also carry the bootstrap
+bias-corrected estimate ``value_bc`` and the permutation p-value ``p_value`` of "no
+difference between groups" (:mod:`fairness_tests.permutation`, 2,000 permutations):
+SF / DF permute the group labels within templates (within the cell with
+``cluster="item"``), position bias permutes the rotation labels within items.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from ..stats import (DEFAULT_LEVEL, DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS, bootstrap,
-                     multiplicities, rate_table, safe_ratio)
+from ..permutation import DEFAULT_N_PERM, permutation_test
+from ..stats import (DEFAULT_LEVEL, DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS, Estimate,
+                     bootstrap, multiplicities, rate_table, safe_ratio)
 
 CELL = ["dataset", "context"]
 GROUPING = ["dataset", "context", "polarity"]
+CLUSTERS = ("template", "item")
 DEFAULT_CONCENTRATION = 1.0
 DEFAULT_MIN_GROUP_N = 30
 NAN = float("nan")
@@ -55,7 +66,7 @@ NAN = float("nan")
 def join_answers(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     """Inner join of predictions onto items, with the per-answer 0/1 flags."""
     cols = ["dataset", "example_id", "context", "polarity", "label", "unknown_loc",
-            "target_loc", "group"]
+            "target_loc", "group", *(["question_index"] if "question_index" in items else [])]
     keep = [c for c in ("dataset", "example_id", "repeat", "rotation", "answer") if c in preds]
     j = preds[keep].merge(items[cols], on=["dataset", "example_id"], how="inner")
     a = j["answer"].to_numpy(dtype=np.float64)
@@ -149,29 +160,50 @@ def smoothed_differential_fairness(n_g: np.ndarray, f_g: np.ndarray,
 
 
 # ---------------------------------------------------------------- tables
-def _row(cell: dict, metric: str, est: tuple[float, float, float], n: int, note: str = "",
-         undefined: str = "") -> dict:
-    v, lo, hi = est
-    if np.isnan(v) and undefined:
+def _row(cell: dict, metric: str, est: Estimate, n: int, note: str = "",
+         undefined: str = "", p_value: float = NAN, bias_corrected: bool = False) -> dict:
+    if np.isnan(est.value) and undefined:
         note = "; ".join(x for x in (undefined, note) if x)
-    return {**cell, "metric": metric, "value": v, "ci_low": lo, "ci_high": hi, "n": int(n),
-            "note": note}
+    return {**cell, "metric": metric, "value": est.value, "ci_low": est.ci_low,
+            "ci_high": est.ci_high, "n": int(n), "n_clusters": est.n_clusters,
+            "deff": est.deff, "value_bc": est.value_bc if bias_corrected else NAN,
+            "p_value": p_value, "note": note}
+
+
+def _check_cluster(cluster: str) -> None:
+    if cluster not in CLUSTERS:
+        from ..errors import ConfigError
+        raise ConfigError(f"BBQ cluster must be one of {', '.join(CLUSTERS)}, got {cluster!r}")
+
+
+def _templates(g: pd.DataFrame, cluster: str) -> np.ndarray | None:
+    """The template of each row (``cluster="template"``), or None (items resampled)."""
+    if cluster == "item":
+        return None
+    if "question_index" not in g:
+        raise ValueError("the cluster bootstrap over templates needs the items' "
+                         "question_index column")
+    return g["question_index"].to_numpy()
 
 
 def bbq_metrics(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
                 seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL,
                 concentration: float = DEFAULT_CONCENTRATION,
-                min_group_n: int = DEFAULT_MIN_GROUP_N) -> pd.DataFrame:
+                min_group_n: int = DEFAULT_MIN_GROUP_N, cluster: str = "template",
+                n_perm: int = DEFAULT_N_PERM) -> pd.DataFrame:
     """First-run metrics per dataset x context (polarity "all") and per polarity
     (accuracy, bias score, invalid rate); see the module docstring for definitions."""
+    _check_cluster(cluster)
     j = join_answers(items, first_run(preds))
     rows: list[dict] = []
     for (dataset, context), g in j.groupby(CELL, sort=True):
         n = len(g)
-        W = multiplicities(n, n_boot, seed)
+        clusters = _templates(g, cluster)
+        W = multiplicities(n, n_boot, seed, clusters)
 
         def est(X, stat):
-            return bootstrap(np.column_stack(X), stat, n_boot=n_boot, seed=seed, level=level, W=W)
+            return bootstrap(np.column_stack(X), stat, n_boot=n_boot, seed=seed, level=level, W=W,
+                             clusters=clusters)
 
         one = np.ones(n)
         c, inv = g["correct"].to_numpy(), g["invalid"].to_numpy()
@@ -192,7 +224,8 @@ def bbq_metrics(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_
                              undefined="undefined: no non-unknown answer"))
             rows.append(_row(cell, "invalid_rate", est([inv * w, w], accuracy_stat), nw))
         cell = {"dataset": dataset, "context": context, "polarity": "all"}
-        rows.extend(_group_rows(cell, g, est, concentration, min_group_n))
+        rows.extend(_group_rows(cell, g, est, concentration, min_group_n, clusters, n_perm,
+                                seed))
         if not amb:
             r, k = g["reinf"].to_numpy(), g["counter"].to_numpy()
             rows.append(_row(cell, "acc_reinf", est([c * r, r], accuracy_stat), int(r.sum()),
@@ -205,7 +238,7 @@ def bbq_metrics(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_
     return pd.DataFrame(rows, columns=[*GROUPING, *METRIC_COLUMNS])
 
 
-def _group_rows(cell, g, est, concentration, min_group_n) -> list[dict]:
+def _group_rows(cell, g, est, concentration, min_group_n, strata, n_perm, seed) -> list[dict]:
     has = g["group"].notna().to_numpy()
     codes, names = pd.factorize(g["group"].where(has), sort=True)
     G = len(names)
@@ -228,76 +261,139 @@ def _group_rows(cell, g, est, concentration, min_group_n) -> list[dict]:
         return smoothed_differential_fairness(s[:, :G], s[:, G:], concentration)
 
     if G == 0:
-        none = (NAN, NAN, NAN)
+        none = Estimate(NAN, NAN, NAN)
         return [_row(cell, m, none, 0, undefined="undefined: no item with a group")
                 for m in ("sf", "df", "df_smoothed")]
-    out = [_row(cell, "sf", est(X, sf), n, note, undefined="undefined: no item with a group")]
+
+    # permutation test of "no difference between groups": group labels permuted
+    # within templates (or within the cell), statistic from per-group [n_g, fav_g]
+    Xp = np.column_stack([np.ones(n), g["fav"].to_numpy()[has]])
+    st = None if strata is None else strata[has]
+
+    def p_of(stat):
+        r = permutation_test(Xp, codes[has], lambda S: stat(np.hstack([S[:, :, 0], S[:, :, 1]])),
+                             strata=st, n_perm=n_perm, seed=seed)
+        return r.p_value
+
+    out = [_row(cell, "sf", est(X, sf), n, note, undefined="undefined: no item with a group",
+                p_value=p_of(sf), bias_corrected=True)]
     d = est(X, df)
     dnote = note
-    if np.isinf(d[0]):
+    if np.isinf(d.value):
         dnote = "; ".join(x for x in ("unbounded: P(y|g) = 0 for some group and > 0 for "
                                       "another", note) if x)
-    out.append(_row(cell, "df", d, n, dnote, undefined="undefined: fewer than two groups"))
+    out.append(_row(cell, "df", d, n, dnote, undefined="undefined: fewer than two groups",
+                    p_value=p_of(df), bias_corrected=True))
     out.append(_row(cell, "df_smoothed", est(X, dfs), n, note,
-                    undefined="undefined: fewer than two groups"))
+                    undefined="undefined: fewer than two groups", p_value=p_of(dfs),
+                    bias_corrected=True))
     return out
 
 
 def group_table(items: pd.DataFrame, preds: pd.DataFrame,
-                min_group_n: int = DEFAULT_MIN_GROUP_N) -> pd.DataFrame:
+                min_group_n: int = DEFAULT_MIN_GROUP_N, cluster: str = "template",
+                n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED) -> pd.DataFrame:
     """Per dataset x context x group (first run): ``fav_rate`` and ``invalid_rate``
-    with Wilson CIs and n; groups with n < min_group_n carry a warning note."""
+    with CIs (cluster bootstrap over templates, or Wilson with ``cluster="item"``) and
+    n; groups with n < min_group_n carry a warning note."""
+    _check_cluster(cluster)
     j = join_answers(items, first_run(preds))
     j = j[j["group"].notna()]
-    t = rate_table(j, ["dataset", "context", "group"], ["fav", "invalid"])
+    t = rate_table(j, ["dataset", "context", "group"], ["fav", "invalid"],
+                   clusters="question_index" if cluster == "template" else None,
+                   n_boot=n_boot, seed=seed)
     t["metric"] = t["metric"].map({"fav": "fav_rate", "invalid": "invalid_rate"})
     small = t["n"] < min_group_n
     t.loc[small, "note"] = f"small group (n < {min_group_n}): too few items to say anything"
     return t
 
 
-def position_bias(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                  seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL) -> pd.DataFrame:
-    """Position bias on repeat 0 of items asked under all three cyclic rotations.
-
-    Rotation r shows original option (p + r) mod 3 at position p (a, b, c), so an
-    answer ``a`` was displayed at p = (a - r) mod 3. Over the three rotations each
-    option sits once at each position, so a model that answers by content gives
-    each position exactly 1/3 of its valid answers; ``position_share_<p>`` is the
-    observed share and ``position_bias`` = max_p |share_p - 1/3| (0 = none; 2/3 =
-    always the same letter). Empty table when no item has all three rotations."""
-    cols = [*GROUPING, *METRIC_COLUMNS]
+def rotation_answers(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
+    """The repeat-0 answers of the items asked under all three rotations, joined to the
+    items, with ``pos_a, pos_b, pos_c`` (0/1: the displayed position of the answer).
+    Rotation r shows original option (p + r) mod 3 at position p, so an answer ``a``
+    was displayed at p = (a - r) mod 3. Empty when no item has all three rotations."""
     if "rotation" not in preds:
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame()
     p = preds[preds["repeat"] == 0] if "repeat" in preds else preds
     nrot = p.groupby(["dataset", "example_id"])["rotation"].nunique()
     full = nrot[nrot == 3].index
     p = p.set_index(["dataset", "example_id"]).loc[lambda d: d.index.isin(full)].reset_index()
     if p.empty:
-        return pd.DataFrame(columns=cols)
+        return pd.DataFrame()
     j = join_answers(items, p)
     a = j["answer"].to_numpy(dtype=np.float64)
-    valid = ~np.isnan(a)
-    pos = np.where(valid, np.mod(np.nan_to_num(a) - j["rotation"].to_numpy(), 3), -1)
+    pos = np.where(~np.isnan(a), np.mod(np.nan_to_num(a) - j["rotation"].to_numpy(), 3), -1)
     for k, letter in enumerate("abc"):
         j[f"pos_{letter}"] = (pos == k).astype(float)
+    return j
+
+
+def position_counts(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
+    """Per item asked under all three rotations (repeat 0): ``dataset, context,
+    example_id, pos_a, pos_b, pos_c, valid`` = how many of its three answers sat at
+    each displayed position, and how many were valid (:func:`rotation_answers`)."""
+    cols = ["dataset", "context", "example_id", "pos_a", "pos_b", "pos_c", "valid"]
+    j = rotation_answers(items, preds)
+    if j.empty:
+        return pd.DataFrame(columns=cols)
+    return j.groupby(["dataset", "context", "example_id"], sort=True)[
+        ["pos_a", "pos_b", "pos_c", "valid"]].sum().reset_index()[cols]
+
+
+def _position_bias_stat(s: np.ndarray) -> np.ndarray:
+    """s = [pos_a, pos_b, pos_c, valid] sums -> max_p |share_p - 1/3|."""
+    return np.abs(safe_ratio(s[:, :3], s[:, 3:4]) - 1.0 / 3.0).max(axis=1)
+
+
+def _position_bias_of_rotations(S: np.ndarray) -> np.ndarray:
+    """Position bias from per-rotation sums S (m, 3 rotations, [a=0, a=1, a=2, valid]):
+    position p collects the answers a = (p + r) mod 3 given under rotation r."""
+    counts = np.stack([sum(S[:, r, (p + r) % 3] for r in range(3)) for p in range(3)], axis=1)
+    return _position_bias_stat(np.column_stack([counts, S[:, :, 3].sum(axis=1)]))
+
+
+def position_bias(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
+                  seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL,
+                  cluster: str = "template", n_perm: int = DEFAULT_N_PERM) -> pd.DataFrame:
+    """Position bias on repeat 0 of items asked under all three cyclic rotations.
+
+    Over the three rotations each option sits once at each position, so a model that
+    answers by content gives each position exactly 1/3 of its valid answers;
+    ``position_share_<p>`` is the observed share and ``position_bias`` = max_p
+    |share_p - 1/3| (0 = none; 2/3 = always the same letter). Bootstrap over templates
+    (or items); ``p_value``: the rotation labels permuted within each item (a model
+    answering by content gives exchangeable answers across its rotations).
+    Empty table when no item has all three rotations."""
+    _check_cluster(cluster)
+    cols = [*GROUPING, *METRIC_COLUMNS]
+    answers = rotation_answers(items, preds)
+    if answers.empty:
+        return pd.DataFrame(columns=cols)
+    per_item = position_counts(items, preds)
+    if cluster == "template":
+        per_item = per_item.merge(items[["dataset", "example_id", "question_index"]],
+                                  on=["dataset", "example_id"])
     rows = []
-    per_item = j.groupby(["dataset", "context", "example_id"], sort=True)[
-        ["pos_a", "pos_b", "pos_c", "valid"]].sum().reset_index()
     for (dataset, context), g in per_item.groupby(CELL, sort=True):
         X = g[["pos_a", "pos_b", "pos_c", "valid"]].to_numpy()
-        W = multiplicities(len(g), n_boot, seed)
+        clusters = _templates(g, cluster)
+        W = multiplicities(len(g), n_boot, seed, clusters)
         cell = {"dataset": dataset, "context": context, "polarity": "all"}
         nv = int(X[:, 3].sum())
-
-        def pb(s):
-            shares = safe_ratio(s[:, :3], s[:, 3:4])
-            return np.abs(shares - 1.0 / 3.0).max(axis=1)
-
-        rows.append(_row(cell, "position_bias", bootstrap(X, pb, n_boot, seed, level, W=W), nv,
-                         undefined="undefined: no valid answer"))
+        a = answers[(answers["dataset"] == dataset) & (answers["context"] == context)]
+        av = a["answer"].to_numpy(dtype=np.float64)
+        Xa = np.column_stack([(av == k).astype(float) for k in range(3)] + [~np.isnan(av)])
+        perm = permutation_test(Xa, a["rotation"].to_numpy(), _position_bias_of_rotations,
+                                strata=a["example_id"].to_numpy(), n_perm=n_perm, seed=seed)
+        rows.append(_row(cell, "position_bias",
+                         bootstrap(X, _position_bias_stat, n_boot, seed, level, W=W,
+                                   clusters=clusters), nv,
+                         undefined="undefined: no valid answer", p_value=perm.p_value,
+                         bias_corrected=True))
         for k, letter in enumerate("abc"):
             rows.append(_row(cell, f"position_share_{letter}",
-                             bootstrap(X[:, [k, 3]], accuracy_stat, n_boot, seed, level, W=W),
+                             bootstrap(X[:, [k, 3]], accuracy_stat, n_boot, seed, level, W=W,
+                                       clusters=clusters),
                              nv, undefined="undefined: no valid answer"))
     return pd.DataFrame(rows, columns=cols)

@@ -13,6 +13,14 @@ which may be ``"all"`` (pooled): ``mfaa_mean, mfaa_std, mfaa_min, mfaa_max, gtc_
 (std is the sample standard deviation, ddof = 1; NaN for one item),
 ``flagged`` (count), ``flagged_pct`` (100 * flagged / items), ``n_mfaa_below_90``
 (items with MFAA% < 90). ``n`` is the number of items.
+
+When the items carry a known letter distribution (the columns of
+:func:`fairness_tests.metrics.expected_consistency.expected_items` joined on), the
+summary adds the exact expectations ``mfaa_expected_mean``, ``gtc_expected_mean``
+(and their ``_std``, ``_min``, ``_max``), ``flagged_expected_pct`` (100 * mean
+P(flagged)) and ``repeats_fit``: Pearson's X^2 of the sampled repeats against the
+distributions, its parametric-bootstrap p-value in ``p_value`` (a small p: the repeats
+do not follow the stated distribution, e.g. a serving-side cache).
 """
 from __future__ import annotations
 
@@ -20,10 +28,14 @@ import numpy as np
 import pandas as pd
 
 from ..stats import METRIC_COLUMNS
+from .expected_consistency import K, goodness_of_fit
 
 GROUPING = ["dataset", "context", "polarity"]
 METRICS = ["mfaa_mean", "mfaa_std", "mfaa_min", "mfaa_max", "gtc_mean", "gtc_std", "gtc_min",
            "gtc_max", "flagged", "flagged_pct", "n_mfaa_below_90"]
+EXPECTED_METRICS = [f"{m}_expected_{s}" for m in ("mfaa", "gtc")
+                    for s in ("mean", "std", "min", "max")] + ["flagged_expected_pct",
+                                                               "repeats_fit"]
 
 
 def per_item(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
@@ -73,9 +85,29 @@ def _summary(g: pd.DataFrame) -> dict[str, float]:
             "flagged_pct": 100.0 * flagged / n, "n_mfaa_below_90": float((mfaa < 90).sum())}
 
 
-def consistency_table(item_table: pd.DataFrame) -> pd.DataFrame:
+def _expected_summary(g: pd.DataFrame, seed: int) -> tuple[dict[str, float], float]:
+    """Summary of the exact expectations over the items of g that have them, and the
+    goodness-of-fit p-value (NaN without any)."""
+    e = g[g["mfaa_expected"].notna()]
+    if e.empty:
+        return {m: float("nan") for m in EXPECTED_METRICS}, float("nan")
+    out = {}
+    for m in ("mfaa", "gtc"):
+        x = e[f"{m}_expected"].to_numpy(float)
+        out.update({f"{m}_expected_mean": x.mean(), f"{m}_expected_min": x.min(),
+                    f"{m}_expected_max": x.max(),
+                    f"{m}_expected_std": float(np.std(x, ddof=1)) if len(x) > 1 else np.nan})
+    out["flagged_expected_pct"] = 100.0 * float(e["p_flagged"].mean())
+    fit = goodness_of_fit(e[[f"obs_{k}" for k in range(K)]].to_numpy(),
+                          e[[f"p_{k}" for k in range(K)]].to_numpy(), seed=seed)
+    out["repeats_fit"] = fit.statistic
+    return out, fit.p_value
+
+
+def consistency_table(item_table: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     """Summary of :func:`per_item` for every dataset x context x polarity cell and
-    every pooling of them ("all"), in the metric-table shape."""
+    every pooling of them ("all"), in the metric-table shape (with the expected-
+    consistency rows when the item table has them; ``seed`` of their fit test)."""
     rows = []
     if item_table.empty:
         return pd.DataFrame(columns=[*GROUPING, *METRIC_COLUMNS])
@@ -99,6 +131,18 @@ def consistency_table(item_table: pd.DataFrame) -> pd.DataFrame:
             rows.append({"dataset": d, "context": c, "polarity": p, "metric": metric,
                          "value": v, "ci_low": np.nan, "ci_high": np.nan, "n": len(g),
                          "note": note})
+        if "mfaa_expected" in g:
+            e, p_fit = _expected_summary(g, seed)
+            n_e = int(g["mfaa_expected"].notna().sum())
+            for metric in EXPECTED_METRICS:
+                note = ("exact, from the items' letter distributions" if n_e else
+                        "undefined: no item with a letter distribution")
+                if metric == "repeats_fit":
+                    note = "Pearson X^2 of the repeats vs the distributions; p by parametric bootstrap"
+                rows.append({"dataset": d, "context": c, "polarity": p, "metric": metric,
+                             "value": e[metric], "ci_low": np.nan, "ci_high": np.nan,
+                             "n": n_e, "p_value": p_fit if metric == "repeats_fit" else np.nan,
+                             "note": note})
     return pd.DataFrame(rows, columns=[*GROUPING, *METRIC_COLUMNS])
 
 

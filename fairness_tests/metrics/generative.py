@@ -14,9 +14,21 @@ Definitions (g = a slice ``<gender>_<religion>``; "ok rows" = status != "error")
   never dropped), Wilson CI
 - worst slice of m = argmax_g value(m, g) (ties: first slice in sorted order)
 - disparity of m = max_g value(m, g) - min_g value(m, g); CI by the one bootstrap
-  (``stats.bootstrap``, rows resampled, the statistic recomputed from per-slice sums)
+  (``stats.bootstrap``, the statistic recomputed from per-slice sums)
 - refusal gap = max over slice pairs |P(refusal|g) - P(refusal|g')|, which equals the
   disparity of refusal (max - min)
+
+Resampling (``cluster``): ``"prompt"`` (default) resamples whole prompts (family x
+paraphrase x occupation x slice: one prompt text, asked over decodings and seeds, whose
+generations are not independent), so every CI is a cluster bootstrap with
+``n_clusters`` and ``deff``; ``"row"`` treats generations as independent (Wilson
+intervals for rates, a row bootstrap for means).
+
+Max-type statistics (worst slice, disparity, refusal gap) carry the bootstrap
+bias-corrected estimate ``value_bc`` and the permutation p-value ``p_value`` of "no
+difference between slices" (:mod:`fairness_tests.permutation`): the slice labels of
+whole prompts permuted within their frame (family x paraphrase x occupation), or of
+rows with ``cluster="row"``.
 """
 from __future__ import annotations
 
@@ -26,8 +38,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ..stats import (DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS, bootstrap, multiplicities,
-                     rate_table, mean_table, safe_ratio)
+from ..permutation import DEFAULT_N_PERM, permutation_test
+from ..stats import (DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS, bootstrap, mean_table,
+                     metric_row, multiplicities, rate_table, safe_ratio)
+
+CLUSTERS = ("prompt", "row")
 
 RATE_METRICS = ["refusal", "deflection", "religion_mention", "title_mention",
                 "identity_salience", "stereotype", "demeaning", "pilot_harm"]
@@ -46,26 +61,43 @@ VIEWS = {
 
 def with_cells(scored: pd.DataFrame) -> pd.DataFrame:
     """Add the cell columns ``slice`` (man_Muslim), ``family`` (F1) and ``decoding``
-    (t0.2_p0.9) used for grouping."""
+    (t0.2_p0.9) used for grouping, and the sampling units: ``frame`` (family x
+    paraphrase x occupation: the prompt before the slice is filled in) and ``prompt``
+    (frame x slice: one prompt text, asked over decodings and seeds; the cluster of
+    the generative bootstrap)."""
     df = scored.copy()
     df["slice"] = df["slice_gender"].astype(str) + "_" + df["slice_religion"].astype(str)
     df["family"] = df["prompt_family"].astype(str)
+    df["frame"] = (df["family"] + "|" + df["paraphrase_id"].astype(str) + "|"
+                   + df["occupation"].astype(str))
+    df["prompt"] = df["frame"] + "|" + df["slice"]
     df["decoding"] = ("t" + df["temperature"].map(lambda t: f"{float(t):g}") + "_p"
                       + df["top_p"].map(lambda p: f"{float(p):g}"))
     df["is_error"] = (df["status"] == "error").astype(float)
     return df
 
 
+def _check_cluster(cluster: str) -> str | None:
+    """The cluster column for ``cluster`` ("prompt" -> "prompt", "row" -> None)."""
+    if cluster not in CLUSTERS:
+        from ..errors import ConfigError
+        raise ConfigError(f"generative cluster must be one of {', '.join(CLUSTERS)}, "
+                          f"got {cluster!r}")
+    return "prompt" if cluster == "prompt" else None
+
+
 def slice_table(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFAULT_N_BOOT,
-                seed: int = DEFAULT_SEED) -> pd.DataFrame:
+                seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
     """Metric table grouped by ``[*by, "slice"]``: every metric + ``error``."""
-    df = scored if "slice" in scored else with_cells(scored)
+    cl = _check_cluster(cluster)
+    df = scored if "prompt" in scored else with_cells(scored)
     keys = [*by, "slice"]
     ok = df[df["status"] != "error"]
+    kw = dict(clusters=cl, n_boot=n_boot, seed=seed)
     parts = [
-        rate_table(ok, keys, RATE_METRICS),
-        mean_table(ok, keys, MEAN_METRICS, n_boot=n_boot, seed=seed),
-        rate_table(df, keys, ["is_error"]).replace({"metric": {"is_error": "error"}}),
+        rate_table(ok, keys, RATE_METRICS, **kw),
+        mean_table(ok, keys, MEAN_METRICS, **kw),
+        rate_table(df, keys, ["is_error"], **kw).replace({"metric": {"is_error": "error"}}),
     ]
     out = pd.concat([p for p in parts if len(p)], ignore_index=True)
     # cells with only error rows have no ok-row table entries: add NaN rows, noted
@@ -85,10 +117,10 @@ def slice_table(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFA
 
 
 def all_tables(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-               seed: int = DEFAULT_SEED) -> dict[str, pd.DataFrame]:
+               seed: int = DEFAULT_SEED, cluster: str = "prompt") -> dict[str, pd.DataFrame]:
     """Every view of :data:`VIEWS` (per slice, slice x family, ...)."""
     df = with_cells(scored)
-    return {name: slice_table(df, by, n_boot, seed) for name, by in VIEWS.items()}
+    return {name: slice_table(df, by, n_boot, seed, cluster) for name, by in VIEWS.items()}
 
 
 def worst_slice(table: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
@@ -109,22 +141,33 @@ def worst_slice(table: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*keys, "slice", "value", "ci_low", "ci_high", "n"])
 
 
-def _max_minus_min(sums: np.ndarray, k: int) -> np.ndarray:
-    rates = safe_ratio(sums[:, :k], sums[:, k:])
-    defined = (~np.isnan(rates)).sum(axis=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        out = np.nanmax(rates, axis=1) - np.nanmin(rates, axis=1)
-    out[defined < 2] = np.nan
-    return out
+def _slice_stat(k: int, reduce: str):
+    """Statistic of sums laid out [y@s1 .. y@sk, n@s1 .. n@sk]: max over the slices with
+    rows of the per-slice rates (``reduce="max"``) or max - min (``"range"``; NaN with
+    fewer than two slices)."""
+    def f(sums: np.ndarray) -> np.ndarray:
+        rates = safe_ratio(sums[:, :k], sums[:, k:2 * k])
+        defined = (~np.isnan(rates)).sum(axis=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            hi = np.nanmax(rates, axis=1)
+            out = hi if reduce == "max" else hi - np.nanmin(rates, axis=1)
+        out[defined < (1 if reduce == "max" else 2)] = np.nan
+        return out
+    return f
 
 
-def disparity(scored: pd.DataFrame, by: Sequence[str] = (), metrics: Sequence[str] = METRICS,
-              n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED) -> pd.DataFrame:
-    """Metric table ``[*by, metric, value, ci_low, ci_high, n, note]``: max - min across
-    slices (ok rows), bootstrap CI over rows (one multiplicity matrix per cell, shared
-    by all metrics). ``n`` = ok rows in the cell."""
-    df = scored if "slice" in scored else with_cells(scored)
+def max_over_slices(scored: pd.DataFrame, by: Sequence[str] = (),
+                    metrics: Sequence[str] = METRICS, reduce: str = "range",
+                    n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
+                    cluster: str = "prompt", n_perm: int = DEFAULT_N_PERM) -> pd.DataFrame:
+    """Metric table ``[*by, metric, ...]`` of a max-type statistic over the slices of each
+    cell of ``by`` (ok rows): ``reduce="range"`` = max - min (disparity), ``"max"`` =
+    the worst slice's value. Bootstrap CI (one multiplicity matrix per cell, shared by
+    all metrics; prompts or rows resampled), ``value_bc`` and the permutation
+    ``p_value`` (see the module docstring). ``n`` = ok rows in the cell."""
+    cl = _check_cluster(cluster)
+    df = scored if "prompt" in scored else with_cells(scored)
     ok = df[df["status"] != "error"]
     rows = []
     grouped = ok.groupby(list(by), sort=True) if by else [((), ok)]
@@ -132,22 +175,37 @@ def disparity(scored: pd.DataFrame, by: Sequence[str] = (), metrics: Sequence[st
         key = key if isinstance(key, tuple) else (key,)
         slices = sorted(g["slice"].unique())
         member = np.column_stack([(g["slice"] == s).to_numpy(dtype=float) for s in slices])
-        W = multiplicities(len(g), n_boot, seed)
+        clusters = g[cl].to_numpy() if cl else None
+        W = multiplicities(len(g), n_boot, seed, clusters)
         k = len(slices)
+        stat = _slice_stat(k, reduce)
         for m in metrics:
             y = g[m].to_numpy(dtype=float)
             X = np.column_stack([member * y[:, None], member])
-            v, lo, hi = bootstrap(X, lambda s: _max_minus_min(s, k), W=W)
-            note = "" if k >= 2 else "fewer than two slices"
-            rows.append((*key, m, v, lo, hi, len(g), note))
+            est = bootstrap(X, stat, n_boot, seed, W=W, clusters=clusters)
+            perm = permutation_test(
+                np.column_stack([y, np.ones_like(y)]), g["slice"].to_numpy(),
+                lambda S: stat(np.hstack([S[:, :, 0], S[:, :, 1]])),
+                strata=g["frame"].to_numpy() if cl else None,
+                units=clusters, n_perm=n_perm, seed=seed)
+            note = "" if k >= (1 if reduce == "max" else 2) else "fewer than two slices"
+            rows.append(metric_row(m, est, n=len(g), note=note, p_value=perm.p_value,
+                                   bias_corrected=True, **dict(zip(by, key))))
     return pd.DataFrame(rows, columns=[*by, *METRIC_COLUMNS])
 
 
+def disparity(scored: pd.DataFrame, by: Sequence[str] = (), metrics: Sequence[str] = METRICS,
+              n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
+              cluster: str = "prompt") -> pd.DataFrame:
+    """max - min across slices per cell of ``by`` (:func:`max_over_slices`)."""
+    return max_over_slices(scored, by, metrics, "range", n_boot, seed, cluster)
+
+
 def refusal_gap(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFAULT_N_BOOT,
-                seed: int = DEFAULT_SEED) -> pd.DataFrame:
+                seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
     """max over slice pairs |P(refusal|g) - P(refusal|g')| (= max - min), with CI;
     metric name ``refusal_gap``."""
-    t = disparity(scored, by, ["refusal"], n_boot, seed)
+    t = disparity(scored, by, ["refusal"], n_boot, seed, cluster)
     t["metric"] = "refusal_gap"
     return t
 
@@ -161,37 +219,6 @@ def error_counts(scored: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     out["n_error"] = g["is_error"].sum().astype(int)
     out["n_ok"] = out["n"] - out["n_error"]
     return out.reset_index()
-
-
-def cell_statistics(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                    seed: int = DEFAULT_SEED) -> pd.DataFrame:
-    """Per protocol cell (overall, each family, each decoding regime, and each seed when
-    there are several): worst-slice
-    value and disparity of every metric, plus the refusal gap. Columns:
-    ``cell_kind, cell, statistic, metric, slice, value, ci_low, ci_high, n`` (input of
-    :mod:`fairness_tests.metrics.protocol_sensitivity`)."""
-    df = with_cells(scored)
-    parts = []
-    kinds = [("overall", []), ("family", ["family"]), ("decoding", ["decoding"])]
-    if "seed" in df and df["seed"].nunique() > 1:       # seeds are a protocol choice too
-        kinds.append(("seed", ["seed"]))
-    for kind, by in kinds:
-        t = slice_table(df, by, n_boot, seed)
-        t = t[t["metric"].isin(METRICS)]
-        w = worst_slice(t, by)
-        w["statistic"] = "worst_slice"
-        d = disparity(df, by, METRICS, n_boot, seed)
-        d["statistic"] = "disparity"
-        d["slice"] = ""
-        for part in (w, d):
-            part["cell_kind"] = kind
-            part["cell"] = part[by[0]].astype(str) if by else "overall"
-            parts.append(part[["cell_kind", "cell", "statistic", "metric", "slice", "value",
-                               "ci_low", "ci_high", "n"]])
-    out = pd.concat(parts, ignore_index=True)
-    gap = out[(out["statistic"] == "disparity") & (out["metric"] == "refusal")].copy()
-    gap["statistic"] = "refusal_gap"
-    return pd.concat([out, gap], ignore_index=True)
 
 
 # ---------------------------------------------------------------- scorer sensitivity

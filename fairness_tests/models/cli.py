@@ -1,4 +1,4 @@
-"""``fairness-tests store stats | export | import | prune``."""
+"""``fairness-tests store stats | export | import | prune | merge``."""
 from __future__ import annotations
 
 import json
@@ -20,7 +20,8 @@ def parse_duration(text: str) -> float:
 
 
 def register(subparsers) -> None:
-    st = subparsers.add_parser("store", help="the response store: stats, export, import, prune")
+    st = subparsers.add_parser("store", help="the response store: stats, export, import, "
+                               "prune, merge")
     sub = st.add_subparsers(dest="store_command", required=True)
 
     def common(p):
@@ -52,6 +53,12 @@ def register(subparsers) -> None:
     p.add_argument("--status", default=None, choices=STATUSES)
     p.add_argument("--older-than", default=None, help="age, e.g. 30m, 12h, 7d")
     p.set_defaults(func=cmd_prune)
+
+    p = sub.add_parser("merge", help="combine stores recorded apart (e.g. --shard i/N) into one")
+    p.add_argument("sources", nargs="+", help="SQLite stores to merge")
+    p.add_argument("--into", required=True, help="the store they are merged into (created "
+                   "if absent; its own rows are kept)")
+    p.set_defaults(func=cmd_merge)
 
 
 def _open(args):
@@ -101,4 +108,13 @@ def cmd_prune(args) -> int:
         n = store.prune(model=args.model, backend=args.backend, status=args.status,
                         older_than_s=older)
     print(f"deleted {n} responses")
+    return 0
+
+
+def cmd_merge(args) -> int:
+    from .store_merge import merge_stores
+    c = merge_stores(args.sources, args.into)
+    print(f"merged {c['sources']} store(s) into {args.into}: added {c['added']}, "
+          f"duplicates kept once {c['duplicates']}, error rows replaced {c['replaced_errors']}, "
+          f"error rows not copied {c['kept_errors']}")
     return 0

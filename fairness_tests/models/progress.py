@@ -17,6 +17,20 @@ A line::
 
 ``store``: requests the store answered before asking (not counted in the total);
 ``cached``: requests another process recorded while this one ran.
+
+Phases and work. A backend with a setup of its own (loading a model) is shown as a
+separate phase line (:meth:`Progress.phase`), and the clock of the rate restarts when
+the answering starts (:meth:`Progress.start_work`), so a slow load never shows as a
+slow rate. When the backend also says how much compute the run needs (``total_work``
+units, e.g. tokens to compute) and reports it batch by batch (``update(work=...)``),
+the percentage is the share of that work done and the ETA is
+``elapsed * (total_work - work_done) / work_done``: both move with every batch,
+including batches that compute shared prefixes and complete no answer yet; the ETA is
+``?`` until ``ETA_MIN_WORK`` of the work is done (a first small batch says little).
+Without work figures the ETA is ``items left / (fresh items / elapsed)``, ``?`` until
+an item is done. Such a line::
+
+    bbq  96/240   41%  7.9/s  ETA 18s
 """
 from __future__ import annotations
 
@@ -27,6 +41,7 @@ import time
 from typing import IO, Any
 
 ENV_PROGRESS = "FAIRNESS_PROGRESS"
+ETA_MIN_WORK = 0.05      # with work figures, no ETA before this share of the work is done
 
 
 def _fmt_duration(s: float) -> str:
@@ -72,6 +87,9 @@ class Progress:
         self.stream = stream if stream is not None else self._default_stream()
         self._tty = bool(self.stream is not None and getattr(self.stream, "isatty", lambda: False)())
         self._start = clock()
+        self.work_done = 0
+        self.total_work: int | None = None
+        self.work_unit = ""
         self._last_write = -1e18
         self._last_pct_mark = -1.0
         self._closed = False
@@ -92,15 +110,42 @@ class Progress:
         worker = os.environ.get("PYTEST_XDIST_WORKER")
         return f"[{worker}] " if worker else ""
 
+    # -- phases -------------------------------------------------------------
+    def phase(self, text: str) -> None:
+        """A line of its own for a setup step (e.g. loading a model), written at once."""
+        with self._lock:
+            if self.stream is None or self._closed:
+                return
+            line = f"{self.prefix}{self.label}  {text}".strip()
+            self._emit(("\r" + line + "\x1b[K\n") if self._tty else line + "\n")
+
+    def start_work(self, total_work: int | None = None, unit: str = "",
+                   note: str = "") -> None:
+        """Answering starts now (the rate's clock restarts); ``total_work`` is the
+        compute it needs, in ``unit`` (reported with ``update(work=...)``)."""
+        with self._lock:
+            self._start = self._clock()
+            self.total_work = int(total_work) if total_work else None
+            self.work_unit = unit
+            self.work_done = 0
+        if note:
+            self.phase(note)
+
     # -- updates ------------------------------------------------------------
     def update(self, n: int = 1, *, tokens: int | None = None, cost_usd: float | None = None,
-               cached: bool = False, error: bool = False) -> None:
+               cached: bool = False, error: bool = False, errors: int = 0,
+               work: int | None = None) -> None:
+        """``n`` items done (``error``: all of them failed; ``errors``: that many did);
+        ``work``: units of the backend's work done since the last update."""
         with self._lock:
             self.done += n
+            if work:
+                self.work_done += int(work)
             if cached:
                 self.cached += n
             if error:
                 self.errors += n
+            self.errors += int(errors)
             if tokens:
                 self.tokens += int(tokens)
             if cost_usd:
@@ -112,8 +157,12 @@ class Progress:
         fresh = self.done - self.cached
         rate = fresh / elapsed
         left = self.total - self.done
-        eta = left / rate if rate > 0 else (0.0 if left <= 0 else float("inf"))
-        pct = 100.0 * self.done / self.total if self.total else 100.0
+        pct = self._pct()
+        if self.total_work:
+            frac = pct / 100.0
+            eta = elapsed * (1 - frac) / frac if frac >= ETA_MIN_WORK else float("inf")
+        else:
+            eta = left / rate if rate > 0 else float("inf")
         parts = [f"{self.prefix}{self.label}".rstrip(),
                  f"{self.done}/{self.total}", f"{pct:3.0f}%", f"{rate:.1f}/s",
                  f"ETA {_fmt_duration(eta)}" if left > 0 else f"in {_fmt_duration(elapsed)}"]
@@ -123,16 +172,27 @@ class Progress:
             parts.append(f"cached {self.cached}")
         if self.errors:
             parts.append(f"errors {self.errors}")
-        if self.show_tokens or self.tokens or self.cost_usd:
+        if self.total_work and self.work_unit:
+            parts.append(f"computed {_fmt_count(self.work_done)}/{_fmt_count(self.total_work)}"
+                         f" {self.work_unit}")
+        elif not self.total_work and (self.show_tokens or self.tokens or self.cost_usd):
             parts.append(f"tok {_fmt_count(self.tokens)}")
             parts.append(f"${self.cost_usd:.4f}")
         return "  ".join(p for p in parts if p)
+
+    def _pct(self) -> float:
+        """Per cent done: of the work when the backend gave it, else of the items."""
+        if self.done >= self.total:
+            return 100.0
+        if self.total_work:
+            return 100.0 * min(self.work_done / self.total_work, 1.0)
+        return 100.0 * self.done / self.total if self.total else 100.0
 
     def _maybe_write(self, final: bool = False) -> None:
         if self.stream is None or self._closed:
             return
         now = self._clock()
-        pct = 100.0 * self.done / self.total if self.total else 100.0
+        pct = self._pct()
         if self._tty:
             if final or now - self._last_write >= self.tty_interval_s:
                 self._emit("\r" + self.line() + "\x1b[K" + ("\n" if final else ""))

@@ -1,9 +1,25 @@
 """One request/response model for both protocols.
 
 A :class:`Request` is everything that can change a model's output; its
-:meth:`Request.key` (sha256 of a canonical JSON of those fields) is the response
-store's primary key. ``meta`` carries the protocol's columns (dataset, item id,
-slice, family, ...) so records can be joined back; it is NOT part of the key.
+:meth:`Request.key` is the response store's primary key:
+
+    key = sha256(canonical_json(key_fields))
+
+with ``key_fields = {backend, model, kind, messages, choices, decoding, seed,
+repeat}`` and :func:`canonical_json` the one encoding of a key: object keys
+sorted, no spaces, UTF-8, and every number in one form (an integral value as an
+integer, so ``1 == 1.0``; numpy scalars as the Python number they print as;
+NaN and infinities refused). A field whose value is ``None`` is left out, so a
+field added later (with a ``None`` default) leaves every existing key as it is.
+
+Not in the key:
+
+- ``meta``: the protocol's columns (dataset, item id, slice, ...), kept so
+  records can be joined back;
+- ``api_base``: transport (where the request is sent). A port change keeps the
+  key; what answers is identified by the model id (in the key) and by the
+  backend's :meth:`~fairness_tests.models.backends.base.Backend.fingerprint`,
+  which the store keeps beside every row and checks on replay.
 
 Kinds:
 - ``"choice"``: a multiple-choice question; ``choices`` are the answer letters
@@ -28,12 +44,90 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+from ..errors import ConfigError
 
 Status = Literal["ok", "error", "refused", "truncated"]
 STATUSES = ("ok", "error", "refused", "truncated")
 
+
+# ----------------------------------------------------------------------------- canonical form
+
+def canonical(value: Any, where: str = "request") -> Any:
+    """``value`` as plain JSON data in its one canonical form: dicts with string keys
+    (entries whose value is ``None`` dropped), lists for tuples, ``bool`` kept, every
+    other number as an ``int`` when integral (``1.0 -> 1``) else the shortest ``float``;
+    a numpy scalar counts as the number it prints as (``float32(0.7) -> 0.7``).
+    NaN and infinities are a :class:`ConfigError` naming ``where``."""
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ConfigError(f"{where}: non-string key {k!r}")
+            if v is not None:
+                out[k] = canonical(v, f"{where}.{k}")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [canonical(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    number = _number(value, where)
+    if number is not None:
+        return number
+    raise ConfigError(f"{where}: {type(value).__name__} {value!r} cannot be part of a request key")
+
+
+def _number(value: Any, where: str) -> int | float | None:
+    """The canonical number for ``value`` (None when it is not a number)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        x = value
+    elif type(value).__module__ == "numpy" and hasattr(value, "dtype"):
+        kind = value.dtype.kind
+        if kind in "iu":
+            return int(value)
+        if kind != "f":
+            return None
+        x = float(str(value))        # the shortest repr in the scalar's own precision
+    else:
+        return None
+    if not math.isfinite(x):
+        raise ConfigError(f"{where}: {x} is not a finite number")
+    return int(x) if x.is_integer() else x
+
+
+def canonical_json(value: Any) -> str:
+    """The one serialisation of a key: :func:`canonical` data, keys sorted, no spaces."""
+    return json.dumps(canonical(value), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False, allow_nan=False)
+
+
+def key_of(key_fields: dict[str, Any]) -> str:
+    """sha256 of :func:`canonical_json` of a request's key fields (hex)."""
+    return hashlib.sha256(canonical_json(key_fields).encode("utf-8")).hexdigest()
+
+
+def _float(value: Any, where: str) -> float:
+    x = _number(value, where)
+    if x is None:
+        raise ConfigError(f"{where} must be a number, got {value!r}")
+    return float(x)
+
+
+def _int(value: Any, where: str) -> int:
+    x = _number(value, where)
+    if x is None or not float(x).is_integer():
+        raise ConfigError(f"{where} must be an integer, got {value!r}")
+    return int(x)
+
+
+# ----------------------------------------------------------------------------- requests
 
 @dataclass(frozen=True)
 class Message:
@@ -43,11 +137,18 @@ class Message:
 
 @dataclass(frozen=True)
 class Decoding:
+    """Decoding settings; numbers are normalised on construction (``temperature=1``
+    and ``temperature=1.0`` are the same decoding, a numpy scalar a plain number)."""
     temperature: float = 1.0
     top_p: float = 1.0
     max_tokens: int = 16
     reasoning_effort: str | None = None   # litellm's reasoning_effort ("low", "medium", "high")
     thinking_budget: int | None = None    # litellm's thinking={"type": "enabled", "budget_tokens": N}
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "temperature", _float(self.temperature, "temperature"))
+        object.__setattr__(self, "top_p", _float(self.top_p, "top_p"))
+        object.__setattr__(self, "max_tokens", _int(self.max_tokens, "max_tokens"))
 
     def label(self) -> str:
         """Readable id, e.g. ``t0.7_p0.95``."""
@@ -70,47 +171,65 @@ class Request:
     repeat: int = 0
     backend: str = "replay"
     model: str = ""
-    api_base: str | None = None
+    # transport: where to send it (None: the backend's own); not part of the key
+    api_base: str | None = field(default=None, compare=False, hash=False)
     kind: Literal["choice", "generate"] = "generate"
     choices: tuple[str, ...] = ()
     repeat_mode: str = "calls"
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seed", _int(self.seed, "seed"))
+        object.__setattr__(self, "repeat", _int(self.repeat, "repeat"))
+        object.__setattr__(self, "messages", tuple(self.messages))
+        object.__setattr__(self, "choices", tuple(self.choices))
+
     def key_fields(self) -> dict[str, Any]:
-        """The fields hashed into the key: all that can change the output."""
-        fields = {
+        """The fields hashed into the key (canonical form): all that can change the
+        output and is asked for, not how or where it is sent. Reasoning settings and a
+        repeat mode other than ``calls`` enter only when set, so keys of runs that use
+        neither are unchanged."""
+        return canonical({
             "backend": self.backend,
             "model": self.model,
-            "api_base": self.api_base or None,
             "kind": self.kind,
             "messages": [[m.role, m.content] for m in self.messages],
             "choices": list(self.choices),
             "decoding": self.decoding.key_fields(),
-            "seed": int(self.seed),
-            "repeat": int(self.repeat),
-        }
-        if self.repeat_mode != "calls":
-            fields["repeat_mode"] = self.repeat_mode
-        return fields
+            "seed": self.seed,
+            "repeat": self.repeat,
+            "repeat_mode": None if self.repeat_mode == "calls" else self.repeat_mode,
+        })
 
     def key(self) -> str:
         # computed once per request (the request is frozen; meta is not part of the key)
         cached = self.__dict__.get("_key")
         if cached is None:
-            blob = json.dumps(self.key_fields(), sort_keys=True, separators=(",", ":"),
-                              ensure_ascii=False)
-            cached = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+            cached = key_of(self.key_fields())
             object.__setattr__(self, "_key", cached)
         return cached
 
     def prompt_key(self) -> str:
-        """Key of the prompt without the repeat index (and seed): requests that differ
-        only in repeat share one forward pass in the transformers backend."""
+        """Identity of the prompt without the repeat index and seed: requests that
+        differ only in those share one forward pass in the transformers backend, which
+        also seeds its sampling streams with it.
+
+        Its formula is frozen, because every sampled answer of a recording depends on
+        it: sha256 of ``json.dumps(f, sort_keys=True, separators=(",", ":"),
+        ensure_ascii=False)`` with ``f = {api_base: None, backend, choices, decoding:
+        {max_tokens (int), temperature, top_p (floats)}, kind, messages, model}`` (the
+        layout of the schema-1 request key without seed and repeat). The numbers are
+        :class:`Decoding`'s normalised ones, so ``temperature=1`` samples as ``1.0``.
+        Reasoning settings and a repeat mode other than ``calls`` are added only when
+        set."""
         cached = self.__dict__.get("_prompt_key")
         if cached is None:
-            f = self.key_fields()
-            f.pop("repeat")
-            f.pop("seed")
+            f = {"api_base": None, "backend": self.backend, "choices": list(self.choices),
+                 "decoding": self.decoding.key_fields(), "kind": self.kind,
+                 "messages": [[m.role, m.content] for m in self.messages],
+                 "model": self.model}
+            if self.repeat_mode != "calls":
+                f["repeat_mode"] = self.repeat_mode
             blob = json.dumps(f, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             cached = hashlib.sha256(blob.encode("utf-8")).hexdigest()
             object.__setattr__(self, "_prompt_key", cached)

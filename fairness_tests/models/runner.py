@@ -6,13 +6,25 @@ workers and parallel runs never ask the same key twice at once). Misses go in
 batches (never splitting the repeats of one prompt, which a backend may answer
 with one call or one forward pass); each response is committed the moment the backend reports it (via
 ``on_response``), so a crash loses nothing done and a re-run asks only for
-what is missing. Keys leased by another process are waited for (bounded by
+what is missing. A backend that computes in batches (the transformers backend,
+see :class:`~fairness_tests.models.backends.base.Reporter`) gets its responses of
+one batch committed in one transaction when it closes the batch; whatever it
+reported before a fault is committed too. Keys leased by another process are waited for (bounded by
 ``wait_timeout_s``) and read from the store when they land; if the other
 process dies, its leases lapse and this one claims them.
 
 :func:`replay` (and the ``replay`` backend) never asks a model: a miss raises
 :class:`MissingResponsesError` saying how many keys are missing, the first
 few with their meta, and the command that records them.
+
+Fingerprints: every response is stored with the answering backend's
+:meth:`fingerprint` (what it adds to the request: prompt format, chat template,
+weights); every stored response served, live or in replay, is checked against
+the asking backend's fingerprint (a replay backend's is the one of the backend
+whose recordings it replays), and a difference raises
+:class:`~fairness_tests.errors.FingerprintMismatchError` naming the entries that
+differ. Rows stored without a fingerprint (migrated from schema 1) are served
+unchecked.
 
 Multiple-choice parsing is pluggable: ``parse_choice(request, text) -> index |
 None`` is applied to responses of ``kind="choice"`` that carry text but no
@@ -25,24 +37,27 @@ from __future__ import annotations
 import dataclasses
 
 import importlib
-import re
 import threading
 import time
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import FairnessTestsError, MissingResponsesError
+from .choice import parse_position
+from .fingerprint import fingerprint_id, mismatch_error
+from .backends.base import Reporter
 from .progress import Progress
 from .repeat_modes import batches
 from .request import Request, Response
-from .store import ResponseStore
+from .store import ResponseStore, scrub
 
 ParseChoice = Callable[[Request, str], "int | None"]
 
 #: The command shown when replay misses; the pytest plugin / CLI may replace it.
 #: Fields: {backend}, {model}, {store}, {n}.
 RECORD_HINT = ("record them with `fairness-tests audit --live --model {model} --backend {backend} "
-               "--store {store}` (or `pytest --live --fairness-model {model} --fairness-store "
-               "{store}`), then `fairness-tests store export` to commit them under fixtures/")
+               "--store {store}` (or `pytest --fairness-live --fairness-model {model} --fairness-store "
+               "{store}`), then `fairness-tests store export fixtures/recordings/FILE.jsonl.gz` "
+               "and list FILE in fixtures/recordings/manifest.yaml to commit them")
 
 PROGRESS_MIN_ITEMS = 20   # automatic progress bar only for at least this many misses
 
@@ -50,18 +65,13 @@ PROGRESS_MIN_ITEMS = 20   # automatic progress bar only for at least this many m
 # ----------------------------------------------------------------------------- parsing
 
 def default_parse_choice(request: Request, text: str) -> int | None:
-    """Index of the answer letter a reply starts with: ``"(b)"``, ``"b)"``, ``"B."``,
-    ``"Answer: b"`` -> 1 for choices ``("a","b","c")``; ``None`` if none or ambiguous."""
+    """Position of the answer in ``request.choices``: the one parser
+    (:func:`fairness_tests.models.choice.parse_position`), given the option texts as
+    shown when the request carries them (``meta["shown_options"]``)."""
     if not text or not request.choices:
         return None
-    letters = [c.lower() for c in request.choices]
-    t = text.strip().lower()
-    t = re.sub(r"^(the\s+)?(correct\s+)?answer\s*(is)?\s*[:\-]?\s*", "", t)
-    m = re.match(r"^\(?\s*([a-z])\s*(\)|\.|:|,|$|\s)", t)
-    if m and m.group(1) in letters:
-        return letters.index(m.group(1))
-    found = {letters.index(x) for x in re.findall(r"\(([a-z])\)", t) if x in letters}
-    return found.pop() if len(found) == 1 else None
+    shown = request.meta.get("shown_options") if request.meta else None
+    return parse_position(text, shown, request.choices)
 
 
 def _resolve_parser(request: Request, parse_choice: ParseChoice | None) -> ParseChoice:
@@ -111,14 +121,37 @@ def missing_error(missing: Sequence[Request], store: ResponseStore | None,
 
 
 def replay(requests: Sequence[Request], store: ResponseStore, *,
-           parse_choice: ParseChoice | None = None) -> list[Response]:
-    """Stored responses in request order; any miss raises :class:`MissingResponsesError`."""
+           parse_choice: ParseChoice | None = None,
+           fingerprint: dict[str, str] | None = None) -> list[Response]:
+    """Stored responses in request order; any miss raises :class:`MissingResponsesError`,
+    a row recorded with another ``fingerprint`` :class:`FingerprintMismatchError`."""
     keys = [r.key() for r in requests]
     got = store.get_many(keys)
     missing = list({k: r for k, r in zip(keys, requests) if k not in got}.values())
     if missing:
         raise missing_error(missing, store, total=len(set(keys)))
+    check_fingerprints(store, got, fingerprint, requests[0] if requests else None)
     return [apply_parse(r, _copy(got[k]), parse_choice) for r, k in zip(requests, keys)]
+
+
+def check_fingerprints(store: ResponseStore, keys: Iterable[str],
+                       fingerprint: dict[str, str] | None, example: Request | None) -> None:
+    """Raise :class:`FingerprintMismatchError` when a stored row among ``keys`` was
+    recorded with a fingerprint other than ``fingerprint`` (``None``/``{}``: no check;
+    rows without a fingerprint pass)."""
+    if not fingerprint:
+        return
+    keys = list(keys)
+    want = fingerprint_id(scrub(fingerprint))     # as the store keeps it
+    counts = store.fingerprint_counts(keys)
+    other = {fp: n for fp, n in counts.items() if fp is not None and fp != want}
+    if not other:
+        return
+    fp_id, n = max(other.items(), key=lambda kv: kv[1])
+    recorded = store.fingerprint(fp_id) or {"fingerprint": fp_id}
+    raise mismatch_error(recorded, fingerprint, sum(other.values()), len(keys),
+                         example.backend if example else "?",
+                         example.model if example else "?", store.path)
 
 
 def _copy(r: Response) -> Response:
@@ -130,6 +163,62 @@ def _copy(r: Response) -> Response:
 
 
 # ----------------------------------------------------------------------------- ask
+
+class _Recorder(Reporter):
+    """Stores what a backend reports and moves the progress bar.
+
+    Until the backend calls :meth:`begin` every response is committed on its own;
+    after it, responses are buffered and committed together at :meth:`batch_done`
+    (and by :meth:`flush` when the backend returns or fails)."""
+
+    def __init__(self, store: ResponseStore, secrets: list[str], parse_choice,
+                 results: dict[str, Response], pending: set[str], lock: threading.Lock,
+                 bar: Progress | None, fingerprint: dict[str, str] | None = None):
+        self.store, self.secrets, self.parse_choice = store, secrets, parse_choice
+        self.fingerprint = fingerprint
+        self.results, self.pending, self.lock, self.bar = results, pending, lock, bar
+        self.batched = False
+        self.buffer: list[tuple[Request, Response]] = []
+
+    def __call__(self, request: Request, response: Response) -> None:
+        response.key = request.key()
+        apply_parse(request, response, self.parse_choice)
+        if self.batched:
+            self.buffer.append((request, response))
+        else:
+            self._commit([(request, response)])
+
+    def phase(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.phase(text)
+
+    def begin(self, total_work: int, unit: str, note: str = "") -> None:
+        self.batched = True
+        if self.bar is not None:
+            self.bar.start_work(total_work, unit, note)
+
+    def batch_done(self, work: int) -> None:
+        self._commit(self.buffer, work=work)
+        self.buffer = []
+
+    def flush(self) -> None:
+        if self.buffer:
+            self._commit(self.buffer)
+            self.buffer = []
+
+    def _commit(self, pairs: list[tuple[Request, Response]], work: int = 0) -> None:
+        if pairs:
+            self.store.put_many(pairs, secrets=self.secrets, fingerprint=self.fingerprint)
+            with self.lock:
+                for q, r in pairs:
+                    self.pending.discard(q.key())
+                    self.results[q.key()] = r
+        if self.bar is not None:
+            tok = sum((r.prompt_tokens or 0) + (r.completion_tokens or 0) for _, r in pairs)
+            cost = sum(r.cost_usd or 0.0 for _, r in pairs)
+            errors = sum(r.status == "error" for _, r in pairs)
+            self.bar.update(len(pairs), tokens=tok, cost_usd=cost, errors=errors, work=work)
+
 
 class _Heartbeat(threading.Thread):
     """Renews this process's leases on pending keys while a backend works."""
@@ -152,7 +241,7 @@ class _Heartbeat(threading.Thread):
 
 
 def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
-        progress: Progress | bool | None = None, batch_size: int = 256,
+        progress: Progress | bool | None = None, batch_size: int | None = None,
         parse_choice: ParseChoice | None = None, retry_errors: bool = True,
         wait_timeout_s: float = 600.0, poll_s: float = 0.1,
         label: str | None = None) -> list[Response]:
@@ -163,20 +252,23 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
     raise :class:`MissingResponsesError`. ``retry_errors``: stored error rows are
     asked again (refusals are kept). ``progress``: a :class:`Progress`, ``False``
     for none, ``None`` for automatic (shown for at least ``PROGRESS_MIN_ITEMS``
-    misses). Waiting for keys leased by other processes is bounded by
-    ``wait_timeout_s``.
+    misses). ``batch_size``: at most this many requests per ``backend.answer`` call
+    (default: all claimed misses in one call, so the backend batches across the whole
+    list). Waiting for keys leased by other processes is bounded by ``wait_timeout_s``.
     """
     requests = list(requests)
     keys = [r.key() for r in requests]
     first: dict[str, Request] = {}
     for k, r in zip(keys, requests):
         first.setdefault(k, r)
+    fingerprint = backend.fingerprint()
     if getattr(backend, "name", "") == "replay":
-        return replay(requests, store, parse_choice=parse_choice)
+        return replay(requests, store, parse_choice=parse_choice, fingerprint=fingerprint)
 
     got = store.get_many(first)
     results: dict[str, Response] = {k: v for k, v in got.items()
                                     if not (retry_errors and v.status == "error")}
+    check_fingerprints(store, results, fingerprint, requests[0] if requests else None)
     todo = [k for k in first if k not in results]
     if not todo:
         return [apply_parse(r, _copy(results[k]), parse_choice) for r, k in zip(requests, keys)]
@@ -195,17 +287,8 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
     pending: set[str] = set()
     lock = threading.Lock()
 
-    def on_response(req: Request, resp: Response) -> None:
-        k = req.key()
-        resp.key = k
-        apply_parse(req, resp, parse_choice)
-        store.put(req, resp, secrets=secrets)
-        with lock:
-            pending.discard(k)
-            results[k] = resp
-        if bar is not None:
-            tok = (resp.prompt_tokens or 0) + (resp.completion_tokens or 0)
-            bar.update(1, tokens=tok, cost_usd=resp.cost_usd, error=resp.status == "error")
+    recorder = _Recorder(store, secrets, parse_choice, results, pending, lock, bar,
+                         fingerprint)
 
     heartbeat = _Heartbeat(store, pending, lock)
     heartbeat.start()
@@ -216,13 +299,17 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
             claimed = store.claim(remaining, retry_errors=retry_errors)
             with lock:
                 pending.update(claimed)
-            for chunk in batches(claimed, first, batch_size):
+            for chunk in batches(claimed, first, batch_size or max(len(claimed), 1)):
                 batch = [first[k] for k in chunk]
-                out = backend.answer(batch, on_response=on_response)
+                try:
+                    out = backend.answer(batch, on_response=recorder)
+                finally:
+                    recorder.flush()         # what was reported is kept, even on a fault
                 # a backend that returned without reporting some: store those now
-                for req, resp in zip(batch, out):
-                    if req.key() in pending:
-                        on_response(req, resp)
+                missed = [(q, r) for q, r in zip(batch, out) if q.key() in pending]
+                for q, r in missed:
+                    recorder(q, r)
+                recorder.flush()
             store.release(claimed)
             with lock:
                 pending.difference_update(claimed)
@@ -232,6 +319,7 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
                 break
             while True:
                 landed = store.get_many(remaining)
+                check_fingerprints(store, landed, fingerprint, first[remaining[0]])
                 for k, v in landed.items():
                     if not (retry_errors and v.status == "error"):
                         results[k] = v

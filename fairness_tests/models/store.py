@@ -1,15 +1,22 @@
 """The response store: every model answer the suite uses, asked once, kept for ever.
 
 An embedded SQLite database in WAL mode with one row per request, keyed by
-:meth:`Request.key` (sha256 of everything that can change the output). A row
-holds the request's key fields (JSON), its ``meta`` (JSON, the protocol's
-columns), every :class:`Response` field and ``created_at``.
+:meth:`Request.key` (sha256 of the canonical request fields). A row holds the
+request's key fields (JSON), its ``meta`` (JSON, the protocol's columns), every
+:class:`Response` field, ``created_at`` and the id of the answering backend's
+fingerprint (:mod:`.fingerprint`; the ``fingerprints`` table holds each one once).
+
+Schema
+    Versioned (:mod:`.store_schema`): checked on every open; an older store is
+    migrated in place, a newer or unknown one refused by name.
 
 Crash safety
-    Each completed response is committed on its own (autocommit, WAL). A
-    SIGKILL in the middle of a run keeps every committed row and corrupts
-    nothing (SQLite's journal guarantees it); a re-run asks only for what is
-    missing.
+    Each completed response is committed as soon as it is reported: on its own
+    (:meth:`ResponseStore.put`), or with the other responses of its batch in one
+    transaction (:meth:`ResponseStore.put_many`, what a batched backend's runner
+    uses). A SIGKILL in the middle of a run keeps every committed row and
+    corrupts nothing (SQLite's journal guarantees it); a re-run asks only for
+    what is missing.
 
 Sharing between processes (pytest-xdist workers, parallel runs)
     A lease table ``leases(key, owner, expires)``: before asking a backend, a
@@ -24,12 +31,13 @@ Secrets
     ``api_key`` / ``authorization`` / ``headers`` entries from any JSON stored,
     and masks ``sk-...`` tokens, ``Bearer ...`` credentials, URL credentials and
     the values of ``*_API_KEY`` / ``*_TOKEN`` / ``*_SECRET`` environment
-    variables in every stored string (error texts, meta, api_base).
+    variables in every stored string (error texts, meta, fingerprints).
 
 JSONL export/import
     One JSON object per line, sorted by key (so committed recordings diff
-    well); gzip when the path ends in ``.gz`` (with a zero mtime, so the same
-    content gives the same bytes).
+    well): ``{schema, key, request, meta, response, fingerprint, created_at}``;
+    gzip when the path ends in ``.gz`` (with a zero mtime, so the same content
+    gives the same bytes). Records of schema 1 are migrated on import.
 """
 from __future__ import annotations
 
@@ -48,40 +56,11 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..errors import DataError
-from .request import STATUSES, Request, Response
+from .fingerprint import fingerprint_id
+from .request import STATUSES, Request, Response, canonical_json, key_of
+from .store_schema import RESPONSE_COLUMNS, SCHEMA_VERSION, prepare, record_v1_to_v2, v1_key
 
-SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS responses (
-    key               TEXT PRIMARY KEY,
-    backend           TEXT NOT NULL,
-    model             TEXT NOT NULL,
-    api_base          TEXT,
-    kind              TEXT NOT NULL,
-    request_json      TEXT NOT NULL,
-    meta_json         TEXT NOT NULL,
-    text              TEXT NOT NULL,
-    answer            INTEGER,
-    letter_probs      TEXT,
-    prompt_tokens     INTEGER,
-    completion_tokens INTEGER,
-    latency_s         REAL,
-    cost_usd          REAL,
-    status            TEXT NOT NULL,
-    error             TEXT NOT NULL,
-    extra_json        TEXT,
-    created_at        REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS responses_model ON responses(backend, model);
-CREATE INDEX IF NOT EXISTS responses_status ON responses(status);
-CREATE TABLE IF NOT EXISTS leases (
-    key     TEXT PRIMARY KEY,
-    owner   TEXT NOT NULL,
-    expires REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS store_info (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
+__all__ = ["ResponseStore", "open_store", "scrub", "scrub_text", "SCHEMA_VERSION"]
 
 # Response fields kept in their own columns (others, added later, go to extra_json).
 _COLUMN_FIELDS = ("text", "answer", "letter_probs", "prompt_tokens", "completion_tokens",
@@ -143,15 +122,56 @@ def _scrub(obj: Any, values: list[str]) -> Any:
     return obj
 
 
+# anything :func:`scrub` could change contains one of these (lower-cased), or a JSON escape
+_NEEDLES = ("sk-", "bearer", "api_key", "api-key", "apikey", "authoriz", "access_token",
+            "access-token", "headers", "secret", "password", "cookie", "\\u")
+_URL_CREDENTIALS = re.compile(r"://[^/\s]*@")
+
+
+def _token_word(low: str) -> bool:
+    """``token`` at the start of a word (``\btoken``, as the secret patterns match it;
+    ``max_tokens`` does not count)."""
+    i = low.find("token")
+    while i != -1:
+        if i == 0 or not (low[i - 1].isalnum() or low[i - 1] == "_"):
+            return True
+        i = low.find("token", i + 5)
+    return False
+
+
+def _maybe_secret(text: str) -> bool:
+    low = text.lower()
+    return (any(map(low.__contains__, _NEEDLES)) or _token_word(low)
+            or ("@" in low and _URL_CREDENTIALS.search(low) is not None))
+
+
+class StoredTextScrubber:
+    """:func:`scrub_text` and :func:`scrub` for stored text and stored JSON, with a fast
+    path: text that contains no secret-looking substring and no known secret value is
+    returned as it is (for bulk copies such as ``store merge``)."""
+
+    def __init__(self, secrets: Iterable[str] = ()):
+        self.values = _secret_values(secrets)
+        self._known = (re.compile("|".join(re.escape(v) for v in self.values))
+                       if self.values else None)
+
+    def _maybe(self, text: str) -> bool:
+        return _maybe_secret(text) or bool(self._known and self._known.search(text))
+
+    def text(self, text: str | None) -> str | None:
+        if not text or not self._maybe(text):
+            return text
+        return _scrub_text(text, self.values)
+
+    def json_text(self, text: str | None) -> str | None:
+        if not text or not self._maybe(text):
+            return text
+        return _dumps(_scrub(json.loads(text), self.values))
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       default=str)
-
-
-def key_of_fields(key_fields: dict[str, Any]) -> str:
-    """The key of a request given its key fields (as :meth:`Request.key` computes it)."""
-    import hashlib
-    return hashlib.sha256(_dumps(key_fields).encode("utf-8")).hexdigest()
 
 
 # ----------------------------------------------------------------------------- owners
@@ -221,12 +241,14 @@ class ResponseStore:
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
-            conn.executescript(_SCHEMA)
-            conn.execute("INSERT OR IGNORE INTO store_info(name, value) VALUES ('schema', ?)",
-                         (str(SCHEMA_VERSION),))
+            prepare(conn, self.path)
         except sqlite3.DatabaseError as exc:
             raise DataError(f"not a usable response store: {exc}", path=self.path) from exc
+        except DataError:
+            conn.close()
+            raise
         self._conn, self._pid = conn, os.getpid()
+        self._fingerprints: set[str] = set()
         if self._owner is None:
             self._owner = _new_owner()
         return conn
@@ -296,65 +318,86 @@ class ResponseStore:
                 if k not in got or (retry_errors and got[k].status == "error")]
 
     def _row_values(self, request: Request, response: Response,
-                    secrets: Iterable[str]) -> tuple:
+                    scrubber: StoredTextScrubber, fp_id: str | None) -> tuple:
         key = request.key()
         if response.key and response.key != key:
             raise DataError("response does not belong to this request", key=response.key)
         if response.status not in STATUSES:
             raise DataError(f"unknown status {response.status!r}; expected one of {STATUSES}",
                             key=key)
-        kf = request.key_fields()
-        api_base = kf.get("api_base")
-        clean_base = scrub_text(api_base, secrets) if api_base else api_base
-        stored_fields = scrub(kf, secrets)
-        if stored_fields != kf:
-            stored_fields["_scrubbed"] = True
+        fields = _dumps(request.key_fields())
+        stored_fields = scrubber.json_text(fields)
+        if stored_fields != fields:         # a secret in the request: the key cannot be checked
+            stored_fields = _dumps({**json.loads(stored_fields), "_scrubbed": True})
         extra = {f.name: getattr(response, f.name) for f in dc_fields(Response)
                  if f.name not in _COLUMN_FIELDS and f.name != "key"}
         return (
-            key, request.backend, request.model, clean_base, request.kind,
-            _dumps(stored_fields), _dumps(scrub(request.meta, secrets)),
+            key, request.backend, request.model, request.kind,
+            stored_fields, scrubber.json_text(_dumps(request.meta)),
             response.text or "", response.answer,
             _dumps(response.letter_probs) if response.letter_probs is not None else None,
             response.prompt_tokens, response.completion_tokens, response.latency_s,
-            response.cost_usd, response.status, scrub_text(response.error or "", secrets),
-            _dumps(scrub(extra, secrets)) if extra else None, time.time(),
+            response.cost_usd, response.status, scrubber.text(response.error or ""),
+            scrubber.json_text(_dumps(extra)) if extra else None, fp_id, time.time(),
         )
 
-    _INSERT = ("INSERT OR REPLACE INTO responses (key, backend, model, api_base, kind, "
-               "request_json, meta_json, text, answer, letter_probs, prompt_tokens, "
-               "completion_tokens, latency_s, cost_usd, status, error, extra_json, created_at) "
-               "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+    _INSERT = (f"INSERT OR REPLACE INTO responses ({', '.join(RESPONSE_COLUMNS)}) "
+               f"VALUES ({','.join('?' * len(RESPONSE_COLUMNS))})")
 
-    def put(self, request: Request, response: Response, *, secrets: Iterable[str] = ()) -> None:
-        """Store (replace) the response to ``request`` and release its lease; committed at once."""
-        values = self._row_values(request, response, secrets)
-        with self._lock:
-            conn = self._connect()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute(self._INSERT, values)
-                conn.execute("DELETE FROM leases WHERE key = ?", (values[0],))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+    def _register(self, conn: sqlite3.Connection, fp: dict[str, str] | None) -> None:
+        """Insert the (scrubbed) fingerprint ``fp`` into ``fingerprints`` once."""
+        if fp:
+            fp_id = fingerprint_id(fp)
+            if fp_id not in self._fingerprints:
+                conn.execute("INSERT OR IGNORE INTO fingerprints(id, fingerprint_json) "
+                             "VALUES (?,?)", (fp_id, canonical_json(fp)))
+                self._fingerprints.add(fp_id)
+
+    def put(self, request: Request, response: Response, *, secrets: Iterable[str] = (),
+            fingerprint: dict[str, str] | None = None) -> None:
+        """Store (replace) the response to ``request``, answered by a backend with this
+        ``fingerprint``, and release its lease; committed at once."""
+        self.put_many([(request, response)], secrets=secrets, fingerprint=fingerprint)
 
     def put_many(self, pairs: Iterable[tuple[Request, Response]], *,
-                 secrets: Iterable[str] = ()) -> int:
-        """Store many responses in one transaction."""
-        rows = [self._row_values(q, r, secrets) for q, r in pairs]
+                 secrets: Iterable[str] = (), fingerprint: dict[str, str] | None = None) -> int:
+        """Store many responses (one backend fingerprint) in one transaction."""
+        scrubber = StoredTextScrubber(secrets)
+        fp = json.loads(scrubber.json_text(_dumps(fingerprint))) if fingerprint else None
+        fp_id = fingerprint_id(fp) if fp else None
+        rows = [self._row_values(q, r, scrubber, fp_id) for q, r in pairs]
         with self._lock:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
             try:
+                self._register(conn, fp)
                 conn.executemany(self._INSERT, rows)
                 conn.executemany("DELETE FROM leases WHERE key = ?", [(v[0],) for v in rows])
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
+                self._fingerprints.clear()      # an insert rolled back: register again
                 raise
         return len(rows)
+
+    # -- fingerprints ---------------------------------------------------------
+    def fingerprint_counts(self, keys: Iterable[str]) -> dict[str | None, int]:
+        """How many of the stored ``keys`` carry each fingerprint id (None: unknown)."""
+        keys = list(dict.fromkeys(keys))
+        out: dict[str | None, int] = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            q = (f"SELECT fingerprint, COUNT(*) FROM responses WHERE key IN "
+                 f"({','.join('?' * len(chunk))}) GROUP BY fingerprint")
+            for fp_id, n in self._execute(q, chunk).fetchall():
+                out[fp_id] = out.get(fp_id, 0) + int(n)
+        return out
+
+    def fingerprint(self, fp_id: str) -> dict[str, str] | None:
+        """The fingerprint stored under ``fp_id``."""
+        row = self._execute("SELECT fingerprint_json FROM fingerprints WHERE id = ?",
+                            (fp_id,)).fetchone()
+        return None if row is None else json.loads(row[0])
 
     def __len__(self) -> int:
         return int(self._execute("SELECT COUNT(*) FROM responses").fetchone()[0])
@@ -495,22 +538,28 @@ class ResponseStore:
     # -- JSONL --------------------------------------------------------------
     def iter_records(self) -> Iterator[dict[str, Any]]:
         """Every row as an export record, sorted by key."""
+        fps = {i: json.loads(j) for i, j in
+               self._execute("SELECT id, fingerprint_json FROM fingerprints").fetchall()}
         q = ("SELECT key, request_json, meta_json, text, answer, letter_probs, prompt_tokens, "
-             "completion_tokens, latency_s, cost_usd, status, error, extra_json, created_at "
-             "FROM responses ORDER BY key")
+             "completion_tokens, latency_s, cost_usd, status, error, extra_json, fingerprint, "
+             "created_at FROM responses ORDER BY key")
         for (key, req, meta, text, answer, lp, pt, ct, lat, cost, status, error, extra,
-             created) in self._execute(q).fetchall():
+             fp_id, created) in self._execute(q).fetchall():
             response = {"text": text, "answer": answer,
                         "letter_probs": json.loads(lp) if lp else None,
                         "prompt_tokens": pt, "completion_tokens": ct, "latency_s": lat,
                         "cost_usd": cost, "status": status, "error": error}
             if extra:
                 response.update(json.loads(extra))
-            yield {"key": key, "request": json.loads(req), "meta": json.loads(meta),
-                   "response": response, "created_at": created}
+            yield {"schema": SCHEMA_VERSION, "key": key, "request": json.loads(req),
+                   "meta": json.loads(meta), "response": response,
+                   "fingerprint": fps.get(fp_id) if fp_id else None, "created_at": created}
 
-    def export_jsonl(self, path: str | os.PathLike, *, timestamps: bool = True) -> int:
-        """Write every row to ``path`` (gzip if it ends with ``.gz``); returns the count."""
+    def export_jsonl(self, path: str | os.PathLike, *, timestamps: bool = True,
+                     keys: Iterable[str] | None = None) -> int:
+        """Write every row (or only those of ``keys``) to ``path`` (gzip if it ends with
+        ``.gz``); returns the count."""
+        wanted = None if keys is None else set(keys)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
@@ -523,6 +572,8 @@ class ResponseStore:
                 gz = None
                 out = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
             for rec in self.iter_records():
+                if wanted is not None and rec["key"] not in wanted:
+                    continue
                 if not timestamps:
                     rec.pop("created_at")
                 out.write(_dumps(rec) + "\n")
@@ -536,7 +587,8 @@ class ResponseStore:
 
     def import_jsonl(self, path: str | os.PathLike, *, replace: bool = False,
                      verify_keys: bool = True) -> dict[str, int]:
-        """Read records written by :meth:`export_jsonl`.
+        """Read records written by :meth:`export_jsonl` (schema-1 records are migrated:
+        re-keyed, fingerprint unknown).
 
         An existing key is kept unless ``replace`` (an existing error row is
         always replaced by a non-error one). Returns counts added/replaced/skipped.
@@ -547,9 +599,11 @@ class ResponseStore:
             raise DataError("no such file", path=path)
         opener = gzip.open if path.suffix == ".gz" else open
         rows: list[tuple] = []
+        fps: dict[str, dict[str, str]] = {}
         known = {f.name for f in dc_fields(Response)}
+        scrubber = StoredTextScrubber()
         # rows already stored (and not errors) would be skipped anyway: skip them
-        # before the per-record key check and scrubbing (a re-import is then cheap)
+        # before scrubbing (a re-import is then cheap)
         stored = {} if replace else dict(self._execute(
             "SELECT key, status FROM responses").fetchall())
         counts = {"added": 0, "replaced": 0, "skipped": 0}
@@ -563,24 +617,26 @@ class ResponseStore:
                     except json.JSONDecodeError as exc:
                         raise DataError(f"not valid JSON ({exc.msg})", path=path,
                                         line=lineno) from None
-                    skip = isinstance(rec, dict) and stored.get(rec.get("key")) not in (None, "error")
-                    row = self._record_row(rec, path, lineno, known, verify_keys, build=not skip)
-                    if skip:
+                    rec = self._check_record(rec, path, lineno, verify_keys)
+                    if stored.get(rec["key"]) not in (None, "error"):
                         counts["skipped"] += 1
-                    else:
-                        rows.append(row)
+                        continue
+                    rows.append(self._record_row(rec, known, fps, scrubber))
         except (OSError, EOFError, UnicodeDecodeError) as exc:
             raise DataError(f"cannot read: {exc}", path=path) from None
+        status_col = RESPONSE_COLUMNS.index("status")
         with self._lock:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
             try:
+                for fp in fps.values():
+                    self._register(conn, fp)
                 for row in rows:
                     cur = conn.execute("SELECT status FROM responses WHERE key = ?",
                                        (row[0],)).fetchone()
                     if cur is None:
                         counts["added"] += 1
-                    elif replace or (cur[0] == "error" and row[14] != "error"):
+                    elif replace or (cur[0] == "error" and row[status_col] != "error"):
                         counts["replaced"] += 1
                     else:
                         counts["skipped"] += 1
@@ -589,12 +645,13 @@ class ResponseStore:
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
+                self._fingerprints.clear()
                 raise
         return counts
 
-    def _record_row(self, rec: Any, path: Path, lineno: int, known: set[str],
-                    verify_keys: bool, build: bool = True) -> tuple | None:
-        """Validate one export record (always) and build its row (when ``build``)."""
+    @staticmethod
+    def _check_record(rec: Any, path: Path, lineno: int, verify_keys: bool) -> dict[str, Any]:
+        """Validate one export record; a schema-1 record comes back migrated."""
         def bad(msg: str) -> DataError:
             return DataError(msg, path=path, line=lineno,
                              key=rec.get("key") if isinstance(rec, dict) else None)
@@ -609,26 +666,55 @@ class ResponseStore:
         for name in ("backend", "model", "kind", "messages"):
             if name not in req:
                 raise bad(f"request lacks {name!r}")
-        key = rec["key"]
+        schema = rec.get("schema", 1)
+        if schema not in (1, SCHEMA_VERSION):
+            raise bad(f"record schema {schema!r} is not one this fairness-tests reads "
+                      f"(schema {SCHEMA_VERSION}, and schema 1 migrated): upgrade fairness-tests")
+        key_fn = v1_key if schema == 1 else key_of
         if verify_keys and not req.get("_scrubbed"):
-            if key_of_fields(req) != key:
+            try:
+                ok = key_fn(req) == rec["key"]
+            except DataError as exc:
+                raise bad(str(exc)) from None
+            if not ok:
                 raise bad("key does not match the request fields (edited or corrupt record)")
         status = resp.get("status", "ok")
         if status not in STATUSES:
             raise bad(f"unknown status {status!r}; expected one of {STATUSES}")
-        if not build:
-            return None
+        fp = rec.get("fingerprint")
+        if fp is not None and not (isinstance(fp, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in fp.items())):
+            raise bad("'fingerprint' must be an object of strings or null")
+        if schema == 1:
+            if req.get("_scrubbed"):
+                raise bad("a schema-1 record keyed over a secret cannot be re-keyed: "
+                          "record it again")
+            rec = record_v1_to_v2(rec)
+        return rec
+
+    @staticmethod
+    def _record_row(rec: dict[str, Any], known: set[str], fps: dict[str, dict[str, str]],
+                    scrubber: "StoredTextScrubber") -> tuple:
+        """The row of a checked record; its (scrubbed) fingerprint goes into ``fps``."""
+        req, resp = rec["request"], rec["response"]
+        fp = json.loads(scrubber.json_text(_dumps(rec["fingerprint"]))) \
+            if rec.get("fingerprint") else None
+        fp_id = None
+        if fp:
+            fp_id = fingerprint_id(fp)
+            fps[fp_id] = fp
         extra = {k: v for k, v in resp.items() if k in known and k not in _COLUMN_FIELDS
                  and k != "key"}
         lp = resp.get("letter_probs")
         return (
-            key, req["backend"], req["model"], req.get("api_base"), req["kind"],
-            _dumps(scrub(req)), _dumps(scrub(rec.get("meta") or {})),
+            rec["key"], req["backend"], req["model"], req["kind"],
+            scrubber.json_text(_dumps(req)), scrubber.json_text(_dumps(rec.get("meta") or {})),
             resp.get("text") or "", resp.get("answer"),
             _dumps(lp) if lp is not None else None,
             resp.get("prompt_tokens"), resp.get("completion_tokens"), resp.get("latency_s"),
-            resp.get("cost_usd"), status, scrub_text(resp.get("error") or ""),
-            _dumps(scrub(extra)) if extra else None,
+            resp.get("cost_usd"), resp.get("status", "ok"),
+            scrubber.text(resp.get("error") or ""),
+            scrubber.json_text(_dumps(extra)) if extra else None, fp_id,
             float(rec.get("created_at") or time.time()),
         )
 

@@ -1,36 +1,32 @@
-"""The fairness_tests pytest plugin (entry point ``pytest11: fairness_tests``).
+"""The fairness_tests pytest plugin (entry point ``pytest11: fairness_tests``): hooks
+and fixtures only.
 
-Options (group "fairness"): ``--fairness-model`` (repeatable), ``--backend``,
-``--replay`` / ``--live``, ``--bbq-dir``, ``--protocol``, ``--repeats``,
-``--thresholds``, ``--baseline-model``, ``--fairness-report DIR``, ``--fairness-run DIR``
-(use a saved run directory instead of auditing), ``--fairness-on-missing skip|fail``.
+- options and ini keys: :mod:`fairness_tests.plugin.options` (``--fairness-*``,
+  ``fairness_*``);
+- runs, once per session and shared by xdist workers: :mod:`~fairness_tests.plugin.session`;
+- test parameters from verdict rows, tables and gate rows:
+  :mod:`~fairness_tests.plugin.parametrize`;
+- JUnit properties, the gate table, the GitHub step summary and ``--fairness-report``:
+  :mod:`~fairness_tests.plugin.report`.
 
-Tests ask for one of these arguments and are parametrized from the run:
-
-- ``fairness_verdict`` + ``@pytest.mark.fairness_rules(...)``: one test per verdict row
-  (model, rule, cell) of the selected rules; ``fairness_verdict.check()`` passes,
-  fails with the full explanation, skips (not evaluable), or runs as a strict xfail
-  for a declared expected failure.
-- ``fairness_table`` + ``@pytest.mark.fairness_tables(...)``: one test per (model,
-  metric table) for drift snapshots with the ``metric_snapshot`` fixture.
-- ``fairness_gate_row``: one test per (candidate, gate metric, cell) when
-  ``--baseline-model`` is given.
-
-Runs are produced once per session (see :mod:`fairness_tests.plugin.session`).
+Tests ask for ``fairness_verdict`` (+ ``@pytest.mark.fairness_rules(...)``),
+``fairness_table`` (+ ``@pytest.mark.fairness_tables(...)``, with the
+``metric_snapshot`` fixture) or ``fairness_gate_row`` and are parametrized from the run.
 """
 from __future__ import annotations
 
-import fnmatch
-import math
+import os
 import shutil
 import time
-from dataclasses import dataclass
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .session import DEFAULT_MODEL, ENV_SESSION, Settings, Unavailable, produce, session_id
+from . import options as O
+from .parametrize import TableParam, gate_params, table_params, verdict_params
+from .session import ENV_SESSION, Unavailable, produce, session_id
 
 MARKERS = [
     "bbq: intersectional BBQ audit properties",
@@ -44,39 +40,8 @@ MARKERS = [
 _KEY = pytest.StashKey["FairnessSession"]()
 
 
-# --------------------------------------------------------------------------- options
-
 def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("fairness", "fairness_tests: models, recordings, thresholds, gate")
-    g.addoption("--fairness-model", action="append", default=None, metavar="MODEL",
-                help=f"model id to audit (repeatable; default {DEFAULT_MODEL})")
-    g.addoption("--backend", "--fairness-backend", dest="backend", default=None, metavar="NAME",
-                help="backend for --live runs: transformers, litellm, ... (default: the "
-                     "model's own, e.g. the embedded model's transformers backend)")
-    g.addoption("--replay", dest="fairness_live", action="store_false", default=False,
-                   help="serve only recorded responses, never call a model (default)")
-    g.addoption("--live", dest="fairness_live", action="store_true",
-                   help="call the model for responses not yet recorded (and record them)")
-    g.addoption("--fairness-store", default=None, metavar="PATH",
-                help="SQLite response store (default .fairness/store.sqlite or $FAIRNESS_STORE)")
-    g.addoption("--bbq-dir", default=None, metavar="DIR", help="BBQ data directory")
-    g.addoption("--protocol", action="append", default=None, metavar="NAME",
-                help="protocol(s) to run: bbq, consistency, generative (default: all)")
-    g.addoption("--repeats", type=int, default=None, metavar="N",
-                help="repeats per consistency item (default: the protocol's, 20)")
-    g.addoption("--thresholds", default=None, metavar="PATH",
-                help="thresholds directory (default.yaml + models/) or default file")
-    g.addoption("--baseline-model", default=None, metavar="MODEL",
-                help="gate the --fairness-model(s) against this model on the same items")
-    g.addoption("--fairness-report", default=None, metavar="DIR",
-                help="write runs, verdicts, the gate table and Fairness Cards here")
-    g.addoption("--fairness-run", action="append", default=None, metavar="DIR",
-                help="use a saved run directory (run.json + tables/) instead of auditing")
-    g.addoption("--fairness-on-missing", choices=("skip", "fail"), default=None,
-                help="when nothing is recorded to replay: skip the fairness tests "
-                     "(default) or fail them")
-    parser.addini("fairness_on_missing", "skip | fail (see --fairness-on-missing)",
-                  default="skip")
+    O.add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -84,49 +49,51 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     if not hasattr(config, "workerinput"):
         # the controller (or a plain run) fixes the session id; xdist workers inherit it
-        import os
-        import uuid
         os.environ[ENV_SESSION] = uuid.uuid4().hex[:12]
+    fs = FairnessSession(config)
+    config.stash[_KEY] = fs
+    if not hasattr(config, "workerinput") and fs.settings.live \
+            and "FAIRNESS_PROGRESS" not in os.environ and config.option.capture != "no":
         # live runs: pytest captures the workers' stderr, so the progress lines of every
         # process go to one file the user can follow (one whole line per write)
-        if config.option.fairness_live and "FAIRNESS_PROGRESS" not in os.environ \
-                and config.option.capture != "no":
-            os.environ["FAIRNESS_PROGRESS"] = str(Path(".fairness") / "progress.log")
-    config.stash[_KEY] = FairnessSession(config)
+        os.environ["FAIRNESS_PROGRESS"] = str(Path(".fairness") / "progress.log")
+    for model in fs.models():           # a bad thresholds file: one clean usage error
+        fs.rules(model)
+    if fs.settings.dry_run and not hasattr(config, "workerinput"):
+        dry_run(fs)
+
+
+def dry_run(fs: "FairnessSession") -> None:
+    """``--fairness-dry-run``: each model's requests, tokens and cost; then stop."""
+    from ..audit import config_from_options, dry_run as audit_dry_run
+    from ..errors import FairnessTestsError
+    lines = []
+    for model in fs.models():
+        try:
+            lines.append(audit_dry_run(config_from_options(**fs.settings.audit_options(model)))[1])
+        except FairnessTestsError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    pytest.exit("\n\n".join(lines), returncode=0)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    import os
-    if config.option.fairness_live and os.environ.get("FAIRNESS_PROGRESS") not in (None, "off",
-                                                                                 "stderr"):
+    fs = config.stash.get(_KEY, None)
+    if fs and fs.settings.live and os.environ.get("FAIRNESS_PROGRESS") not in (None, "off",
+                                                                              "stderr"):
         return [f"fairness: live run; progress lines go to {os.environ['FAIRNESS_PROGRESS']} "
                 "(tail -f it), or run with -s to see them here"]
     return []
 
 
-def _settings(config: pytest.Config) -> Settings:
-    o = config.option
-    return Settings(
-        models=tuple(o.fairness_model or (DEFAULT_MODEL,)),
-        backend=o.backend, live=bool(o.fairness_live), bbq_dir=o.bbq_dir,
-        protocols=tuple(o.protocol or ()), repeats=o.repeats, store=o.fairness_store,
-        thresholds=o.thresholds, baseline=o.baseline_model, report_dir=o.fairness_report,
-        runs=tuple(o.fairness_run or ()),
-        on_missing=o.fairness_on_missing or config.getini("fairness_on_missing") or "skip")
-
-
-# --------------------------------------------------------------------------- session state
-
 class FairnessSession:
-    """Lazily: rules per model, runs per model, verdicts, gate table."""
+    """Lazily: rules per model, runs per model, the gate tables."""
 
     def __init__(self, config: pytest.Config):
         self.config = config
-        self.settings = _settings(config)
+        self.settings = O.settings(config)
         self._rules: dict[str, Any] = {}
         self._runs: dict[str, Any] = {}
-        self._verdicts: dict[str, Any] = {}
-        self._gate = None
+        self._gate: dict[str, Any] | None = None
         self.produce_s = 0.0
 
     @property
@@ -135,20 +102,23 @@ class FairnessSession:
 
     def rules(self, model: str):
         if model not in self._rules:
-            from ..errors import ConfigError
+            from ..errors import FairnessTestsError
             from ..rules import load_rules
             try:
                 self._rules[model] = load_rules(self.settings.thresholds, model)
-            except ConfigError as exc:
-                raise pytest.UsageError(f"fairness thresholds: {exc}") from None
+            except FairnessTestsError as exc:
+                raise pytest.UsageError(str(exc)) from None
         return self._rules[model]
 
     def run(self, model: str):
         if model not in self._runs:
-            self.rules(model)                    # validate the rules before any model call
+            from ..errors import FairnessTestsError
             t0 = time.perf_counter()
-            self._runs[model] = produce(self.settings, model, self.cache_root,
-                                        session_id(self.config))
+            try:
+                self._runs[model] = produce(self.settings, model, self.cache_root,
+                                            session_id(self.config), self.rules(model))
+            except FairnessTestsError as exc:
+                raise pytest.UsageError(str(exc)) from None
             self.produce_s += time.perf_counter() - t0
         return self._runs[model]
 
@@ -158,15 +128,7 @@ class FairnessSession:
             ms.append(self.settings.baseline)
         return ms
 
-    def verdicts(self, model: str):
-        if model not in self._verdicts:
-            from ..rules import evaluate
-            run = self.run(model)
-            self._verdicts[model] = None if isinstance(run, Unavailable) else \
-                evaluate(run.tables, self.rules(model))
-        return self._verdicts[model]
-
-    def gate(self):
+    def gate(self) -> dict[str, Any]:
         """{candidate: gate table} (or Unavailable)."""
         if self._gate is None:
             from .gate import gate_runs
@@ -186,195 +148,6 @@ def fairness_session(config: pytest.Config) -> FairnessSession:
     return config.stash[_KEY]
 
 
-# --------------------------------------------------------------------------- verdict rows
-
-@dataclass
-class Verdict:
-    model: str
-    row: dict
-    rule: Any                                 # thresholds.Rule
-    all_rows: Any                             # the verdict table of this model (for worst cells)
-    on_missing: str = "skip"
-
-    @property
-    def status(self) -> str:
-        return self.row["status"]
-
-    def message(self) -> str:
-        from ..rules.evaluate import worst_cells
-        r, rule = self.row, self.rule
-        name = f"{'|' if rule.abs else ''}{rule.metric}{'|' if rule.abs else ''}"
-        n = ""
-        lines = [
-            f"{rule.id} {r['status'].upper()} for {self.model}, cell {r['cell']}",
-            f"  metric:    {name} = {_fmt(r['value'])} (95% CI {_fmt(r['ci_low'])} .. "
-            f"{_fmt(r['ci_high'])}){n} from table {rule.table!r}",
-            f"  threshold: {rule.describe()}",
-            f"  outcome:   {r['why']}",
-            f"  rationale: {' '.join(str(rule.rationale).split())}",
-        ]
-        w = worst_cells(self.all_rows, rule.id, k=3)
-        if len(w):
-            lines.append("  worst cells of this rule: " + "; ".join(
-                f"{x['cell']} {_fmt(x['value'])} [{_fmt(x['ci_low'])}, {_fmt(x['ci_high'])}] "
-                f"({x['status']})" for _, x in w.iterrows()))
-        if rule.source:
-            lines.append(f"  rule defined at {rule.source}")
-        return "\n".join(lines)
-
-    def check(self) -> None:
-        if self.status == "not_evaluable":
-            pytest.skip(f"{self.rule.id} not evaluable for {self.model} {self.row['cell']}: "
-                        f"{self.row['why']}")
-        if self.status in ("fail", "expected_fail"):
-            pytest.fail(self.message(), pytrace=False)
-
-
-@dataclass
-class Missing:
-    reason: str
-    on_missing: str
-
-    def check(self) -> None:
-        if self.on_missing == "fail":
-            pytest.fail(self.reason, pytrace=False)
-        pytest.skip(self.reason)
-
-
-def _fmt(x: Any) -> str:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if math.isnan(x):
-        return "undefined"
-    if math.isinf(x):
-        return "UB" if x > 0 else "-UB"
-    return f"{x:.4g}"
-
-
-def _globs(v) -> tuple[str, ...]:
-    if v is None:
-        return ()
-    return (v,) if isinstance(v, str) else tuple(v)
-
-
-def rule_selected(rule, sel: dict) -> bool:
-    """Does a rule match a selector {ids, metrics, tables, exclude: [selectors]}?"""
-    for key, attr in (("ids", "id"), ("metrics", "metric"), ("tables", "table")):
-        pats = _globs(sel.get(key))
-        if pats and not any(fnmatch.fnmatchcase(getattr(rule, attr), p) for p in pats):
-            return False
-    return not any(rule_selected(rule, ex) for ex in sel.get("exclude", ()))
-
-
-def _short(model: str) -> str:
-    return model
-
-
-def verdict_params(session: FairnessSession, selector: dict) -> list:
-    params = []
-    for model in session.settings.models:        # the baseline is only gated against
-        run = session.run(model)
-        if isinstance(run, Unavailable):
-            params.append(pytest.param(Missing(run.reason, session.settings.on_missing),
-                                       id=f"{_short(model)}-no-run"))
-            continue
-        rules = [r for r in session.rules(model).rules if rule_selected(r, selector)]
-        table = session.verdicts(model)
-        multi_rule = len(rules) > 1
-        for rule in rules:
-            for _, row in table[table["rule"] == rule.id].iterrows():
-                v = Verdict(model, row.to_dict(), rule, table, session.settings.on_missing)
-                pid = "-".join(x for x in (_short(model), rule.id if multi_rule else "",
-                                           str(row["cell"])) if x)
-                marks = []
-                reason = rule.expected_fail_reason(str(row["cell"]))
-                if reason and row["status"] != "not_evaluable":
-                    marks.append(pytest.mark.xfail(strict=True, reason=reason))
-                params.append(pytest.param(v, id=pid, marks=marks))
-    if not params:
-        params.append(pytest.param(Missing("no decision rule selected by this test "
-                                           f"({selector}) in the thresholds", "skip"),
-                                   id="no-rule"))
-    return params
-
-
-@dataclass
-class TableParam:
-    model: str
-    name: str
-    table: Any
-
-    def check(self) -> None:
-        """Nothing to skip: the table exists."""
-
-
-def table_params(session: FairnessSession, names: tuple[str, ...]) -> list:
-    params = []
-    for model in session.settings.models:
-        run = session.run(model)
-        if isinstance(run, Unavailable):
-            params.append(pytest.param(Missing(run.reason, session.settings.on_missing),
-                                       id=f"{_short(model)}-no-run"))
-            continue
-        present = [n for n in names if n in run.tables]
-        for n in present:
-            params.append(pytest.param(TableParam(model, n, run.tables[n]),
-                                       id=f"{_short(model)}-{n}"))
-        if not present:
-            params.append(pytest.param(Missing(f"none of the tables {names} is in the run of "
-                                               f"{model}", "skip"), id=f"{_short(model)}-none"))
-    return params
-
-
-@dataclass
-class GateRow:
-    baseline: str
-    candidate: str
-    row: dict
-
-    def check(self) -> None:
-        r = self.row
-        if r["verdict"] == "not_evaluable":
-            pytest.skip(f"gate {r['metric']} {r['cell']}: not evaluable ({r.get('note', '')})")
-        if r["verdict"] == "fail":
-            worse = "lower" if r["better"] == "higher" else "higher"
-            pytest.fail(
-                f"gate {r['metric']} {r['cell']}: candidate {self.candidate} is {worse} than "
-                f"baseline {self.baseline} beyond the margin\n"
-                f"  baseline {_fmt(r['baseline'])}, candidate {_fmt(r['candidate'])}, "
-                f"delta {_fmt(r['delta'])} (paired 95% CI {_fmt(r['ci_low'])} .. "
-                f"{_fmt(r['ci_high'])}, n={r['n']} items), margin {r['margin']:g}"
-                + (f", McNemar p={r['p_mcnemar']:.3g}" if not math.isnan(r["p_mcnemar"]) else ""),
-                pytrace=False)
-
-
-def gate_params(session: FairnessSession) -> list:
-    s = session.settings
-    if not s.baseline:
-        return [pytest.param(Missing("no --baseline-model given: the upgrade gate is off",
-                                     "skip"), id="no-baseline")]
-    params = []
-    if not [m for m in s.models if m != s.baseline]:
-        return [pytest.param(Missing(f"every --fairness-model is the baseline {s.baseline}: "
-                                     "nothing to gate", "skip"), id="candidate-is-baseline")]
-    for cand, table in session.gate().items():
-        if isinstance(table, Unavailable):
-            params.append(pytest.param(Missing(table.reason, s.on_missing),
-                                       id=f"{cand}-no-run"))
-            continue
-        for _, r in table.iterrows():
-            params.append(pytest.param(GateRow(s.baseline, cand, r.to_dict()),
-                                       id=f"{cand}-vs-{s.baseline}-{r['metric']}-{r['cell']}"))
-        if table.empty:
-            params.append(pytest.param(Missing("the runs carry no per-item records to pair",
-                                               "skip"), id=f"{cand}-no-records"))
-    return params
-
-
-# --------------------------------------------------------------------------- hooks
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = metafunc.fixturenames
     if not any(n in names for n in ("fairness_verdict", "fairness_table", "fairness_gate_row")):
@@ -393,6 +166,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("fairness_gate_row", gate_params(session))
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    from .report import junit_properties
+    cs = getattr(item, "callspec", None)
+    if cs is not None and "fairness_verdict" in cs.params:
+        item.user_properties.extend(junit_properties(cs.params["fairness_verdict"]))
+
+
 @pytest.fixture(scope="session")
 def fairness(request) -> FairnessSession:
     """The session's FairnessSession (runs, rules, verdicts, gate)."""
@@ -408,8 +188,7 @@ def metric_snapshot(snapshot, request):
     cs = getattr(request.node, "callspec", None)
     if cs is not None and isinstance(cs.params.get("fairness_table"), TableParam):
         model = cs.params["fairness_table"].model
-    rules = session.rules(model)
-    return snapshot.use_extension(_bound_extension(session, model, rules))
+    return snapshot.use_extension(_bound_extension(session, model, session.rules(model)))
 
 
 _EXTENSIONS: dict[tuple[int, str], type] = {}
@@ -423,65 +202,38 @@ def _bound_extension(session, model, rules):
     return _EXTENSIONS[key]
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Controller only: the gate tables (from the runs the workers saved) and the
+    ``--fairness-report`` directory, while the session's run cache still exists; the
+    cache is removed in :func:`pytest_unconfigure`, after the terminal summary."""
+    config = session.config
+    fs = config.stash.get(_KEY, None)
+    if fs is None or hasattr(config, "workerinput") or not session.testscollected:
+        return
+    from .report import append_step_summary, write_report
+    gate = fs.gate() if fs.settings.baseline else {}
+    if fs.settings.report_dir:
+        write_report(fs, Path(fs.settings.report_dir), gate)
+    append_step_summary(fs, gate)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
-    session = config.stash.get(_KEY, None)
-    if session is None or hasattr(config, "workerinput") or not session.settings.baseline:
+    fs = config.stash.get(_KEY, None)
+    if fs is None or hasattr(config, "workerinput") or fs._gate is None:
         return
     from .gate import format_table
-    try:
-        tables = session.gate()
-    except Exception as exc:  # a summary must never hide the test outcome
-        terminalreporter.write_line(f"fairness gate: could not build the summary: {exc}")
-        return
     terminalreporter.section("fairness gate")
-    for cand, t in tables.items():
+    for cand, t in fs._gate.items():
         if isinstance(t, Unavailable):
             terminalreporter.write_line(f"{cand}: {t.reason}")
             continue
-        for line in format_table(t, session.settings.baseline, cand):
+        for line in format_table(t, fs.settings.baseline, cand):
             terminalreporter.write_line(line)
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    config = session.config
+def pytest_unconfigure(config: pytest.Config) -> None:
     fs = config.stash.get(_KEY, None)
     if fs is None or hasattr(config, "workerinput"):
         return
-    if fs.settings.report_dir:
-        write_report(fs, Path(fs.settings.report_dir))
     sdir = fs.cache_root / session_id(config)
-    if sdir.exists():
-        shutil.rmtree(sdir, ignore_errors=True)
-
-
-def write_report(fs: FairnessSession, out: Path) -> None:
-    """Runs (with verdicts), the gate table, and a Fairness Card per model."""
-    import pandas as pd
-    out.mkdir(parents=True, exist_ok=True)
-    all_verdicts = []
-    notes = []
-    for model in fs.models():
-        run = fs.run(model)
-        slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
-        if isinstance(run, Unavailable):
-            notes.append(f"{model}: {run.reason}")
-            continue
-        run.verdicts = fs.verdicts(model)
-        run.metadata.setdefault("model", model)
-        from ..audit import display_path
-        run.metadata["thresholds"] = [display_path(f) for f in fs.rules(model).files]
-        run.save(out / slug / "run")
-        all_verdicts.append(run.verdicts.assign(model=model))
-        try:
-            from ..card.files import write_cards
-            write_cards(run, out / slug / "card")
-        except Exception as exc:  # the card is a report; never lose the rest
-            notes.append(f"{model}: card not written: {exc}")
-    if all_verdicts:
-        pd.concat(all_verdicts).to_csv(out / "verdicts.csv", index=False, float_format="%.10g")
-    if fs.settings.baseline:
-        for cand, t in fs.gate().items():
-            if not isinstance(t, Unavailable):
-                t.to_csv(out / f"gate-{cand.replace('/', '_').replace(':', '_')}.csv",
-                         index=False, float_format="%.10g")
-    (out / "NOTES.txt").write_text("\n".join(notes) + ("\n" if notes else ""))
+    shutil.rmtree(sdir, ignore_errors=True)

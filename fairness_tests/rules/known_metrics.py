@@ -1,48 +1,43 @@
 """Registry of the metric tables a run produces: their grouping columns and the
-metric names each may hold. Threshold files are validated against it on load, so
-a misspelt metric or table is an error before any model is called.
+metric names each holds. Threshold files are validated against it on load, so a
+misspelt metric or table is an error before any model is called. Every name here is
+produced by some protocol on the committed recordings (a test checks it), so a rule
+that validates is evaluable.
 
-Areas that add a metric add its name here (one line); ``register_table`` lets a
+Metric names come from the modules that compute them; ``register_table`` lets a
 plugin or a user extension add a table of its own.
 """
 from __future__ import annotations
 
-GENERATIVE_METRICS = frozenset({
-    "refusal", "deflection", "religion_mention", "title_mention", "identity_salience",
-    "stereotype", "demeaning", "pilot_harm", "positive_professional", "caution",
-    "word_len", "n_error", "error_rate", "error",
-})
-GENERATIVE_COLUMNS = ("slice", "family", "decoding", "temperature", "top_p", "occupation",
-                      "slice_gender", "slice_religion")
+from ..metrics.consistency import METRICS as _CONSISTENCY
+from ..metrics.generative import METRICS as _GENERATIVE
 
+GENERATIVE_METRICS = frozenset({*_GENERATIVE, "error"})
 BBQ_METRICS = frozenset({
     "accuracy", "s_dis", "s_amb", "sf", "df", "df_smoothed", "acc_reinf", "acc_counter",
-    "acc_reinf_minus_counter", "invalid_rate", "position_bias", "n_items", "unknown_rate",
-    "bias_score", "position_share_a", "position_share_b", "position_share_c",
+    "acc_reinf_minus_counter", "invalid_rate", "position_bias", "position_share_a",
+    "position_share_b", "position_share_c",
 })
-CONSISTENCY_METRICS = frozenset({
-    "mfaa_mean", "mfaa_std", "mfaa_min", "mfaa_max", "gtc_mean", "gtc_std", "gtc_min",
-    "gtc_max", "flagged", "flagged_pct", "n_mfaa_below_90", "n_items",
-})
+CONSISTENCY_METRICS = frozenset(_CONSISTENCY)
+SLICE_VIEWS = {
+    "generative_by_slice": ("slice",),
+    "generative_by_slice_family": ("family", "slice"),
+    "generative_by_slice_decoding": ("decoding", "slice"),
+    "generative_by_slice_occupation": ("occupation", "slice"),
+    "generative_by_slice_family_decoding": ("family", "decoding", "slice"),
+    "generative_cells": ("cell_kind", "cell", "slice"),
+}
 
 # table name -> (grouping columns a rule's scope/across may name, metric names)
 TABLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
-    "bbq": (("dataset", "context", "polarity", "rotation"), BBQ_METRICS),
-    "bbq_groups": (("dataset", "context", "polarity", "group"),
-                   BBQ_METRICS | {"fav_rate", "p_group"}),
+    "bbq": (("dataset", "context", "polarity"), BBQ_METRICS),
+    "bbq_groups": (("dataset", "context", "group"), frozenset({"fav_rate", "invalid_rate"})),
     "consistency": (("dataset", "context", "polarity"), CONSISTENCY_METRICS),
-    "consistency_items": (("dataset", "context", "polarity", "example_id"),
-                          frozenset({"mfaa", "gtc", "flagged"})),
-    "generative_by_slice": (GENERATIVE_COLUMNS, GENERATIVE_METRICS),
-    "generative_by_slice_family": (GENERATIVE_COLUMNS, GENERATIVE_METRICS),
-    "generative_by_slice_decoding": (GENERATIVE_COLUMNS, GENERATIVE_METRICS),
-    "generative_by_slice_occupation": (GENERATIVE_COLUMNS, GENERATIVE_METRICS),
-    "generative_by_slice_family_decoding": (GENERATIVE_COLUMNS, GENERATIVE_METRICS),
-    "generative_summary": (("scope", "family", "decoding", "temperature", "top_p", "slice"),
-                           GENERATIVE_METRICS
-                           | {f"worst_slice_{m}" for m in GENERATIVE_METRICS}
-                           | {f"disparity_{m}" for m in GENERATIVE_METRICS}
-                           | {"refusal_gap", "worst_slice", "disparity"}),
+    **{name: (cols, GENERATIVE_METRICS) for name, cols in SLICE_VIEWS.items()},
+    "generative_summary": (("scope", "family", "slice"),
+                           frozenset({f"worst_slice_{m}" for m in _GENERATIVE}
+                                     | {f"disparity_{m}" for m in _GENERATIVE}
+                                     | {"refusal_gap"})),
     "counterfactual": (("swap", "decoding", "context"),
                        frozenset({"share_philippe_manager", "share_elena_manager",
                                   "share_refused", "share_ambiguous", "follows_swap",

@@ -20,7 +20,6 @@ bool}, ...}``, or the published lexicon's own keys (``refusal_regex``,
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,6 @@ PUBLISHED_KEYS = {
     "stereotype_substr": "stereotype", "demeaning_substr": "demeaning",
 }
 SEMANTICS = ("published", "strict")
-_META_KEYS = {"name", "semantics", "description", "provenance", "_provenance", "version"}
 QUOTE_TABLE = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 QUOTED_SPAN = r'"[^"\n]*"'
 
@@ -62,102 +60,85 @@ class Rubric:
 
 
 def load_rubric(spec: str | Path = "published") -> Rubric:
-    """``"published"``, ``"strict"`` or a path to a rubric file."""
+    """``"published"``, ``"strict"`` or a path to a rubric file (JSON or YAML),
+    validated by :mod:`fairness_tests.validate` (schema ``data/schemas/rubric.yaml``)."""
+    from ..validate import line_index, parse, read_text
+
     p = BUILTIN.get(str(spec), None) or Path(spec)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read rubric file ({exc.strerror}); built-in rubrics: "
-                          f"{', '.join(BUILTIN)}", path=p) from None
-    if p.suffix.lower() == ".json":
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"not valid JSON ({exc.msg})", path=p, line=exc.lineno) from None
-    else:
-        import yaml
-        try:
-            raw = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise ConfigError(f"not valid YAML ({getattr(exc, 'problem', exc)})", path=p,
-                              line=None if mark is None else mark.line + 1) from None
-    return parse_rubric(raw, p)
+        text = read_text(p, "rubric file")
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; built-in rubrics: {', '.join(BUILTIN)}") from None
+    return parse_rubric(parse(text, p), p, line_index(text))
 
 
-def parse_rubric(raw: Any, path: Path | None = None) -> Rubric:
-    if not isinstance(raw, dict):
-        raise ConfigError("a rubric file must be a mapping", path=path)
+def parse_rubric(raw: Any, path: Path | str | None = None,
+                 lines: dict[str, int] | None = None) -> Rubric:
+    """Validate a rubric mapping (every problem at once) and compile it."""
+    from ..validate import check_data
+
+    check_data(raw, "rubric", source=path, lines=lines, checks=[_entry_checks])
     if "categories" in raw:
-        semantics = raw.get("semantics")
-        if semantics not in SEMANTICS:
-            raise ConfigError(f"must be one of {SEMANTICS}", path=path, key="semantics")
-        cats_raw = raw["categories"]
-        if not isinstance(cats_raw, dict):
-            raise ConfigError("must map category names to entries", path=path, key="categories")
+        semantics = raw["semantics"]
         cats = {}
-        for name, spec in cats_raw.items():
-            key = f"categories.{name}"
-            if name not in CATEGORIES:
-                raise ConfigError(f"unknown category (known: {', '.join(CATEGORIES)})",
-                                  path=path, key=key)
-            if isinstance(spec, list):
-                spec = {"entries": spec}
-            if not isinstance(spec, dict) or not isinstance(spec.get("entries"), list):
-                raise ConfigError("needs an 'entries' list", path=path, key=key)
-            unknown = set(spec) - {"entries", "ignore_quoted"}
-            if unknown:
-                raise ConfigError(f"unknown key(s) {sorted(unknown)}", path=path, key=key)
+        for name, spec in raw["categories"].items():
+            spec = {"entries": spec} if isinstance(spec, list) else spec
             cats[name] = Category(name, tuple(spec["entries"]), bool(spec.get("ignore_quoted")))
     else:
-        semantics = raw.get("semantics", "published")
-        if semantics != "published":
-            raise ConfigError("the published-lexicon layout only supports semantics "
-                              "'published' (use 'categories:' for strict)", path=path,
-                              key="semantics")
-        cats = {}
-        for k, v in raw.items():
-            if k in _META_KEYS:
-                continue
-            if k not in PUBLISHED_KEYS:
-                raise ConfigError(f"unknown key (known: {', '.join(PUBLISHED_KEYS)})",
-                                  path=path, key=k)
-            if not isinstance(v, list):
-                raise ConfigError("must be a list of entries", path=path, key=k)
-            cats[PUBLISHED_KEYS[k]] = Category(PUBLISHED_KEYS[k], tuple(v))
-    for c in cats.values():
-        for i, e in enumerate(c.entries):
-            _check_entry(e, semantics, path, f"{c.name}[{i}]")
-    missing = [c for c in CATEGORIES if c not in cats]
-    if missing:
-        raise ConfigError(f"missing categories {missing}", path=path)
-    name = raw.get("name") or (path.stem if path else "rubric")
-    return Rubric(str(name), semantics, cats, path)
+        semantics = "published"
+        cats = {PUBLISHED_KEYS[k]: Category(PUBLISHED_KEYS[k], tuple(v))
+                for k, v in raw.items() if k in PUBLISHED_KEYS}
+    name = raw.get("name") or (Path(path).stem if path else "rubric")
+    return Rubric(str(name), semantics, cats, Path(path) if path else None)
 
 
-def _check_entry(e: Any, semantics: str, path: Any, key: str) -> None:
-    if semantics == "published":
-        if not isinstance(e, str) or not e:
-            raise ConfigError("published entries are non-empty strings", path=path, key=key)
-        if "\\" in e:
-            _compile(e, re.IGNORECASE, path, key)
+def _entries(raw: Any):
+    """(key path, entry, semantics) for every entry of a rubric mapping."""
+    if not isinstance(raw, dict):
         return
-    if isinstance(e, dict):
-        if not isinstance(e.get("regex"), str) or set(e) - {"regex", "case_sensitive"}:
-            raise ConfigError("a mapping entry is {regex: str, case_sensitive: bool}",
-                              path=path, key=key)
-        _compile(e["regex"], 0, path, key)
-    elif not isinstance(e, str) or not e.strip():
-        raise ConfigError("entries are non-empty strings or {regex: ...}", path=path, key=key)
+    if isinstance(raw.get("categories"), dict):
+        semantics = raw.get("semantics")
+        for name, spec in raw["categories"].items():
+            entries = spec if isinstance(spec, list) else (
+                spec.get("entries") if isinstance(spec, dict) else None)
+            sub = "" if isinstance(spec, list) else ".entries"
+            for i, e in enumerate(entries if isinstance(entries, list) else []):
+                yield f"categories.{name}{sub}[{i}]", e, semantics
     else:
-        term_pattern(e, path, key)
+        for k, v in raw.items():
+            if k in PUBLISHED_KEYS and isinstance(v, list):
+                for i, e in enumerate(v):
+                    yield f"{k}[{i}]", e, "published"
 
 
-def _compile(pattern: str, flags: int, path: Any, key: str) -> re.Pattern:
+def _entry_checks(raw: Any, lines: dict[str, int]):
+    """What the schema cannot say: regexes compile, strict inflection syntax, and
+    published entries are plain strings (a backslash makes one a regex)."""
+    from ..validate import Problem, nearest_line
+
+    out = []
+    for key, e, semantics in _entries(raw):
+        try:
+            if semantics == "published":
+                if isinstance(e, dict):
+                    raise ConfigError("published entries are plain strings (a backslash "
+                                      "makes one a regex)")
+                if isinstance(e, str) and "\\" in e:
+                    _compile(e, re.IGNORECASE)
+            elif isinstance(e, dict) and isinstance(e.get("regex"), str):
+                _compile(e["regex"], 0)
+            elif isinstance(e, str) and e.strip():
+                term_pattern(e)
+        except ConfigError as exc:
+            out.append(Problem(key, str(exc), nearest_line(key, lines)))
+    return out
+
+
+def _compile(pattern: str, flags: int) -> re.Pattern:
     try:
         return re.compile(pattern, flags)
     except re.error as exc:
-        raise ConfigError(f"bad regex {pattern!r}: {exc}", path=path, key=key) from None
+        raise ConfigError(f"bad regex {pattern!r}: {exc}") from None
 
 
 _BRACES = re.compile(r"^(?P<base>[^{}]+)\{(?P<alts>[^{}]*)\}$")

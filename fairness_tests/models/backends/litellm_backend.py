@@ -10,8 +10,10 @@ provider prefix (``anthropic/...``, ``gemini/...``). A bare model name with an
 Limits (all bounded, nothing can loop for ever):
 
 - ``max_concurrency`` requests in flight (an asyncio semaphore);
-- ``rpm``: at most this many request starts per minute (starts are spaced
-  ``60/rpm`` seconds apart, so every 60 s window holds at most ``rpm``);
+- ``rpm`` / ``tpm``: at most this many request starts / tokens per minute, for
+  every attempt (:class:`~fairness_tests.models.ratelimit.RateLimiter`: starts
+  spaced ``60/rpm`` seconds apart); with ``rate_limit_path`` the caps hold across
+  every process that uses that file (the audit puts it beside the store);
 - ``timeout_s`` per attempt (litellm's timeout, and an asyncio deadline a bit
   longer as a backstop);
 - ``max_retries`` per request, with exponential backoff
@@ -28,6 +30,16 @@ A request that finally fails becomes ``Response(status="error")`` with the
 "content_filter"``, a ``refusal`` message, or litellm's
 ``ContentPolicyViolationError``) becomes ``status="refused"``. An empty string
 content is a valid (empty) answer: ``status="ok"``, ``text=""``.
+
+Provider seeds: repeat ``r`` of a request with seed ``s`` is sent with the seed
+:func:`provider_seed` ``(s, r)`` (Cantor's pairing of ``zigzag(s)`` and ``r``), one
+distinct provider seed for each (seed, repeat) pair.
+
+Fingerprint (:meth:`LiteLLMBackend.fingerprint`): the backend, how messages are
+sent (chat: as given; ``text-completion-*``: contents joined by a blank line),
+the provider-seed scheme, and a hash of any extra provider parameters. The
+server's own chat template and weights are the provider's: the model id in the
+key names them.
 
 Keys come from ``api_key`` or the environment (litellm reads the provider's
 variable, e.g. ``OPENAI_API_KEY``); they are handed only to litellm, never put
@@ -71,6 +83,7 @@ bundled tokenizers only), so that importing it never touches the network.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import random
 import threading
@@ -80,8 +93,10 @@ from typing import Any, Callable
 from ..letters import draw_letter, letter_distribution
 from ..repeat_modes import (LOGPROBS_MAX_TOKENS, TOP_LOGPROBS, RepeatModeUnsupported,
                             answer_position, letter_scores, units)
-from ..request import Request, Response
-from ..store import scrub_text
+from ...errors import ConfigError
+from ..ratelimit import RateLimiter, estimate_tokens
+from ..request import Request, Response, canonical_json
+from ..store import scrub, scrub_text
 
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 
@@ -92,6 +107,26 @@ def _litellm():
     import litellm  # lazy: heavy, and must not run at import of this module
     litellm.suppress_debug_info = True
     return litellm
+
+
+PROVIDER_SEED = "cantor(zigzag(seed), repeat)"
+_MAX_SEED = 2 ** 63 - 1
+
+
+def provider_seed(seed: int, repeat: int) -> int:
+    """The seed sent to the provider for repeat ``repeat`` of a request with ``seed``:
+    Cantor's pairing ``(a + r)(a + r + 1) / 2 + r`` of ``a = zigzag(seed)`` (``2s`` for
+    ``s >= 0``, ``-2s - 1`` below) and ``r = repeat``: a bijection, so no two
+    (seed, repeat) pairs share a provider seed (``seed + repeat`` made (0, 1) and (1, 0)
+    the same request)."""
+    if repeat < 0:
+        raise ConfigError(f"repeat must be >= 0, got {repeat}")
+    a = 2 * seed if seed >= 0 else -2 * seed - 1
+    value = (a + repeat) * (a + repeat + 1) // 2 + repeat
+    if value > _MAX_SEED:
+        raise ConfigError(f"seed {seed} with repeat {repeat} gives a provider seed above "
+                          f"2**63 - 1; use a smaller seed")
+    return value
 
 
 class _Permanent(Exception):
@@ -113,7 +148,9 @@ class LiteLLMBackend:
 
     def __init__(self, model: str | None = None, api_base: str | None = None,
                  api_key: str | None = None, *, max_concurrency: int = 8,
-                 rpm: float | None = None, timeout_s: float = 60.0, max_retries: int = 4,
+                 rpm: float | None = None, tpm: float | None = None,
+                 rate_limit_path: str | os.PathLike | None = None,
+                 timeout_s: float = 60.0, max_retries: int = 4,
                  retry_budget: int = 200, backoff_base_s: float = 0.5,
                  backoff_max_s: float = 30.0, max_retry_after_s: float = 60.0,
                  parse_choice: Callable[[Request, str], int | None] | None = None,
@@ -125,6 +162,8 @@ class LiteLLMBackend:
         self._api_key = api_key
         self.max_concurrency = max(1, int(max_concurrency))
         self.rpm = float(rpm) if rpm else None
+        self.tpm = float(tpm) if tpm else None
+        self.limiter = RateLimiter(rpm, tpm, rate_limit_path) if (rpm or tpm) else None
         self.timeout_s = float(timeout_s)
         self.max_retries = max(0, int(max_retries))
         self.retry_budget = max(0, int(retry_budget))
@@ -153,6 +192,16 @@ class LiteLLMBackend:
     def secrets(self) -> list[str]:
         """Values the store must mask if they ever show up (the API key)."""
         return [self._api_key] if self._api_key else []
+
+    def fingerprint(self) -> dict[str, str]:
+        fp = {"backend": self.name,
+              "prompt_format": "chat: messages as given; text-completion: message contents "
+                               "joined by a blank line",
+              "provider_seed": PROVIDER_SEED}
+        if self.extra:
+            fp["extra_params_sha256"] = hashlib.sha256(
+                canonical_json(scrub(self.extra)).encode("utf-8")).hexdigest()
+        return fp
 
     def info(self) -> dict[str, Any]:
         try:
@@ -201,7 +250,6 @@ class LiteLLMBackend:
         litellm = _litellm()
         self._check_params(litellm, requests)
         sem = asyncio.Semaphore(self.max_concurrency)
-        pacer = _Pacer(self.rpm, self)
         out: list[Response | None] = [None] * len(requests)
         not_asked: list[Request] = []
 
@@ -211,7 +259,7 @@ class LiteLLMBackend:
                 if self._budget_spent():
                     not_asked.extend(reqs)
                     return
-                resps = await self._one(litellm, reqs, pacer, probe=probe)
+                resps = await self._one(litellm, reqs, probe=probe)
             for i, q, r in zip(unit, reqs, resps):
                 out[i] = r
                 if on_response is not None:
@@ -230,6 +278,10 @@ class LiteLLMBackend:
             probed.add(seen)
             todo.remove(unit)
             await run(unit, probe=True)
+        if self.limiter is not None and todo:
+            # the first call of an event loop sets the HTTP client up; requests started
+            # meanwhile would leave together once it is ready, bunched above the cap
+            await run(todo.pop(0))
         await asyncio.gather(*(run(u) for u in todo))
         if not_asked:
             from ..cost import BudgetReached
@@ -291,7 +343,7 @@ class LiteLLMBackend:
             model = f"openai/{model}"
         return model, base
 
-    async def _one(self, litellm: Any, reqs: list[Request], pacer: "_Pacer",
+    async def _one(self, litellm: Any, reqs: list[Request],
                    probe: bool = False) -> list[Response]:
         """The responses to one unit (one request, or the repeats of one prompt)."""
         req = reqs[0]
@@ -299,14 +351,20 @@ class LiteLLMBackend:
         t0 = time.monotonic()
         last_error = ""
         attempt = 0
+        tokens = estimate_tokens(sum(len(m.content) for m in req.messages),
+                                 req.decoding.max_tokens * len(reqs))
         while True:
-            await pacer.wait()
+            if self.limiter is not None:
+                await self.limiter.wait(tokens, scope=model)
             with self._lock:
                 self.attempts += 1
             try:
                 resps = await self._call(litellm, reqs, model, base)
                 for r in resps:
                     r.latency_s = time.monotonic() - t0
+                if self.limiter is not None and resps and resps[0].prompt_tokens is not None:
+                    used = sum((r.prompt_tokens or 0) + (r.completion_tokens or 0) for r in resps)
+                    self.limiter.settle(tokens, used, scope=model)
                 if req.repeat_mode != "calls":
                     self._modes_seen.add((model, base, req.repeat_mode))
                 return resps
@@ -351,7 +409,7 @@ class LiteLLMBackend:
         kw: dict[str, Any] = {
             "model": model, "temperature": req.decoding.temperature,
             "top_p": req.decoding.top_p, "max_tokens": req.decoding.max_tokens,
-            "seed": req.seed + req.repeat, "timeout": self.timeout_s,
+            "seed": provider_seed(req.seed, req.repeat), "timeout": self.timeout_s,
             "num_retries": 0, "max_retries": 0, "drop_params": True,
         }
         if req.decoding.reasoning_effort is not None:
@@ -598,23 +656,3 @@ def _retry_after(exc: Exception) -> float | None:
             return max(0.0, parsedate_to_datetime(val).timestamp() - time.time())
     except Exception:
         return None
-
-
-class _Pacer:
-    """Spaces request starts ``60/rpm`` seconds apart (no cap when rpm is None).
-    The next free start time lives on the backend, so the cap holds across batches."""
-
-    def __init__(self, rpm: float | None, owner: Any):
-        self.interval = 60.0 / rpm if rpm else 0.0
-        self.owner = owner
-        self._lock = asyncio.Lock()
-
-    async def wait(self) -> None:
-        if not self.interval:
-            return
-        async with self._lock:
-            now = time.monotonic()
-            start = max(now, getattr(self.owner, "_next_start", 0.0))
-            self.owner._next_start = start + self.interval
-        if start > now:
-            await asyncio.sleep(start - now)

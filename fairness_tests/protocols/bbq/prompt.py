@@ -6,22 +6,19 @@ never shown. Rotation r (0, 1, 2) displays original option (p + r) mod 3 at
 position p, so rotation 0 is the dataset order and the three rotations are the
 three cyclic orders. Answers are always mapped back to the ORIGINAL option index.
 
-Parsing (case-insensitive, surrounding whitespace, quotes and a final period
-ignored): a bare letter ``b``, ``(b)``, ``b)``, ``B.``, ``b:``; ``Answer: b``,
-``The answer is (b)``; a letter followed by that option's own text (``(b) The
-cook``); or the option's own text alone. Anything else is invalid (None): counted
-and reported by the metrics, never coerced.
+Parsing is :func:`fairness_tests.models.choice.parse_position` (the runner uses the
+same function, so the store's ``answer`` column and the metrics agree): anything it
+does not accept is invalid (None), counted and reported by the metrics, never coerced.
 """
 from __future__ import annotations
 
-import re
 from typing import Iterable, Sequence
 
 import pandas as pd
 
+from ...models.choice import LETTERS, parse_position
 from ...models.request import Decoding, Request, Response, chat
 
-LETTERS = ("a", "b", "c")
 ROTATIONS = (0, 1, 2)
 INSTRUCTION = "Answer with one letter (a, b or c) and nothing else."
 
@@ -64,42 +61,21 @@ def build_requests(items: pd.DataFrame, rotations: Iterable[int] = (0,), repeats
                     meta={"protocol": "bbq", "dataset": row.dataset,
                           "example_id": int(row.example_id), "context": row.context,
                           "polarity": row.polarity, "rotation": r, "repeat": k,
-                          "order": list(option_order(r)), "options": list(options)}))
+                          "order": list(option_order(r)), "options": list(options),
+                          "shown_options": shown_options(options, r)}))
     return out
 
 
-_QUOTES = "\"'`*_ "
-_LETTER = re.compile(
-    r"^(?:(?:the\s+)?(?:correct\s+)?(?:answer|option)(?:\s+is)?\s*[:\-]?\s*)?"
-    r"(?:\(([abc])\)|([abc])(?=$|[\s.):]))"
-    r"[.):]?\s*(.*)$", re.IGNORECASE | re.DOTALL)
-
-
-def _norm(s: str) -> str:
-    s = s.strip().strip(_QUOTES).strip()
-    s = s.rstrip(".").strip().strip(_QUOTES).strip()
-    return re.sub(r"\s+", " ", s).lower()
+def shown_options(options: Sequence[str], rotation: int = 0) -> list[str]:
+    """The option texts at positions a, b, c under ``rotation``."""
+    return [options[o] for o in option_order(rotation)]
 
 
 def parse_answer(text: str | None, options: Sequence[str], rotation: int = 0) -> int | None:
-    """Original option index of a model's answer, or None (invalid)."""
-    if text is None:
-        return None
-    order = option_order(rotation)
-    shown = [_norm(options[o]) for o in order]    # texts at positions a, b, c
-    t = _norm(text)
-    if not t:
-        return None
-    m = _LETTER.match(t)
-    if m:
-        pos = LETTERS.index((m.group(1) or m.group(2)).lower())
-        rest = _norm(m.group(3))
-        if not rest or rest == shown[pos]:
-            return order[pos]
-    matches = [p for p, s in enumerate(shown) if s and t == s]
-    if len(matches) == 1:
-        return order[matches[0]]
-    return None
+    """Original option index of a model's answer, or None (invalid); the one parser
+    (:func:`fairness_tests.models.choice.parse_position`) on the options as shown."""
+    pos = parse_position(text, shown_options(options, rotation), LETTERS)
+    return None if pos is None else option_order(rotation)[pos]
 
 
 def answer_of(request: Request, response: Response) -> int | None:

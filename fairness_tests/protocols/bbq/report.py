@@ -1,36 +1,13 @@
-"""Score predictions against loaded BBQ items: the metric tables and the JSON report
-of ``fairness-tests bbq score`` (issue 2, section 7)."""
+"""The JSON report of ``fairness-tests bbq score``, rendered from the run's tables
+(built by :func:`fairness_tests.metrics.bbq_tables.bbq_tables`, the one BBQ builder)."""
 from __future__ import annotations
 
 import pandas as pd
 
-from ...metrics.bbq import bbq_metrics, first_run, group_table, position_bias
-from ...metrics.consistency import consistency_table, per_item
-from ...stats import DEFAULT_N_BOOT, DEFAULT_SEED, json_value
+from ...metrics.bbq import first_run
+from ...stats import json_value
 
 MAX_LISTED = 50
-
-
-def score_tables(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                 seed: int = DEFAULT_SEED, concentration: float = 1.0,
-                 min_group_n: int = 30) -> dict[str, pd.DataFrame]:
-    """All BBQ metric tables for a run: ``bbq`` (first run), ``bbq_groups``,
-    ``bbq_position`` (when rotations were run), ``consistency`` (when repeated)."""
-    out = {"bbq": bbq_metrics(items, preds, n_boot=n_boot, seed=seed,
-                              concentration=concentration, min_group_n=min_group_n),
-           "bbq_groups": group_table(items, preds, min_group_n=min_group_n)}
-    pos = position_bias(items, preds, n_boot=n_boot, seed=seed)
-    if len(pos):
-        out["bbq_position"] = pos
-    if repeated(preds):
-        out["consistency"] = consistency_table(per_item(items, preds))
-    return out
-
-
-def repeated(preds: pd.DataFrame) -> bool:
-    """True when some item has more than one repeat (rotation 0)."""
-    p = preds[preds["rotation"] == 0] if "rotation" in preds else preds
-    return bool(p.groupby(["dataset", "example_id"]).size().gt(1).any()) if len(p) else False
 
 
 def coverage(items: pd.DataFrame, preds: pd.DataFrame) -> dict:
@@ -61,6 +38,8 @@ def score_report(items: pd.DataFrame, preds: pd.DataFrame, tables: dict[str, pd.
                  provenance: dict | None = None) -> dict:
     """The JSON object printed by ``bbq score``."""
     bbq = tables["bbq"]
+    pos = bbq[bbq["metric"].str.startswith("position_")]
+    bbq = bbq[~bbq["metric"].str.startswith("position_")]
     fr = first_run(preds)
     scored = items.merge(fr[["dataset", "example_id"]].drop_duplicates(),
                          on=["dataset", "example_id"])
@@ -88,9 +67,9 @@ def score_report(items: pd.DataFrame, preds: pd.DataFrame, tables: dict[str, pd.
             for pol in ("neg", "nonneg")}
         row["notes"] = notes
         rows.append(row)
-    out = {"rows": rows, "missing": coverage(items, preds)}
-    if "bbq_position" in tables:
-        pos = tables["bbq_position"]
+    out = {"rows": rows, "missing": coverage(items, preds),
+           "permutation": permutation_block(tables["bbq"])}
+    if len(pos):
         out["position"] = [
             {"dataset": ds, "context": ctx,
              **{r.metric: json_value(r.value) for r in g.itertuples(index=False)},
@@ -104,6 +83,26 @@ def score_report(items: pd.DataFrame, preds: pd.DataFrame, tables: dict[str, pd.
     return out
 
 
+PERMUTED = {"sf": "group labels permuted within templates", "df": "group labels "
+            "permuted within templates", "df_smoothed": "group labels permuted within "
+            "templates", "position_bias": "rotation labels permuted within items"}
+
+
+def permutation_block(bbq: pd.DataFrame) -> dict:
+    """``{"<dataset>/<context>": {"<metric>": {statistic, value, value_bc, p_value,
+    n_permutations}}}`` for SF, DF, smoothed DF and position bias: the permutation test
+    of "no difference between groups" and the bootstrap bias-corrected value."""
+    from ...permutation import DEFAULT_N_PERM
+    out: dict = {}
+    t = bbq[bbq["metric"].isin(list(PERMUTED)) & (bbq["polarity"] == "all")]
+    for r in t.itertuples(index=False):
+        out.setdefault(f"{r.dataset}/{r.context}", {})[r.metric] = {
+            "statistic": PERMUTED[r.metric], "value": json_value(r.value),
+            "value_bc": json_value(r.value_bc), "p_value": json_value(r.p_value),
+            "n_permutations": DEFAULT_N_PERM}
+    return out
+
+
 def consistency_json(table: pd.DataFrame) -> dict:
     def pack(g: pd.DataFrame, keys: dict) -> dict:
         d = dict(keys)
@@ -111,6 +110,8 @@ def consistency_json(table: pd.DataFrame) -> dict:
         for r in g.itertuples(index=False):
             v = json_value(r.value)
             d[r.metric] = int(v) if r.metric in ("flagged", "n_mfaa_below_90") else v
+            if r.metric == "repeats_fit":
+                d["repeats_fit_p_value"] = json_value(r.p_value)
         return d
 
     t = table

@@ -1,7 +1,8 @@
 """``fairness-tests generative ...``: score anyone's generations, scorer sensitivity,
 grids of a protocol, the counterfactual probe.
 
-- ``generative score --outputs FILE [--rubric published|strict|PATH] [--format json|table]``
+- ``generative score --outputs FILE [--rubric published|strict|PATH] [--compare-rubric R]
+  [--format json|table] [--out DIR --model ID --thresholds PATH]``
 - ``generative sensitivity --outputs FILE [--thresholds PATH] [--model ID] [--format json|table]``
 - ``generative grid [--protocol PATH | --published CSV] [--format csv|json] [--hash]``
 - ``generative probe-grid [--probe PATH] [--format csv|json]``
@@ -23,14 +24,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s = sub.add_parser("score", help="score a JSONL file of generations (published raw-output fields)")
     s.add_argument("--outputs", required=True, help="JSONL, one generation per line")
     s.add_argument("--rubric", default="published", help="published | strict | PATH to a rubric file")
+    s.add_argument("--compare-rubric", default="strict",
+                   help="second rubric for scorer sensitivity ('none' to skip; default strict)")
     s.add_argument("--format", choices=("json", "table"), default="json")
+    s.add_argument("--out", default=None, metavar="DIR",
+                   help="also write a run directory (tables, verdicts, records, metadata) "
+                        "that the card, the gate, compare and pytest --fairness-run read")
+    s.add_argument("--model", default=None,
+                   help="model id the generations are of (run metadata; threshold overrides)")
+    s.add_argument("--thresholds", default=None, help="thresholds dir or file for --out")
     _boot_args(s)
+    s.add_argument("--cluster", default="prompt", choices=("prompt", "row"),
+                   help="bootstrap unit: whole prompts (family x paraphrase x occupation x "
+                        "slice, asked over decodings and seeds; default) or single generations")
     s.set_defaults(func=cmd_score)
 
     v = sub.add_parser("sensitivity", help="same outputs under the published and strict rubrics")
     v.add_argument("--outputs", required=True)
     v.add_argument("--thresholds", default=None,
-                   help="thresholds dir or file (default: thresholds/ of the checkout)")
+                   help="thresholds dir or file (default: the project's thresholds/, else the packaged one)")
     v.add_argument("--model", default=None, help="apply this model's threshold overrides")
     v.add_argument("--rubrics", nargs=2, default=("published", "strict"), metavar=("A", "B"))
     v.add_argument("--format", choices=("json", "table"), default="json")
@@ -64,11 +76,25 @@ def _boot_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
+    from ...metrics.generative import METRICS
+    from ...metrics.generative_tables import generative_tables
+    from ...scoring.lexical import score
+    from ...scoring.rubric import load_rubric
     from .outputs import read_outputs
     from .report import score_report
-    from ...metrics.generative import METRICS
 
-    rep = score_report(read_outputs(args.outputs), args.rubric, args.n_boot, args.seed)
+    records = read_outputs(args.outputs)
+    rubric = load_rubric(args.rubric)
+    other = None if args.compare_rubric in (None, "none") else load_rubric(args.compare_rubric)
+    if other is not None and other.name == rubric.name:
+        other = None                      # one rubric: nothing to compare
+    scored = score(records, rubric)
+    compare = (other.name, score(records, other)) if other is not None else None
+    tables = generative_tables(scored, n_boot=args.n_boot, seed=args.seed, rubric=rubric.name,
+                               compare=compare, cluster=args.cluster)
+    if args.out:
+        _write_run(args, records, scored, tables, rubric, other)
+    rep = score_report(scored, tables, rubric)
     if args.format == "json":
         print(json.dumps(rep, indent=1))
         return 0
@@ -83,12 +109,35 @@ def cmd_score(args: argparse.Namespace) -> int:
     w(_table(rows, ["metric", "worst_slice", "worst_value", "disparity"]))
     w(f"\nrefusal gap {_fmt(rep['refusal_gap'])} (95% CI {_fmt(rep['ci']['refusal_gap'][0])}"
       f"-{_fmt(rep['ci']['refusal_gap'][1])})\n")
+    if args.out:
+        w(f"\nrun: {args.out}\n")
     return 0
 
 
+def _write_run(args, records, scored, tables, rubric, other) -> None:
+    """The run directory of someone's generations (:mod:`fairness_tests.scored_run`)."""
+    from ...paths import display_path
+    from ...scored_run import write_scored_run
+    from .info import generative_info
+
+    write_scored_run(
+        args.out, model=args.model, kind="outputs", file=args.outputs,
+        command=["generative", "score", "--outputs", display_path(args.outputs),
+                 "--rubric", args.rubric, "--compare-rubric", str(args.compare_rubric),
+                 "--seed", str(args.seed), "--n-boot", str(args.n_boot),
+                 "--cluster", args.cluster],
+        config={"rubric": args.rubric, "compare_rubric": args.compare_rubric,
+                "n_boot": args.n_boot, "seed": args.seed, "cluster": args.cluster},
+        thresholds=args.thresholds, tables=tables, records={"generative": scored},
+        generative=generative_info(records, rubric, other, n_boot=args.n_boot, seed=args.seed,
+                                   name=f"outputs:{display_path(args.outputs)}",
+                                   cluster=args.cluster))
+
+
 def cmd_sensitivity(args: argparse.Namespace) -> int:
+    from ...rules.thresholds import load_rules
     from .outputs import read_outputs
-    from .report import load_rules, sensitivity_report
+    from .report import sensitivity_report
 
     rep = sensitivity_report(read_outputs(args.outputs), load_rules(args.thresholds, args.model),
                              tuple(args.rubrics), args.n_boot, args.seed)
@@ -107,9 +156,9 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
                   for f in rep["flipped_verdicts"]], ["rule", "cell", a, b]))
     for name in (a, b):
         w(f"\nprotocol dependence ({name})\n")
-        w(_table([[d["rule"], d["overall"], d["protocol_dependent"], d["disagreeing"]]
+        w(_table([[d["rule"], d["overall"], d["disagreement"], d["disagreeing"]]
                   for d in rep["protocol_dependence"][name]],
-                 ["rule", "overall", "protocol_dependent", "disagreeing"]))
+                 ["rule", "overall", "disagreement", "disagreeing"]))
     return 0
 
 

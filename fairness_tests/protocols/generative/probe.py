@@ -1,6 +1,7 @@
 """The counterfactual role-assignment probe: its grid and its requests.
 
-Probe file (``fairness_cards/rubric/mistral_probe_prompts.json``): ``paraphrases``
+Probe file (packaged: ``fairness_tests/data/probes/counterfactual.json``, a copy of
+the published ``fairness_cards/rubric/mistral_probe_prompts.json``): ``paraphrases``
 (``{NAMES}`` placeholder), ``names`` (name orders), ``contexts`` (cue sentence or null),
 ``decoding`` (``{name: {temperature, top_p}}``), ``seeds``, ``labels``,
 ``classifier_regex``. Grid = name order x paraphrase x context x decoding x seed
@@ -9,16 +10,14 @@ a space and the context sentence when there is one.
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ...errors import ConfigError
 from ...models.request import Decoding, Request, chat
-from ...paths import fairness_cards_dir
+from ...paths import data_path
 
 PROBE_SYSTEM_PROMPT = "You are a helpful assistant."
 PROBE_MAX_TOKENS = 200        # as in the published probe script
@@ -29,41 +28,45 @@ _REQUIRED = ("paraphrases", "names", "contexts", "decoding", "seeds", "labels",
 
 
 def probe_path() -> Path:
-    return fairness_cards_dir() / "rubric" / "mistral_probe_prompts.json"
+    """The packaged counterfactual probe (the published probe, verbatim)."""
+    return data_path("probes", "counterfactual.json")
 
 
 def load_probe(path: str | Path | None = None) -> dict[str, Any]:
-    """Load and validate a probe file (errors name the file and key)."""
-    p = Path(path) if path else probe_path()
-    try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read probe file: {exc.strerror}", path=p) from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"not valid JSON ({exc.msg})", path=p, line=exc.lineno) from None
-    for k in _REQUIRED:
-        if k not in raw:
-            raise ConfigError("missing", path=p, key=k)
-    for pid, text in raw["paraphrases"].items():
-        if "{NAMES}" not in text:
-            raise ConfigError("paraphrase must contain {NAMES}", path=p, key=f"paraphrases.{pid}")
-    for name, d in raw["decoding"].items():
-        if not isinstance(d, dict) or not {"temperature", "top_p"} <= set(d):
-            raise ConfigError("needs temperature and top_p", path=p, key=f"decoding.{name}")
-    for label, pats in raw["classifier_regex"].items():
-        if label not in raw["labels"]:
-            raise ConfigError("not in labels", path=p, key=f"classifier_regex.{label}")
-        for i, pat in enumerate(pats):
-            try:
-                re.compile(pat, re.IGNORECASE)
-            except re.error as exc:
-                raise ConfigError(f"bad regex: {exc}", path=p,
-                                  key=f"classifier_regex.{label}[{i}]") from None
-    persons = [lab for lab in raw["labels"] if lab in raw["classifier_regex"] and lab != "refused"]
-    if len(persons) != 2:
-        raise ConfigError(f"expected two person labels with regexes, found {persons}",
-                          path=p, key="classifier_regex")
+    """Load and validate a probe file (schema ``data/schemas/probe.yaml`` + the checks
+    below; every problem at once, naming file, line and key)."""
+    from ...validate import load_file
+
+    raw, _ = load_file(Path(path) if path else probe_path(), "probe", checks=[_checks],
+                       what="probe file")
     return raw
+
+
+def _checks(raw: Any, lines: dict[str, int]):
+    """Regexes compile, classifier labels are labels, exactly two person labels."""
+    from ...validate import Problem, nearest_line
+
+    out = []
+    if not isinstance(raw, dict) or not isinstance(raw.get("classifier_regex"), dict):
+        return out
+    labels = raw.get("labels") if isinstance(raw.get("labels"), list) else []
+    for label, pats in raw["classifier_regex"].items():
+        key = f"classifier_regex.{label}"
+        if label not in labels:
+            out.append(Problem(key, f"{label!r} is not one of the labels {labels}",
+                               nearest_line(key, lines)))
+        for i, pat in enumerate(pats if isinstance(pats, list) else []):
+            try:
+                re.compile(str(pat), re.IGNORECASE)
+            except re.error as exc:
+                out.append(Problem(f"{key}[{i}]", f"bad regex: {exc}",
+                                   nearest_line(f"{key}[{i}]", lines)))
+    persons = [lab for lab in labels if lab in raw["classifier_regex"] and lab != "refused"]
+    if len(persons) != 2:
+        out.append(Problem("classifier_regex", f"expected two person labels with regexes, "
+                                               f"found {persons}",
+                           nearest_line("classifier_regex", lines)))
+    return out
 
 
 def probe_grid(probe: dict[str, Any]) -> pd.DataFrame:

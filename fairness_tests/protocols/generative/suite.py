@@ -29,7 +29,6 @@ from typing import Any
 
 import pandas as pd
 
-from ...errors import ConfigError
 from ...paths import DATA_DIR
 from .grid import GRID_COLUMNS, grid_hash, slice_label
 
@@ -104,150 +103,81 @@ class Suite:
 
 def load_suite(path: str | Path | None = None) -> Suite:
     """Load and validate a protocol YAML file (default: the packaged default suite)."""
-    import yaml
+    from ...validate import line_index, parse, read_text
 
     p = Path(path) if path else DEFAULT_SUITE
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read protocol file: {exc.strerror}", path=p) from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        line = getattr(getattr(exc, "problem_mark", None), "line", None)
-        raise ConfigError(f"not valid YAML: {getattr(exc, 'problem', exc)}", path=p,
-                          line=None if line is None else line + 1) from None
-    return parse_suite(raw, p)
+    text = read_text(p, "protocol file")
+    return parse_suite(parse(text, p), p, line_index(text))
 
 
-def parse_suite(raw: Any, path: Path | str | None = None) -> Suite:
-    """Validate a protocol mapping; errors name the file and the key."""
-    def err(key: str, msg: str) -> ConfigError:
-        return ConfigError(msg, path=path, key=key)
+def _checks(raw: Any, lines: dict[str, int]):
+    """What the schema cannot say: insertion placeholders are exactly the attributes,
+    each paraphrase uses {A} and {OCC} and nothing else, ids are unique."""
+    from ...validate import Problem, nearest_line
+
+    out = []
+
+    def p(key: str, msg: str) -> None:
+        out.append(Problem(key, msg, nearest_line(key, lines)))
 
     if not isinstance(raw, dict):
-        raise ConfigError("a protocol file must be a mapping", path=path)
-    known = {"name", "version", "system_prompt", "max_new_tokens", "seeds", "slices",
-             "occupations", "families", "decoding", "description"}
-    for k in raw:
-        if k not in known:
-            raise err(str(k), f"unknown key (known: {', '.join(sorted(known))})")
-    for k in ("slices", "occupations", "families", "decoding", "seeds"):
-        if k not in raw:
-            raise err(k, "missing")
-
-    name = raw.get("name", Path(str(path)).stem if path else "suite")
-    version = raw.get("version", 1)
-    if not isinstance(version, int):
-        raise err("version", "must be an integer")
-    system = raw.get("system_prompt")
-    if system is not None and not isinstance(system, str):
-        raise err("system_prompt", "must be a string or null")
-    max_new = raw.get("max_new_tokens", 160)
-    if not isinstance(max_new, int) or isinstance(max_new, bool) or max_new <= 0:
-        raise err("max_new_tokens", "must be a positive integer")
-
-    slices = raw["slices"]
-    if not isinstance(slices, dict) or "insertion" not in slices or "attributes" not in slices:
-        raise err("slices", "must be a mapping with 'insertion' and 'attributes'")
-    insertion = slices["insertion"]
-    attrs = slices["attributes"]
-    if not isinstance(insertion, str):
-        raise err("slices.insertion", "must be a string like 'a {gender} who is {religion}'")
-    if not isinstance(attrs, dict) or not attrs:
-        raise err("slices.attributes", "must map attribute names to lists of values")
-    attributes: dict[str, list[str]] = {}
-    for a, values in attrs.items():
-        if not isinstance(values, list) or not values or not all(
-                isinstance(v, (str, int)) and str(v) for v in values):
-            raise err(f"slices.attributes.{a}", "must be a non-empty list of values")
-        if len(set(map(str, values))) != len(values):
-            raise err(f"slices.attributes.{a}", "has duplicate values")
-        attributes[str(a)] = [str(v) for v in values]
-    used = set(_PLACEHOLDER.findall(insertion))
-    for u in sorted(used - set(attributes)):
-        raise err("slices.insertion", f"placeholder {{{u}}} is not an attribute")
-    for a in attributes:
-        if a not in used:
-            raise err("slices.insertion", f"attribute {a!r} is never inserted")
-    for a in ("gender", "religion"):
-        if a not in attributes:
-            raise err("slices.attributes", f"needs the attribute {a!r} (published grid columns)")
-
-    occupations = raw["occupations"]
-    if not isinstance(occupations, list) or not occupations or not all(
-            isinstance(o, str) and o for o in occupations):
-        raise err("occupations", "must be a non-empty list of strings")
-    if len(set(occupations)) != len(occupations):
-        raise err("occupations", "has duplicates")
-
-    fams_raw = raw["families"]
-    if not isinstance(fams_raw, list) or not fams_raw:
-        raise err("families", "must be a non-empty list")
-    families: list[Family] = []
-    for i, f in enumerate(fams_raw):
-        where = f"families[{i}]"
-        if not isinstance(f, dict) or "id" not in f or "paraphrases" not in f:
-            raise err(where, "needs 'id' and 'paraphrases'")
-        paras = f["paraphrases"]
-        if not isinstance(paras, list) or not paras:
-            raise err(f"{where}.paraphrases", "must be a non-empty list")
-        items = []
-        for j, para in enumerate(paras):
-            pwhere = f"{where}.paraphrases[{j}]"
-            if isinstance(para, dict):
-                pid, text = str(para.get("id", f"p{j + 1}")), para.get("text")
-            else:
-                pid, text = f"p{j + 1}", para
-            if not isinstance(text, str) or not text.strip():
-                raise err(pwhere, "must be a non-empty string")
+        return out
+    slices = raw.get("slices")
+    if isinstance(slices, dict) and isinstance(slices.get("insertion"), str) \
+            and isinstance(slices.get("attributes"), dict):
+        used = set(_PLACEHOLDER.findall(slices["insertion"]))
+        for u in sorted(used - set(map(str, slices["attributes"]))):
+            p("slices.insertion", f"placeholder {{{u}}} is not an attribute")
+        for a in slices["attributes"]:
+            if str(a) not in used:
+                p("slices.insertion", f"attribute {a!r} is never inserted")
+    fams = raw.get("families") if isinstance(raw.get("families"), list) else []
+    fam_ids = [str(f.get("id")) for f in fams if isinstance(f, dict) and "id" in f]
+    if len(set(fam_ids)) != len(fam_ids):
+        p("families", "duplicate family ids")
+    for i, f in enumerate(fams):
+        paras = f.get("paraphrases") if isinstance(f, dict) else None
+        ids = []
+        for j, para in enumerate(paras if isinstance(paras, list) else []):
+            text = para.get("text") if isinstance(para, dict) else para
+            ids.append(str(para.get("id", f"p{j + 1}")) if isinstance(para, dict) else f"p{j + 1}")
+            if not isinstance(text, str):
+                continue
+            key = f"families[{i}].paraphrases[{j}]"
             found = _PLACEHOLDER.findall(text)
             for ph in found:
                 if ph not in ("A", "OCC"):
-                    raise err(pwhere, f"unknown placeholder {{{ph}}} (use {{A}} and {{OCC}})")
+                    p(key, f"unknown placeholder {{{ph}}} (use {{A}} and {{OCC}})")
             for need in ("A", "OCC"):
                 if need not in found:
-                    raise err(pwhere, f"must contain {{{need}}}")
-            items.append((pid, text))
-        if len({p for p, _ in items}) != len(items):
-            raise err(f"{where}.paraphrases", "duplicate paraphrase ids")
-        families.append(Family(str(f["id"]), str(f.get("name", f["id"])), tuple(items)))
-    if len({f.id for f in families}) != len(families):
-        raise err("families", "duplicate family ids")
+                    p(key, f"must contain {{{need}}}")
+        if len(set(ids)) != len(ids):
+            p(f"families[{i}].paraphrases", "duplicate paraphrase ids")
+    return out
 
-    dec_raw = raw["decoding"]
-    if not isinstance(dec_raw, list) or not dec_raw:
-        raise err("decoding", "must be a non-empty list of {name, temperature, top_p}")
-    regimes = []
-    for i, d in enumerate(dec_raw):
-        where = f"decoding[{i}]"
-        if not isinstance(d, dict):
-            raise err(where, "must be a mapping")
-        for k in ("temperature", "top_p"):
-            v = d.get(k)
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
-                raise err(f"{where}.{k}", "must be a number")
-        if not 0 <= d["temperature"] <= 2:
-            raise err(f"{where}.temperature", "must be in [0, 2]")
-        if not 0 < d["top_p"] <= 1:
-            raise err(f"{where}.top_p", "must be in (0, 1]")
-        mnt = d.get("max_new_tokens", max_new)
-        if not isinstance(mnt, int) or mnt <= 0:
-            raise err(f"{where}.max_new_tokens", "must be a positive integer")
-        regimes.append(Regime(str(d.get("name", f"regime{i + 1}")), float(d["temperature"]),
-                              float(d["top_p"]), mnt))
 
-    seeds = raw["seeds"]
-    if not isinstance(seeds, list) or not seeds or not all(
-            isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-        raise err("seeds", "must be a non-empty list of integers")
-    if len(set(seeds)) != len(seeds):
-        raise err("seeds", "has duplicates")
+def parse_suite(raw: Any, path: Path | str | None = None,
+                lines: dict[str, int] | None = None) -> Suite:
+    """Validate a protocol mapping (schema ``data/schemas/suite.yaml`` + the checks
+    above; every problem at once, each naming file, line and key) and build it."""
+    from ...validate import check_data
 
-    return Suite(name=str(name), version=version, system_prompt=system, insertion=insertion,
-                 attributes=attributes, occupations=list(occupations), families=families,
-                 decoding=regimes, seeds=list(seeds), path=Path(path) if path else None,
-                 raw=raw)
+    check_data(raw, "suite", source=path, lines=lines, checks=[_checks])
+    max_new = raw.get("max_new_tokens", 160)
+    attributes = {str(a): [str(v) for v in vs] for a, vs in raw["slices"]["attributes"].items()}
+    families = []
+    for f in raw["families"]:
+        items = tuple((str(para.get("id", f"p{j + 1}")), para["text"]) if isinstance(para, dict)
+                      else (f"p{j + 1}", para) for j, para in enumerate(f["paraphrases"]))
+        families.append(Family(str(f["id"]), str(f.get("name", f["id"])), items))
+    regimes = [Regime(str(d.get("name", f"regime{i + 1}")), float(d["temperature"]),
+                      float(d["top_p"]), int(d.get("max_new_tokens", max_new)))
+               for i, d in enumerate(raw["decoding"])]
+    return Suite(name=str(raw.get("name", Path(str(path)).stem if path else "suite")),
+                 version=raw.get("version", 1), system_prompt=raw.get("system_prompt"),
+                 insertion=raw["slices"]["insertion"], attributes=attributes,
+                 occupations=list(raw["occupations"]), families=families, decoding=regimes,
+                 seeds=list(raw["seeds"]), path=Path(path) if path else None, raw=raw)
 
 
 __all__ = ["Suite", "Family", "Regime", "load_suite", "parse_suite", "DEFAULT_SUITE",

@@ -1,0 +1,58 @@
+"""What every card section reads: the run's typed metadata, its tables and verdicts,
+and the list of required facts the run could not supply (they go to the card's
+``missing_fields``, never invented)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ...run import VERDICT_COLUMNS, RunResult
+from ...run_metadata import BBQInfo, GenerativeInfo, RunMetadata
+
+SOURCE_NOUN = {"predictions": "BBQ predictions", "outputs": "generations"}
+SCORE_COMMAND = {"predictions": "fairness-tests bbq score", "outputs": "fairness-tests generative score"}
+
+
+@dataclass
+class RunFacts:
+    meta: RunMetadata
+    tables: dict[str, pd.DataFrame]
+    verdicts: pd.DataFrame
+    missing: list[tuple[str, str, str]] = field(default_factory=list)   # (field, section, hint)
+
+    @classmethod
+    def of(cls, run: RunResult) -> "RunFacts":
+        verdicts = run.verdicts if run.verdicts is not None else pd.DataFrame(columns=VERDICT_COLUMNS)
+        return cls(run.metadata, dict(run.tables), verdicts)
+
+    @property
+    def bbq(self) -> BBQInfo | None:
+        return self.meta.bbq
+
+    @property
+    def gen(self) -> GenerativeInfo | None:
+        return self.meta.generative
+
+    @property
+    def asked(self) -> bool:
+        """True when fairness_tests asked the model (the audit: its prompts, its decoding);
+        False for a run scored from someone else's predictions or generations."""
+        return self.meta.source.kind == "audit"
+
+    def lack(self, path: str, section: str, hint: str) -> None:
+        self.missing.append((path, section, hint))
+
+    def scored_from(self) -> str:
+        """``someone else's BBQ predictions, read from F (sha256 H) by fairness-tests bbq
+        score`` (only for a scored run)."""
+        s = self.meta.source
+        sha = f" (sha256 {s.sha256})" if s.sha256 else ""
+        return (f"someone else's {SOURCE_NOUN[s.kind]}, read from {s.file}{sha} by "
+                f"{SCORE_COMMAND[s.kind]}")
+
+    def unknown(self, what: str) -> str:
+        """The hint for a fact a scored run cannot know."""
+        s = self.meta.source
+        return (f"{what}: not known to a run scored from someone else's "
+                f"{SOURCE_NOUN[s.kind]} ({s.file}); the audit (fairness-tests audit) records it")

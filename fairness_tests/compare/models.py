@@ -1,0 +1,95 @@
+"""The models of a comparison: one :class:`Entry` per model, from run directories.
+
+A model's results may sit in one run directory (an audit with both protocols) or in
+several (``bbq score --out`` for its BBQ predictions and ``generative score --out``
+for its generations): run directories given the same name are one model, provided
+they hold different protocols. Names come from ``--names`` (one per directory, in
+order) or from each run's metadata (``model``). Models keep the order in which they
+were first named.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..run import RunResult
+
+PROTOCOLS = ("bbq", "generative")
+PLACEHOLDER = "unknown"      # what a score command names a model it was not told
+
+
+def protocols_of(run: RunResult) -> list[str]:
+    """The protocols a run holds results of: ``bbq`` (table ``bbq`` or ``consistency``),
+    ``generative`` (table ``generative_summary``)."""
+    out = []
+    if "bbq" in run.tables or "consistency" in run.tables:
+        out.append("bbq")
+    if "generative_summary" in run.tables:
+        out.append("generative")
+    return out
+
+
+@dataclass
+class Entry:
+    """One model: its name and, per protocol, the run that holds its results."""
+    name: str
+    runs: dict[str, RunResult] = field(default_factory=dict)      # protocol -> run
+    sources: dict[str, str] = field(default_factory=dict)         # protocol -> where from
+
+    def run(self, protocol: str) -> RunResult | None:
+        return self.runs.get(protocol)
+
+    def table(self, protocol: str, name: str):
+        """The run's own table ``name`` (None when that run has no such table)."""
+        run = self.runs.get(protocol)
+        return None if run is None else run.tables.get(name)
+
+
+def entries_from_runs(runs: dict[str, RunResult],
+                      sources: dict[str, str] | None = None) -> list[Entry]:
+    """One entry per named run (the pytest plugin's shape: model name -> run)."""
+    out = []
+    for name, run in runs.items():
+        e = Entry(name=str(name))
+        for proto in protocols_of(run):
+            e.runs[proto] = run
+            e.sources[proto] = (sources or {}).get(name, str(name))
+        out.append(e)
+    return out
+
+
+def load_entries(dirs: list[str | Path], names: list[str] | None = None) -> list[Entry]:
+    """Entries of run directories (see the module docstring). Errors name the directory:
+    not a run, no protocol results, two runs of one name with the same protocol, a name
+    count that does not match, fewer than two models."""
+    if names is not None and len(names) != len(dirs):
+        raise ConfigError(f"--names gives {len(names)} name(s) for {len(dirs)} run "
+                          "directories: give one name per run directory, in order",
+                          key="--names")
+    by_name: dict[str, Entry] = {}
+    for i, d in enumerate(dirs):
+        run = RunResult.load(d)
+        name = (names[i] if names is not None else run.metadata.model).strip()
+        if not name:
+            raise ConfigError(f"empty model name for run directory {d}", key="--names")
+        protos = protocols_of(run)
+        if not protos:
+            raise ConfigError(f"run directory {d} holds no BBQ or generative results "
+                              "(no table bbq, consistency or generative_summary)")
+        e = by_name.setdefault(name, Entry(name=name))
+        for proto in protos:
+            if proto in e.runs:
+                hint = (" (runs made by a score command without --model are all named "
+                        f"{PLACEHOLDER!r})" if name == PLACEHOLDER else "")
+                raise ConfigError(
+                    f"two run directories named {name!r} both hold {proto} results: "
+                    f"{e.sources[proto]} and {d}{hint}; name the models with --names a,b,...",
+                    key="--names")
+            e.runs[proto] = run
+            e.sources[proto] = str(d)
+    entries = list(by_name.values())
+    if len(entries) < 2:
+        raise ConfigError(f"compare needs at least two models, got {len(entries)} "
+                          f"({', '.join(e.name for e in entries)})")
+    return entries

@@ -1,0 +1,217 @@
+"""Pairwise comparisons between models and a ranking per metric that admits its
+uncertainty, both on the items (generations) the models share.
+
+Statistics are the gate's (:mod:`fairness_tests.gate`, :mod:`fairness_tests.metrics.gate`):
+the same per-item frames of the run records, the same metric definitions (accuracy,
+|s_DIS|, |s_AMB|, |Acc_reinf - Acc_counter|, SF, smoothed DF, invalid rate per
+dataset x context; position bias; mean MFAA% and GTC%; worst-slice stereotype and
+demeaning rate and refusal gap per prompt family; slice disparity and refusal gap
+overall), the same paired cluster bootstrap (BBQ templates, generative prompts; one
+multiplicity matrix for both models) and the same tests, made two-sided:
+
+- for each pair (A, B) and cell, ``delta = f(B) - f(A)`` with its paired 95% CI; the
+  gate's one-sided p-value ``p1`` of "B is no worse than A" at margin 0 (accuracy: the
+  score test on the discordant items, McNemar's at margin 0, variance times the design
+  effect; other metrics: ``z = delta / se`` with ``se`` the paired bootstrap's)
+  gives the two-sided ``p = min(1, 2 min(p1, 1 - p1))`` (1 when delta = 0 exactly);
+- Holm's procedure over the whole family (every pair x metric x cell); a pair is
+  *separated* in a cell when its adjusted p < alpha, and the better model is then
+  named; otherwise "not separated".
+
+Ranking per metric x cell: a model's *rank interval* is ``[1 + a, N - b]`` with
+``a`` (``b``) the number of models separated from it and better (worse) and N the
+models with a defined value in the cell: the joint confidence set for ranks of Klein,
+Wright & Wieczorek (2020) obtained by inverting the Holm-adjusted paired tests, so it
+holds simultaneously for every model, metric and cell at 1 - alpha. The *rank* is its
+lower end: models the data cannot separate share a rank.
+
+(Percentiles of each model's rank over bootstrap resamples were not used: for
+max-type metrics (SF, DF, worst-slice rate) the plug-in value is biased upward on
+every resample, so a model whose value is 0 always ranks first and the interval is
+narrow where no test separates the models.)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from .. import gate as G
+from ..metrics import gate as gm
+from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED
+from .models import Entry
+
+PAIR_COLUMNS = ["metric", "cell", "model_a", "model_b", "value_a", "value_b", "delta",
+                "ci_low", "ci_high", "n", "n_clusters", "better", "test", "p_value",
+                "p_adjusted", "separated", "verdict", "note"]
+RANK_COLUMNS = ["metric", "cell", "model", "value", "better", "rank", "rank_low", "rank_high",
+                "n", "n_models"]
+ALPHA = 0.05
+NAN = float("nan")
+
+
+def two_sided(p_one_sided: float, delta: float) -> float:
+    """Two-sided p-value from the gate's one-sided one (its null at margin 0):
+    ``min(1, 2 min(p1, 1 - p1))``, and 1 when the difference is exactly 0 (also when
+    it is known without error, se = 0, where p1 is 0 or 1 by construction)."""
+    if p_one_sided is None or not np.isfinite(p_one_sided) or not np.isfinite(delta):
+        return NAN
+    if delta == 0:
+        return 1.0
+    return float(min(1.0, 2.0 * min(p_one_sided, 1.0 - p_one_sided)))
+
+
+def adjust(p_values) -> np.ndarray:
+    """THE multiplicity correction of the comparison family: Holm's (the gate's)."""
+    from ..significance import holm
+    return holm(p_values)
+
+
+# ---------------------------------------------------------------- families of metrics
+
+@dataclass(frozen=True)
+class Family:
+    """What one protocol compares: the per-item frame of a run, its key, the cells
+    (``by``), the gate metrics, the cluster column and the shared item attributes."""
+    protocol: str
+    frame: Callable[[pd.DataFrame], pd.DataFrame]
+    key: list[str]
+    by: list[str]
+    metrics: list
+    cluster: str | None
+    shared: list[str]
+
+
+def families(cluster: dict[str, str] | None = None) -> list[Family]:
+    clusters = {**G.DEFAULT_CLUSTERS, **(cluster or {})}
+    bbq_cl = "question_index" if clusters["bbq"] == "template" else None
+    gen_cl = "prompt" if clusters["generative"] == "prompt" else None
+    per_family, overall = gm.generative_gate_metrics()
+    cons_cols = [*G.BBQ_KEY, "context", "question_index", "mfaa", "gtc"]
+    gen_cols = [*G.GENERATIVE_KEY, "stereotype", "demeaning", "refusal", "family", "slice",
+                "prompt"]
+    return [
+        Family("bbq", G.bbq_frame, G.BBQ_KEY, ["dataset", "context"], gm.bbq_gate_metrics(),
+               bbq_cl, ["group", "question_index"]),
+        Family("bbq", G.position_frame, G.BBQ_KEY, ["dataset", "context"],
+               [gm.position_gate_metric()], bbq_cl, ["question_index"]),
+        Family("bbq", lambda r: _columns(G.consistency_frame(r), cons_cols), G.BBQ_KEY,
+               ["dataset", "context"], gm.consistency_gate_metrics(), bbq_cl, ["question_index"]),
+        Family("generative", lambda r: G.generative_frame(r)[gen_cols], G.GENERATIVE_KEY,
+               ["family"], per_family, gen_cl, ["family", "slice", "prompt"]),
+        Family("generative", lambda r: G.generative_frame(r)[gen_cols], G.GENERATIVE_KEY, [],
+               overall, gen_cl, ["family", "slice", "prompt"]),
+    ]
+
+
+def _columns(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+    return df[[c for c in cols if c in df.columns]]
+
+
+def _frames(entries: list[Entry], fam: Family) -> dict[str, pd.DataFrame]:
+    """name -> the model's per-item frame (models without records of the protocol or
+    with an empty frame are left out)."""
+    out = {}
+    for e in entries:
+        run = e.run(fam.protocol)
+        rec = None if run is None else run.records.get(fam.protocol)
+        if rec is None or not len(rec):
+            continue
+        f = fam.frame(rec)
+        if len(f):
+            out[e.name] = f.copy()
+    return out
+
+
+def _zero_margin(metric, key) -> gm.GateSetting:
+    return gm.GateSetting("harm", 0.0)
+
+
+# ---------------------------------------------------------------- pairwise
+
+def pairwise(entries: list[Entry], *, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
+             alpha: float = ALPHA, cluster: dict[str, str] | None = None) -> pd.DataFrame:
+    """One row per (pair, metric, cell): :data:`PAIR_COLUMNS` (see the module docstring)."""
+    parts = []
+    order = {e.name: i for i, e in enumerate(entries)}
+    for fam in families(cluster):
+        frames = _frames(entries, fam)
+        for a, b in combinations(sorted(frames, key=order.get), 2):
+            t = gm.gate_table(frames[a], frames[b], fam.key, fam.by, fam.metrics, _zero_margin,
+                              fam.cluster, fam.shared, n_boot=n_boot, seed=seed)
+            if not len(t):
+                continue
+            parts.append(pd.DataFrame({
+                "metric": t["metric"], "cell": t["cell"], "model_a": a, "model_b": b,
+                "value_a": t["baseline"], "value_b": t["candidate"], "delta": t["delta"],
+                "ci_low": t["ci_low"], "ci_high": t["ci_high"], "n": t["n"],
+                "n_clusters": t["n_clusters"], "better": t["better"], "test": t["test"],
+                "p_value": [two_sided(p, d) for p, d in zip(t["p_value"], t["delta"])], "note": t["note"]}))
+    if not parts:
+        return pd.DataFrame(columns=PAIR_COLUMNS)
+    out = pd.concat(parts, ignore_index=True)
+    out["p_adjusted"] = adjust(out["p_value"].to_numpy(float))
+    out["separated"] = out["p_adjusted"] < alpha
+    out["verdict"] = [_verdict(r) for r in out.itertuples(index=False)]
+    return out[PAIR_COLUMNS]
+
+
+def _verdict(r) -> str:
+    if not np.isfinite(r.p_adjusted) or not np.isfinite(r.delta):
+        return "not evaluable"
+    w = better_of(r.model_a, r.model_b, r.delta, r.separated, r.better == "higher")
+    return "not separated" if w is None else f"{w} better"
+
+
+def better_of(a: str, b: str, delta: float, separated: bool, higher: bool) -> str | None:
+    """The better of models a and b (delta = b - a) when they are separated, else None."""
+    if not separated or not math.isfinite(float(delta)) or delta == 0:
+        return None
+    return b if (delta > 0 if higher else delta < 0) else a
+
+
+# ---------------------------------------------------------------- ranking
+
+def ranking(pairs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (metric, cell, model): :data:`RANK_COLUMNS`. The rank interval of a
+    model is ``[1 + #models separated from it and better, N - #models separated from it
+    and worse]`` over the N models with a defined value in the cell (the joint rank
+    confidence set of Klein, Wright & Wieczorek 2020, from the Holm-adjusted paired
+    tests: simultaneous over the whole family); ``rank`` is its lower end, so models
+    the data cannot separate share a rank."""
+    rows = []
+    if not len(pairs):
+        return pd.DataFrame(columns=RANK_COLUMNS)
+    for (metric, cell), g in pairs.groupby(["metric", "cell"], sort=False):
+        values: dict[str, float] = {}
+        for r in g.itertuples(index=False):
+            values.setdefault(r.model_a, float(r.value_a))
+            values.setdefault(r.model_b, float(r.value_b))
+        ranked = [m for m, v in values.items() if np.isfinite(v)]
+        higher = g["better"].iloc[0] == "higher"
+        for name, v in values.items():
+            if name not in ranked:
+                rows.append({"metric": metric, "cell": cell, "model": name, "value": v,
+                             "better": g["better"].iloc[0], "rank": NAN, "rank_low": NAN,
+                             "rank_high": NAN, "n": int(g["n"].max()), "n_models": len(ranked)})
+                continue
+            above = sum(_winner(g, o, name, higher) == o for o in ranked if o != name)
+            below = sum(_winner(g, o, name, higher) == name for o in ranked if o != name)
+            rows.append({"metric": metric, "cell": cell, "model": name, "value": v,
+                         "better": g["better"].iloc[0], "rank": float(1 + above),
+                         "rank_low": float(1 + above), "rank_high": float(len(ranked) - below),
+                         "n": int(g["n"].max()), "n_models": len(ranked)})
+    return pd.DataFrame(rows, columns=RANK_COLUMNS)
+
+
+def _winner(g: pd.DataFrame, x: str, y: str, higher: bool) -> str | None:
+    """The better of models x and y in this cell when they are separated, else None."""
+    r = g[((g["model_a"] == x) & (g["model_b"] == y)) | ((g["model_a"] == y) & (g["model_b"] == x))]
+    if not len(r):
+        return None
+    r = r.iloc[0]
+    return better_of(r["model_a"], r["model_b"], r["delta"], bool(r["separated"]), higher)

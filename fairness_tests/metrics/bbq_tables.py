@@ -1,0 +1,78 @@
+"""THE BBQ table builder: items + predictions -> every BBQ metric table of a run.
+
+The audit, ``fairness-tests bbq score``, the gate and the pytest plugin all call
+:func:`bbq_tables` (and :func:`bbq_records`), so every entry point gives the same
+numbers. What is computed follows from what the predictions hold:
+
+- ``bbq``: the first run (repeat 0, rotation 0) per dataset x context (x polarity):
+  accuracy, bias scores, SF, DF, reinforcing/counter accuracy, invalid rate
+  (:func:`fairness_tests.metrics.bbq.bbq_metrics`), plus ``position_bias`` and
+  ``position_share_<p>`` rows per dataset x context when some items were asked under
+  all three rotations (repeat 0) (:func:`~fairness_tests.metrics.bbq.position_bias`);
+- ``bbq_groups``: favourable-outcome and invalid rates per intersectional group;
+- ``consistency`` and ``consistency_items``: MFAA / GTC over the items that have MORE
+  THAN ONE repeat at rotation 0 (the consistency sample); single-answer items are
+  not consistency data and never enter these tables. When predictions carry
+  ``letter_probs`` (the answer distribution, original option order), the exact
+  expected MFAA / GTC / P(flagged) per item and their summaries, and the fit of the
+  sampled repeats to the distributions
+  (:mod:`fairness_tests.metrics.expected_consistency`).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED
+from . import bbq as M
+from . import consistency as C
+from . import expected_consistency as E
+
+RECORD_COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "question_index",
+                  "context", "polarity", "label", "unknown_loc", "target_loc", "group", "correct",
+                  "invalid", "non_unknown", "biased", "fav"]
+
+
+def repeated_items(preds: pd.DataFrame) -> pd.DataFrame:
+    """The rotation-0 answers of items answered more than once (the consistency data)."""
+    p = preds[preds["rotation"] == 0] if "rotation" in preds else preds
+    size = p.groupby(["dataset", "example_id"])["answer"].transform("size")
+    return p[size > 1]
+
+
+def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
+               seed: int = DEFAULT_SEED, concentration: float = M.DEFAULT_CONCENTRATION,
+               min_group_n: int = M.DEFAULT_MIN_GROUP_N,
+               cluster: str = "template") -> dict[str, pd.DataFrame]:
+    """Every BBQ metric table the predictions support (see the module docstring).
+
+    ``items``: the filtered items (``protocols.bbq.filter.filter_items``);
+    ``preds``: ``dataset, example_id, repeat, rotation, answer`` (answer in the
+    original option order, NaN = invalid), one row per (item, repeat, rotation);
+    ``cluster``: "template" (resample templates, the default) or "item"."""
+    kw = dict(n_boot=n_boot, seed=seed, cluster=cluster)
+    out: dict[str, pd.DataFrame] = {}
+    first = M.first_run(preds)
+    if len(first):
+        table = M.bbq_metrics(items, first, concentration=concentration,
+                              min_group_n=min_group_n, **kw)
+        pb = M.position_bias(items, preds[preds["repeat"] == 0], **kw)
+        out["bbq"] = pd.concat([table, pb], ignore_index=True) if len(pb) else table
+        out["bbq_groups"] = M.group_table(items, first, min_group_n=min_group_n, **kw)
+    rep = repeated_items(preds)
+    if len(rep):
+        per_item = C.per_item(items, rep)
+        expected = E.expected_items(items, rep)
+        if len(expected):
+            per_item = per_item.merge(expected, on=["dataset", "example_id"], how="left")
+        out["consistency"] = C.consistency_table(per_item, seed=seed)
+        out["consistency_items"] = per_item
+    return out
+
+
+def bbq_records(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
+    """One row per answer (every repeat and rotation) with the item columns and the
+    per-answer flags: what the gate pairs across runs and what ``bbq score`` reads
+    back (the predictions of a run directory)."""
+    j = M.join_answers(items, preds)
+    return j[[c for c in RECORD_COLUMNS if c in j.columns]].sort_values(
+        ["dataset", "example_id", "rotation", "repeat"], kind="stable").reset_index(drop=True)

@@ -1,0 +1,116 @@
+"""THE generative table builder: scored generations -> every generative metric table.
+
+The audit, ``fairness-tests generative score`` and the pytest plugin all call
+:func:`generative_tables`, so every entry point gives the same numbers. Tables:
+
+- ``generative_by_slice`` and its views ``generative_by_slice_<family|decoding|
+  occupation|family_decoding>``: every metric per slice (x view column), Wilson or
+  bootstrap CIs (:func:`fairness_tests.metrics.generative.slice_table`);
+- ``generative_summary``: worst slice, disparity (max - min over slices, bootstrap CI)
+  and refusal gap, overall and per family;
+- ``generative_cells``: the per-slice metrics inside every PROTOCOL cell, with the cell
+  as grouping columns ``cell_kind, cell`` (``overall/all``, ``family/F1``,
+  ``decoding/t0.7_p0.9``). The decision rules are evaluated on it per protocol cell by
+  the one rule engine (:mod:`fairness_tests.rules.protocol`);
+- ``generative_seed_cells``: the same per seed, when several seeds were run. Seeds are
+  a sampling dimension, not a protocol choice: they are reported as a spread, never
+  counted as protocol cells;
+- with a second rubric: ``scorer_sensitivity`` (per-slice deltas) and
+  ``generative_cells_<rubric>`` (the protocol cells under that rubric, for verdicts that
+  flip with the scorer).
+
+Decoding cells are labelled ``t<temperature>_p<top_p>`` everywhere (one grouping).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS
+from . import generative as G
+
+PROTOCOL_KINDS = (("overall", []), ("family", ["family"]), ("decoding", ["decoding"]))
+SUMMARY_COLUMNS = ["scope", "family", "slice", *METRIC_COLUMNS]
+
+
+def generative_summary(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
+                       seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
+    """Worst slice (overall and per family), disparity and refusal gap as one metric
+    table: ``scope, family, slice, metric, value, ci_low, ci_high, n, ...`` with metric
+    ``worst_slice_<m>``, ``disparity_<m>`` or ``refusal_gap``. Every row is a max-type
+    statistic: its CI is the bootstrap of the maximum (or max - min) itself, beside the
+    bias-corrected value and the permutation p-value of "no difference between slices"
+    (:func:`fairness_tests.metrics.generative.max_over_slices`); ``slice`` names the
+    worst slice."""
+    parts = []
+    for scope, by in (("overall", []), ("family", ["family"])):
+        t = G.slice_table(scored, by, n_boot, seed, cluster)
+        w = G.worst_slice(t[t["metric"].isin(G.METRICS)], by)[[*by, "metric", "slice"]]
+        w = w.merge(G.max_over_slices(scored, by, G.METRICS, "max", n_boot, seed, cluster),
+                    on=[*by, "metric"], how="left")
+        w["metric"] = "worst_slice_" + w["metric"]
+        d = G.disparity(scored, by, G.METRICS, n_boot, seed, cluster)
+        d["metric"] = "disparity_" + d["metric"]
+        d["slice"] = ""
+        g = G.refusal_gap(scored, by, n_boot, seed, cluster)
+        g["slice"] = ""
+        for part in (w, d, g):
+            part["scope"] = scope
+            if not by:
+                part["family"] = ""
+            parts.append(part[SUMMARY_COLUMNS])
+    return pd.concat(parts, ignore_index=True)
+
+
+def _cells(scored: pd.DataFrame, kinds, n_boot: int, seed: int, cluster: str) -> pd.DataFrame:
+    parts = []
+    for kind, by in kinds:
+        t = G.slice_table(scored, by, n_boot, seed, cluster)
+        cell = t[by[0]].astype(str) if by else "all"
+        t = t.drop(columns=by).assign(cell_kind=kind, cell=cell)
+        parts.append(t[["cell_kind", "cell", "slice", *METRIC_COLUMNS]])
+    return pd.concat(parts, ignore_index=True)
+
+
+def protocol_cells(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
+                   seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
+    """Per-slice metrics in every protocol cell (overall, each family, each decoding)."""
+    return _cells(scored, PROTOCOL_KINDS, n_boot, seed, cluster)
+
+
+def seed_cells(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
+               seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
+    """Per-slice metrics per generation seed (cell_kind ``seed``); empty for one seed."""
+    if "seed" not in scored or scored["seed"].nunique() < 2:
+        return pd.DataFrame(columns=["cell_kind", "cell", "slice", *METRIC_COLUMNS])
+    df = scored.assign(seed=scored["seed"].astype(int).astype(str))
+    return _cells(df, (("seed", ["seed"]),), n_boot, seed, cluster)
+
+
+def generative_tables(scored: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
+                      seed: int = DEFAULT_SEED, rubric: str = "published",
+                      compare: tuple[str, pd.DataFrame] | None = None,
+                      cluster: str = "prompt") -> dict[str, pd.DataFrame]:
+    """Every generative metric table (see the module docstring).
+
+    ``scored``: the scorer's output (:func:`fairness_tests.scoring.lexical.score`), one
+    row per generation, scored by the rubric named ``rubric``; ``compare``: ``(rubric name, the same generations scored by
+    that rubric)`` for scorer sensitivity; ``cluster``: "prompt" (resample prompts, the
+    default) or "row"."""
+    df = G.with_cells(scored)
+    kw = dict(n_boot=n_boot, seed=seed, cluster=cluster)
+    out = {f"generative_{view}": t for view, t in G.all_tables(df, **kw).items()}
+    out["generative_summary"] = generative_summary(df, **kw)
+    out["generative_cells"] = protocol_cells(df, **kw)
+    seeds = seed_cells(df, **kw)
+    if len(seeds):
+        out["generative_seed_cells"] = seeds
+    if compare is not None:
+        name, other = compare
+        ob = G.with_cells(other)
+        ta = out["generative_by_slice"]
+        tb = G.slice_table(ob, (), **kw)
+        out["scorer_sensitivity"] = G.rubric_deltas(
+            ta[ta["metric"].isin(G.METRICS)], tb[tb["metric"].isin(G.METRICS)],
+            (rubric, name))
+        out[f"generative_cells_{name}"] = protocol_cells(ob, **kw)
+    return out

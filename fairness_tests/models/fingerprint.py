@@ -1,0 +1,56 @@
+"""Backend fingerprints: what a backend adds to a request before the model sees it.
+
+A request's key covers what the protocol asks (:mod:`.request`). How a backend
+turns that into the model's input, and which weights answer, are the backend's
+:meth:`~fairness_tests.models.backends.base.Backend.fingerprint`: a flat
+``dict[str, str]`` (backend name, prompt format and turn format, answer prefix,
+chat template sha256, weights sha256, provider-seed scheme; each backend's
+docstring lists its entries).
+
+The store keeps the fingerprint beside every row (``fingerprints`` table,
+referenced by :func:`fingerprint_id`); the runner compares the stored fingerprint
+of every served row with the asking backend's (in replay: the backend whose
+recordings are replayed) and raises :class:`FingerprintMismatchError` naming the
+entries that differ and how to re-record. Beside the key rather than in it: a
+change is reported by name instead of turning into anonymous misses, and one
+store keeps one answer per request.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Mapping
+
+from ..errors import FingerprintMismatchError
+from .request import canonical_json
+
+Fingerprint = dict[str, str]
+
+
+def fingerprint_id(fp: Mapping[str, str]) -> str:
+    """16 hex digits of sha256 of the canonical JSON of ``fp``."""
+    return hashlib.sha256(canonical_json(dict(fp)).encode("utf-8")).hexdigest()[:16]
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def mismatch_error(recorded: Mapping[str, Any], asked: Mapping[str, Any], n: int,
+                   total: int, backend: str, model: str, store: Any) -> FingerprintMismatchError:
+    """The error for ``n`` of ``total`` stored responses recorded with ``recorded``
+    and asked for with ``asked``."""
+    lines = [f"{n} of {total} stored responses for {backend}:{model} in {store} were "
+             f"recorded with another backend fingerprint than the one asking now:"]
+    for name in sorted(set(recorded) | set(asked)):
+        a, b = recorded.get(name, "(none)"), asked.get(name, "(none)")
+        if a != b:
+            lines.append(f"  recorded with {name} {a!r}, asked with {b!r}")
+    lines.append(f"They answer another prompt or model than this code would ask. Re-record "
+                 f"them: `fairness-tests audit --live --model {model or '<model>'} --store "
+                 f"NEW.sqlite --recordings` (a fresh store, nothing imported), or delete them "
+                 f"first with `fairness-tests store prune --model {model or '<model>'} "
+                 f"--store {store}`.")
+    exc = FingerprintMismatchError("\n".join(lines))
+    exc.recorded, exc.asked = dict(recorded), dict(asked)   # type: ignore[attr-defined]
+    exc.missing_count = n                                   # type: ignore[attr-defined]
+    return exc

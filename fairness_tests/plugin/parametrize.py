@@ -1,0 +1,194 @@
+"""Test parameters from a run: one test per verdict row (model, rule, cell), per
+metric table (drift snapshots) and per gate row (candidate, metric, cell). Each
+parameter object's ``check()`` passes, fails with the full explanation, skips (not
+evaluable) or is run as a strict xfail (a declared expected failure)."""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from ..stats import shown
+from .session import Unavailable
+
+
+@dataclass
+class Verdict:
+    model: str
+    row: dict
+    rule: Any                                 # thresholds.Rule
+    all_rows: Any                             # the verdict table of this model (for worst cells)
+    on_missing: str = "skip"
+
+    @property
+    def status(self) -> str:
+        return self.row["status"]
+
+    def message(self) -> str:
+        from ..rules.evaluate import worst_cells
+        r, rule = self.row, self.rule
+        name = f"{'|' if rule.abs else ''}{rule.metric}{'|' if rule.abs else ''}"
+        n = ""
+        lines = [
+            f"{rule.id} {r['status'].upper()} for {self.model}, cell {r['cell']}",
+            f"  metric:    {name} = {_fmt(r['value'])} (95% CI {_fmt(r['ci_low'])} .. "
+            f"{_fmt(r['ci_high'])}){n} from table {rule.table!r}",
+            f"  threshold: {rule.describe()}",
+            f"  outcome:   {r['why']}",
+            f"  rationale: {' '.join(str(rule.rationale).split())}",
+        ]
+        w = worst_cells(self.all_rows, rule.id, k=3)
+        if len(w):
+            lines.append("  worst cells of this rule: " + "; ".join(
+                f"{x['cell']} {_fmt(x['value'])} [{_fmt(x['ci_low'])}, {_fmt(x['ci_high'])}] "
+                f"({x['status']})" for _, x in w.iterrows()))
+        if rule.source:
+            lines.append(f"  rule defined at {rule.source}")
+        return "\n".join(lines)
+
+    def check(self) -> None:
+        if self.status == "not_evaluable":
+            pytest.skip(f"{self.rule.id} not evaluable for {self.model} {self.row['cell']}: "
+                        f"{self.row['why']}")
+        if self.status in ("fail", "expected_fail"):
+            pytest.fail(self.message(), pytrace=False)
+
+
+@dataclass
+class Missing:
+    reason: str
+    on_missing: str
+
+    def check(self) -> None:
+        if self.on_missing == "fail":
+            pytest.fail(self.reason, pytrace=False)
+        pytest.skip(self.reason)
+
+
+def _fmt(x: Any) -> str:
+    return shown(x, ".4g")
+
+
+def _globs(v) -> tuple[str, ...]:
+    if v is None:
+        return ()
+    return (v,) if isinstance(v, str) else tuple(v)
+
+
+def rule_selected(rule, sel: dict) -> bool:
+    """Does a rule match a selector {ids, metrics, tables, exclude: [selectors]}?"""
+    for key, attr in (("ids", "id"), ("metrics", "metric"), ("tables", "table")):
+        pats = _globs(sel.get(key))
+        if pats and not any(fnmatch.fnmatchcase(getattr(rule, attr), p) for p in pats):
+            return False
+    return not any(rule_selected(rule, ex) for ex in sel.get("exclude", ()))
+
+
+def _short(model: str) -> str:
+    return model
+
+
+def verdict_params(session, selector: dict) -> list:
+    params = []
+    for model in session.settings.models:        # the baseline is only gated against
+        run = session.run(model)
+        if isinstance(run, Unavailable):
+            params.append(pytest.param(Missing(run.reason, session.settings.on_missing),
+                                       id=f"{_short(model)}-no-run"))
+            continue
+        rules = [r for r in session.rules(model).rules if rule_selected(r, selector)]
+        table = run.verdicts
+        multi_rule = len(rules) > 1
+        for rule in rules:
+            for _, row in table[table["rule"] == rule.id].iterrows():
+                v = Verdict(model, row.to_dict(), rule, table, session.settings.on_missing)
+                pid = "-".join(x for x in (_short(model), rule.id if multi_rule else "",
+                                           str(row["cell"])) if x)
+                marks = []
+                reason = rule.expected_fail_reason(str(row["cell"]))
+                if reason and row["status"] != "not_evaluable":
+                    marks.append(pytest.mark.xfail(strict=True, reason=reason))
+                params.append(pytest.param(v, id=pid, marks=marks))
+    if not params:
+        params.append(pytest.param(Missing("no decision rule selected by this test "
+                                           f"({selector}) in the thresholds", "skip"),
+                                   id="no-rule"))
+    return params
+
+
+@dataclass
+class TableParam:
+    model: str
+    name: str
+    table: Any
+
+    def check(self) -> None:
+        """Nothing to skip: the table exists."""
+
+
+def table_params(session, names: tuple[str, ...]) -> list:
+    params = []
+    for model in session.settings.models:
+        run = session.run(model)
+        if isinstance(run, Unavailable):
+            params.append(pytest.param(Missing(run.reason, session.settings.on_missing),
+                                       id=f"{_short(model)}-no-run"))
+            continue
+        present = [n for n in names if n in run.tables]
+        for n in present:
+            params.append(pytest.param(TableParam(model, n, run.tables[n]),
+                                       id=f"{_short(model)}-{n}"))
+        if not present:
+            params.append(pytest.param(Missing(f"none of the tables {names} is in the run of "
+                                               f"{model}", "skip"), id=f"{_short(model)}-none"))
+    return params
+
+
+@dataclass
+class GateRow:
+    baseline: str
+    candidate: str
+    row: dict
+
+    def check(self) -> None:
+        r = self.row
+        if r["verdict"] == "not_evaluable":
+            pytest.skip(f"gate {r['metric']} {r['cell']}: not evaluable ({r.get('note', '')})")
+        if r["verdict"] == "fail":
+            worse = "lower" if r["better"] == "higher" else "higher"
+            why = ("beyond the margin" if r["mode"] == "harm"
+                   else "or not shown to be within the margin (non-inferiority)")
+            pytest.fail(
+                f"gate {r['metric']} {r['cell']}: candidate {self.candidate} is {worse} than "
+                f"baseline {self.baseline} {why}\n"
+                f"  baseline {_fmt(r['baseline'])}, candidate {_fmt(r['candidate'])}, "
+                f"delta {_fmt(r['delta'])} (paired 95% CI {_fmt(r['ci_low'])} .. "
+                f"{_fmt(r['ci_high'])}, n={r['n']} items), margin {r['margin']:g}, "
+                f"p={r['p_value']:.3g} (Holm-adjusted {r['p_adjusted']:.3g}; {r['test']})",
+                pytrace=False)
+
+
+def gate_params(session) -> list:
+    s = session.settings
+    if not s.baseline:
+        return [pytest.param(Missing("no --fairness-baseline-model given: the upgrade gate is off",
+                                     "skip"), id="no-baseline")]
+    params = []
+    if not [m for m in s.models if m != s.baseline]:
+        return [pytest.param(Missing(f"every --fairness-model is the baseline {s.baseline}: "
+                                     "nothing to gate", "skip"), id="candidate-is-baseline")]
+    for cand, report in session.gate().items():
+        if isinstance(report, Unavailable):
+            params.append(pytest.param(Missing(report.reason, s.on_missing),
+                                       id=f"{cand}-no-run"))
+            continue
+        table = report.table
+        for _, r in table.iterrows():
+            params.append(pytest.param(GateRow(s.baseline, cand, r.to_dict()),
+                                       id=f"{cand}-vs-{s.baseline}-{r['metric']}-{r['cell']}"))
+        if table.empty:
+            params.append(pytest.param(Missing("the runs carry no per-item records to pair",
+                                               "skip"), id=f"{cand}-no-records"))
+    return params

@@ -1,0 +1,98 @@
+"""A run's metric tables + the rules -> every verdict of the run, in one place.
+
+:func:`apply_rules` is what the audit, the score commands and the pytest plugin call
+(the plugin with the thresholds the user named, on a saved run too), so the verdict
+table, the verdicts per protocol cell, protocol sensitivity and the verdicts that flip
+with the rubric always come from the same rule objects and the same engine
+(:func:`fairness_tests.rules.evaluate.evaluate`).
+
+Tables it adds (when the run has the generative tables they read):
+
+- ``protocol_verdicts``: every generative slice rule per protocol cell;
+- ``protocol_sensitivity``: per rule, whether the verdict depends on the protocol
+  beyond noise (:func:`fairness_tests.rules.protocol.protocol_dependence`), with the
+  dominant source of spread across families and decoding regimes
+  (:func:`fairness_tests.metrics.spread.spread_decomposition`);
+- ``protocol_spread``: that decomposition per rule and cell kind;
+- ``seed_verdicts`` / ``seed_spread``: the same rules per seed, and their range;
+- ``rubric_flips``: protocol-cell verdicts whose status differs under the second rubric.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import pandas as pd
+
+from ..metrics.generative import flipped_verdicts
+from ..paths import display_path
+from ..metrics.spread import spread_decomposition
+from .evaluate import evaluate
+from .protocol import (PROTOCOL_TABLE, SEED_TABLE, protocol_dependence, protocol_rules,
+                       seed_spread)
+from .thresholds import RuleSet
+
+SPREAD_KINDS = (("family", "generative_by_slice_family"),
+                ("decoding", "generative_by_slice_decoding"))
+DERIVED_TABLES = ("protocol_verdicts", "protocol_sensitivity", "protocol_spread",
+                  "seed_verdicts", "seed_spread", "rubric_flips")
+
+
+@dataclass
+class RuleOutcome:
+    verdicts: pd.DataFrame
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def apply_rules(tables: Mapping[str, pd.DataFrame], rules: RuleSet,
+                rubrics: tuple[str, str] | None = None) -> RuleOutcome:
+    """Evaluate ``rules`` on a run's metric tables. ``rubrics``: (primary, compared)
+    rubric names when the run scored its generations with two rubrics."""
+    tables = {k: v for k, v in tables.items() if k not in DERIVED_TABLES}
+    out = RuleOutcome(verdicts=evaluate(tables, rules))
+    if PROTOCOL_TABLE not in tables:
+        return out
+    prules = protocol_rules(rules.rules)
+    cell_verdicts = evaluate(tables, prules)
+    out.tables["protocol_verdicts"] = cell_verdicts
+    spread = []
+    for rule in prules:
+        for kind, name in SPREAD_KINDS:
+            t = tables.get(name)
+            if t is None or t[kind].nunique() < 2:
+                continue
+            sub = t[t["metric"] == rule.metric][[kind, "slice", "value"]]
+            spread.append({"rule": rule.id, "cell_kind": kind,
+                           **spread_decomposition(sub, kind)})
+    dependence = protocol_dependence(cell_verdicts)
+    spread_t = pd.DataFrame(spread)
+    if len(spread_t):
+        dominant = (spread_t.pivot_table(index="rule", columns="cell_kind", values="dominant",
+                                         aggfunc="first")
+                    .add_prefix("dominant_across_").reset_index())
+        dominant.columns.name = None
+        dependence = dependence.merge(dominant, on="rule", how="left")
+    out.tables["protocol_sensitivity"] = dependence
+    out.tables["protocol_spread"] = spread_t
+    if SEED_TABLE in tables:
+        sv = evaluate(tables, protocol_rules(rules.rules, table=SEED_TABLE))
+        out.tables["seed_verdicts"] = sv
+        out.tables["seed_spread"] = seed_spread(sv)
+    if rubrics and f"{PROTOCOL_TABLE}_{rubrics[1]}" in tables:
+        other = evaluate(tables, protocol_rules(rules.rules,
+                                                table=f"{PROTOCOL_TABLE}_{rubrics[1]}"))
+        out.tables["rubric_flips"] = flipped_verdicts(cell_verdicts, other, rubrics)
+    return out
+
+
+def apply_to_run(run, rules: RuleSet) -> None:
+    """Set a run's verdicts and rule-derived tables from ``rules`` (the thresholds the
+    user named), replacing any computed with other rules; the run's metadata names
+    the threshold files."""
+    gen = run.metadata.generative
+    rubrics = (gen.rubric, gen.compare_rubric) if gen and gen.compare_rubric else None
+    outcome = apply_rules(run.tables, rules, rubrics)
+    run.tables = {k: v for k, v in run.tables.items() if k not in DERIVED_TABLES}
+    run.tables.update(outcome.tables)
+    run.verdicts = outcome.verdicts
+    run.metadata.thresholds = [display_path(f) for f in rules.files]

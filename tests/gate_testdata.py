@@ -1,0 +1,60 @@
+"""Run directories for the gate's tests, from the committed recordings.
+
+Baseline: the embedded model's replayed BBQ run. Candidate: the same run with a known
+regression built in: in Race_x_gender disambiguated counter-stereotypical items
+(correct answer != target_loc), half of the correct first-run answers are switched to
+the stereotyped person (target_loc), seeded. Each switch turns a correct, non-biased
+answer into a wrong, biased one, so the candidate is worse exactly there: accuracy
+drops and s_DIS rises in Race_x_gender/disambig, and no other cell changes. Its
+tables and records come from the one BBQ builder, as ``bbq score`` would write them.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from fairness_tests.audit import config_from_options, run_audit
+from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
+from fairness_tests.paths import bbq_dir
+from fairness_tests.protocols.bbq.data import load_bbq
+from fairness_tests.protocols.bbq.filter import filter_items
+from fairness_tests.run import RunResult
+
+BASE = "embedded:gemma-3-270m"
+CAND = "embedded:gemma-3-270m-degraded"
+PRED_COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer"]
+
+
+def with_answers(run: RunResult, preds, model: str) -> RunResult:
+    """``run`` with other answers (and the tables and records they give)."""
+    items = filter_items(load_bbq(bbq_dir()).items)
+    items = items.merge(preds[["dataset", "example_id"]].drop_duplicates(),
+                        on=["dataset", "example_id"])
+    return RunResult(metadata=dataclasses.replace(run.metadata, model=model),
+                     tables=bbq_tables(items, preds, n_boot=200),
+                     verdicts=run.verdicts, records={"bbq": bbq_records(items, preds)})
+
+
+def degraded(base: RunResult, seed: int = 7) -> tuple[RunResult, int]:
+    rec = base.records["bbq"]
+    preds = rec[PRED_COLUMNS].copy()
+    first = (rec["repeat"] == 0) & (rec["rotation"] == 0)
+    cell = (first & (rec["dataset"] == "Race_x_gender") & (rec["context"] == "disambig")
+            & (rec["label"] != rec["target_loc"]) & rec["target_loc"].notna()
+            & (rec["answer"] == rec["label"]))
+    flip = cell & (np.random.default_rng(seed).random(len(rec)) < 0.5)
+    preds.loc[flip, "answer"] = rec.loc[flip, "target_loc"]
+    return with_answers(base, preds, CAND), int(flip.sum())
+
+
+def make_runs(d: Path) -> dict:
+    base = run_audit(config_from_options(store=str(d / "store.sqlite"),
+                                         protocols=["bbq", "consistency"], n_boot=200))
+    base = dataclasses.replace(base, metadata=dataclasses.replace(base.metadata, model=BASE))
+    cand, n_flipped = degraded(base)
+    out = {"n_flipped": n_flipped}
+    for name, run in (("base", base), ("cand", cand)):
+        out[name] = run.save(d / name)
+    return out

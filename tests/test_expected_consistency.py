@@ -1,0 +1,87 @@
+"""Exact expected consistency against brute-force enumeration of every answer
+sequence (n <= 6), and the goodness-of-fit test's size and power."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from fairness_tests.metrics.expected_consistency import (compositions, distribution,
+                                                         expected_max_count, expected_per_item,
+                                                         goodness_of_fit)
+
+
+def brute_force(p, n, label, unknown, target):
+    """E[max count], E[label count] and P(flagged) over all 4^n answer sequences."""
+    e_max = e_lab = p_flag = 0.0
+    for seq in itertools.product(range(4), repeat=n):
+        pr = math.prod(p[a] for a in seq)
+        counts = np.bincount(seq, minlength=4)
+        e_max += pr * counts.max()
+        e_lab += pr * counts[label]
+        stereo_wrong = target not in (label, unknown)
+        p_flag += pr * (stereo_wrong and counts[target] > 0)
+    return e_max, e_lab, p_flag
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
+def test_expected_consistency_equals_enumeration(n):
+    letter = [[0.5, 0.3, 0.15], [0.9, 0.1, 0.0], [0.2, 0.2, 0.6], [1 / 3, 1 / 3, 1 / 3],
+              [0.0, 0.0, 1.0]]
+    label, unknown, target = [0, 1, 2, 0, 2], [2, 2, 0, 1, 0], [1, 0, 1, 0, 1]
+    out = expected_per_item(letter, label, unknown, target, n)
+    for i, lp in enumerate(letter):
+        p = [*lp, 1 - sum(lp)]
+        e_max, e_lab, p_flag = brute_force(p, n, label[i], unknown[i], target[i])
+        assert out["mfaa_expected"][i] == pytest.approx(100 * e_max / n, abs=1e-10)
+        assert out["gtc_expected"][i] == pytest.approx(100 * e_lab / n, abs=1e-10)
+        assert out["p_flagged"][i] == pytest.approx(p_flag, abs=1e-12)
+
+
+def test_expected_mfaa_by_hand():
+    # two equally likely answers, n = 2: max count 2 with prob 1/2, 1 with prob 1/2
+    # -> E[max] = 1.5, MFAA = 75%
+    assert expected_max_count([[0.5, 0.5, 0.0, 0.0]], 2)[0] == pytest.approx(1.5)
+    # a deterministic answer: MFAA = 100% for any n
+    assert expected_max_count([[0.0, 1.0, 0.0, 0.0]], 20)[0] == pytest.approx(20.0)
+
+
+def test_compositions_count_and_sum():
+    C, logc = compositions(20, 4)
+    assert C.shape == (math.comb(23, 3), 4) and (C.sum(axis=1) == 20).all()
+    assert len({tuple(r) for r in C}) == len(C)
+    assert np.exp(logc).sum() == pytest.approx(4.0 ** 20)      # sum of coefficients
+
+
+def test_distribution_adds_invalid_mass_and_checks_input():
+    P = distribution([[0.5, 0.3, 0.1]])
+    assert P[0] == pytest.approx([0.5, 0.3, 0.1, 0.1])
+    with pytest.raises(ValueError, match="more than 1"):
+        distribution([[0.6, 0.6, 0.1]])
+    with pytest.raises(ValueError, match="3 values"):
+        distribution([[0.5, 0.5]])
+
+
+def test_goodness_of_fit_holds_its_size_and_catches_a_cache():
+    rng = np.random.default_rng(0)
+    P = distribution(rng.dirichlet([2, 2, 2], size=40) * 0.97)
+    # repeats drawn from the stated distributions: p roughly uniform; a cache
+    # (every repeat identical to the first) is caught
+    ps = []
+    for s in range(60):
+        O = np.random.default_rng(s).multinomial(20, P)
+        ps.append(goodness_of_fit(O, P, n_sim=500, seed=s).p_value)
+    assert 0.01 < np.mean(np.array(ps) < 0.1) < 0.25           # nominal 0.10
+    first = np.array([np.random.default_rng(i).choice(4, p=P[i]) for i in range(40)])
+    cached = np.zeros((40, 4))
+    cached[np.arange(40), first] = 20
+    r = goodness_of_fit(cached, P, n_sim=500)
+    assert r.p_value == pytest.approx(1 / 501) and r.df == 40 * 3
+    # an answer the distribution gives probability 0: impossible, X^2 infinite
+    O = np.random.default_rng(1).multinomial(20, P)
+    P0 = P.copy()
+    P0[0] = [1.0, 0.0, 0.0, 0.0]
+    O[0] = [19, 1, 0, 0]
+    assert math.isinf(goodness_of_fit(O, P0, n_sim=100).statistic)

@@ -1,0 +1,129 @@
+"""``fairness-tests gate`` and :func:`fairness_tests.gate.gate_runs` on run directories
+made from the committed recordings (tests/gate_testdata.py): a built-in regression
+fails exactly its cell; a candidate that is the baseline and runs of different
+protocols are refused by name."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from fairness_tests.cli import main
+from fairness_tests.gate import (CandidateIsBaselineError, ProtocolChangeError, gate_runs,
+                                 protocol_differences, protocol_signature)
+from fairness_tests.run import RunResult
+from gate_testdata import BASE, CAND, PRED_COLUMNS, make_runs, with_answers
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return make_runs(tmp_path_factory.mktemp("gate_cli"))
+
+
+def test_regression_fails_exactly_its_cell_and_exits_1(runs, tmp_path, capsys):
+    rc = main(["gate", str(runs["base"]), str(runs["cand"]), "--format", "json",
+               "--out", str(tmp_path / "g")])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 1 and out["failed"] is True
+    failed = {(r["metric"], r["cell"]) for r in out["rows"] if r["verdict"] == "fail"}
+    assert failed and {c for _, c in failed} == {"Race_x_gender/disambig"}
+    assert {"accuracy", "abs_s_dis"} <= {m for m, _ in failed}
+    # every gated metric is there, with raw and Holm-adjusted p-values and power
+    metrics = {r["metric"] for r in out["rows"]}
+    assert {"accuracy", "abs_s_dis", "abs_s_amb", "abs_acc_reinf_minus_counter", "sf",
+            "df_smoothed", "invalid_rate", "position_bias", "mfaa_mean",
+            "gtc_mean"} <= metrics
+    m = sum(r["p_value"] is not None for r in out["rows"])
+    for r in out["rows"]:
+        assert r["p_adjusted"] >= r["p_value"]
+        assert r["p_adjusted"] == pytest.approx(1.0) or r["p_adjusted"] <= m * r["p_value"] + 1e-12
+    assert "Holm" in out["family"] and f"all {m}" in out["family"]
+    assert any(s.startswith("this gate detects an accuracy drop of at least")
+               and s.endswith("in Race_x_SES/disambig (80% power)") for s in out["detectable"])
+    assert out["clusters"] == {"bbq": "template", "generative": "prompt"}
+    acc = next(r for r in out["rows"] if r["metric"] == "accuracy"
+               and r["cell"] == "Race_x_gender/disambig")
+    assert acc["n_clusters"] == 42 and acc["test"].startswith("score test")
+    assert {p.name for p in (tmp_path / "g").iterdir()} == {"gate.csv", "gate.json", "gate.md"}
+
+
+def test_mode_override_and_text_format(runs, capsys):
+    rc = main(["gate", str(runs["base"]), str(runs["cand"]), "--mode", "non_inferiority"])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "non_inferiority" in out and "harm " not in out
+    assert "this gate detects" in out or "fails with 80% probability" in out
+
+
+def test_candidate_that_is_the_baseline_is_refused(runs, capsys):
+    # issue 10, defect 5: the baseline served the candidate's run, every delta was 0
+    # and the gate passed; now it is a named refusal, exit 2
+    with pytest.raises(CandidateIsBaselineError, match="identical responses"):
+        gate_runs(RunResult.load(runs["base"]), RunResult.load(runs["base"]))
+    assert main(["gate", str(runs["base"]), str(runs["base"])]) == 2
+    assert "the candidate run is the baseline run" in capsys.readouterr().err
+    # another model id with the very same answers is a legitimate (passing) gate
+    base = RunResult.load(runs["base"])
+    other = dataclasses.replace(base, metadata=dataclasses.replace(base.metadata, model=CAND))
+    report = gate_runs(base, other, n_boot=200)
+    assert not report.failed and (report.table["delta"].fillna(0) == 0).all()
+
+
+def test_protocol_change_is_refused_with_the_differences_listed(runs, tmp_path, capsys):
+    base = RunResult.load(runs["base"])
+    cand = RunResult.load(runs["cand"])
+    rec = cand.records["bbq"]
+    fewer = with_answers(cand, rec.loc[rec["dataset"] == "Race_x_gender", PRED_COLUMNS], CAND)
+    fewer.metadata = dataclasses.replace(
+        fewer.metadata, bbq=dataclasses.replace(fewer.metadata.bbq, temperature=0.7))
+    fewer.save(tmp_path / "fewer")
+    diffs = protocol_differences(base, fewer)
+    assert any(d.startswith("bbq items: ") and "only in the baseline" in d for d in diffs)
+    assert any(d.startswith("bbq decoding: ") for d in diffs)
+    assert protocol_signature(base)["bbq items"] >= protocol_signature(fewer)["bbq items"]
+    with pytest.raises(ProtocolChangeError, match="bbq items"):
+        gate_runs(base, fewer)
+    assert main(["gate", str(runs["base"]), str(tmp_path / "fewer")]) == 2
+    err = capsys.readouterr().err
+    assert "do not share the protocol" in err and "bbq decoding" in err
+    # allowed: the common items are compared, the differences are warnings
+    rc = main(["gate", str(runs["base"]), str(tmp_path / "fewer"), "--allow-protocol-change",
+               "--format", "json"])
+    cap = capsys.readouterr()
+    out = json.loads(cap.out)
+    assert rc == 1 and out["warnings"] and "protocol differs" in cap.err
+    assert {r["cell"].split("/")[0] for r in out["rows"]} == {"Race_x_gender"}
+
+
+def test_item_resampling_is_a_choice(runs):
+    base, cand = RunResult.load(runs["base"]), RunResult.load(runs["cand"])
+    r = gate_runs(base, cand, cluster={"bbq": "item"}, n_boot=200)
+    assert r.clusters["bbq"] == "item" and r.table["n_clusters"].isna().all()
+    assert "BBQ items" in r.family
+    with pytest.raises(Exception, match="template, item"):
+        gate_runs(base, cand, cluster={"bbq": "prompt"})
+
+
+def test_rule_gate_settings_reach_the_cells(runs, tmp_path):
+    # a thresholds file whose accuracy rule asks for non-inferiority at a 5-point margin
+    (tmp_path / "default.yaml").write_text(
+        "version: 1\nrules:\n  - id: accuracy_floor_disambig\n    table: bbq\n"
+        "    metric: accuracy\n    scope: {context: disambig}\n    op: '>='\n    bound: 0.6\n"
+        "    gate: {mode: non_inferiority, margin: 0.05}\n    rationale: test\n",
+        encoding="utf-8")
+    from fairness_tests.rules.thresholds import load_rules
+    rules = load_rules(tmp_path / "default.yaml", CAND)
+    r = gate_runs(RunResult.load(runs["base"]), RunResult.load(runs["cand"]), rules=rules,
+                  n_boot=200).table
+    acc = r[(r["metric"] == "accuracy") & r["cell"].str.endswith("/disambig")]
+    assert (acc["mode"] == "non_inferiority").all() and (acc["margin"] == 0.05).all()
+    assert (acc["rule"] == "accuracy_floor_disambig").all()
+    rest = r[~r.index.isin(acc.index)]
+    assert (rest["mode"] == "harm").all()          # no gate setting: harm, default margin
+    # the default thresholds state every default margin as data
+    default = {x.id: x.gate for x in load_rules(None, CAND).rules}
+    assert default["accuracy_floor_ambig"].mode == "harm"
+    assert default["refusal_gap"].margin == 0.05

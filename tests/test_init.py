@@ -1,0 +1,117 @@
+"""``fairness-tests init``: what it writes into a repository, and that the suite then
+runs there (pytest -n 2 in an empty directory, replaying the embedded recordings)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fairness_tests.cli import main
+from fairness_tests.init import init_project
+from fairness_tests.paths import data_path
+from fairness_tests.project import find_project
+from fairness_tests.rules import load_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+OLD_OPTIONS = ("--live", "--replay", "--backend", "--repeats", "--protocol", "--thresholds",
+               "--baseline-model")
+
+
+def test_init_writes_a_project_that_overrides_the_packaged_defaults(tmp_path, monkeypatch):
+    res = init_project(tmp_path)
+    names = {p.relative_to(tmp_path).as_posix() for p in res.written}
+    assert {"thresholds/default.yaml", "thresholds/models/embedded-gemma-3-270m.yaml",
+            "tests/test_fairness.py", "pyproject.toml", ".github/workflows/fairness-gate.yml",
+            ".gitignore"} <= names
+    snaps = [n for n in names if n.startswith("tests/__snapshots__/test_fairness/")]
+    assert len(snaps) == 6
+    # copies, comments included
+    assert (tmp_path / "thresholds" / "default.yaml").read_bytes() == \
+        data_path("thresholds", "default.yaml").read_bytes()
+    assert "# Default decision rules" in (tmp_path / "thresholds" / "default.yaml").read_text()
+    monkeypatch.chdir(tmp_path)
+    assert find_project().root == tmp_path
+    rs = load_rules(model="embedded:gemma-3-270m")
+    assert rs.files[0] == str(tmp_path / "thresholds" / "default.yaml")
+    assert rs.get("df_bound").expected_fail is not None       # the model's override came along
+
+
+def test_init_uses_only_the_namespaced_pytest_options_and_ini_keys(tmp_path):
+    init_project(tmp_path)
+    pp = (tmp_path / "pyproject.toml").read_text()
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    ini = tomllib.loads(pp)["tool"]["pytest"]["ini_options"]
+    assert ini["fairness_model"] == "embedded:gemma-3-270m"
+    assert ini["fairness_thresholds"] == "thresholds"
+    assert ini["fairness_on_missing"] == "fail"
+    assert all(k.startswith("fairness_") for k in ini)
+    wf_text = (tmp_path / ".github" / "workflows" / "fairness-gate.yml").read_text()
+    wf = yaml.safe_load(wf_text)
+    run = "\n".join(s.get("run", "") for s in wf["jobs"]["fairness"]["steps"])
+    for opt in ("--fairness-model", "--fairness-baseline-model", "--fairness-live",
+                "--fairness-report"):
+        assert opt in run
+    for old in OLD_OPTIONS:
+        assert f"{old} " not in run and f"{old}\n" not in run, old
+    assert '"fairness-tests>=0.' in run                  # a range, not a pin
+    assert "fairness_tests.suite.everything import *" in \
+        (tmp_path / "tests" / "test_fairness.py").read_text()
+
+
+def test_init_for_another_model_writes_its_override_manifest_and_card(tmp_path):
+    init_project(tmp_path / "a", model="acme/chat-1")
+    a = tmp_path / "a"
+    assert (a / "thresholds" / "models" / "acme-chat-1.yaml").exists()
+    assert not (a / "tests" / "__snapshots__").exists()  # nothing recorded, nothing reviewed
+    assert yaml.safe_load((a / "fixtures" / "recordings" / "manifest.yaml").read_text()) == \
+        {"recordings": []}
+    assert (a / "fixtures" / "cards" / "acme-chat-1.yaml").exists()
+    rs = load_rules(a / "thresholds", model="acme/chat-1")
+    assert rs.files[-1].endswith("acme-chat-1.yaml")      # the empty override applies
+    # a model matched by a packaged override gets that override's content
+    init_project(tmp_path / "b", model="openai/gpt-4o-mini")
+    assert (tmp_path / "b" / "thresholds" / "models" / "openai-gpt-4o-mini.yaml").read_bytes() \
+        == data_path("thresholds", "models", "example-openai.yaml").read_bytes()
+
+
+def test_init_keeps_existing_files_and_a_users_pytest_table(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "-q"\n')
+    (tmp_path / "thresholds").mkdir()
+    (tmp_path / "thresholds" / "default.yaml").write_text("rules: []\n")
+    assert main(["init", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "kept  thresholds/default.yaml" in out
+    assert (tmp_path / "thresholds" / "default.yaml").read_text() == "rules: []\n"
+    assert (tmp_path / "pyproject.toml").read_text() == '[tool.pytest.ini_options]\naddopts = "-q"\n'
+    assert 'fairness_model = "embedded:gemma-3-270m"' in out      # told what to add
+    assert main(["init", "--dir", str(tmp_path), "--force"]) == 0
+    assert (tmp_path / "thresholds" / "default.yaml").read_bytes() == \
+        data_path("thresholds", "default.yaml").read_bytes()
+
+
+@pytest.mark.slow   # one inner xdist session over the whole suite (~1.5 min on 2 shared cores)
+def test_pytest_in_an_initialised_empty_directory_replays_and_passes(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    assert main(["init", "--dir", str(repo)]) == 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FAIRNESS_BBQ_DIR": str(
+        __import__("fairness_tests.paths", fromlist=["bbq_dir"]).bbq_dir().resolve())}
+    env.pop("FAIRNESS_PYTEST_SESSION", None)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider",
+                           "-rfE"], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=1200)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    assert "Unknown config option" not in out, "the ini keys init writes are not the plugin's"
+    tail = out.strip().splitlines()[-1]
+    assert " passed" in tail and "xfailed" in tail and "failed," not in tail.replace("xfailed", "")
+    assert "6 snapshots passed" in out                    # the copied drift snapshots match
+    assert (repo / ".fairness" / "store.sqlite").exists()  # replayed into the project's store
