@@ -1,9 +1,7 @@
 """Protocol sensitivity through the one rule engine: the threshold rules evaluated per
 protocol cell, dependence only beyond noise, seeds as a spread (not protocol cells)."""
-import math
 
 import pandas as pd
-import pytest
 
 from fairness_tests.rules.apply import apply_rules
 from fairness_tests.rules.protocol import protocol_dependence, protocol_rules
