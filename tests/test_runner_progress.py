@@ -104,7 +104,8 @@ def test_loading_is_its_own_phase_and_eta_comes_from_work_done(monkeypatch):
     assert lines[3] == "bbq  40/240   20%  5.0/s  ETA 32s  computed 200/1.0k tok"
 
 
-def test_eta_unknown_until_some_work_is_done():
+def test_eta_unknown_until_some_work_is_done(monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)     # no "[gw0] " prefix
     buf, clock = io.StringIO(), Clock()
     bar = Progress(10, "x", stream=buf, every_pct=1, interval_s=1e9, clock=clock)
     bar.start_work(1000, "")
@@ -116,7 +117,8 @@ def test_eta_unknown_until_some_work_is_done():
     assert lines == ["x  0/10    4%  0.0/s  ETA ?", "x  0/10    5%  0.0/s  ETA 48s"]
 
 
-def test_store_hits_are_shown_and_not_counted_in_the_total():
+def test_store_hits_are_shown_and_not_counted_in_the_total(monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)     # no "[gw0] " prefix
     buf, clock = io.StringIO(), Clock()
     bar = Progress(4, "bbq", stream=buf, every_pct=100, interval_s=1e9, clock=clock,
                    show_tokens=True, store_hits=1500)

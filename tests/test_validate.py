@@ -8,7 +8,7 @@ from textwrap import dedent
 
 import pytest
 
-from fairness_tests.card.fill import load_user_yaml
+from fairness_tests.card.user_yaml import load_user_yaml
 from fairness_tests.errors import ConfigError
 from fairness_tests.paths import data_path
 from fairness_tests.protocols.generative.probe import load_probe
