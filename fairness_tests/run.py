@@ -5,8 +5,9 @@ Layout of a run directory::
     run.json            typed metadata (:class:`fairness_tests.run_metadata.RunMetadata`)
     tables/<name>.csv   one metric table per name (the shape of fairness_tests.stats)
     verdicts.csv        one row per (rule, cell): the decision rules' outcomes
-    records/<name>.csv.gz  per-item records (BBQ answers, scored generations) that
-                        the model-upgrade gate pairs across runs
+    records/<name>.csv.gz  per-item records (BBQ answers with their letter
+                        probabilities, scored generations): what the model-upgrade gate
+                        pairs across runs and what the score commands recompute from
 
 Written by the audit and by the score commands; everything downstream of the
 metrics (pytest plugin, snapshots, gate, compare, the Fairness Card) reads a
@@ -71,10 +72,12 @@ class RunResult:
         if self.records:
             (d / "records").mkdir()
             for name, table in sorted(self.records.items()):
-                # mtime=0 in the gzip header: the same run gives byte-identical files
+                # mtime=0 in the gzip header: the same run gives byte-identical files;
+                # %.17g: records are data (letter probabilities, scores) that tables are
+                # recomputed from, so they round-trip exactly
                 with open(d / "records" / f"{name}.csv.gz", "wb") as raw, \
                         gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
-                    gz.write(table.to_csv(index=False, float_format="%.10g").encode("utf-8"))
+                    gz.write(table.to_csv(index=False, float_format="%.17g").encode("utf-8"))
 
     @classmethod
     def load(cls, directory: str | Path) -> "RunResult":

@@ -35,9 +35,12 @@ def _predictions(run: RunResult, path: Path) -> Path:
     with path.open("w") as fh:
         for row in r.itertuples(index=False):
             a = None if pd.isna(row.answer) else int(row.answer)
-            fh.write(json.dumps({"category": row.dataset, "example_id": int(row.example_id),
-                                 "repeat": int(row.repeat), "rotation": int(row.rotation),
-                                 "answer": a}) + "\n")
+            line = {"category": row.dataset, "example_id": int(row.example_id),
+                    "repeat": int(row.repeat), "rotation": int(row.rotation), "answer": a}
+            probs = [getattr(row, c, float("nan")) for c in ("letter_p0", "letter_p1", "letter_p2")]
+            if not any(pd.isna(probs)):
+                line["letter_probs"] = [float(x) for x in probs]
+            fh.write(json.dumps(line) + "\n")
     return path
 
 

@@ -67,7 +67,7 @@ def join_answers(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     """Inner join of predictions onto items, with the per-answer 0/1 flags."""
     cols = ["dataset", "example_id", "context", "polarity", "label", "unknown_loc",
             "target_loc", "group", *(["question_index"] if "question_index" in items else [])]
-    keep = [c for c in ("dataset", "example_id", "repeat", "rotation", "answer") if c in preds]
+    keep = [c for c in ("dataset", "example_id", "repeat", "rotation", "answer", "letter_probs") if c in preds]
     j = preds[keep].merge(items[cols], on=["dataset", "example_id"], how="inner")
     a = j["answer"].to_numpy(dtype=np.float64)
     y = j["label"].to_numpy(dtype=np.float64)

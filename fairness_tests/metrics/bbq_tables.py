@@ -32,6 +32,9 @@ RECORD_COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "ques
                   "invalid", "non_unknown", "biased", "fav"]
 
 
+ORDER = ["dataset", "example_id", "rotation", "repeat"]
+
+
 def repeated_items(preds: pd.DataFrame) -> pd.DataFrame:
     """The rotation-0 answers of items answered more than once (the consistency data)."""
     p = preds[preds["rotation"] == 0] if "rotation" in preds else preds
@@ -51,6 +54,10 @@ def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAUL
     ``cluster``: "template" (resample templates, the default) or "item"."""
     kw = dict(n_boot=n_boot, seed=seed, cluster=cluster)
     out: dict[str, pd.DataFrame] = {}
+    # one canonical row order, so the tables do not depend on the order the answers
+    # arrived in (float sums over repeats are order-sensitive in the last bit)
+    preds = preds.sort_values([c for c in ORDER if c in preds], kind="stable",
+                              ignore_index=True)
     first = M.first_run(preds)
     if len(first):
         table = M.bbq_metrics(items, first, concentration=concentration,
@@ -72,7 +79,21 @@ def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAUL
 def bbq_records(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     """One row per answer (every repeat and rotation) with the item columns and the
     per-answer flags: what the gate pairs across runs and what ``bbq score`` reads
-    back (the predictions of a run directory)."""
+    back (the predictions of a run directory). When the predictions carry
+    ``letter_probs``, its three values are the columns ``letter_p0..letter_p2``
+    (original option order, NaN when unknown), so a run directory keeps what the
+    expected-consistency statistics were computed from."""
     j = M.join_answers(items, preds)
-    return j[[c for c in RECORD_COLUMNS if c in j.columns]].sort_values(
-        ["dataset", "example_id", "rotation", "repeat"], kind="stable").reset_index(drop=True)
+    out = j[[c for c in RECORD_COLUMNS if c in j.columns]].copy()
+    if "letter_probs" in j and j["letter_probs"].map(_known).any():
+        lp = [list(v) if _known(v) else [float("nan")] * E.N_OPTIONS for v in j["letter_probs"]]
+        for k, col in enumerate(LETTER_COLUMNS):
+            out[col] = [float(v[k]) for v in lp]
+    return out.sort_values(ORDER, kind="stable").reset_index(drop=True)
+
+
+LETTER_COLUMNS = [f"letter_p{k}" for k in range(E.N_OPTIONS)]
+
+
+def _known(v) -> bool:
+    return v is not None and not (isinstance(v, float) and v != v)
