@@ -155,26 +155,49 @@ def bootstrap(
     reuse one multiplicity matrix (built with the same ``clusters``) for several
     statistics of the same items (paired comparisons need this).
     """
+    return bootstrap_all(X, {"": statistic}, n_boot, seed, level, W, clusters)[""]
+
+
+def bootstrap_all(
+    X: np.ndarray,
+    statistics: dict[str, Callable[[np.ndarray], np.ndarray]],
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+    W: np.ndarray | None = None,
+    clusters: Sequence | np.ndarray | None = None,
+) -> dict[str, Estimate]:
+    """:func:`bootstrap` of several statistics of the same per-item matrix: the
+    resampled sums ``W @ X`` (and the item-bootstrap sums of the design effect) are
+    computed once for all of them."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
     n = X.shape[0]
     if n == 0:
-        return Estimate(NAN, NAN, NAN)
-    point = float(statistic(X.sum(axis=0)[None, :])[0])
+        return {k: Estimate(NAN, NAN, NAN) for k in statistics}
+    total = X.sum(axis=0)[None, :]
     if W is None:
         W = multiplicities(n, n_boot, seed, clusters)
-    values = np.asarray(statistic(W @ X), dtype=np.float64)
-    lo, hi = percentile_ci(values, level)
-    se, mean = _spread(values)
-    n_clusters = deff = NAN
+    sums = W @ X
+    item_sums = n_clusters = None
     if clusters is not None:
         n_clusters = float(cluster_codes(clusters)[1])
-        item_se, _ = _spread(np.asarray(statistic(multiplicities(n, W.shape[0], seed) @ X),
-                                        dtype=np.float64))
-        deff = design_effect(se, item_se)
-    bc = 2.0 * point - mean if np.isfinite(point) and np.isfinite(mean) else NAN
-    return Estimate(point, lo, hi, se, bc, n_clusters, deff)
+        item_sums = multiplicities(n, W.shape[0], seed) @ X
+    out = {}
+    for name, statistic in statistics.items():
+        point = float(statistic(total)[0])
+        values = np.asarray(statistic(sums), dtype=np.float64)
+        lo, hi = percentile_ci(values, level)
+        se, mean = _spread(values)
+        deff = NAN
+        if item_sums is not None:
+            item_se, _ = _spread(np.asarray(statistic(item_sums), dtype=np.float64))
+            deff = design_effect(se, item_se)
+        bc = 2.0 * point - mean if np.isfinite(point) and np.isfinite(mean) else NAN
+        out[name] = Estimate(point, lo, hi, se, bc,
+                             NAN if n_clusters is None else n_clusters, deff)
+    return out
 
 
 def _spread(values: np.ndarray) -> tuple[float, float]:
