@@ -57,6 +57,7 @@ DEFAULT_N_BOOT = 2000
 DEFAULT_SEED = 0
 DEFAULT_LEVEL = 0.95
 
+MIN_CLUSTERS = 10        # fewer resampled clusters than this: the row's note says so
 METRIC_COLUMNS = ["metric", "value", "ci_low", "ci_high", "n", "n_clusters", "deff", "value_bc",
                   "p_value", "note"]
 NAN = float("nan")
@@ -350,7 +351,16 @@ def metric_row(metric: str, value: "float | Estimate",
     return {**cell, "metric": metric, "value": est.value, "ci_low": est.ci_low,
             "ci_high": est.ci_high, "n": n, "n_clusters": est.n_clusters, "deff": est.deff,
             "value_bc": est.value_bc if bias_corrected else NAN, "p_value": p_value,
-            "note": note}
+            "note": with_cluster_note(note, est)}
+
+
+def with_cluster_note(note: str, est: Estimate) -> str:
+    """``note`` plus a warning when the interval rests on fewer than
+    :data:`MIN_CLUSTERS` resampled clusters."""
+    if np.isfinite(est.n_clusters) and est.n_clusters < MIN_CLUSTERS:
+        warn = f"only {int(est.n_clusters)} clusters resampled: a rough interval"
+        return "; ".join(x for x in (note, warn) if x)
+    return note
 
 
 def cell_id(*parts: object) -> str:

@@ -52,7 +52,8 @@ import pandas as pd
 
 from ..permutation import DEFAULT_N_PERM, permutation_test, permutation_tests
 from ..stats import (DEFAULT_LEVEL, DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS, Estimate,
-                     bootstrap, bootstrap_all, multiplicities, rate_table, safe_ratio)
+                     bootstrap, bootstrap_all, multiplicities, rate_table, safe_ratio,
+                     with_cluster_note)
 
 CELL = ["dataset", "context"]
 GROUPING = ["dataset", "context", "polarity"]
@@ -167,7 +168,7 @@ def _row(cell: dict, metric: str, est: Estimate, n: int, note: str = "",
     return {**cell, "metric": metric, "value": est.value, "ci_low": est.ci_low,
             "ci_high": est.ci_high, "n": int(n), "n_clusters": est.n_clusters,
             "deff": est.deff, "value_bc": est.value_bc if bias_corrected else NAN,
-            "p_value": p_value, "note": note}
+            "p_value": p_value, "note": with_cluster_note(note, est)}
 
 
 def _check_cluster(cluster: str) -> None:
