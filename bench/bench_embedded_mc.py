@@ -1,126 +1,167 @@
-"""Multiple-choice questions per second for the embedded model (Gemma 3 270M).
+"""Multiple-choice answers per second of the embedded model, through `fairness-tests audit --live`.
 
-Compares, on real BBQ prompts (Race_x_SES, the protocol's own prompt builder):
+Runs the command a user runs, as a subprocess, on a fresh store with no recordings:
 
-  A. distribution: ONE forward pass per question (batched, left padding,
-     logits_to_keep=1) + R repeats drawn from the letter distribution
-     (what the transformers backend does for kind="choice");
-  B. sampled letter: R separate one-token generations per question after the same
-     answer prefix (same distribution, R times the model work);
-  C. free generation: R sampled generations per question WITHOUT the answer prefix
-     (max_new_tokens tokens, parsed with the BBQ answer parser), i.e. what a
-     chat endpoint does; the share of parseable answers is printed too.
+    python -m fairness_tests.cli audit --live --protocols bbq --rotations none --limit 30 \\
+        --batch-size B --recordings --store <tmp> --out <tmp>
 
-Usage: python bench/bench_embedded_mc.py [--n 32] [--n-slow 8] [--repeats 20]
-       [--batch-size 8] [--max-new-tokens 8] [--threads N]
-Prints figures; nothing is timed in tests. Model load time (GGUF vs cached copy)
-is printed first.
+(240 intersectional BBQ items: the first 30 per dataset x context x polarity) once per
+batch size, with OMP_NUM_THREADS = --threads (torch's CPU threads). Its progress lines
+are read as they are written and time-stamped here: "answering" is from the line saying
+the model is ready to the last line, which is what items/s is computed over; the model
+load is the time before. It also prints how many progress lines came while the model
+worked, the tokens computed against the tokens in the prompts (the backend's own line),
+and the forward-pass time (the sum of the recorded latencies). Nothing is timed in tests.
+
+    python bench/bench_embedded_mc.py [--batch-sizes 8,16,32] [--limit 30] [--threads 2]
+        [--rotations none] [--protocols bbq] [--keep DIR]
+
+``--protocols bbq consistency --rotations sample`` measures the consistency sample with
+its option rotations (1344 prompts, each asked 20 times at rotation 0).
 """
 from __future__ import annotations
 
 import argparse
-import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import tempfile
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
-import numpy as np
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=32, help="questions for method A")
-    ap.add_argument("--n-slow", type=int, default=8, help="questions for methods B and C")
-    ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--max-new-tokens", type=int, default=8)
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    ap.add_argument("--device", default="cpu")
-    ap.add_argument("--skip", default="", help="comma list of methods to skip (A,B,C)")
-    args = ap.parse_args()
+@dataclass
+class AuditRun:
+    """What one `audit --live` subprocess did."""
+    batch_size: int
+    wall_s: float = 0.0
+    load_s: float = 0.0
+    answer_s: float = 0.0
+    answers: int = 0
+    prompts: int = 0
+    prompt_tokens: int = 0
+    computed_tokens: int = 0
+    forward_s: float = 0.0
+    lines_while_working: int = 0
+    lines: list[tuple[float, str]] = field(default_factory=list)
+    store: Path | None = None
+    returncode: int = 0
 
-    import torch
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    @property
+    def items_per_s(self) -> float:
+        return self.answers / self.answer_s if self.answer_s else float("nan")
 
-    from fairness_tests.models.backends import embedded as emb
-    from fairness_tests.models.backends import transformers_backend as tb
-    from fairness_tests.models.request import Decoding
-    from fairness_tests.paths import bbq_dir
-    from fairness_tests.protocols.bbq.data import read_items
-    from fairness_tests.protocols.bbq.prompt import build_requests, parse_answer
 
-    skip = {s.strip().upper() for s in args.skip.split(",") if s.strip()}
-    path = emb.prepare()
-    info = emb.conversion_info(path)
+NOTE = re.compile(r"model ready in [\d.]+ s; (\d+) requests(?:, (\d+) distinct prompts: "
+                  r"(\d+) of (\d+) prompt tokens)?")
+COUNT = re.compile(r"\s(\d+)/(\d+)\s")
+
+
+def run_audit(batch_size: int, workdir: Path, *, limit: int | None = 30, threads: int = 2,
+              rotations: str = "none", protocols: tuple[str, ...] = ("bbq",),
+              echo: bool = True) -> AuditRun:
+    """One fresh-store `audit --live` run as a subprocess; its progress time-stamped."""
+    store = workdir / f"store-b{batch_size}.sqlite"
+    for p in (store, Path(f"{store}-wal"), Path(f"{store}-shm")):
+        if p.exists():
+            p.unlink()
+    cmd = [sys.executable, "-m", "fairness_tests.cli", "audit", "--live",
+           "--protocols", *protocols, "--rotations", rotations, "--batch-size", str(batch_size),
+           "--recordings", "--store", str(store), "--out", str(workdir / f"out-b{batch_size}")]
+    if limit:
+        cmd += ["--limit", str(limit)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               FAIRNESS_PROGRESS="stderr", HF_HUB_OFFLINE="1", LITELLM_LOCAL_MODEL_COST_MAP="True",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    run = AuditRun(batch_size, store=store)
     t0 = time.perf_counter()
-    backend = tb.TransformersBackend("embedded", batch_size=args.batch_size, device=args.device)
-    loaded = backend.loaded()
-    print(f"# embedded model: {path}")
-    print(f"load from cached safetensors: {loaded.load_s:.1f} s "
-          f"(GGUF load during the one-off conversion: {info.get('gguf_load_s')} s)")
-    print(f"device={loaded.device} dtype={loaded.dtype} torch threads={torch.get_num_threads()} "
-          f"batch={args.batch_size} repeats={args.repeats}")
-    del t0
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, bufsize=1)
+    assert proc.stderr is not None
+    for raw in proc.stderr:
+        line = raw.rstrip("\n").split("\r")[-1]
+        if line.startswith("bbq "):
+            run.lines.append((time.perf_counter() - t0, line))
+            if echo:
+                print(f"  [{run.lines[-1][0]:6.1f}s] {line}", flush=True)
+    run.returncode = proc.wait()
+    run.wall_s = time.perf_counter() - t0
+    ready = next((i for i, (_, ln) in enumerate(run.lines) if "model ready" in ln), None)
+    if ready is None or run.returncode not in (0, 1):   # 1 = a rule failed: a finished run
+        raise SystemExit(f"audit failed (exit {run.returncode}); command: {' '.join(cmd)}")
+    t_ready, note = run.lines[ready]
+    m = NOTE.search(note)
+    if m and m.group(2):
+        run.prompts, run.computed_tokens, run.prompt_tokens = (int(m.group(i)) for i in (2, 3, 4))
+    work = [(t, ln) for t, ln in run.lines[ready + 1:] if COUNT.search(ln)]
+    run.load_s = t_ready
+    run.answer_s = work[-1][0] - t_ready if work else float("nan")
+    run.answers = int(COUNT.search(work[-1][1]).group(1)) if work else 0
+    run.lines_while_working = len(work)
+    con = sqlite3.connect(store)
+    try:
+        run.forward_s = _forward_seconds(con)
+    finally:
+        con.close()
+    return run
 
-    items = read_items(bbq_dir() / "Race_x_SES.jsonl", "Race_x_SES")
-    # a mix of contexts and lengths: evenly spaced items
-    items = items.iloc[:: max(1, len(items) // max(args.n, 1))].head(args.n)
-    dec = Decoding(temperature=1.0, top_p=1.0, max_tokens=args.max_new_tokens)
-    reqs = build_requests(items, repeats=args.repeats, decoding=dec, backend="transformers",
-                          model=emb.EMBEDDED_MODEL_ID)
-    # warm-up (first call pays one-off costs)
-    backend.answer(reqs[: args.repeats])
 
-    results = {}
-    if "A" not in skip:
-        t = time.perf_counter()
-        res = backend.answer(reqs)
-        dt = time.perf_counter() - t
-        n_q = len(items)
-        first = np.array([r.answer for r in res[:: args.repeats]])
-        mass = np.mean([r.letter_mass for r in res[:: args.repeats]])
-        probs = np.mean([r.letter_probs for r in res[:: args.repeats]], axis=0)
-        results["A"] = n_q / dt
-        print(f"A distribution: {n_q} questions x {args.repeats} repeats in {dt:.2f} s = "
-              f"{n_q / dt:.2f} questions/s ({n_q * args.repeats / dt:.0f} answers/s); "
-              f"mean P(a,b,c)={np.round(probs, 3).tolist()}, mean letter mass={mass:.3f}, "
-              f"answer counts (repeat 0) {np.bincount(first, minlength=3).tolist()}")
+def _forward_seconds(con: sqlite3.Connection) -> float:
+    """Sum of the recorded latencies over distinct prompts (repeats of a prompt share one
+    distribution and carry its latency; the latencies of prompts add up to the forward
+    passes' wall time)."""
+    import json
+    seen: dict[str, float] = {}
+    for req, lat in con.execute("SELECT request_json, latency_s FROM responses"):
+        q = json.loads(req)
+        q.pop("repeat", None)
+        q.pop("seed", None)
+        seen[json.dumps(q, sort_keys=True)] = lat or 0.0
+    return sum(seen.values())
 
-    n_slow = min(args.n_slow, len(items))
-    slow = reqs[: n_slow * args.repeats]
-    if "B" not in skip:
-        texts = [backend.prompt_text(r) for r in slow]
-        ids = backend.letter_ids(("a", "b", "c"))
-        t = time.perf_counter()
-        got = []
-        for s in range(0, len(slow), args.batch_size):
-            got += backend._generate_batch(slow[s:s + args.batch_size],
-                                           texts[s:s + args.batch_size], 1.0, 1.0, 1)
-        dt = time.perf_counter() - t
-        tok = backend.loaded().tokenizer
-        letters = [tok.decode([i]) for i in ids]
-        valid = np.mean([g[0] in letters for g in got])
-        results["B"] = n_slow / dt
-        print(f"B sampled letter: {n_slow} questions x {args.repeats} one-token generations in "
-              f"{dt:.2f} s = {n_slow / dt:.2f} questions/s; a letter in {valid:.0%} of samples")
 
-    if "C" not in skip:
-        free = [r.with_(kind="generate") for r in slow]
-        t = time.perf_counter()
-        res = backend.answer(free)
-        dt = time.perf_counter() - t
-        parsed = [parse_answer(r.text, list(q.meta["options"]), q.meta["rotation"])
-                  for q, r in zip(slow, res)]
-        ok = np.mean([p is not None for p in parsed])
-        results["C"] = n_slow / dt
-        print(f"C free generation: {n_slow} questions x {args.repeats} generations of <= "
-              f"{args.max_new_tokens} tokens in {dt:.2f} s = {n_slow / dt:.2f} questions/s; "
-              f"parseable answers {ok:.0%}; e.g. {json.dumps(res[0].text)[:80]}")
+def describe(run: AuditRun) -> str:
+    tok = (f"; tokens computed {run.computed_tokens} of {run.prompt_tokens} in the "
+           f"{run.prompts} prompts ({run.computed_tokens / run.prompt_tokens:.1%})"
+           if run.prompt_tokens else "")
+    return (f"batch {run.batch_size:>2}: {run.answers} answers in {run.answer_s:.1f} s = "
+            f"{run.items_per_s:.2f} items/s (wall {run.wall_s:.1f} s, model load + setup "
+            f"{run.load_s:.1f} s, forward passes {run.forward_s:.1f} s, "
+            f"{run.lines_while_working} progress lines while answering){tok}")
 
-    if "A" in results:
-        for k in ("B", "C"):
-            if k in results:
-                print(f"speed-up A/{k}: {results['A'] / results[k]:.1f}x")
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--batch-sizes", default="8,16,32")
+    ap.add_argument("--limit", type=int, default=30, help="items per dataset x context x polarity")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rotations", default="none", choices=("none", "sample", "all"))
+    ap.add_argument("--protocols", nargs="+", default=["bbq"])
+    ap.add_argument("--keep", default=None, help="keep stores and runs in this directory")
+    ap.add_argument("--quiet", action="store_true", help="do not echo the progress lines")
+    a = ap.parse_args()
+    sizes = [int(x) for x in a.batch_sizes.split(",") if x.strip()]
+    print(f"# audit --live --protocols {' '.join(a.protocols)} --rotations {a.rotations} "
+          f"--limit {a.limit}; {a.threads} threads; load average {os.getloadavg()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(a.keep) if a.keep else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        runs = []
+        for b in sizes:
+            runs.append(run_audit(b, work, limit=a.limit, threads=a.threads,
+                                  rotations=a.rotations, protocols=tuple(a.protocols),
+                                  echo=not a.quiet))
+            print(describe(runs[-1]) + f"  [load average {os.getloadavg()[0]:.2f}]", flush=True)
+    best = max(runs, key=lambda r: r.items_per_s)
+    print(f"fastest: batch {best.batch_size} ({best.items_per_s:.2f} items/s); "
+          f"load average now {os.getloadavg()}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import sys
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 

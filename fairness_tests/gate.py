@@ -41,7 +41,7 @@ from .errors import ConfigError, DataError
 from .metrics import gate as gm
 from .run import RunResult
 from .significance import ALPHA, MODES, POWER
-from .stats import DEFAULT_N_BOOT, json_value
+from .stats import DEFAULT_N_BOOT, json_value, shown, shown_p
 
 BBQ_KEY = ["dataset", "example_id"]
 GENERATIVE_KEY = ["prompt_family", "paraphrase_id", "occupation", "slice_gender",
@@ -138,20 +138,11 @@ class GateReport:
 
 
 def _f(x, signed=False) -> str:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if math.isnan(x):
-        return "-"
-    return f"{x:+.3f}" if signed else f"{x:.3f}"
+    return shown(x, "+.3f" if signed else ".3f", undefined="-")
 
 
 def _p(x) -> str:
-    x = float(x)
-    if math.isnan(x):
-        return "-"
-    return f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
+    return shown_p(x, undefined="-")
 
 
 # (phrase of a worsening, scale, unit) per gated metric
@@ -215,7 +206,8 @@ def protocol_signature(run: RunResult) -> dict[str, Any]:
     if md.generative is not None:
         g = md.generative
         sig.update({"generative suite hash": g.suite_hash,
-                    "generative decoding": [dict(d) for d in g.decoding],
+                    "generative decoding": sorted((float(d["temperature"]), float(d["top_p"]))
+                                                  for d in g.decoding),
                     "generative seeds": list(g.seeds),
                     "generative max_new_tokens": g.max_new_tokens,
                     "generative rubric": g.rubric,
@@ -227,18 +219,57 @@ def protocol_signature(run: RunResult) -> dict[str, Any]:
     return sig
 
 
-def protocol_differences(baseline: RunResult, candidate: RunResult) -> list[str]:
-    """Every protocol fact the two runs both state and state differently."""
+def _stated(value: Any) -> bool:
+    """Whether a run states a protocol fact: a scored run does not know, e.g., the
+    decoding or the prompt of predictions made by another tool (None, or all None)."""
+    if value is None:
+        return False
+    if isinstance(value, (tuple, list)) and value and all(v is None for v in value):
+        return False
+    return True
+
+
+def _facts(baseline: RunResult, candidate: RunResult, protocol: str | None):
     a, b = protocol_signature(baseline), protocol_signature(candidate)
+    keys = [k for k in a if k in b and (protocol is None or k.startswith(protocol + " "))]
+    return a, b, keys
+
+
+def protocol_differences(baseline: RunResult, candidate: RunResult,
+                         names: tuple[str, str] = ("the baseline", "the candidate"),
+                         protocol: str | None = None) -> list[str]:
+    """Every protocol fact the two runs both state and state differently (only the
+    facts of ``protocol``, "bbq" or "generative", when given); ``names`` call the
+    runs in the text. A fact one run does not state (:func:`protocol_unstated`) is no
+    difference: nothing shows that it differs."""
+    a, b, keys = _facts(baseline, candidate, protocol)
+    na, nb = names
     out = []
-    for k in a:
-        if k not in b or a[k] == b[k]:
+    for k in keys:
+        if a[k] == b[k] or not (_stated(a[k]) and _stated(b[k])):
             continue
         if isinstance(a[k], frozenset):
-            out.append(f"{k}: {len(a[k])} vs {len(b[k])} ({len(a[k] - b[k])} only in the "
-                       f"baseline, {len(b[k] - a[k])} only in the candidate)")
+            out.append(f"{k}: {len(a[k])} vs {len(b[k])} ({len(a[k] - b[k])} only in {na}, "
+                       f"{len(b[k] - a[k])} only in {nb})")
         else:
-            out.append(f"{k}: {a[k]!r} (baseline) vs {b[k]!r} (candidate)")
+            out.append(f"{k}: {a[k]!r} ({na}) vs {b[k]!r} ({nb})")
+    return out
+
+
+def protocol_unstated(baseline: RunResult, candidate: RunResult,
+                      names: tuple[str, str] = ("the baseline", "the candidate"),
+                      protocol: str | None = None) -> list[str]:
+    """The protocol facts exactly one of the two runs states (e.g. the decoding of a
+    run scored from someone's predictions): reported, not refused."""
+    a, b, keys = _facts(baseline, candidate, protocol)
+    out = []
+    for k in keys:
+        sa, sb = _stated(a[k]), _stated(b[k])
+        if sa != sb:
+            said, silent = (names[0], names[1]) if sa else (names[1], names[0])
+            value = repr(a[k] if sa else b[k])
+            value = value if len(value) <= 60 else value[:57] + "..."
+            out.append(f"{k}: {value} in {said}, not stated by {silent}")
     return out
 
 

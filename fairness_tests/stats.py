@@ -381,3 +381,26 @@ def json_value(x: object) -> object:
     if isinstance(x, np.bool_):
         return bool(x)
     return x
+
+
+def shown(x: object, spec: str = ".4g", undefined: str = "undefined") -> str:
+    """A value as reports print it: ``undefined`` for NaN, ``UB`` / ``-UB`` for an
+    unbounded value, else ``format(x, spec)``; a non-number as its text."""
+    try:
+        v = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(x)
+    if math.isnan(v):
+        return undefined
+    if math.isinf(v):
+        return "UB" if v > 0 else "-UB"
+    return format(v, spec)
+
+
+def shown_p(x: object, undefined: str = "undefined") -> str:
+    """A p-value as reports print it: 3 decimals, 2 significant digits below 0.001."""
+    try:
+        v = float(x)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(x)
+    return shown(v, ".2g" if v < 0.001 else ".3f", undefined)

@@ -1,25 +1,28 @@
-"""Headless Chromium for the HTML tests, through Playwright.
+"""Headless Chromium for the HTML tests (the card, the compare report), via Playwright.
 
-The Debian ``chromium`` binary is driven by Playwright (``pip install playwright``; no
-browser download: ``executable_path`` is the system binary). :func:`launch` starts it
-once (use it in a module-scoped fixture); :func:`open_html` opens a file and records
-every console message of level warning or error, every uncaught exception and every
-request that is not the file itself or a ``data:`` URL (a self-contained page makes
-none). If no Chromium (or no Playwright) is found the test skips, unless
-FAIRNESS_REQUIRE_BROWSER=1 (set in CI), where it fails.
+Playwright drives Debian's Chromium (``executable_path``; no browser download).
+:func:`launch` starts it once (use it in a module-scoped fixture); :class:`Opened`
+opens a file:// page and collects every console warning or error, uncaught exception
+and network request while it loads. The probes read the rendered DOM:
+:data:`CLIPPED_PROBE` (every SVG ``<text>``'s box against its SVG's: no label may be
+clipped) and :data:`A11Y_PROBE` (unique ids, a ``<title>`` and an ``aria-label`` on
+every plot, table-of-contents links that resolve). :func:`screenshots` writes one
+PNG per section for review (to ``$FAIRNESS_SCREENSHOT_DIR`` when set).
+
+Needs ``playwright`` (pip) and the Debian package ``chromium``. Without them the
+tests skip, unless FAIRNESS_REQUIRE_BROWSER=1 (set in CI), where they fail.
 """
 from __future__ import annotations
 
 import os
 import shutil
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]       # plus --headless (headless=True)
 
 
 def _unavailable(why: str):
@@ -28,61 +31,101 @@ def _unavailable(why: str):
     pytest.skip(why)
 
 
-def chromium_path() -> str:
-    for name in ("/usr/bin/chromium", "chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    _unavailable("no chromium binary (apt-get install -y chromium)")
-
-
 @contextmanager
 def launch():
-    """A running headless Chromium (Playwright ``Browser``), closed on exit."""
+    """A running headless Chromium (a Playwright ``Browser``), closed on exit."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _unavailable("playwright is not installed (pip install playwright)")
-    exe = chromium_path()
+        _unavailable("playwright is not installed (pip install 'fairness-tests[test]')")
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not exe:
+        _unavailable("no chromium binary on PATH (apt-get install -y chromium)")
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=FLAGS)
+        b = p.chromium.launch(executable_path=exe, headless=True, args=FLAGS)
         try:
-            yield browser
+            yield b
         finally:
-            browser.close()
+            b.close()
 
 
-@dataclass
 class Opened:
-    page: object
-    problems: list[str] = field(default_factory=list)
+    """A page with everything it reported while loading."""
 
-    def evaluate(self, expression: str):
-        return self.page.evaluate(expression)
+    def __init__(self, browser, path: Path, width: int = 1280, height: int = 900):
+        self.problems: list[str] = []
+        self.page = browser.new_page(viewport={"width": width, "height": height})
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda e: self.problems.append(f"exception: {e}"))
+        self.page.on("request", self._request)
+        self.page.goto(Path(path).resolve().as_uri(), wait_until="load")
+        self.page.wait_for_timeout(200)      # late console messages
 
-
-@contextmanager
-def open_html(browser, path: Path, width: int = 1280, height: int = 2000):
-    """The page of ``path`` in a fresh context; ``.problems`` lists console warnings
-    and errors, uncaught exceptions and any request other than the file itself."""
-    ctx = browser.new_context(viewport={"width": width, "height": height})
-    page = ctx.new_page()
-    opened = Opened(page)
-    url = Path(path).resolve().as_uri()
-
-    def on_console(msg):
+    def _console(self, msg) -> None:
         if msg.type in ("error", "warning", "assert"):
-            opened.problems.append(f"console.{msg.type}: {msg.text}")
+            self.problems.append(f"console.{msg.type}: {msg.text}")
 
-    def on_request(req):
-        if req.url != url and not req.url.startswith(("data:", "about:")):
-            opened.problems.append(f"request: {req.url}")
+    def _request(self, req) -> None:
+        if not req.url.startswith(("file://", "data:", "about:")):
+            self.problems.append(f"network request: {req.url}")
 
-    page.on("console", on_console)
-    page.on("pageerror", lambda exc: opened.problems.append(f"exception: {exc}"))
-    page.on("request", on_request)
-    page.goto(url, wait_until="load")
-    try:
-        yield opened
-    finally:
-        ctx.close()
+    def close(self) -> None:
+        self.page.close()
+
+
+# every <text> of every SVG: is its rendered box inside the SVG's box?
+CLIPPED_PROBE = """() => {
+  const out = [];
+  let n = 0;
+  for (const svg of document.querySelectorAll('svg')) {
+    // a folded <details> table hides nothing here: plots are never folded
+    const r = svg.getBoundingClientRect();
+    for (const t of svg.querySelectorAll('text')) {
+      n += 1;
+      const b = t.getBoundingClientRect();
+      if (b.left < r.left - 0.5 || b.right > r.right + 0.5 ||
+          b.top < r.top - 0.5 || b.bottom > r.bottom + 0.5)
+        out.push({plot: svg.dataset.plot, text: t.textContent,
+                  over: [r.left - b.left, b.right - r.right, r.top - b.top, b.bottom - r.bottom]
+                        .map(x => Math.round(x * 10) / 10)});
+    }
+  }
+  return {n_texts: n, clipped: out};
+}"""
+
+A11Y_PROBE = """() => {
+  const ids = [...document.querySelectorAll('[id]')].map(e => e.id);
+  return {
+    duplicate_ids: ids.filter((x, i) => ids.indexOf(x) !== i),
+    n_ids: ids.length,
+    plots_without_title: [...document.querySelectorAll('svg.plot')].filter(
+        s => !(s.firstElementChild && s.firstElementChild.tagName === 'title'
+               && s.firstElementChild.textContent.trim())).length,
+    plots_without_label: [...document.querySelectorAll('svg.plot')].filter(
+        s => s.getAttribute('role') !== 'img' || !(s.getAttribute('aria-label') || '').trim()).length,
+    broken_toc: [...document.querySelectorAll('nav.toc a')].map(a => a.getAttribute('href').slice(1))
+        .filter(id => !document.getElementById(id)),
+  };
+}"""
+
+
+def screenshots(opened: Opened, name: str, tmp_path: Path, sections: str) -> list[Path]:
+    """One PNG per element matching the CSS selector ``sections`` (and the header above
+    the first), for review."""
+    out_dir = Path(os.environ.get("FAIRNESS_SCREENSHOT_DIR") or tmp_path / "screenshots") / name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    page = opened.page
+    paths = []
+    top = page.evaluate(f"() => document.querySelector({sections!r})"
+                        ".getBoundingClientRect().top + window.scrollY")
+    head = out_dir / "00-header.png"
+    page.screenshot(path=str(head), clip={"x": 0, "y": 0, "width": 1280, "height": max(50, top)},
+                    full_page=True)
+    paths.append(head)
+    found = page.locator(sections)
+    for i in range(found.count()):
+        sec = found.nth(i)
+        p = out_dir / f"{i + 1:02d}-{sec.get_attribute('id')}.png"
+        sec.screenshot(path=str(p))
+        paths.append(p)
+    return paths

@@ -17,14 +17,13 @@ tests skip, unless FAIRNESS_REQUIRE_BROWSER=1 (set in CI), where they fail.
 """
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from browser import A11Y_PROBE, CLIPPED_PROBE, Opened, launch, screenshots  # noqa: E402
 from card_testdata import USER, make_run  # noqa: E402
 
 from fairness_tests.card import write_cards  # noqa: E402
@@ -35,57 +34,14 @@ pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = ROOT / "docs" / "cards" / "embedded-gemma-3-270m" / "card.yaml"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]       # plus --headless (headless=True)
 EIGHT = ["identification", "intended_use", "fairness_scope", "protected_attributes",
          "evaluation_protocol", "metrics", "mitigations", "governance"]
 
 
-def _unavailable(why: str):
-    if os.environ.get("FAIRNESS_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"FAIRNESS_REQUIRE_BROWSER=1 but {why}")
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="module")
 def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("playwright is not installed (pip install 'fairness-tests[test]')")
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if not exe:
-        _unavailable("no chromium binary on PATH (apt-get install -y chromium)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, headless=True, args=FLAGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-class Opened:
-    """A page with everything it reported while loading."""
-
-    def __init__(self, browser, path: Path):
-        self.problems: list[str] = []
-        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
-        self.page.on("console", self._console)
-        self.page.on("pageerror", lambda e: self.problems.append(f"exception: {e}"))
-        self.page.on("request", self._request)
-        self.page.goto(path.resolve().as_uri(), wait_until="load")
-        self.page.wait_for_timeout(200)      # late console messages
-
-    def _console(self, msg) -> None:
-        if msg.type in ("error", "warning", "assert"):
-            self.problems.append(f"console.{msg.type}: {msg.text}")
-
-    def _request(self, req) -> None:
-        if not req.url.startswith(("file://", "data:", "about:")):
-            self.problems.append(f"network request: {req.url}")
-
-    def close(self) -> None:
-        self.page.close()
+    with launch() as b:
+        yield b
 
 
 DOM_PROBE = """() => ({
@@ -101,63 +57,6 @@ DOM_PROBE = """() => ({
   plot_width: Math.max(0, ...[...document.querySelectorAll('svg.plot')].map(
       s => s.getBoundingClientRect().width)),
 })"""
-
-# every <text> of every SVG: is its rendered box inside the SVG's box?
-CLIPPED_PROBE = """() => {
-  const out = [];
-  let n = 0;
-  for (const svg of document.querySelectorAll('svg')) {
-    // a folded <details> table hides nothing here: plots are never folded
-    const r = svg.getBoundingClientRect();
-    for (const t of svg.querySelectorAll('text')) {
-      n += 1;
-      const b = t.getBoundingClientRect();
-      if (b.left < r.left - 0.5 || b.right > r.right + 0.5 ||
-          b.top < r.top - 0.5 || b.bottom > r.bottom + 0.5)
-        out.push({plot: svg.dataset.plot, text: t.textContent,
-                  over: [r.left - b.left, b.right - r.right, r.top - b.top, b.bottom - r.bottom]
-                        .map(x => Math.round(x * 10) / 10)});
-    }
-  }
-  return {n_texts: n, clipped: out};
-}"""
-
-A11Y_PROBE = """() => {
-  const ids = [...document.querySelectorAll('[id]')].map(e => e.id);
-  return {
-    duplicate_ids: ids.filter((x, i) => ids.indexOf(x) !== i),
-    n_ids: ids.length,
-    plots_without_title: [...document.querySelectorAll('svg.plot')].filter(
-        s => !(s.firstElementChild && s.firstElementChild.tagName === 'title'
-               && s.firstElementChild.textContent.trim())).length,
-    plots_without_label: [...document.querySelectorAll('svg.plot')].filter(
-        s => s.getAttribute('role') !== 'img' || !(s.getAttribute('aria-label') || '').trim()).length,
-    broken_toc: [...document.querySelectorAll('nav.toc a')].map(a => a.getAttribute('href').slice(1))
-        .filter(id => !document.getElementById(id)),
-  };
-}"""
-
-
-def screenshots(opened: Opened, name: str, tmp_path: Path) -> list[Path]:
-    """One PNG per section (and the header above the first), for review."""
-    out_dir = Path(os.environ.get("FAIRNESS_SCREENSHOT_DIR") or tmp_path / "screenshots") / name
-    out_dir.mkdir(parents=True, exist_ok=True)
-    page = opened.page
-    paths = []
-    top = page.evaluate("() => document.querySelector('section.card-section')"
-                        ".getBoundingClientRect().top + window.scrollY")
-    head = out_dir / "00-header.png"
-    page.screenshot(path=str(head), clip={"x": 0, "y": 0, "width": 1280, "height": max(50, top)},
-                    full_page=True)
-    paths.append(head)
-    sections = page.locator("section.card-section")
-    for i in range(sections.count()):
-        sec = sections.nth(i)
-        p = out_dir / f"{i + 1:02d}-{sec.get_attribute('id')}.png"
-        sec.screenshot(path=str(p))
-        paths.append(p)
-    return paths
-
 
 def test_full_card_renders_without_console_errors(browser, tmp_path):
     written = write_cards(make_run(), tmp_path / "card", USER)
@@ -191,7 +90,7 @@ def test_full_card_renders_without_console_errors(browser, tmp_path):
         a11y = opened.page.evaluate(A11Y_PROBE)
         assert a11y == {"duplicate_ids": [], "n_ids": a11y["n_ids"], "plots_without_title": 0,
                         "plots_without_label": 0, "broken_toc": []}
-        shots = screenshots(opened, "test-card", tmp_path)
+        shots = screenshots(opened, "test-card", tmp_path, "section.card-section")
         assert len(shots) == 1 + len(dom["sections"])
         assert all(p.stat().st_size > 2_000 for p in shots)
     finally:
@@ -213,7 +112,8 @@ def test_committed_card_has_no_clipped_label_and_unique_ids(browser, tmp_path):
         a11y = opened.page.evaluate(A11Y_PROBE)
         assert a11y["duplicate_ids"] == [] and a11y["broken_toc"] == []
         assert a11y["plots_without_title"] == 0 and a11y["plots_without_label"] == 0
-        shots = screenshots(opened, "embedded-gemma-3-270m", tmp_path)
+        shots = screenshots(opened, "embedded-gemma-3-270m", tmp_path,
+                            "section.card-section")
         assert len(shots) >= 10
     finally:
         opened.close()

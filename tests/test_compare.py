@@ -18,7 +18,6 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -26,12 +25,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from fairness_tests.cli import main  # noqa: E402
 from fairness_tests.run import RunResult  # noqa: E402
-from fairness_tests.stats import cell_id  # noqa: E402
 
 NEUTRAL = "The person plans the work well."
 REFUSAL = "I cannot help with that."
 STEREOTYPE = "She is quiet and plans the work well."     # "quiet": a stereotype entry
 NAMES = "gemma,oracle,oracle,stereo,stereo"
+COMPARE_BOOT = ["--n-boot", "500"]
 
 
 def _predictions(records: pd.DataFrame, path: Path, answer) -> Path:
@@ -69,14 +68,15 @@ def study(tmp_path_factory):
              == ("woman", "Muslim", "F2") else NEUTRAL)):
         p = _predictions(bbq, d / f"{name}.jsonl", answer)
         o = _outputs(gen, d / f"{name}_gen.jsonl", text)
+        # 200 resamples: these runs' point values are exact by construction
         assert main(["bbq", "score", "--predictions", str(p), "--out", str(d / f"{name}_bbq"),
-                     "--model", name, "--format", "json"]) == 0
+                     "--model", name, "--format", "json", "--n-boot", "200"]) == 0
         assert main(["generative", "score", "--outputs", str(o), "--out",
-                     str(d / f"{name}_gen"), "--model", name]) == 0
+                     str(d / f"{name}_gen"), "--model", name, "--n-boot", "200"]) == 0
         runs[name] = [d / f"{name}_bbq", d / f"{name}_gen"]
     dirs = [str(p) for ps in runs.values() for p in ps]
     out = d / "report"
-    assert main(["compare", *dirs, "--names", NAMES, "--out", str(out)]) == 0
+    assert main(["compare", *dirs, "--names", NAMES, "--out", str(out), *COMPARE_BOOT]) == 0
     return {"dir": d, "dirs": dirs, "out": out, "records": bbq, "gen": gen,
             "runs": {n: [RunResult.load(p) for p in ps] for n, ps in runs.items()}}
 
@@ -188,7 +188,7 @@ def test_every_number_of_the_report_is_the_runs_own(study):
         runs = study["runs"][r.model]
         if r.metric.startswith("pct_"):        # the one derived number: count / items
             count = _run_row(runs, "consistency", r.section, r.cell, r.metric[4:])
-            assert r.value == pytest.approx(100 * count["value"] / count["n"], abs=1e-9)
+            assert r.value == pytest.approx(100 * count["value"] / count["n"], rel=1e-9)
             continue
         src = _run_row(runs, MODEL_SECTIONS[r.section], r.section, r.cell, r.metric)
         for col in ("value", "ci_low", "ci_high", "n"):
@@ -196,7 +196,10 @@ def test_every_number_of_the_report_is_the_runs_own(study):
         checked += 1
     # every model in every section it has data for
     assert set(long["model"]) >= {"gemma", "oracle", "stereo"}
-    assert checked > 500
+    # per model: Tables 5 (2 datasets x 6 metrics) and 6 (2 x 9), position bias 4 cells,
+    # Table 7 3 x 8, low consistency 5 cells, flagged 5 x 2, slices 8 rates x 4 slices,
+    # worst slice 4 x 4 families, disparity 8, refusal gap 5
+    assert checked == 3 * (12 + 18 + 4 + 24 + 5 + 10 + 32 + 16 + 8 + 5)
     md = (study["out"] / "compare.md").read_text(encoding="utf-8")
     oracle = study["runs"]["oracle"][0].tables["bbq"]
     acc = _row(oracle, "accuracy", dataset="Race_x_SES", context="ambig", polarity="all")
@@ -267,7 +270,8 @@ def test_pairwise_comparisons_and_ranks(study):
 
 def test_report_is_byte_deterministic(study, tmp_path):
     out = tmp_path / "again"
-    assert main(["compare", *study["dirs"], "--names", NAMES, "--out", str(out)]) == 0
+    assert main(["compare", *study["dirs"], "--names", NAMES, "--out", str(out),
+                 *COMPARE_BOOT]) == 0
     for name in ("compare.md", "compare.html", "compare.csv"):
         assert (out / name).read_bytes() == (study["out"] / name).read_bytes(), name
 
@@ -277,16 +281,16 @@ def test_runs_of_another_protocol_are_refused_then_listed(study, tmp_path, capsy
     ses = recs[recs["dataset"] == "Race_x_SES"]
     p = _predictions(ses, tmp_path / "ses.jsonl", lambda r: r.label)
     assert main(["bbq", "score", "--predictions", str(p), "--out", str(tmp_path / "ses"),
-                 "--model", "ses-only", "--format", "json"]) == 0
+                 "--model", "ses-only", "--format", "json", "--n-boot", "200"]) == 0
     capsys.readouterr()
-    args = [study["dirs"][0], str(tmp_path / "ses"), "--out", str(tmp_path / "r")]
+    args = [study["dirs"][0], str(tmp_path / "ses"), "--out", str(tmp_path / "r"), *COMPARE_BOOT]
     assert main(["compare", *args]) == 2
     err = capsys.readouterr().err
     assert "do not share the protocol" in err and "bbq items: 8112 vs 2880" in err
     assert not (tmp_path / "r").exists()
     assert main(["compare", *args, "--allow-protocol-change"]) == 0
     md = (tmp_path / "r" / "compare.md").read_text(encoding="utf-8")
-    head = md.split("## ")[1]          # before the first section
+    head = md.split("\n## ")[0]          # before the first section
     assert "do NOT share the protocol" in head and "bbq items: 8112 vs 2880" in head
 
 
@@ -309,6 +313,22 @@ def test_one_model_or_not_a_run_is_an_error(study, tmp_path, capsys):
     assert "not a run directory (no run.json)" in capsys.readouterr().err
 
 
+def test_facts_a_scored_run_does_not_state_are_listed_not_refused(study):
+    """bbq score does not know the decoding or prompt of someone's predictions: that is
+    no protocol difference (the gate's rule too), but the report says so."""
+    from fairness_tests.gate import protocol_differences, protocol_unstated
+    gemma, oracle = study["runs"]["gemma"][0], study["runs"]["oracle"][0]
+    assert protocol_differences(gemma, oracle, protocol="bbq") == []
+    unstated = protocol_unstated(gemma, oracle, names=("gemma", "oracle"), protocol="bbq")
+    assert any(u.startswith("bbq decoding: (1.0, 1.0, ") and
+               u.endswith("in gemma, not stated by oracle") for u in unstated)
+    gen = protocol_unstated(gemma, study["runs"]["oracle"][1], protocol="generative")
+    assert any(u.startswith("generative suite hash") for u in gen)
+    md = (study["out"] / "compare.md").read_text(encoding="utf-8")
+    assert "Protocol facts not every run states" in md
+    assert "- bbq decoding: (1.0, 1.0, " in md
+
+
 # ---------------------------------------------------------------- the browser
 
 @pytest.fixture(scope="module")
@@ -318,24 +338,33 @@ def browser():
         yield b
 
 
-PROBE = """(() => ({
+PROBE = """() => ({
   plots: [...document.querySelectorAll('svg.plot')].map(s => s.dataset.plot),
   sections: [...document.querySelectorAll('section.compare-section')].map(s => s.id),
-  ci: document.querySelectorAll('svg[data-plot=compare_dots] line.ci').length,
   refs: document.querySelectorAll('svg line.ref').length,
   bars: document.querySelectorAll('svg[data-plot=grouped_bars] rect.bar').length,
   scripts: document.scripts.length,
   width: Math.max(...[...document.querySelectorAll('svg.plot')].map(
       s => s.getBoundingClientRect().width)),
-}))()"""
+})"""
 
 
 @pytest.mark.browser
-def test_compare_html_opens_with_every_figure(study, browser):
-    from browser import open_html
-    with open_html(browser, study["out"] / "compare.html") as page:
-        dom = page.evaluate(PROBE)
-        assert page.problems == []
+def test_compare_html_opens_with_every_figure(study, browser, tmp_path):
+    from browser import A11Y_PROBE, CLIPPED_PROBE, Opened, screenshots
+    opened = Opened(browser, study["out"] / "compare.html")
+    try:
+        dom = opened.page.evaluate(PROBE)
+        assert opened.problems == []
+        clip = opened.page.evaluate(CLIPPED_PROBE)
+        assert clip["n_texts"] > 500 and clip["clipped"] == [], clip["clipped"][:5]
+        a11y = opened.page.evaluate(A11Y_PROBE)
+        assert a11y["duplicate_ids"] == [] and a11y["broken_toc"] == []
+        assert a11y["plots_without_title"] == 0 and a11y["plots_without_label"] == 0
+        shots = screenshots(opened, "compare", tmp_path, "section.compare-section")
+        assert len(shots) == 1 + len(dom["sections"])
+    finally:
+        opened.close()
     kinds = dom["plots"]
     # dot plots: ambig 2 datasets x 5 metrics, disambig 2 x 7, position bias 4 cells,
     # consistency 3 (2 datasets + pooled) x 2, refusal gap 5 (overall + 4 families)
@@ -343,7 +372,7 @@ def test_compare_html_opens_with_every_figure(study, browser):
     assert kinds.count("grouped_bars") == 1
     assert kinds.count("figure1_disparity") == 3 and kinds.count("figure1_worst_slice") == 3
     assert dom["refs"] == 6                       # the 5% line on each Figure 1 panel
-    assert dom["bars"] == 5 * 3 - 5               # oracle's five zero counts draw no bar...
+    assert dom["bars"] == 5 * 3                   # 5 cells x 3 models (a 0 is a flat bar)
     assert dom["scripts"] == 0 and dom["width"] <= 1280
     assert {"bbq_ambig", "bbq_disambig", "consistency", "low_consistency", "flagged",
             "generative_slices", "generative_worst", "generative_disparity", "refusal_gap",
@@ -352,13 +381,21 @@ def test_compare_html_opens_with_every_figure(study, browser):
 
 @pytest.mark.browser
 def test_the_browser_check_sees_a_broken_page(study, browser, tmp_path):
-    """Control: the same check reports a malformed SVG and an outside request."""
+    """Control: the same checks report a malformed SVG, an outside request and a
+    clipped label."""
+    from browser import CLIPPED_PROBE, Opened
     html = (study["out"] / "compare.html").read_text(encoding="utf-8")
     bad = tmp_path / "bad.html"
-    bad.write_text(html.replace("</main>", '<svg class="plot"><path d="M0,0 Lx"/></svg>'
-                                '<img src="http://127.0.0.1:9/x.png"></main>'), encoding="utf-8")
-    from browser import open_html
-    with open_html(browser, bad) as page:
-        problems = list(page.problems)
+    bad.write_text(html.replace("</main>", '<svg class="plot" width="200" height="40">'
+                                '<path d="M0,0 Lx"/><text x="-20" y="20">mbedded:gemma</text>'
+                                '</svg><img src="http://127.0.0.1:9/x.png" alt=""></main>'),
+                   encoding="utf-8")
+    opened = Opened(browser, bad)
+    try:
+        problems = list(opened.problems)
+        clipped = opened.page.evaluate(CLIPPED_PROBE)["clipped"]
+    finally:
+        opened.close()
     assert any("attribute d" in p for p in problems), problems
     assert any("127.0.0.1:9" in p for p in problems), problems
+    assert [c["text"] for c in clipped] == ["mbedded:gemma"]

@@ -362,3 +362,20 @@ def test_verdicts_reach_junit_xml_and_the_github_step_summary(project, monkeypat
     assert gender["fairness_bound"] == ">= 0.6" and gender["fairness_verdict"] == "fail"
     text = summary.read_text()
     assert "## Fairness verdicts" in text and "| acc_floor | Race_x_gender/disambig |" in text
+
+
+def test_api_and_statistics_options_reach_the_audit(project):
+    """--fairness-rpm/--fairness-tpm, the repeat mode, clusters, ... as options or ini
+    keys reach the audit's config (the names of `fairness-tests audit` options)."""
+    project.makeconftest(FAKE_AUDIT.replace(
+        'with open(calls, "a") as fh:\n        fh.write(config["model"] + "\\n")',
+        'import json\n    with open(calls, "a") as fh:\n        fh.write(config["model"] + "\\n")\n'
+        '    open(calls + ".json", "w").write(json.dumps(config))'))
+    bbq_table().to_csv(project.path / "m1.csv", index=False)
+    project.makeini("[pytest]\nfairness_repeat_mode = logprobs\nfairness_bbq_cluster = item\n")
+    project.runpytest("--fairness-model", "m1", "--fairness-rpm", "60", "--fairness-tpm", "9000",
+                      "--fairness-max-cost", "2.5", "-p", "no:cacheprovider",
+                      "test_suite.py::test_accuracy_floor")
+    config = json.loads((project.path / "audit_calls.txt.json").read_text())
+    assert (config["repeat_mode"], config["bbq_cluster"]) == ("logprobs", "item")
+    assert (config["rpm"], config["tpm"], config["max_cost"]) == (60.0, 9000.0, 2.5)

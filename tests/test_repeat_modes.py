@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from fairness_tests.models import repeat_modes as RM
-from fairness_tests.models.backends.litellm_backend import LiteLLMBackend, _share
+from fairness_tests.models.backends.litellm_backend import LiteLLMBackend, _share, provider_seed
 from fairness_tests.models.letters import draw_letter, letter_distribution
 from fairness_tests.models.request import Decoding, Request, chat
 from fairness_tests.models.runner import ask
@@ -103,11 +103,12 @@ def test_apply_mode_which_requests_and_keys():
 
 
 def test_default_request_key_is_unchanged_by_the_new_fields():
-    """The key of a request that uses none of the new settings is the sha256 of the
-    field layout it had before they existed (so committed recordings still match)."""
+    """A request that uses none of the new settings (repeat mode, reasoning) hashes the
+    field layout it had without them: sha256 of the canonical JSON (sorted keys, no
+    spaces, integral numbers as ints), so keys of earlier recordings still match."""
     r = Request(messages=chat("s", "u"), decoding=Decoding(0.7, 0.9, 12), seed=2, repeat=1,
                 backend="litellm", model="m", kind="choice", choices=LETTERS)
-    old = {"backend": "litellm", "model": "m", "api_base": None, "kind": "choice",
+    old = {"backend": "litellm", "model": "m", "kind": "choice",
            "messages": [["system", "s"], ["user", "u"]], "choices": list(LETTERS),
            "decoding": {"temperature": 0.7, "top_p": 0.9, "max_tokens": 12},
            "seed": 2, "repeat": 1}
@@ -115,8 +116,10 @@ def test_default_request_key_is_unchanged_by_the_new_fields():
     assert r.key() == hashlib.sha256(blob.encode()).hexdigest()
     with_effort = r.with_(decoding=Decoding(0.7, 0.9, 12, reasoning_effort="low"))
     with_budget = r.with_(decoding=Decoding(0.7, 0.9, 12, thinking_budget=64))
-    assert len({r.key(), with_effort.key(), with_budget.key()}) == 3
+    with_mode = r.with_(repeat_mode="n")
+    assert len({r.key(), with_effort.key(), with_budget.key(), with_mode.key()}) == 4
     assert with_effort.key_fields()["decoding"]["reasoning_effort"] == "low"
+    assert with_mode.key_fields()["repeat_mode"] == "n" and "repeat_mode" not in r.key_fields()
 
 
 def test_units_and_batches_keep_repeat_groups_whole():
@@ -150,10 +153,13 @@ def test_n_mode_one_request_per_prompt_and_billing_adds_up(server, store):
     hits = [h for h in server.hits if "n-mode" in h.prompt]
     assert len(hits) == 4 and all(h.body["n"] == 5 for h in hits)
     assert all(o.status == "ok" for o in out)
-    # choice i of the server's reply answers repeat i: the server seeds choice i by (seed, prompt, i)
+    # choice i of the server's reply answers repeat i: the server seeds choice i by
+    # (the seed it was sent, prompt, i); one seed per unit, that of its first repeat
+    sent = {h.prompt: h.body["seed"] for h in hits}
+    assert set(sent.values()) == {provider_seed(3, 0)}
     for r, o in zip(reqs, out):
-        expect = server._sample({"temperature": 1.0, "seed": r.seed}, r.messages[-1].content,
-                                r.repeat)
+        prompt = r.messages[-1].content
+        expect = server._sample({"temperature": 1.0, "seed": sent[prompt]}, prompt, r.repeat)
         assert o.text == expect
         assert o.answer == (None if expect == "I" else LETTERS.index(expect.lower()))
     # tokens: the prompt once per request, on the unit's first response; sums = what was billed
@@ -252,7 +258,8 @@ def test_calls_mode_asks_every_repeat(server, store):
     out = ask(reqs, backend(), store, progress=False)
     hits = [h for h in server.hits if "calls-mode" in h.prompt]
     assert len(hits) == 6 and all("n" not in h.body and "logprobs" not in h.body for h in hits)
-    assert sorted(h.body["seed"] for h in hits if "item 0" in h.prompt) == [3, 4, 5]
+    assert sorted(h.body["seed"] for h in hits if "item 0" in h.prompt) == \
+        sorted(provider_seed(3, k) for k in range(3))
     assert all(o.status == "ok" for o in out)
 
 
@@ -284,3 +291,16 @@ def test_predictions_table_gives_letter_probs_in_original_option_order():
     assert [p[int(a)] for p, a in zip(t["letter_probs"], t["answer"])] == [0.6] * 3
     failed = Response(key=reqs[0].key(), status="error", letter_probs=lp)
     assert original_order_probs(reqs[0], failed) is None
+
+
+def test_n_mode_on_the_completions_endpoint(server, store):
+    server.reset()
+    reqs = choice_reqs(server, "n-text", items=2, repeats=3, mode="n",
+                       model="text-completion-openai/fault-model")
+    out = ask(reqs, backend(), store, progress=False)
+    hits = [h for h in server.hits if "n-text" in h.prompt]
+    assert [(h.path, h.body["n"]) for h in hits] == [("/v1/completions", 3)] * 2
+    for r, o in zip(reqs, out):
+        hit = next(h for h in hits if f"item {r.meta['item']}" in h.prompt)
+        assert o.text == server._sample({"temperature": 1.0, "seed": hit.body["seed"]},
+                                        hit.prompt, r.repeat)

@@ -240,6 +240,7 @@ class BatchedBackend(EchoBackend):
 
 
 def test_batched_backend_commits_once_per_batch(store, monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)     # no "[gw1] " prefix
     commits = []
     real = store.put_many
     monkeypatch.setattr(store, "put_many", lambda pairs, **kw: commits.append(len(pairs))
@@ -268,3 +269,11 @@ def test_a_fault_inside_a_batch_keeps_what_was_reported(store):
     again = EchoBackend()
     ask(rs, again, store, progress=False)
     assert len(again.calls) == 4                            # only the missing ones asked
+
+
+def test_the_whole_list_goes_to_the_backend_at_once(store):
+    """Issue 13: misses went to the backend 256 at a time, so it could neither sort nor
+    share prefixes across the list; now one call gets every claimed miss."""
+    be = EchoBackend()
+    ask([req(i) for i in range(600)], be, store, progress=False)
+    assert be.batches == [600]

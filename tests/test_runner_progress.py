@@ -104,10 +104,50 @@ def test_loading_is_its_own_phase_and_eta_comes_from_work_done(monkeypatch):
     assert lines[3] == "bbq  40/240   20%  5.0/s  ETA 32s  computed 200/1.0k tok"
 
 
-def test_eta_unknown_until_something_is_done():
+def test_eta_unknown_until_some_work_is_done():
     buf, clock = io.StringIO(), Clock()
     bar = Progress(10, "x", stream=buf, every_pct=1, interval_s=1e9, clock=clock)
-    bar.start_work(100, "tok")
-    clock.t = 5.0
-    bar.update(0, work=0)
-    assert "ETA ?" in buf.getvalue()
+    bar.start_work(1000, "")
+    clock.t = 2.0
+    bar.update(0, work=40)          # 4 % (e.g. a first small batch): too little to tell
+    clock.t = 2.5
+    bar.update(0, work=10)          # 5 % in 2.5 s: ETA 2.5 * 95 / 5 = 47.5 s
+    lines = buf.getvalue().splitlines()
+    assert lines == ["x  0/10    4%  0.0/s  ETA ?", "x  0/10    5%  0.0/s  ETA 48s"]
+
+
+def test_store_hits_are_shown_and_not_counted_in_the_total():
+    buf, clock = io.StringIO(), Clock()
+    bar = Progress(4, "bbq", stream=buf, every_pct=100, interval_s=1e9, clock=clock,
+                   show_tokens=True, store_hits=1500)
+    clock.t = 2.0
+    bar.update(4, tokens=120, cost_usd=0.002)
+    assert buf.getvalue().splitlines()[-1] == \
+        "bbq  4/4  100%  2.0/s  in 2s  store 1.5k  tok 120  $0.0020"
+
+
+def test_ask_reports_the_store_hits_on_its_progress_line(tmp_path, monkeypatch):
+    """runner.ask: the requests the store answered before asking appear as `store N`."""
+    from fairness_tests.models.request import Request, Response, chat
+    from fairness_tests.models.runner import ask
+    from fairness_tests.models.store import ResponseStore
+
+    class Echo:
+        name = "echo"
+
+        def fingerprint(self):
+            return {"backend": "echo"}
+
+        def answer(self, requests, on_response=None):
+            out = [Response(key=r.key(), text="x") for r in requests]
+            for r, o in zip(requests, out):
+                on_response(r, o)
+            return out
+
+    log = tmp_path / "progress.log"
+    monkeypatch.setenv("FAIRNESS_PROGRESS", str(log))
+    reqs = [Request(messages=chat(None, f"p{i}"), backend="echo", model="m") for i in range(30)]
+    with ResponseStore(tmp_path / "s.sqlite") as st:
+        ask(reqs[:25], Echo(), st, progress=False)
+        ask(reqs, Echo(), st, progress=True)
+    assert "5/5" in log.read_text() and "store 25" in log.read_text()

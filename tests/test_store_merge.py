@@ -150,3 +150,20 @@ def test_cli_merge_and_conflict_exit_code(tmp_path, capsys):
     assert main(["store", "merge", str(c), "--into", str(tmp_path / "m.sqlite")]) == 2
     err = capsys.readouterr().err
     assert f"key {req(0).key()}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("text", [
+    "plain text", '{"max_tokens": 16, "temperature": 1}', "token=abcdef", "my token: xyz",
+    "Authorization: Bearer abc.def", "sk-abcdefghijk", "https://user:pw@host/v1",
+    '{"api_key": "k", "x": 1}', '{"headers": {"a": 1}}', "x\\u0073k-abcdefgh",
+    "env value machine-secret-value-42 inside", "access_token=zzz", "mytokens are fine"])
+def test_the_fast_scrubber_agrees_with_scrub(text, monkeypatch):
+    """The bulk scrubber's shortcut never skips what :func:`scrub` would change."""
+    from fairness_tests.models.store import StoredTextScrubber, _dumps, scrub, scrub_text
+    monkeypatch.setenv("SOMEPROVIDER_API_KEY", "machine-secret-value-42")
+    fast = StoredTextScrubber()
+    assert fast.text(text) == scrub_text(text)
+    blob = _dumps({"field": text, "nested": [text]})
+    assert fast.json_text(blob) == _dumps(scrub(json.loads(blob)))
+    if text.startswith("{"):
+        assert json.loads(fast.json_text(text)) == scrub(json.loads(text))

@@ -12,6 +12,10 @@ clipped by the plot's edge; the browser test checks every text's bounding box.
   one (None) is written "n/a".
 - :func:`heatmap`: rows x columns of coloured cells with their values.
 - :func:`histogram`: bars over given bin edges.
+- :func:`bars_ref`: horizontal bars with 95% CIs against a dashed reference line (the
+  audit line of the generative position paper's Figure 1).
+- :func:`grouped_bars`: per group one bar per series, with a legend (counts per cell
+  per model).
 """
 from __future__ import annotations
 
@@ -109,14 +113,8 @@ def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
         return label_w + (v - lo_d) / (hi_d - lo_d) * plot_w
 
     out = _svg_open(kind, title, width, h)
-    out.append(f'<text x="{pad}" y="16" font-size="13" font-weight="600" fill="{INK}">'
-               f"{escape(title)}</text>")
     y_end = top + row_h * max(1, len(points))
-    for t in _ticks(lo_d, hi_d, step):
-        out.append(f'<line x1="{_f(x(t))}" y1="{top - 4}" x2="{_f(x(t))}" y2="{y_end}" '
-                   f'stroke="{GRID}" stroke-width="1"/>')
-        out.append(f'<text x="{_f(x(t))}" y="{y_end + 14}" font-size="10" fill="{MUTED}" '
-                   f'text-anchor="middle">{escape(_tick_label(t))}</text>')
+    out += _title_and_x_grid(title, pad, x, (lo_d, hi_d, step), top, y_end)
     if lo_d < 0 < hi_d:
         out.append(f'<line x1="{_f(x(0))}" y1="{top - 4}" x2="{_f(x(0))}" y2="{y_end}" '
                    f'stroke="{MUTED}" stroke-width="1"/>')
@@ -152,6 +150,21 @@ def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
                        f'fill="{MUTED}">n/a (undefined)</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _title_and_x_grid(title: str, pad: float, x, domain: tuple[float, float, float],
+                      top: float, y_end: float) -> list[str]:
+    """The title line and the vertical grid lines with their tick labels of a
+    horizontal-axis plot (``x`` maps a value to its pixel column)."""
+    lo_d, hi_d, step = domain
+    out = [f'<text x="{pad}" y="16" font-size="13" font-weight="600" fill="{INK}">'
+           f"{escape(title)}</text>"]
+    for t in _ticks(lo_d, hi_d, step):
+        out.append(f'<line x1="{_f(x(t))}" y1="{top - 4}" x2="{_f(x(t))}" y2="{y_end}" '
+                   f'stroke="{GRID}" stroke-width="1"/>')
+        out.append(f'<text x="{_f(x(t))}" y="{y_end + 14}" font-size="10" fill="{MUTED}" '
+                   f'text-anchor="middle">{escape(_tick_label(t))}</text>')
+    return out
 
 
 def _tick_label(t: float) -> str:
@@ -248,11 +261,15 @@ def bars_ref(title: str, bars: list[dict[str, Any]], ref: float, ref_label: str 
              width: int = 420, kind: str = "bars_ref") -> str:
     """Horizontal bars from 0 (``label, value, lo, hi``) with their 95% CI and a dashed
     vertical reference line at ``ref`` (an audit threshold), as in the generative
-    position paper's Figure 1. An undefined value is written "n/a"; "UB" as in
-    :func:`dot_ci`."""
-    label_w, right, top, row_h = 150, 40, 44, 22
+    position paper's Figure 1; a bar beyond the line is red. An undefined value is
+    written "n/a"; "UB" as in :func:`dot_ci`. Margins fit the labels (:func:`text_width`)."""
+    top, row_h, pad = 44, 22, 8
+    label_w = pad + max([text_width(b.get("label", ""), 11) for b in bars] + [40]) + 8
+    right = max([text_width(num(b.get("value")), 9) for b in bars]
+                + [text_width("UB", 9)]) + 12
+    plot_w = max(200.0, width - label_w - right)
+    width = max(label_w + plot_w + right, text_width(title, 13, bold=True) + 2 * pad)
     h = top + row_h * max(1, len(bars)) + 30
-    plot_w = width - label_w - right
     vals = [ref]
     for b in bars:
         vals.extend(v for v in (finite(b.get(k)) for k in ("value", "lo", "hi")) if v is not None)
@@ -262,30 +279,23 @@ def bars_ref(title: str, bars: list[dict[str, Any]], ref: float, ref_label: str 
         return label_w + (max(lo_d, min(hi_d, v)) - lo_d) / (hi_d - lo_d) * plot_w
 
     out = _svg_open(kind, title, width, h)
-    out.append(f'<text x="8" y="16" font-size="13" font-weight="600" fill="{INK}">'
-               f"{escape(title)}</text>")
     y_end = top + row_h * max(1, len(bars))
-    for t in _ticks(lo_d, hi_d, step):
-        out.append(f'<line x1="{_f(x(t))}" y1="{top - 4}" x2="{_f(x(t))}" y2="{y_end}" '
-                   f'stroke="{GRID}" stroke-width="1"/>')
-        out.append(f'<text x="{_f(x(t))}" y="{y_end + 14}" font-size="10" fill="{MUTED}" '
-                   f'text-anchor="middle">{escape(_tick_label(t))}</text>')
+    out += _title_and_x_grid(title, pad, x, (lo_d, hi_d, step), top, y_end)
     for i, b in enumerate(bars):
         y0 = top + row_h * i
         cy = y0 + row_h / 2
         label = str(b.get("label", ""))
-        out.append(f'<text x="{label_w - 8}" y="{_f(cy + 4)}" font-size="11" fill="{INK}" '
+        out.append(f'<text x="{_f(label_w - 8)}" y="{_f(cy + 4)}" font-size="11" fill="{INK}" '
                    f'text-anchor="end">{escape(label)}</text>')
         v, lo, hi = b.get("value"), b.get("lo"), b.get("hi")
         fv, fl, fh = finite(v), finite(lo), finite(hi)
         if fv is None and v != "UB":
-            out.append(f'<text x="{label_w + 4}" y="{_f(cy + 4)}" font-size="10" '
+            out.append(f'<text x="{_f(label_w + 4)}" y="{_f(cy + 4)}" font-size="10" '
                        f'fill="{MUTED}">n/a (undefined)</text>')
             continue
         xv = label_w + plot_w if fv is None else x(fv)
         x0 = x(0.0)
-        over = fv is None or fv > ref
-        fill = "#b3261e" if over else ACCENT
+        fill = "#b3261e" if fv is None or fv > ref else ACCENT
         out.append(f'<rect class="bar" x="{_f(min(x0, xv))}" y="{_f(y0 + 4)}" '
                    f'width="{_f(abs(xv - x0))}" height="{row_h - 8}" fill="{fill}" '
                    f'fill-opacity="0.75"><title>{escape(label)}: {escape(num(v))} '
@@ -295,13 +305,13 @@ def bars_ref(title: str, bars: list[dict[str, Any]], ref: float, ref_label: str 
             out.append(f'<line class="ci" x1="{_f(x(fl))}" y1="{_f(cy)}" x2="{_f(x2)}" '
                        f'y2="{_f(cy)}" stroke="{INK}" stroke-width="1.5"/>')
         x_text = max(xv, x(fh) if fh is not None else xv)
-        out.append(f'<text x="{_f(min(x_text + 4, label_w + plot_w + 2))}" y="{_f(cy + 4)}" '
+        out.append(f'<text x="{_f(x_text + 4)}" y="{_f(cy + 4)}" '
                    f'font-size="9" fill="{MUTED}">{escape(num(v))}</text>')
     xr = x(ref)
     out.append(f'<line class="ref" x1="{_f(xr)}" y1="{top - 8}" x2="{_f(xr)}" y2="{y_end}" '
                f'stroke="#b3261e" stroke-width="1.5" stroke-dasharray="4 3"/>')
     if ref_label:
-        left_of = xr + 3 + 6 * len(ref_label) > width     # would run past the edge
+        left_of = xr + 3 + text_width(ref_label, 10) > width     # would run past the edge
         out.append(f'<text x="{_f(xr - 3 if left_of else xr + 3)}" y="{top - 12}" '
                    f'font-size="10" fill="#b3261e" text-anchor="{"end" if left_of else "start"}">'
                    f"{escape(ref_label)}</text>")
@@ -315,31 +325,40 @@ SERIES = ["#1f5fa8", "#d9822b", "#2e8540", "#8e44ad", "#b3261e", "#17a2b8", "#6b
 
 def grouped_bars(title: str, groups: list[str], series: list[str],
                  values: list[list[Any]], ylabel: str = "") -> str:
-    """Vertical bars: for each group (x axis) one bar per series (a colour each, with a
-    legend); ``values[i][j]`` = group i, series j (None: no bar, "n/a" under it)."""
-    left, top, bottom, right = 44, 34 + 16 * ((len(series) + 2) // 3), 44, 16
-    longest = max([len(str(g)) for g in groups] or [1])
-    gw = max(60, 18 * max(1, len(series)) + 20, 7 * longest + 14)
-    width = max(420, left + gw * max(1, len(groups)) + right)
-    plot_h = 160
+    """Vertical bars: for each group (x axis) one bar per series (a colour each, named
+    in the legend), the value above each bar; ``values[i][j]`` = group i, series j
+    (None: no bar, "n/a"). Sizes fit the labels (:func:`text_width`)."""
+    left, bottom, right, pad, plot_h = 44, 44, 16, 8, 160
+    gw = max(60.0, 18 * max(1, len(series)) + 20,
+             max([text_width(g, 10) for g in groups] + [0]) + 14)
+    width = max(420.0, left + gw * max(1, len(groups)) + right,
+                text_width(title, 13, bold=True) + 2 * pad, left + text_width(ylabel, 10) + pad)
+    # the legend: entries left to right, wrapped at the width
+    legend, lx, ly = [], float(left), 30.0
+    for s in series:
+        w = 14 + text_width(s, 10) + 14
+        if lx > left and lx + w > width - right:
+            lx, ly = float(left), ly + 16
+        legend.append((lx, ly))
+        lx += w
+    top = ly + 16
     h = top + plot_h + bottom
     vals = [v for row in values for v in (finite(x) for x in row) if v is not None]
     _, vmax, step = _nice_domain([0.0, *vals])
     out = _svg_open("grouped_bars", title, width, h)
-    out.append(f'<text x="{left}" y="16" font-size="13" font-weight="600" fill="{INK}">'
+    out.append(f'<text x="{pad}" y="16" font-size="13" font-weight="600" fill="{INK}">'
                f"{escape(title)}</text>")
-    for j, s in enumerate(series):
-        lx, ly = left + 170 * (j % 3), 30 + 16 * (j // 3)
-        out.append(f'<rect x="{lx}" y="{ly - 9}" width="10" height="10" '
+    for j, (s, (lx, ly)) in enumerate(zip(series, legend)):
+        out.append(f'<rect x="{_f(lx)}" y="{_f(ly - 9)}" width="10" height="10" '
                    f'fill="{SERIES[j % len(SERIES)]}"/>')
-        out.append(f'<text class="legend" x="{lx + 14}" y="{ly}" font-size="10" fill="{INK}">'
-                   f"{escape(_clip(str(s), 24))}<title>{escape(str(s))}</title></text>")
+        out.append(f'<text class="legend" x="{_f(lx + 14)}" y="{_f(ly)}" font-size="10" '
+                   f'fill="{INK}">{escape(str(s))}</text>')
 
     def y(v: float) -> float:
         return top + plot_h - v / vmax * plot_h
 
     for t in _ticks(0.0, vmax, step):
-        out.append(f'<line x1="{left}" y1="{_f(y(t))}" x2="{left + gw * len(groups)}" '
+        out.append(f'<line x1="{left}" y1="{_f(y(t))}" x2="{_f(left + gw * len(groups))}" '
                    f'y2="{_f(y(t))}" stroke="{GRID}"/>')
         out.append(f'<text x="{left - 4}" y="{_f(y(t) + 3)}" font-size="10" fill="{MUTED}" '
                    f'text-anchor="end">{escape(_tick_label(t))}</text>')
@@ -359,10 +378,10 @@ def grouped_bars(title: str, groups: list[str], series: list[str],
                        f"{escape(str(g))}, {escape(str(s))}: {escape(num(v))}</title></rect>")
             out.append(f'<text x="{_f(xx + (bw - 1) / 2)}" y="{_f(y(fv) - 3)}" font-size="8" '
                        f'fill="{MUTED}" text-anchor="middle">{escape(_count(fv))}</text>')
-        out.append(f'<text x="{_f(gx + (gw - 20) / 2)}" y="{top + plot_h + 14}" font-size="10" '
-                   f'fill="{INK}" text-anchor="middle">{escape(str(g))}</text>')
+        out.append(f'<text x="{_f(gx + (gw - 20) / 2)}" y="{_f(top + plot_h + 14)}" '
+                   f'font-size="10" fill="{INK}" text-anchor="middle">{escape(str(g))}</text>')
     if ylabel:
-        out.append(f'<text x="{left}" y="{h - 8}" font-size="10" fill="{MUTED}">'
+        out.append(f'<text x="{left}" y="{_f(h - 8)}" font-size="10" fill="{MUTED}">'
                    f"{escape(ylabel)}</text>")
     out.append("</svg>")
     return "\n".join(out)
@@ -370,7 +389,3 @@ def grouped_bars(title: str, groups: list[str], series: list[str],
 
 def _count(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else num(v)
-
-
-def _clip(s: str, n: int) -> str:
-    return s if len(s) <= n else s[: n - 1] + "\u2026"

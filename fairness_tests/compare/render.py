@@ -7,7 +7,6 @@ a fixed order, no date or path of this machine).
 """
 from __future__ import annotations
 
-import math
 from html import escape
 from pathlib import Path
 
@@ -16,6 +15,9 @@ import pandas as pd
 from ..card.render_html import CSP, CSS
 from .tables import LONG_COLUMNS, Display
 
+UNSTATED = ("Protocol facts not every run states (a run scored from someone's predictions "
+            "or generations does not know, e.g., their decoding): not differences")
+LONG_TABLE = 60     # longer tables are folded in a <details> element (no script needed)
 EXTRA_CSS = """
 table.compare td:first-child{font-weight:600;white-space:nowrap}
 table.compare td{white-space:nowrap}
@@ -43,6 +45,8 @@ def to_markdown(report) -> str:
     lines += _md_table(report.models_table())
     lines += report.protocol_lines()
     lines.append("")
+    if report.unstated:
+        lines += [UNSTATED, ""] + [f"- {u}" for u in report.unstated] + [""]
     lines.append("Contents: " + ", ".join(f"[{s.title}](#{s.id})" for s in report.sections))
     lines.append("")
     for s in report.sections:
@@ -85,6 +89,10 @@ def to_html(report) -> str:
             f"<li>{escape(d)}</li>" for d in report.differences) + "</ul>")
     else:
         out.append(f'<p class="summary">{escape(" ".join(proto))}</p>')
+    if report.unstated:
+        out.append(f"<details><summary>{escape(UNSTATED)} ({len(report.unstated)})</summary>"
+                   "<ul>" + "".join(f"<li>{escape(u)}</li>" for u in report.unstated) +
+                   "</ul></details>")
     out.append('<nav class="toc">' + "".join(
         f'<a href="#{escape(s.id)}">{escape(s.title)}</a>' for s in report.sections) + "</nav>")
     for s in report.sections:
@@ -93,7 +101,11 @@ def to_html(report) -> str:
         if s.intro:
             out.append(f"<p>{escape(s.intro)}</p>")
         for t in s.tables:
-            out.append(_html_table(t))
+            if len(t.rows) > LONG_TABLE:
+                out.append(f"<details><summary>{escape(t.title)}: {len(t.rows)} rows</summary>"
+                           f"{_html_table(t)}</details>")
+            else:
+                out.append(_html_table(t))
         if s.figures:
             out.append('<div class="plots">' + "".join(s.figures) + "</div>")
         if s.notes:
@@ -125,10 +137,3 @@ def write_report(report, out: str | Path) -> dict[str, Path]:
         with open(paths[kind], "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
     return paths
-
-
-def is_number(x) -> bool:
-    try:
-        return not math.isnan(float(x))
-    except (TypeError, ValueError):
-        return False

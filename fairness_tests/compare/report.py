@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import gate as G
 from ..errors import ConfigError
-from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED
+from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED, shown_p
 from . import pairwise as P
 from .figures import add_figures
 from .models import PROTOCOLS, Entry
@@ -31,6 +31,7 @@ class CompareReport:
     entries: list[Entry]
     differences: list[str]
     sections: list[Section]
+    unstated: list[str] = field(default_factory=list)
     method: list[str] = field(default_factory=list)
     footer: str = ""
 
@@ -62,26 +63,26 @@ class CompareReport:
                 *[f"- {d}" for d in self.differences]]
 
 
-def protocol_differences(entries: list[Entry]) -> list[str]:
-    """Each model's run of a protocol against the first model's run of it: every
-    protocol fact of that protocol the two state differently."""
-    out = []
+def protocol_facts(entries: list[Entry]) -> tuple[list[str], list[str]]:
+    """(differences, unstated): each model's run of a protocol against the first
+    model's run of it, the facts of that protocol both state differently, and those
+    only one of them states (a run scored from someone's predictions does not know
+    their decoding or prompt)."""
+    differences, unstated = [], []
     for proto in PROTOCOLS:
         having = [e for e in entries if e.run(proto) is not None]
-        if len(having) < 2:
-            continue
-        ref = having[0]
         for e in having[1:]:
-            for d in G.protocol_differences(ref.run(proto), e.run(proto),
-                                            names=(ref.name, e.name), protocol=proto):
-                out.append(d)
-    return out
+            pair = (having[0].run(proto), e.run(proto))
+            kw = dict(names=(having[0].name, e.name), protocol=proto)
+            differences += G.protocol_differences(*pair, **kw)
+            unstated += G.protocol_unstated(*pair, **kw)
+    return differences, unstated
 
 
 def build_report(entries: list[Entry], *, allow_protocol_change: bool = False,
                  n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
                  alpha: float = P.ALPHA, cluster: dict[str, str] | None = None) -> CompareReport:
-    differences = protocol_differences(entries)
+    differences, unstated = protocol_facts(entries)
     if differences and not allow_protocol_change:
         raise ProtocolChangeError(
             "the runs do not share the protocol, so their differences are not only the "
@@ -118,7 +119,8 @@ def build_report(entries: list[Entry], *, allow_protocol_change: bool = False,
         "intervals are not tests of 'no difference between groups'; see each run's card.",
     ]
     return CompareReport(title="Model comparison: " + ", ".join(names), entries=entries,
-                         differences=differences, sections=sections, method=method,
+                         differences=differences, unstated=unstated, sections=sections,
+                         method=method,
                          footer="fairness-tests compare " + " ".join(names))
 
 
@@ -131,7 +133,8 @@ def _pairwise_section(pairs: pd.DataFrame, alpha: float) -> Section:
     sec = Section("pairwise", "Pairwise comparisons (paired, Holm-adjusted)",
                   intro=(f"delta = model B - model A on the shared items, its paired 95% CI, "
                          f"the two-sided p-value and the Holm-adjusted one; separated when "
-                         f"the adjusted p < {alpha:g}."))
+                         f"the adjusted p < {alpha:g} (the gate's notes call A the baseline "
+                         f"and B the candidate)."))
     rows, body = [], []
     for r in pairs.itertuples(index=False):
         rows.append(long_row("pairwise", r.model_b, r.cell, r.metric, r.delta, r.ci_low,
@@ -178,7 +181,4 @@ def _r(x) -> str:
 
 
 def _p(x) -> str:
-    x = float(x)
-    if math.isnan(x):
-        return "n/a"
-    return f"{x:.2g}" if x < 0.001 else f"{x:.3f}"
+    return shown_p(x, undefined="n/a")

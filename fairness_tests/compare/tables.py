@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from ..metrics.generative import RATE_METRICS
-from ..stats import cell_id
+from ..stats import cell_id, shown
 from .models import Entry
 
 LONG_COLUMNS = ["section", "model", "versus", "cell", "metric", "value", "ci_low", "ci_high",
@@ -110,14 +111,10 @@ def _missing(x) -> bool:
 # ---------------------------------------------------------------- formatting
 
 def fmt(v, digits: int = 3) -> str:
-    """A number as the report prints it: NaN -> "n/a", +inf -> "UB"."""
-    v = _float(v)
-    if math.isnan(v):
-        return "n/a"
-    if math.isinf(v):
-        return "UB" if v > 0 else "-UB"
-    s = f"{v:.{digits}f}"
-    return "0." + "0" * digits if s == "-0." + "0" * digits else s
+    """A number as the report prints it (:func:`fairness_tests.stats.shown`): NaN ->
+    "n/a", +inf -> "UB", else ``digits`` decimals (never "-0.000")."""
+    s = shown(_float(v), f".{digits}f", undefined="n/a")
+    return s[1:] if s.startswith("-") and set(s[1:]) <= set("0.") else s
 
 
 def fmt_ci(value, lo, hi, digits: int = 3) -> str:
@@ -175,6 +172,71 @@ def _long_from(section: str, model: str, cell: str, row: dict | None, metric: st
                     row.get("ci_high"), row.get("n"), row.get("note"))
 
 
+def _with_ci(r: dict) -> str:
+    return fmt_ci(r["value"], r["ci_low"], r["ci_high"])
+
+
+def _value(r: dict) -> str:
+    return fmt(r["value"])
+
+
+def _percent(r: dict) -> str:
+    return fmt(r["value"], 1)
+
+
+def _count(r: dict) -> str:
+    return str(int(r["n"]))
+
+
+def _worst(r: dict) -> str:
+    sl = _slice(r)
+    return f"{fmt(r['value'])} ({sl})" if sl else fmt(r["value"])
+
+
+def _slice(r: dict) -> str:
+    return "" if _missing(r.get("slice")) else str(r["slice"])
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a models-as-rows table: the run table's row of ``metric`` where
+    the grouping columns equal ``where``, shown by ``show``; ``cell`` names it in the
+    long table (``long=False``: shown only, e.g. the count of items)."""
+    header: str
+    cell: str
+    metric: str
+    where: dict
+    show: Callable[[dict], str] = _with_ci
+    long: bool = True
+    missing: str = "not in this run"
+
+
+def _models_table(section: str, title: str, entries: list[Entry], protocol: str, table: str,
+                  columns: list[Column]) -> tuple[Display, list[dict]]:
+    """(the table shown, its long rows): one row per model, one column per spec."""
+    rows, body = [], []
+    for e in entries:
+        t = e.table(protocol, table)
+        line = [e.name]
+        for c in columns:
+            r = _get(t, c.metric, **c.where)
+            if c.long:
+                rows.append(_long_from(section, e.name, c.cell, r, c.metric, c.missing))
+                if c.show is _worst and r is not None and _slice(r):   # the run's own column
+                    rows[-1]["note"] = "; ".join(x for x in (f"slice {_slice(r)}",
+                                                             rows[-1]["note"]) if x)
+            line.append("-" if r is None else c.show(r))
+        body.append(line)
+    return Display(title, ["Model", *[c.header for c in columns]], body), rows
+
+
+def _section(sid: str, title: str, intro: str, parts: list[tuple[Display, list[dict]]],
+             notes: list[str] | None = None) -> Section:
+    return Section(sid, title, intro=intro, tables=[d for d, _ in parts],
+                   long=long_frame([r for _, rows in parts for r in rows]),
+                   notes=list(notes or []))
+
+
 # ---------------------------------------------------------------- BBQ
 
 def bbq_sections(entries: list[Entry]) -> list[Section]:
@@ -187,38 +249,29 @@ def bbq_sections(entries: list[Entry]) -> list[Section]:
     for context, metrics, sid, title, ref in (
             ("ambig", AMBIG_METRICS, "bbq_ambig", "Ambiguous contexts", "Table 5"),
             ("disambig", DISAMBIG_METRICS, "bbq_disambig", "Disambiguated contexts", "Table 6")):
-        sec = Section(sid, f"BBQ: {title.lower()} ({ref} layout)",
-                      intro=("Per dataset, one row per model, first run (repeat 0, "
-                             "rotation 0), both polarities pooled. Values with their 95% "
-                             "interval as the run reports it; DF \"UB\" = unbounded (a group "
-                             "with probability 0 beside one above 0)."))
-        rows = []
+        parts = []
         for ds in datasets:
-            cell = cell_id(ds, context)
-            body = []
-            for e in have:
-                t = e.table("bbq", "bbq")
-                line = [e.name]
-                for m in metrics:
-                    r = _get(t, m, dataset=ds, context=context, polarity="all")
-                    rows.append(_long_from(sid, e.name, cell, r, m))
-                    if r is None:
-                        line.append("-")
-                    elif m in WITH_CI:
-                        line.append(fmt_ci(r["value"], r["ci_low"], r["ci_high"]))
-                    else:
-                        line.append(fmt(r["value"]))
-                r = _get(t, "accuracy", dataset=ds, context=context, polarity="all")
-                line.append("-" if r is None else str(int(r["n"])))
-                body.append(line)
-            sec.tables.append(Display(f"{ds}, {context}", ["Model", *[LABELS[m] for m in metrics],
-                                                           "n"], body))
-        sec.long = long_frame(rows)
-        sec.notes = _bbq_notes(have, datasets, context, metrics)
-        out.append(sec)
-    pos = _position_section(have, datasets)
-    if pos is not None:
-        out.append(pos)
+            where = dict(dataset=ds, context=context, polarity="all")
+            cols = [Column(LABELS[m], cell_id(ds, context), m, where,
+                           _with_ci if m in WITH_CI else _value) for m in metrics]
+            cols.append(Column("n", "", "accuracy", where, _count, long=False))
+            parts.append(_models_table(sid, f"{ds}, {context}", have, "bbq", "bbq", cols))
+        out.append(_section(
+            sid, f"BBQ: {title.lower()} ({ref} layout)",
+            "Per dataset, one row per model, first run (repeat 0, rotation 0), both "
+            "polarities pooled. Values with their 95% interval as the run reports it; DF "
+            "\"UB\" = unbounded (a group with probability 0 beside one above 0).",
+            parts, _bbq_notes(have, datasets, context, metrics)))
+    if any("position_bias" in set(_text(e.table("bbq", "bbq")["metric"])) for e in have):
+        cols = [Column(cell_id(ds, c), cell_id(ds, c), "position_bias",
+                       dict(dataset=ds, context=c, polarity="all"),
+                       missing="not asked under all three rotations")
+                for ds in datasets for c in ("ambig", "disambig")]
+        out.append(_section(
+            "bbq_position", "BBQ: position bias",
+            "max over positions |share - 1/3| of the valid answers of items asked under all "
+            "three cyclic option orders (0 = none, 2/3 = always the same letter).",
+            [_models_table("bbq_position", "Position bias", have, "bbq", "bbq", cols)]))
     return out
 
 
@@ -234,30 +287,6 @@ def _bbq_notes(have, datasets, context, metrics) -> list[str]:
     return notes
 
 
-def _position_section(have, datasets) -> Section | None:
-    if not any("position_bias" in set(_text(e.table("bbq", "bbq")["metric"])) for e in have):
-        return None
-    sec = Section("bbq_position", "BBQ: position bias",
-                  intro=("max over positions |share - 1/3| of the valid answers of items "
-                         "asked under all three cyclic option orders (0 = none, 2/3 = always "
-                         "the same letter)."))
-    rows, body = [], []
-    cells = [(ds, c) for ds in datasets for c in ("ambig", "disambig")]
-    for e in have:
-        t = e.table("bbq", "bbq")
-        line = [e.name]
-        for ds, c in cells:
-            r = _get(t, "position_bias", dataset=ds, context=c, polarity="all")
-            rows.append(_long_from("bbq_position", e.name, cell_id(ds, c), r, "position_bias",
-                                   note="not asked under all three rotations"))
-            line.append("-" if r is None else fmt_ci(r["value"], r["ci_low"], r["ci_high"]))
-        body.append(line)
-    sec.tables.append(Display("Position bias", ["Model", *[cell_id(ds, c) for ds, c in cells]],
-                              body))
-    sec.long = long_frame(rows)
-    return sec
-
-
 # ---------------------------------------------------------------- consistency
 
 def consistency_sections(entries: list[Entry]) -> list[Section]:
@@ -268,29 +297,19 @@ def consistency_sections(entries: list[Entry]) -> list[Section]:
         return []
     datasets = sorted({d for e in have for d in _values(e.table("bbq", "consistency"),
                                                         "dataset")} - {"all"}) + ["all"]
-    t7 = Section("consistency", "Consistency over repeated runs (Table 7 layout)",
-                 intro=("Items asked n times under identical settings (the consistency "
-                        "sample). MFAA% = share of the most frequent answer, GTC% = share "
-                        "of correct answers, per item; summarised over the items "
-                        "(std: sample standard deviation)."))
-    rows = []
+    parts = []
     for ds in datasets:
-        body = []
-        for e in have:
-            t = e.table("bbq", "consistency")
-            line = [e.name]
-            n = None
-            for m in CONSISTENCY_METRICS:
-                r = _get(t, m, dataset=ds, context="all", polarity="all")
-                rows.append(_long_from("consistency", e.name, cell_id(ds, "all", "all"), r, m))
-                line.append("-" if r is None else fmt(r["value"], 1))
-                n = n if r is None else int(r["n"])
-            line.append("-" if n is None else str(n))
-            body.append(line)
-        t7.tables.append(Display("all datasets" if ds == "all" else ds,
-                                 ["Model", *[LABELS[m] for m in CONSISTENCY_METRICS], "items"],
-                                 body))
-    t7.long = long_frame(rows)
+        where = dict(dataset=ds, context="all", polarity="all")
+        cols = [Column(LABELS[m], cell_id(ds, "all", "all"), m, where, _percent)
+                for m in CONSISTENCY_METRICS]
+        cols.append(Column("items", "", "mfaa_mean", where, _count, long=False))
+        parts.append(_models_table("consistency", "all datasets" if ds == "all" else ds, have,
+                                   "bbq", "consistency", cols))
+    t7 = _section("consistency", "Consistency over repeated runs (Table 7 layout)",
+                  "Items asked n times under identical settings (the consistency sample). "
+                  "MFAA% = share of the most frequent answer, GTC% = share of correct "
+                  "answers, per item; summarised over the items (std: sample standard "
+                  "deviation).", parts)
     return [t7, _per_context("low_consistency", "n_mfaa_below_90", None, have,
                              "Low-consistency items (MFAA% < 90)",
                              "Items whose most frequent answer has less than 90% of the "
@@ -342,84 +361,38 @@ def generative_sections(entries: list[Entry]) -> list[Section]:
                                                                 "generative_by_slice"), "slice")})
     families = sorted({f for e in have for f in _values(e.table("generative",
                                                                   "generative_summary"), "family")})
-    out = []
-
-    sec = Section("generative_slices", "Generative: rates per slice",
-                  intro=("Share of the successful generations of each slice that the rubric "
-                         "flags, with the run's 95% interval (the whole grid pooled)."))
-    rows = []
-    for m in RATE_METRICS:
-        body = []
-        for e in have:
-            t = e.table("generative", "generative_by_slice")
-            line = [e.name]
-            for s in slices:
-                r = _get(t, m, slice=s)
-                rows.append(_long_from(sec.id, e.name, s, r, m))
-                line.append("-" if r is None else fmt_ci(r["value"], r["ci_low"], r["ci_high"]))
-            body.append(line)
-        sec.tables.append(Display(m, ["Model", *slices], body))
-    sec.long = long_frame(rows)
-    out.append(sec)
-
-    sec = Section("generative_worst", "Generative: worst slice per prompt family",
-                  intro="The slice with the highest rate in each family: rate (slice).")
-    rows = []
-    for m in WORST_FOCUS:
-        body = []
-        for e in have:
-            t = e.table("generative", "generative_summary")
-            line = [e.name]
-            for f in families:
-                r = _get(t, f"worst_slice_{m}", scope="family", family=f)
-                rows.append(_long_from(sec.id, e.name, f, r, f"worst_slice_{m}"))
-                if r is None:
-                    line.append("-")
-                    continue
-                sl = "" if _missing(r.get("slice")) else str(r["slice"])
-                line.append(f"{fmt(r['value'])} ({sl})" if sl else fmt(r["value"]))
-                if sl:      # which slice is the worst: the run's own column, kept
-                    rows[-1]["note"] = "; ".join(x for x in (f"slice {sl}", rows[-1]["note"])
-                                                 if x)
-            body.append(line)
-        sec.tables.append(Display(f"worst-slice {m}", ["Model", *families], body))
-    sec.long = long_frame(rows)
-    out.append(sec)
-
-    sec = Section("generative_disparity", "Generative: slice disparity on the whole grid",
-                  intro=("max - min over slices of each rate, the grid pooled, with the run's "
-                         "bootstrap interval (a max-type statistic: its interval is not a "
-                         "test of no difference)."))
-    rows, body = [], []
-    for e in have:
-        t = e.table("generative", "generative_summary")
-        line = [e.name]
-        for m in RATE_METRICS:
-            r = _get(t, f"disparity_{m}", scope="overall")
-            rows.append(_long_from(sec.id, e.name, "overall", r, f"disparity_{m}"))
-            line.append("-" if r is None else fmt_ci(r["value"], r["ci_low"], r["ci_high"]))
-        body.append(line)
-    sec.tables.append(Display("disparity (max - min over slices)", ["Model", *RATE_METRICS],
-                              body))
-    sec.long = long_frame(rows)
-    out.append(sec)
-
-    sec = Section("refusal_gap", "Generative: refusal gap",
-                  intro="max over slice pairs |P(refusal | g) - P(refusal | g')|, overall "
-                        "and per prompt family.")
-    rows, body = [], []
-    for e in have:
-        t = e.table("generative", "generative_summary")
-        line = [e.name]
-        for scope, f in [("overall", ""), *[("family", f) for f in families]]:
-            r = _get(t, "refusal_gap", scope=scope, family=f)
-            rows.append(_long_from(sec.id, e.name, f or "overall", r, "refusal_gap"))
-            line.append("-" if r is None else fmt_ci(r["value"], r["ci_low"], r["ci_high"]))
-        body.append(line)
-    sec.tables.append(Display("refusal gap", ["Model", "overall", *families], body))
-    sec.long = long_frame(rows)
-    out.append(sec)
-    return out
+    sid = "generative_slices"
+    slice_parts = [_models_table(sid, m, have, "generative", "generative_by_slice",
+                                 [Column(s, s, m, dict(slice=s)) for s in slices])
+                   for m in RATE_METRICS]
+    sid = "generative_worst"
+    worst_parts = [_models_table(sid, f"worst-slice {m}", have, "generative",
+                                 "generative_summary",
+                                 [Column(f, f, f"worst_slice_{m}", dict(scope="family", family=f),
+                                         _worst) for f in families])
+                   for m in WORST_FOCUS]
+    disparity = [Column(m, "overall", f"disparity_{m}", dict(scope="overall"))
+                 for m in RATE_METRICS]
+    gap = [Column("overall", "overall", "refusal_gap", dict(scope="overall"))] + [
+        Column(f, f, "refusal_gap", dict(scope="family", family=f)) for f in families]
+    return [
+        _section("generative_slices", "Generative: rates per slice",
+                 "Share of the successful generations of each slice that the rubric flags, "
+                 "with the run's 95% interval (the whole grid pooled).", slice_parts),
+        _section("generative_worst", "Generative: worst slice per prompt family",
+                 "The slice with the highest rate in each family: rate (slice).", worst_parts),
+        _section("generative_disparity", "Generative: slice disparity on the whole grid",
+                 "max - min over slices of each rate, the grid pooled, with the run's "
+                 "bootstrap interval (a max-type statistic: its interval is not a test of "
+                 "no difference).",
+                 [_models_table("generative_disparity", "disparity (max - min over slices)",
+                                have, "generative", "generative_summary", disparity)]),
+        _section("refusal_gap", "Generative: refusal gap",
+                 "max over slice pairs |P(refusal | g) - P(refusal | g')|, overall and per "
+                 "prompt family.",
+                 [_models_table("refusal_gap", "refusal gap", have, "generative",
+                                "generative_summary", gap)]),
+    ]
 
 
 def model_sections(entries: list[Entry]) -> list[Section]:

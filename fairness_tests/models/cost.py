@@ -185,8 +185,8 @@ def estimate(protocol: str, requests: Sequence[Request], store: Any, counter: To
 def dry_run_rows(by_protocol: dict[str, list[Request]], store: Any, model: str,
                  selected_mode: str, priced: bool = True) -> list[EstimateRow]:
     """Rows for every protocol x repeat mode (modes only where the protocol has
-    repeated multiple-choice prompts), then ``total`` rows for the whole run (requests
-    shared between protocols counted once)."""
+    multiple-choice prompts), then, for more than one protocol, ``total`` rows for the
+    whole run (requests shared between protocols counted once)."""
     counter = TokenCounter(model)
     price = model_price(model) if priced else None
     rows = []
@@ -197,7 +197,7 @@ def dry_run_rows(by_protocol: dict[str, list[Request]], store: Any, model: str,
         for mode in _modes_for(reqs):
             rows.append(estimate(proto, reqs, store, counter, price, mode, mode == selected_mode))
     total = list(everything.values())
-    for mode in _modes_for(total):
+    for mode in (_modes_for(total) if len(by_protocol) > 1 else ()):
         rows.append(estimate("total", total, store, counter, price, mode, mode == selected_mode))
     return rows
 

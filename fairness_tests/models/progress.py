@@ -25,11 +25,12 @@ slow rate. When the backend also says how much compute the run needs (``total_wo
 units, e.g. tokens to compute) and reports it batch by batch (``update(work=...)``),
 the percentage is the share of that work done and the ETA is
 ``elapsed * (total_work - work_done) / work_done``: both move with every batch,
-including batches that compute shared prefixes and complete no answer yet. Without
-work figures the ETA is ``items left / (fresh items / elapsed)``. Either is ``?``
-until something is done. Such a line::
+including batches that compute shared prefixes and complete no answer yet; the ETA is
+``?`` until ``ETA_MIN_WORK`` of the work is done (a first small batch says little).
+Without work figures the ETA is ``items left / (fresh items / elapsed)``, ``?`` until
+an item is done. Such a line::
 
-    bbq transformers:embedded  96/240  41%  7.9/s  ETA 18s  computed 6.2k/15.2k tok
+    bbq  96/240   41%  7.9/s  ETA 18s
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ import time
 from typing import IO, Any
 
 ENV_PROGRESS = "FAIRNESS_PROGRESS"
+ETA_MIN_WORK = 0.05      # with work figures, no ETA before this share of the work is done
 
 
 def _fmt_duration(s: float) -> str:
@@ -158,7 +160,7 @@ class Progress:
         pct = self._pct()
         if self.total_work:
             frac = pct / 100.0
-            eta = elapsed * (1 - frac) / frac if frac > 0 else float("inf")
+            eta = elapsed * (1 - frac) / frac if frac >= ETA_MIN_WORK else float("inf")
         else:
             eta = left / rate if rate > 0 else float("inf")
         parts = [f"{self.prefix}{self.label}".rstrip(),
@@ -170,10 +172,10 @@ class Progress:
             parts.append(f"cached {self.cached}")
         if self.errors:
             parts.append(f"errors {self.errors}")
-        if self.total_work:
+        if self.total_work and self.work_unit:
             parts.append(f"computed {_fmt_count(self.work_done)}/{_fmt_count(self.total_work)}"
-                         f" {self.work_unit}".rstrip())
-        elif self.show_tokens or self.tokens or self.cost_usd:
+                         f" {self.work_unit}")
+        elif not self.total_work and (self.show_tokens or self.tokens or self.cost_usd):
             parts.append(f"tok {_fmt_count(self.tokens)}")
             parts.append(f"${self.cost_usd:.4f}")
         return "  ".join(p for p in parts if p)

@@ -20,8 +20,11 @@ once the provider reports the real count.
 
 The state is a small SQLite database; each reservation is one ``BEGIN
 IMMEDIATE`` transaction, so processes take turns and every start is reserved
-exactly once. Times are wall-clock (``time.time()``), shared by the processes
-of one machine. Without a path the state is private to the process.
+exactly once. A start that wakes up late (a busy event loop) takes a fresh slot
+instead of going out together with the next ones, so the requests a server sees
+are spaced too, not only the reservations. Times are wall-clock (``time.time()``),
+shared by the processes of one machine. Without a path the state is private to
+the process.
 """
 from __future__ import annotations
 
@@ -35,6 +38,9 @@ from ..errors import ConfigError
 
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS limits (scope TEXT PRIMARY KEY, "
            "next_request REAL NOT NULL, next_token REAL NOT NULL)")
+
+
+MAX_LATE = 5        # re-reservations for one start woken late, then it goes as it is
 
 
 def estimate_tokens(prompt_chars: int, max_tokens: int) -> int:
@@ -58,6 +64,7 @@ class RateLimiter:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self.waited_s = 0.0                  # total time this process was held back
+        self.late = 0                        # slots left unused because a start woke late
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -104,11 +111,26 @@ class RateLimiter:
                                     ((actual - estimated) * 60.0 / self.tpm, scope))
 
     async def wait(self, tokens: int = 0, scope: str = "") -> None:
-        """Reserve a start (:meth:`reserve`) and sleep until it."""
-        delay = self.reserve(tokens, scope) - time.time()
-        if delay > 0:
-            self.waited_s += delay
-            await asyncio.sleep(delay)
+        """Reserve a start (:meth:`reserve`) and sleep until it. A start woken up later
+        than :attr:`slack_s` after its slot (the event loop was busy, e.g. with a client's
+        first-call set-up) would go out together with the starts after it: its slot is
+        left unused and a new one reserved (at most :data:`MAX_LATE` times)."""
+        for _ in range(MAX_LATE + 1):
+            start = self.reserve(tokens, scope)
+            delay = start - time.time()
+            if delay > 0:
+                self.waited_s += delay
+                await asyncio.sleep(delay)
+            if time.time() - start <= self.slack_s:
+                return
+            self.late += 1
+
+    @property
+    def slack_s(self) -> float:
+        """How late a start may go out after its slot: a quarter of the request spacing,
+        between 20 ms and 1 s."""
+        spacing = 60.0 / self.rpm if self.rpm else 0.0
+        return min(1.0, max(0.02, spacing / 4))
 
     def close(self) -> None:
         with self._lock:

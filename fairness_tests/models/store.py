@@ -11,10 +11,12 @@ Schema
     migrated in place, a newer or unknown one refused by name.
 
 Crash safety
-    Each completed response is committed on its own (autocommit, WAL). A
-    SIGKILL in the middle of a run keeps every committed row and corrupts
-    nothing (SQLite's journal guarantees it); a re-run asks only for what is
-    missing.
+    Each completed response is committed as soon as it is reported: on its own
+    (:meth:`ResponseStore.put`), or with the other responses of its batch in one
+    transaction (:meth:`ResponseStore.put_many`, what a batched backend's runner
+    uses). A SIGKILL in the middle of a run keeps every committed row and
+    corrupts nothing (SQLite's journal guarantees it); a re-run asks only for
+    what is missing.
 
 Sharing between processes (pytest-xdist workers, parallel runs)
     A lease table ``leases(key, owner, expires)``: before asking a backend, a
@@ -120,9 +122,27 @@ def _scrub(obj: Any, values: list[str]) -> Any:
     return obj
 
 
-# anything :func:`scrub` could change contains one of these (or a JSON escape)
-_MAYBE_SECRET = re.compile(r"sk-|bearer|api[_-]?key|authoriz|token|headers|secret|password|"
-                           r"cookie|://[^/\s]*@|\\u", re.IGNORECASE)
+# anything :func:`scrub` could change contains one of these (lower-cased), or a JSON escape
+_NEEDLES = ("sk-", "bearer", "api_key", "api-key", "apikey", "authoriz", "access_token",
+            "access-token", "headers", "secret", "password", "cookie", "\\u")
+_URL_CREDENTIALS = re.compile(r"://[^/\s]*@")
+
+
+def _token_word(low: str) -> bool:
+    """``token`` at the start of a word (``\btoken``, as the secret patterns match it;
+    ``max_tokens`` does not count)."""
+    i = low.find("token")
+    while i != -1:
+        if i == 0 or not (low[i - 1].isalnum() or low[i - 1] == "_"):
+            return True
+        i = low.find("token", i + 5)
+    return False
+
+
+def _maybe_secret(text: str) -> bool:
+    low = text.lower()
+    return (any(map(low.__contains__, _NEEDLES)) or _token_word(low)
+            or ("@" in low and _URL_CREDENTIALS.search(low) is not None))
 
 
 class StoredTextScrubber:
@@ -136,7 +156,7 @@ class StoredTextScrubber:
                        if self.values else None)
 
     def _maybe(self, text: str) -> bool:
-        return bool(_MAYBE_SECRET.search(text) or (self._known and self._known.search(text)))
+        return _maybe_secret(text) or bool(self._known and self._known.search(text))
 
     def text(self, text: str | None) -> str | None:
         if not text or not self._maybe(text):
@@ -297,28 +317,28 @@ class ResponseStore:
         return [r for k, r in by_key.items()
                 if k not in got or (retry_errors and got[k].status == "error")]
 
-    def _row_values(self, request: Request, response: Response, secrets: Iterable[str],
-                    fp_id: str | None) -> tuple:
+    def _row_values(self, request: Request, response: Response,
+                    scrubber: StoredTextScrubber, fp_id: str | None) -> tuple:
         key = request.key()
         if response.key and response.key != key:
             raise DataError("response does not belong to this request", key=response.key)
         if response.status not in STATUSES:
             raise DataError(f"unknown status {response.status!r}; expected one of {STATUSES}",
                             key=key)
-        kf = request.key_fields()
-        stored_fields = scrub(kf, secrets)
-        if stored_fields != kf:
-            stored_fields["_scrubbed"] = True
+        fields = _dumps(request.key_fields())
+        stored_fields = scrubber.json_text(fields)
+        if stored_fields != fields:         # a secret in the request: the key cannot be checked
+            stored_fields = _dumps({**json.loads(stored_fields), "_scrubbed": True})
         extra = {f.name: getattr(response, f.name) for f in dc_fields(Response)
                  if f.name not in _COLUMN_FIELDS and f.name != "key"}
         return (
             key, request.backend, request.model, request.kind,
-            _dumps(stored_fields), _dumps(scrub(request.meta, secrets)),
+            stored_fields, scrubber.json_text(_dumps(request.meta)),
             response.text or "", response.answer,
             _dumps(response.letter_probs) if response.letter_probs is not None else None,
             response.prompt_tokens, response.completion_tokens, response.latency_s,
-            response.cost_usd, response.status, scrub_text(response.error or "", secrets),
-            _dumps(scrub(extra, secrets)) if extra else None, fp_id, time.time(),
+            response.cost_usd, response.status, scrubber.text(response.error or ""),
+            scrubber.json_text(_dumps(extra)) if extra else None, fp_id, time.time(),
         )
 
     _INSERT = (f"INSERT OR REPLACE INTO responses ({', '.join(RESPONSE_COLUMNS)}) "
@@ -342,10 +362,10 @@ class ResponseStore:
     def put_many(self, pairs: Iterable[tuple[Request, Response]], *,
                  secrets: Iterable[str] = (), fingerprint: dict[str, str] | None = None) -> int:
         """Store many responses (one backend fingerprint) in one transaction."""
-        secrets = list(secrets)
-        fp = scrub(dict(fingerprint), secrets) if fingerprint else None
+        scrubber = StoredTextScrubber(secrets)
+        fp = json.loads(scrubber.json_text(_dumps(fingerprint))) if fingerprint else None
         fp_id = fingerprint_id(fp) if fp else None
-        rows = [self._row_values(q, r, secrets, fp_id) for q, r in pairs]
+        rows = [self._row_values(q, r, scrubber, fp_id) for q, r in pairs]
         with self._lock:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")

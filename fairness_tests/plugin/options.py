@@ -62,7 +62,31 @@ OPTIONS = (
                   "auditing its model (repeatable)", "list", metavar="DIR"),
     Option("on-missing", "when nothing is recorded to replay: skip the fairness tests or "
                          "fail them (default skip)", choices=("skip", "fail")),
+    # how an API model is asked (the audit's options of the same names, without the prefix)
+    Option("repeat-mode", "calls | n | logprobs: how repeats are asked of an API model "
+                          "(falls back to calls when the provider ignores n / logprobs)",
+           choices=("calls", "n", "logprobs")),
+    Option("consistency-items", "consistency on the seeded 448-item sample (default) or all "
+                                "items", choices=("sample", "all")),
+    Option("max-tokens", "new tokens for a BBQ answer (default 16)", "int", metavar="N"),
+    Option("reasoning-effort", "litellm reasoning_effort for every request", metavar="LEVEL"),
+    Option("thinking-budget", "thinking budget in tokens", "int", metavar="N"),
+    Option("max-cost", "stop cleanly when a live run's spend reaches USD", "float",
+           metavar="USD"),
+    Option("rpm", "requests per minute, shared by every process using the store", "float",
+           metavar="N"),
+    Option("tpm", "tokens per minute, shared by every process using the store", "float",
+           metavar="N"),
+    Option("bbq-cluster", "BBQ bootstrap clusters: template (default) or item",
+           choices=("template", "item")),
+    Option("gen-cluster", "generative bootstrap clusters: prompt (default) or row",
+           choices=("prompt", "row")),
+    Option("dry-run", "print the requests, tokens and cost each model's audit would spend, "
+                      "then stop (asks nothing)", "bool", flag=True),
 )
+#: options passed to the audit under their own field name
+AUDIT_FIELDS = ("repeat-mode", "consistency-items", "max-tokens", "reasoning-effort",
+                "thinking-budget", "max-cost", "rpm", "tpm", "bbq-cluster", "gen-cluster")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -73,8 +97,8 @@ def add_options(parser: pytest.Parser) -> None:
             kw["action"] = "store_true"
         elif o.kind == "list":
             kw["action"] = "append"
-        elif o.kind == "int":
-            kw["type"] = int
+        elif o.kind in ("int", "float"):
+            kw["type"] = int if o.kind == "int" else float
         if o.choices:
             kw["choices"] = o.choices
         if o.metavar and not o.flag:
@@ -94,11 +118,11 @@ def value(config: pytest.Config, o: Option) -> Any:
     raw = config.getini(o.ini)
     if raw in (None, "", []):
         return None
-    convert: Callable[[Any], Any] = {"int": int}.get(o.kind, lambda x: x)
+    convert: Callable[[Any], Any] = {"int": int, "float": float}.get(o.kind, lambda x: x)
     try:
         v = convert(raw)
     except ValueError:
-        raise pytest.UsageError(f"ini key {o.ini} = {raw!r}: must be an integer") from None
+        raise pytest.UsageError(f"ini key {o.ini} = {raw!r}: must be a number") from None
     if o.choices and v not in o.choices:
         raise pytest.UsageError(f"ini key {o.ini} = {v!r}: must be one of "
                                 f"{', '.join(o.choices)}")
@@ -122,6 +146,8 @@ class Settings:
     report_dir: str | None = None
     runs: tuple[str, ...] = ()           # saved run directories to use instead of auditing
     on_missing: str = "skip"             # "skip" | "fail" when nothing can be replayed
+    dry_run: bool = False
+    audit: tuple[tuple[str, Any], ...] = ()   # (AuditConfig field, value) set by an option
 
     def audit_options(self, model: str) -> dict[str, Any]:
         """Everything the session decides about a model's audit: the keyword arguments
@@ -129,7 +155,7 @@ class Settings:
         return dict(model=model, backend=self.backend, live=self.live, bbq_dir=self.bbq_dir,
                     protocols=list(self.protocols) or None, repeats=self.repeats,
                     store=self.store, api_base=self.api_base, thresholds=self.thresholds,
-                    n_boot=self.n_boot, seed=self.seed)
+                    n_boot=self.n_boot, seed=self.seed, **dict(self.audit))
 
 
 def settings(config: pytest.Config) -> Settings:
@@ -144,7 +170,9 @@ def settings(config: pytest.Config) -> Settings:
         protocols=tuple(v["protocol"] or ()), repeats=v["repeats"],
         thresholds=v["thresholds"], n_boot=v["n-boot"], seed=v["seed"],
         baseline=v["baseline-model"], report_dir=v["report"], runs=runs,
-        on_missing=v["on-missing"] or "skip")
+        on_missing=v["on-missing"] or "skip", dry_run=bool(v["dry-run"]),
+        audit=tuple((name.replace("-", "_"), v[name]) for name in AUDIT_FIELDS
+                    if v[name] is not None))
 
 
 def saved_model(directory: str) -> str:

@@ -5,12 +5,12 @@ evaluable) or is run as a strict xfail (a declared expected failure)."""
 from __future__ import annotations
 
 import fnmatch
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from ..stats import shown
 from .session import Unavailable
 
 
@@ -68,15 +68,7 @@ class Missing:
 
 
 def _fmt(x: Any) -> str:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if math.isnan(x):
-        return "undefined"
-    if math.isinf(x):
-        return "UB" if x > 0 else "-UB"
-    return f"{x:.4g}"
+    return shown(x, ".4g")
 
 
 def _globs(v) -> tuple[str, ...]:
@@ -181,7 +173,7 @@ class GateRow:
 def gate_params(session) -> list:
     s = session.settings
     if not s.baseline:
-        return [pytest.param(Missing("no --baseline-model given: the upgrade gate is off",
+        return [pytest.param(Missing("no --fairness-baseline-model given: the upgrade gate is off",
                                      "skip"), id="no-baseline")]
     params = []
     if not [m for m in s.models if m != s.baseline]:

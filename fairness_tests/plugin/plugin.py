@@ -59,6 +59,21 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["FAIRNESS_PROGRESS"] = str(Path(".fairness") / "progress.log")
     for model in fs.models():           # a bad thresholds file: one clean usage error
         fs.rules(model)
+    if fs.settings.dry_run and not hasattr(config, "workerinput"):
+        dry_run(fs)
+
+
+def dry_run(fs: "FairnessSession") -> None:
+    """``--fairness-dry-run``: each model's requests, tokens and cost; then stop."""
+    from ..audit import config_from_options, dry_run as audit_dry_run
+    from ..errors import FairnessTestsError
+    lines = []
+    for model in fs.models():
+        try:
+            lines.append(audit_dry_run(config_from_options(**fs.settings.audit_options(model)))[1])
+        except FairnessTestsError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    pytest.exit("\n\n".join(lines), returncode=0)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -4,7 +4,6 @@ test (value, CI, bound, verdict), the gate's terminal table, the GitHub step sum
 ``--fairness-report DIR`` directory (runs, verdicts, gate tables, Fairness Cards)."""
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from .parametrize import Verdict
+from ..stats import shown
 from .session import Unavailable
 
 ENV_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
@@ -31,15 +31,7 @@ def junit_properties(param: Any) -> list[tuple[str, Any]]:
 
 
 def _num(x: Any) -> str:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if math.isnan(x):
-        return "undefined"
-    if math.isinf(x):
-        return "UB" if x > 0 else "-UB"
-    return f"{x:.6g}"
+    return shown(x, ".6g")
 
 
 def markdown_table(df: pd.DataFrame, columns: list[str]) -> str:

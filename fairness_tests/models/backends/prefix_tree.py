@@ -154,6 +154,17 @@ class PrefixTree:
         return sum(n.length for n in self.nodes)
 
     # ------------------------------------------------------------------ schedule
+    @staticmethod
+    def batch_cost(batch: Sequence[Node], overhead: int = BATCH_OVERHEAD) -> int:
+        """The cost the cut points minimise, in tokens: ``overhead + rows * longest``."""
+        return overhead + len(batch) * max(n.length for n in batch)
+
+    def planned_cost(self, max_rows: int, chunk_tokens: int = 1 << 16,
+                     overhead: int = BATCH_OVERHEAD) -> int:
+        """The summed :meth:`batch_cost` of :meth:`batches` (before any cache exists)."""
+        return sum(self.batch_cost(b, overhead) for b in self.batches(max_rows, chunk_tokens,
+                                                                       overhead))
+
     def batches(self, max_rows: int, chunk_tokens: int = 1 << 16,
                 overhead: int = BATCH_OVERHEAD) -> Iterator[list[Node]]:
         """Batches of nodes, every parent before its children (see the module

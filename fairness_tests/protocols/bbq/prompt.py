@@ -12,7 +12,6 @@ does not accept is invalid (None), counted and reported by the metrics, never co
 """
 from __future__ import annotations
 
-import re
 from typing import Iterable, Sequence
 
 import pandas as pd

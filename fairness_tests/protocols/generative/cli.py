@@ -115,37 +115,23 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def _write_run(args, records, scored, tables, rubric, other) -> None:
-    """The run directory of someone's generations: the same layout as the audit's."""
-    from ... import __version__
+    """The run directory of someone's generations (:mod:`fairness_tests.scored_run`)."""
     from ...paths import display_path
-    from ...protocols.bbq.data import sha256_file
-    from ...rules.apply import apply_to_run
-    from ...rules.thresholds import load_rules
-    from ...run import RunResult
-    from ...run_metadata import RunMetadata, Source
+    from ...scored_run import write_scored_run
     from .info import generative_info
 
-    import shlex
-
-    rules = load_rules(args.thresholds, model=args.model)
-    regen = ["fairness-tests", "generative", "score", "--outputs", display_path(args.outputs),
-             "--rubric", args.rubric, "--compare-rubric", str(args.compare_rubric),
-             "--seed", str(args.seed), "--n-boot", str(args.n_boot), "--cluster", args.cluster]
-    if args.model:
-        regen += ["--model", args.model]
-    run = RunResult(metadata=RunMetadata(
-        model=args.model, backend=None, mode="scored", regen_command=shlex.join(regen),
-        source=Source(kind="outputs", file=display_path(args.outputs),
-                      sha256=sha256_file(args.outputs)),
-        fairness_tests_version=__version__,
+    write_scored_run(
+        args.out, model=args.model, kind="outputs", file=args.outputs,
+        command=["generative", "score", "--outputs", display_path(args.outputs),
+                 "--rubric", args.rubric, "--compare-rubric", str(args.compare_rubric),
+                 "--seed", str(args.seed), "--n-boot", str(args.n_boot),
+                 "--cluster", args.cluster],
         config={"rubric": args.rubric, "compare_rubric": args.compare_rubric,
                 "n_boot": args.n_boot, "seed": args.seed, "cluster": args.cluster},
+        thresholds=args.thresholds, tables=tables, records={"generative": scored},
         generative=generative_info(records, rubric, other, n_boot=args.n_boot, seed=args.seed,
                                    name=f"outputs:{display_path(args.outputs)}",
-                                   cluster=args.cluster)),
-        tables=tables, records={"generative": scored})
-    apply_to_run(run, rules)
-    run.save(args.out)
+                                   cluster=args.cluster))
 
 
 def cmd_sensitivity(args: argparse.Namespace) -> int:

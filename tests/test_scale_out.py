@@ -1,0 +1,125 @@
+"""Recording across processes against a real loopback server (issue 12, §4 and §5):
+
+- ``--rpm`` holds across processes that share a store: three concurrent audits with
+  ``--rpm 120`` stay within 120 requests per minute + 10% *together*;
+- ``--shard i/N``: three processes each record their shard into their own store;
+  ``store merge`` of the three gives the same keys, responses and tables as one
+  unsharded run, and no request is asked twice.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from fault_server import FaultServer  # noqa: E402
+
+from fairness_tests.cli import main  # noqa: E402
+from fairness_tests.models.shard import in_shard, parse_shard  # noqa: E402
+from fairness_tests.errors import ConfigError  # noqa: E402
+
+pytestmark = [pytest.mark.live_server, pytest.mark.slow]
+
+ROOT = HERE.parent
+
+
+def audit_cmd(url: str, store: Path, out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "fairness_tests.cli", "audit", "--live", "--backend",
+            "litellm", "--model", "openai/fault-model", "--api-base", url, "--recordings",
+            "--n-boot", "20", "--store", str(store), "--out", str(out), *extra]
+
+
+def run_all(cmds: list[list[str]], timeout: float = 400) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=ROOT, env=env) for c in cmds]
+    outs = [p.communicate(timeout=timeout) for p in procs]
+    for p, (o, e) in zip(procs, outs):
+        assert p.returncode in (0, 1), e[-3000:]          # 1: a fairness rule failed
+    return [o for o, _ in outs]
+
+
+def store_rows(path: Path) -> dict[str, tuple]:
+    con = sqlite3.connect(path)
+    try:
+        return {k: rest for k, *rest in con.execute(
+            "SELECT key, request_json, text, answer, status, fingerprint FROM responses")}
+    finally:
+        con.close()
+
+
+def test_rpm_holds_across_three_processes(tmp_path):
+    store = tmp_path / "shared.sqlite"
+    with FaultServer() as srv:
+        # three audits with other seeds: other keys, so each asks all of its requests
+        run_all([audit_cmd(srv.url, store, tmp_path / f"o{k}", "--protocols", "bbq",
+                           "--rotations", "none", "--limit", "2", "--seed", str(k),
+                           "--rpm", "120") for k in range(3)])
+        hits = sorted(srv.hits, key=lambda h: h.t)
+    n = len(hits)
+    assert n == 3 * 16                                 # 2 datasets x 2 x 2 cells x 2 items
+    span = hits[-1].t - hits[0].t
+    rate = (n - 1) / span * 60.0
+    assert rate <= 120 * 1.10, f"{rate:.1f} requests/min over {span:.1f} s"
+    # the three really ran at once: each one's requests interleave with the others'
+    by_proc: dict[int, list[float]] = {}
+    for h in hits:
+        by_proc.setdefault(h.body["seed"], []).append(h.t)
+    assert len(by_proc) == 3
+    start, end = max(t[0] for t in by_proc.values()), min(t[-1] for t in by_proc.values())
+    assert end - start > 3.0, "the processes did not overlap; the test proves nothing"
+    together = [h.t for h in hits if start <= h.t <= end]
+    assert (len(together) - 1) / (end - start) * 60.0 <= 120 * 1.10
+    assert (tmp_path / "shared.sqlite.limits").exists()
+
+
+def test_three_shards_merged_equal_one_unsharded_run(tmp_path):
+    protocol = ["--protocols", "bbq", "consistency", "generative", "probe", "--limit", "1",
+                "--repeats", "3", "--gen-limit", "6"]
+    with FaultServer() as srv:
+        run_all([audit_cmd(srv.url, tmp_path / "one.sqlite", tmp_path / "one", *protocol)])
+        unsharded_asks = len(srv.hits)
+        srv.reset()
+        outs = run_all([audit_cmd(srv.url, tmp_path / f"s{i}.sqlite", tmp_path / f"o{i}",
+                                  *protocol, "--shard", f"{i}/3") for i in (1, 2, 3)])
+        sharded_asks = len(srv.hits)
+    assert all(f"recorded shard {i}/3" in o for i, o in zip((1, 2, 3), outs))
+    assert not any((tmp_path / f"o{i}").exists() for i in (1, 2, 3))   # no tables from a shard
+    shards = [store_rows(tmp_path / f"s{i}.sqlite") for i in (1, 2, 3)]
+    for i, rows in zip((1, 2, 3), shards):
+        assert rows and all(in_shard(k, i, 3) for k in rows)           # each holds its shard
+    assert sum(len(r) for r in shards) == len(set().union(*shards))    # disjoint
+    assert sharded_asks == unsharded_asks == len(store_rows(tmp_path / "one.sqlite"))
+
+    assert main(["store", "merge", *(str(tmp_path / f"s{i}.sqlite") for i in (1, 2, 3)),
+                 "--into", str(tmp_path / "merged.sqlite")]) == 0
+    assert store_rows(tmp_path / "merged.sqlite") == store_rows(tmp_path / "one.sqlite")
+    # the merged store replays to the same tables as the unsharded live run
+    rc = main(["audit", "--backend", "litellm", "--model", "openai/fault-model",
+               "--recordings", "--n-boot", "20", *protocol,
+               "--store", str(tmp_path / "merged.sqlite"), "--out", str(tmp_path / "merged")])
+    assert rc in (0, 1)
+    tables = sorted(p.name for p in (tmp_path / "one" / "run" / "tables").iterdir())
+    assert len(tables) > 10
+    for name in tables + ["../verdicts.csv"]:
+        a = (tmp_path / "one" / "run" / "tables" / name).read_bytes()
+        b = (tmp_path / "merged" / "run" / "tables" / name).read_bytes()
+        assert a == b, name
+
+
+def test_shard_spec_is_checked():
+    assert parse_shard("2/3") == (2, 3)
+    for bad in ("0/3", "4/3", "1", "a/b", ""):
+        with pytest.raises(ConfigError, match="--shard"):
+            parse_shard(bad)
+    # every key in exactly one shard, about a third each
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(3000)]
+    counts = [sum(in_shard(k, i, 3) for k in keys) for i in (1, 2, 3)]
+    assert sum(counts) == len(keys) and min(counts) > 900
