@@ -2,8 +2,10 @@
 
 Loads the intersectional items from ../shared/bbq (or $FAIRNESS_BBQ_DIR), draws
 seeded synthetic answers (5% invalid), then times the metric computation only
-(first-run metrics with 2,000-resample bootstrap CIs, per-group table, consistency),
-best of 3 runs. Prints the figure for the README.
+(the one BBQ builder, ``bbq_tables``: first-run metrics with 2,000-resample template
+bootstrap CIs and design effects, permutation tests of SF/DF, per-group table,
+consistency), best of 3 runs; also with ``cluster="item"``. Prints the figures and
+the load average for the README.
 
     python bench/bench_bbq_metrics.py
 """
@@ -17,7 +19,7 @@ import pandas as pd
 from fairness_tests.paths import bbq_dir
 from fairness_tests.protocols.bbq.data import load_bbq
 from fairness_tests.protocols.bbq.filter import filter_items
-from fairness_tests.protocols.bbq.report import score_tables
+from fairness_tests.metrics.bbq_tables import bbq_tables
 
 REPEATS = 20
 
@@ -30,6 +32,7 @@ def synthetic_predictions(items: pd.DataFrame, repeats: int, seed: int = 0) -> p
     return pd.DataFrame({"dataset": np.repeat(items["dataset"].to_numpy(), repeats),
                          "example_id": np.repeat(items["example_id"].to_numpy(), repeats),
                          "repeat": np.tile(np.arange(repeats), len(items)),
+                         "rotation": 0,
                          "answer": answer})
 
 
@@ -39,17 +42,25 @@ def main() -> None:
     items = filter_items(data.items)
     t_load = time.perf_counter() - t0
     preds = synthetic_predictions(items, REPEATS)
-    times = []
-    from fairness_tests import stats
-    for _ in range(3):
-        stats._multiplicities.cache_clear()     # each run draws its resamples afresh
-        t = time.perf_counter()
-        tables = score_tables(items, preds)
-        times.append(time.perf_counter() - t)
-    n_rows = sum(len(t) for t in tables.values())
-    print(f"bbq metrics: {len(items):,} items x {REPEATS} repeats = {len(preds):,} answers: "
-          f"{min(times):.2f} s (best of 3; runs {', '.join(f'{x:.2f}' for x in times)}), "
-          f"{n_rows} metric rows in {len(tables)} tables; load + filter {t_load:.2f} s")
+    import os
+
+    from fairness_tests import permutation, stats
+    for cluster in ("template", "item"):
+        times = []
+        for _ in range(3):
+            # each run draws its resamples and permutations afresh
+            stats._multiplicities.cache_clear()
+            stats._cluster_multiplicities.cache_clear()
+            permutation._permuted.cache_clear()
+            t = time.perf_counter()
+            tables = bbq_tables(items, preds, cluster=cluster)
+            times.append(time.perf_counter() - t)
+        n_rows = sum(len(t) for t in tables.values())
+        print(f"bbq metrics ({cluster} bootstrap): {len(items):,} items x {REPEATS} repeats = "
+              f"{len(preds):,} answers: {min(times):.2f} s (best of 3; runs "
+              f"{', '.join(f'{x:.2f}' for x in times)}), {n_rows} metric rows in "
+              f"{len(tables)} tables; load + filter {t_load:.2f} s; "
+              f"load average {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -292,15 +292,17 @@ def main(argv=None):
         print(f"[{time.perf_counter() - t0:6.0f} s, load {os.getloadavg()[0]:.2f}] {msg}",
               file=sys.stderr, flush=True)
 
-    tally = Tally()
     sections = {s.strip() for s in args.sections.split(",")}
-    if "1" in sections:
-        coverage(R, tally, log)
-    if "2" in sections:
-        permutation_size(R, tally, log)
-    if "3" in sections:
-        gate_error_rates(R, tally, log)
-    print_table(tally, R)
+    everything = Tally()
+    for key, run in (("1", coverage), ("2", permutation_size), ("3", gate_error_rates)):
+        if key in sections:
+            tally = Tally()
+            run(R, tally, log)
+            print_table(tally, R)          # each section as soon as it is done
+            sys.stdout.flush()
+            everything.rows += tally.rows
+    if len(sections) > 1:
+        print_table(everything, R)
     la = os.getloadavg()
     print(f"\nwall {time.perf_counter() - t0:.0f} s; load average {la[0]:.2f} {la[1]:.2f} "
           f"{la[2]:.2f} on {os.cpu_count()} CPUs")

@@ -114,6 +114,20 @@ def permutation_test(
     permuted only within strata. ``units``: rows of one unit keep their common label
     and move together (a unit must lie in one stratum and carry one label).
     """
+    return permutation_tests(X, labels, {name: statistic}, strata, units, n_perm, seed)[name]
+
+
+def permutation_tests(
+    X: np.ndarray,
+    labels: Sequence | np.ndarray,
+    statistics: dict[str, Callable[[np.ndarray], np.ndarray]],
+    strata: Sequence | np.ndarray | None = None,
+    units: Sequence | np.ndarray | None = None,
+    n_perm: int = DEFAULT_N_PERM,
+    seed: int = DEFAULT_SEED,
+) -> dict[str, PermutationResult]:
+    """:func:`permutation_test` of several statistics of the same rows and labels: the
+    permuted group sums are computed once for all of them (the same permutations)."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
@@ -121,18 +135,24 @@ def permutation_test(
     st = None if strata is None else cluster_codes(strata)[0]
     if units is not None:
         X, lab, st = _by_unit(X, lab, st, units)
-    observed = float(statistic(group_sums(X, lab[None, :], n_groups))[0])
-    what = name or "permutation"
-    if not np.isfinite(observed) and not np.isposinf(observed):
-        return PermutationResult(what, observed, float("nan"), 0)
-    L = permuted_labels(lab, st, n_perm, seed)
-    extreme = 0
-    tol = 1e-12 * max(1.0, abs(observed)) if np.isfinite(observed) else 0.0
-    for start in range(0, n_perm, _CHUNK):
-        t = np.asarray(statistic(group_sums(X, L[start:start + _CHUNK], n_groups)), float)
-        with np.errstate(invalid="ignore"):
-            extreme += int(np.sum(t >= observed - tol))
-    return PermutationResult(what, observed, (1.0 + extreme) / (1.0 + n_perm), int(n_perm))
+    obs_sums = group_sums(X, lab[None, :], n_groups)
+    observed = {k: float(f(obs_sums)[0]) for k, f in statistics.items()}
+    live = {k: v for k, v in observed.items() if np.isfinite(v) or np.isposinf(v)}
+    extreme = dict.fromkeys(live, 0)
+    if live:
+        L = permuted_labels(lab, st, n_perm, seed)
+        for start in range(0, n_perm, _CHUNK):
+            S = group_sums(X, L[start:start + _CHUNK], n_groups)
+            for k, obs in live.items():
+                t = np.asarray(statistics[k](S), float)
+                tol = 1e-12 * max(1.0, abs(obs)) if np.isfinite(obs) else 0.0
+                with np.errstate(invalid="ignore"):
+                    extreme[k] += int(np.sum(t >= obs - tol))
+    return {k: (PermutationResult(k or "permutation", observed[k],
+                                  (1.0 + extreme[k]) / (1.0 + n_perm), int(n_perm))
+                if k in live else PermutationResult(k or "permutation", observed[k],
+                                                    float("nan"), 0))
+            for k in statistics}
 
 
 def _by_unit(X, lab, st, units):

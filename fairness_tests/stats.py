@@ -57,6 +57,7 @@ DEFAULT_N_BOOT = 2000
 DEFAULT_SEED = 0
 DEFAULT_LEVEL = 0.95
 
+MIN_CLUSTERS = 10        # fewer resampled clusters than this: the row's note says so
 METRIC_COLUMNS = ["metric", "value", "ci_low", "ci_high", "n", "n_clusters", "deff", "value_bc",
                   "p_value", "note"]
 NAN = float("nan")
@@ -155,26 +156,49 @@ def bootstrap(
     reuse one multiplicity matrix (built with the same ``clusters``) for several
     statistics of the same items (paired comparisons need this).
     """
+    return bootstrap_all(X, {"": statistic}, n_boot, seed, level, W, clusters)[""]
+
+
+def bootstrap_all(
+    X: np.ndarray,
+    statistics: dict[str, Callable[[np.ndarray], np.ndarray]],
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = DEFAULT_SEED,
+    level: float = DEFAULT_LEVEL,
+    W: np.ndarray | None = None,
+    clusters: Sequence | np.ndarray | None = None,
+) -> dict[str, Estimate]:
+    """:func:`bootstrap` of several statistics of the same per-item matrix: the
+    resampled sums ``W @ X`` (and the item-bootstrap sums of the design effect) are
+    computed once for all of them."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
     n = X.shape[0]
     if n == 0:
-        return Estimate(NAN, NAN, NAN)
-    point = float(statistic(X.sum(axis=0)[None, :])[0])
+        return {k: Estimate(NAN, NAN, NAN) for k in statistics}
+    total = X.sum(axis=0)[None, :]
     if W is None:
         W = multiplicities(n, n_boot, seed, clusters)
-    values = np.asarray(statistic(W @ X), dtype=np.float64)
-    lo, hi = percentile_ci(values, level)
-    se, mean = _spread(values)
-    n_clusters = deff = NAN
+    sums = W @ X
+    item_sums = n_clusters = None
     if clusters is not None:
         n_clusters = float(cluster_codes(clusters)[1])
-        item_se, _ = _spread(np.asarray(statistic(multiplicities(n, W.shape[0], seed) @ X),
-                                        dtype=np.float64))
-        deff = design_effect(se, item_se)
-    bc = 2.0 * point - mean if np.isfinite(point) and np.isfinite(mean) else NAN
-    return Estimate(point, lo, hi, se, bc, n_clusters, deff)
+        item_sums = multiplicities(n, W.shape[0], seed) @ X
+    out = {}
+    for name, statistic in statistics.items():
+        point = float(statistic(total)[0])
+        values = np.asarray(statistic(sums), dtype=np.float64)
+        lo, hi = percentile_ci(values, level)
+        se, mean = _spread(values)
+        deff = NAN
+        if item_sums is not None:
+            item_se, _ = _spread(np.asarray(statistic(item_sums), dtype=np.float64))
+            deff = design_effect(se, item_se)
+        bc = 2.0 * point - mean if np.isfinite(point) and np.isfinite(mean) else NAN
+        out[name] = Estimate(point, lo, hi, se, bc,
+                             NAN if n_clusters is None else n_clusters, deff)
+    return out
 
 
 def _spread(values: np.ndarray) -> tuple[float, float]:
@@ -327,7 +351,16 @@ def metric_row(metric: str, value: "float | Estimate",
     return {**cell, "metric": metric, "value": est.value, "ci_low": est.ci_low,
             "ci_high": est.ci_high, "n": n, "n_clusters": est.n_clusters, "deff": est.deff,
             "value_bc": est.value_bc if bias_corrected else NAN, "p_value": p_value,
-            "note": note}
+            "note": with_cluster_note(note, est)}
+
+
+def with_cluster_note(note: str, est: Estimate) -> str:
+    """``note`` plus a warning when the interval rests on fewer than
+    :data:`MIN_CLUSTERS` resampled clusters."""
+    if np.isfinite(est.n_clusters) and est.n_clusters < MIN_CLUSTERS:
+        warn = f"only {int(est.n_clusters)} clusters resampled: a rough interval"
+        return "; ".join(x for x in (note, warn) if x)
+    return note
 
 
 def cell_id(*parts: object) -> str:

@@ -183,3 +183,6 @@ def test_rate_and_mean_tables_with_clusters():
     m = mean_table(df.assign(x=df["f"] * 3.0), ["g"], ["x"], clusters="t", n_boot=20000)
     assert m["value"].iloc[0] == 1.0 and m["deff"].iloc[0] == pytest.approx(2.0, rel=0.07)
     assert list(t.index) == ["g", *METRIC_COLUMNS]
+    # 3 clusters: the row says the interval is rough
+    assert "only 3 clusters resampled" in t["note"]
+    assert "clusters" not in plain["note"]

@@ -50,9 +50,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..permutation import DEFAULT_N_PERM, permutation_test
+from ..permutation import DEFAULT_N_PERM, permutation_test, permutation_tests
 from ..stats import (DEFAULT_LEVEL, DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS, Estimate,
-                     bootstrap, multiplicities, rate_table, safe_ratio)
+                     bootstrap, bootstrap_all, multiplicities, rate_table, safe_ratio,
+                     with_cluster_note)
 
 CELL = ["dataset", "context"]
 GROUPING = ["dataset", "context", "polarity"]
@@ -167,7 +168,7 @@ def _row(cell: dict, metric: str, est: Estimate, n: int, note: str = "",
     return {**cell, "metric": metric, "value": est.value, "ci_low": est.ci_low,
             "ci_high": est.ci_high, "n": int(n), "n_clusters": est.n_clusters,
             "deff": est.deff, "value_bc": est.value_bc if bias_corrected else NAN,
-            "p_value": p_value, "note": note}
+            "p_value": p_value, "note": with_cluster_note(note, est)}
 
 
 def _check_cluster(cluster: str) -> None:
@@ -202,6 +203,8 @@ def bbq_metrics(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_
         W = multiplicities(n, n_boot, seed, clusters)
 
         def est(X, stat):
+            if isinstance(stat, dict):          # several statistics of the same columns
+                return bootstrap_all(np.column_stack(X), stat, n_boot, seed, level, W, clusters)
             return bootstrap(np.column_stack(X), stat, n_boot=n_boot, seed=seed, level=level, W=W,
                              clusters=clusters)
 
@@ -270,22 +273,28 @@ def _group_rows(cell, g, est, concentration, min_group_n, strata, n_perm, seed) 
     Xp = np.column_stack([np.ones(n), g["fav"].to_numpy()[has]])
     st = None if strata is None else strata[has]
 
-    def p_of(stat):
-        r = permutation_test(Xp, codes[has], lambda S: stat(np.hstack([S[:, :, 0], S[:, :, 1]])),
-                             strata=st, n_perm=n_perm, seed=seed)
-        return r.p_value
+    def on_sums(stat):
+        return lambda S: stat(np.hstack([S[:, :, 0], S[:, :, 1]]))
 
-    out = [_row(cell, "sf", est(X, sf), n, note, undefined="undefined: no item with a group",
-                p_value=p_of(sf), bias_corrected=True)]
-    d = est(X, df)
+    stats = {"sf": sf, "df": df, "df_smoothed": dfs}
+    perm = permutation_tests(Xp, codes[has], {k: on_sums(f) for k, f in stats.items()},
+                             strata=st, n_perm=n_perm, seed=seed)
+
+    def p_of(name):
+        return perm[name].p_value
+
+    e = est(X, stats)
+    out = [_row(cell, "sf", e["sf"], n, note, undefined="undefined: no item with a group",
+                p_value=p_of("sf"), bias_corrected=True)]
+    d = e["df"]
     dnote = note
     if np.isinf(d.value):
         dnote = "; ".join(x for x in ("unbounded: P(y|g) = 0 for some group and > 0 for "
                                       "another", note) if x)
     out.append(_row(cell, "df", d, n, dnote, undefined="undefined: fewer than two groups",
-                    p_value=p_of(df), bias_corrected=True))
-    out.append(_row(cell, "df_smoothed", est(X, dfs), n, note,
-                    undefined="undefined: fewer than two groups", p_value=p_of(dfs),
+                    p_value=p_of("df"), bias_corrected=True))
+    out.append(_row(cell, "df_smoothed", e["df_smoothed"], n, note,
+                    undefined="undefined: fewer than two groups", p_value=p_of("df_smoothed"),
                     bias_corrected=True))
     return out
 
@@ -386,14 +395,14 @@ def position_bias(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAUL
         Xa = np.column_stack([(av == k).astype(float) for k in range(3)] + [~np.isnan(av)])
         perm = permutation_test(Xa, a["rotation"].to_numpy(), _position_bias_of_rotations,
                                 strata=a["example_id"].to_numpy(), n_perm=n_perm, seed=seed)
-        rows.append(_row(cell, "position_bias",
-                         bootstrap(X, _position_bias_stat, n_boot, seed, level, W=W,
-                                   clusters=clusters), nv,
+        stats = {"position_bias": _position_bias_stat}
+        for k, letter in enumerate("abc"):
+            stats[f"position_share_{letter}"] = (lambda s, k=k: safe_ratio(s[:, k], s[:, 3]))
+        e = bootstrap_all(X, stats, n_boot, seed, level, W, clusters)
+        rows.append(_row(cell, "position_bias", e["position_bias"], nv,
                          undefined="undefined: no valid answer", p_value=perm.p_value,
                          bias_corrected=True))
-        for k, letter in enumerate("abc"):
-            rows.append(_row(cell, f"position_share_{letter}",
-                             bootstrap(X[:, [k, 3]], accuracy_stat, n_boot, seed, level, W=W,
-                                       clusters=clusters),
+        for letter in "abc":
+            rows.append(_row(cell, f"position_share_{letter}", e[f"position_share_{letter}"],
                              nv, undefined="undefined: no valid answer"))
     return pd.DataFrame(rows, columns=cols)
