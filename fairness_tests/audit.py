@@ -62,7 +62,7 @@ class AuditConfig:
     seed: int = 0
     n_boot: int = DEFAULT_N_BOOT
     thresholds: str | None = None
-    batch_size: int = 8
+    batch_size: int = 32                # transformers backend: rows per forward pass (fastest on 2 CPU cores, bench/bench_embedded_mc.py)
     progress: bool | None = None
 
     def backend_name(self) -> str:
