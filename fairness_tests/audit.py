@@ -73,7 +73,7 @@ class AuditConfig:
     bbq_cluster: str = "template"       # bootstrap unit: template | item
     gen_cluster: str = "prompt"         # bootstrap unit: prompt | row
     thresholds: str | None = None
-    batch_size: int = 8
+    batch_size: int = 32                # transformers backend: rows per forward pass (fastest on 2 CPU cores, bench/bench_embedded_mc.py)
     progress: bool | None = None
     export: str | None = None           # also export this run's store rows (JSONL(.gz))
     # API calls: caps shared by every process using the same store (<store>.limits)

@@ -217,7 +217,7 @@ class TransformersBackend:
 
     name = "transformers"
 
-    def __init__(self, model: str | os.PathLike = emb.EMBEDDED, batch_size: int = 8,
+    def __init__(self, model: str | os.PathLike = emb.EMBEDDED, batch_size: int = 32,
                  device: str = "cpu", dtype: str = "auto",
                  answer_prefix: str = emb.ANSWER_PREFIX, threads: int | None = None,
                  **_ignored: Any):
