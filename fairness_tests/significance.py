@@ -48,14 +48,13 @@ solved for w on a grid of step 1e-5.
 from __future__ import annotations
 
 import math
-from statistics import NormalDist
-
 import numpy as np
+
+from .distributions import reference, small_clusters
 
 ALPHA = 0.05
 POWER = 0.80
 MODES = ("harm", "non_inferiority")
-_N = NormalDist()
 
 
 def holm(p_values) -> np.ndarray:
@@ -90,79 +89,8 @@ def _check_mode(mode: str) -> None:
         raise ValueError(f"gate mode must be one of {MODES}, got {mode!r}")
 
 
-def _cdf(x: float) -> float:
-    """Phi(x) by erfc: accurate in the far tails (NormalDist.cdf goes through erf and
-    rounds every p below ~1e-17 to 0)."""
-    return 0.5 * math.erfc(-x / math.sqrt(2.0))
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularized incomplete beta (modified Lentz)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
-                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + aa / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _t_cdf(t: float, df: float) -> float:
-    """Student t CDF with ``df`` degrees of freedom: 1 - I_x(df/2, 1/2) / 2 for t > 0
-    with x = df / (df + t^2) (regularized incomplete beta by its continued fraction)."""
-    if math.isinf(t):
-        return 1.0 if t > 0 else 0.0
-    if t == 0:
-        return 0.5
-    x = df / (df + t * t)
-    a, b = df / 2.0, 0.5
-    lbeta = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-    front = math.exp(lbeta + a * math.log(x) + b * math.log1p(-x)) if x > 0 else 0.0
-    ibeta = front * _betacf(a, b, x) / a if x < (a + 1) / (a + b + 2) else \
-        1.0 - front * _betacf(b, a, 1.0 - x) / b
-    tail = 0.5 * ibeta
-    return 1.0 - tail if t > 0 else tail
-
-
-def _reference(df: float | None):
-    """(cdf, quantile) of the test's reference distribution: normal, or Student t with
-    df degrees of freedom (a cluster bootstrap over C clusters: df = C - 1)."""
-    if df is None or not np.isfinite(df):
-        return _cdf, _N.inv_cdf
-
-    def cdf(x):
-        return _t_cdf(x, df)
-
-    def quantile(p):
-        lo, hi = -1e3, 1e3
-        for _ in range(200):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
-        return (lo + hi) / 2
-    return cdf, quantile
-
-
-def _clustered(n_clusters: float | None) -> tuple[float, float | None]:
-    """(variance factor, degrees of freedom) for a test on C resampled clusters: the
-    bootstrap's plug-in variance times C / (C - 1) (the usual small-sample correction
-    of a cluster-robust variance) and a Student t reference with C - 1 degrees of
-    freedom; (1, None) = items resampled (normal reference)."""
-    if n_clusters is None or not np.isfinite(n_clusters) or n_clusters < 2:
-        return 1.0, None
-    return n_clusters / (n_clusters - 1.0), n_clusters - 1.0
-
-
 def _one_sided(z: float, mode: str, df: float | None = None) -> float:
-    cdf, _ = _reference(df)
+    cdf, _ = reference(df)
     return cdf(-z) if mode == "harm" else cdf(z)
 
 
@@ -180,7 +108,7 @@ def normal_test(worsening: float, se: float, margin: float, mode: str,
     if se == 0:
         beyond = d > 0 if mode == "harm" else d < 0
         return 0.0 if beyond else 1.0
-    factor, df = _clustered(n_clusters)
+    factor, df = small_clusters(n_clusters)
     return _one_sided(d / (se * math.sqrt(factor)), mode, df)
 
 
@@ -203,7 +131,7 @@ def paired_rate_test(b: int, c: int, n: int, margin: float, mode: str,
     if n <= 0:
         return float("nan")
     deff = deff if (np.isfinite(deff) and deff > 0) else 1.0
-    factor, df = _clustered(n_clusters)
+    factor, df = small_clusters(n_clusters)
     psi = restricted_discordance(b, c, n, margin)
     var = factor * deff * (psi - margin * margin) / n
     d = (b - c) / n - margin
@@ -220,8 +148,8 @@ def detectable_worsening(se: float, margin: float, alpha: float, mode: str,
     _check_mode(mode)
     if not np.isfinite(se):
         return float("nan")
-    factor, df = _clustered(n_clusters)
-    _, q = _reference(df)
+    factor, df = small_clusters(n_clusters)
+    _, q = reference(df)
     se = se * math.sqrt(factor)
     za, zb = q(1.0 - alpha), q(power)
     return margin + (za + zb) * se if mode == "harm" else margin - (za - zb) * se
@@ -238,9 +166,9 @@ def detectable_accuracy_drop(n: int, discordance: float, margin: float, alpha: f
     if n <= 0 or not np.isfinite(discordance):
         return float("nan")
     deff = deff if (np.isfinite(deff) and deff > 0) else 1.0
-    factor, df = _clustered(n_clusters)
+    factor, df = small_clusters(n_clusters)
     deff *= factor
-    _, q = _reference(df)
+    _, q = reference(df)
     za, zb = q(1.0 - alpha), q(power)
     s0 = math.sqrt(deff * max(max(discordance, margin) - margin * margin, 0.0) / n)
     w = np.linspace(-1.0, 1.0, 200001)

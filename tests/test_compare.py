@@ -399,3 +399,33 @@ def test_the_browser_check_sees_a_broken_page(study, browser, tmp_path):
     assert any("attribute d" in p for p in problems), problems
     assert any("127.0.0.1:9" in p for p in problems), problems
     assert [c["text"] for c in clipped] == ["mbedded:gemma"]
+
+
+def test_pytest_with_several_models_writes_the_same_comparison(study, tmp_path):
+    """``pytest --fairness-run A --fairness-run B ... --fairness-report DIR``: the report
+    directory holds ``compare/``, byte-identical to ``fairness-tests compare`` on the
+    same runs (the BBQ-only runs of the two constructed models and a third, "unknown",
+    that always answers the unknown option)."""
+    import os
+    import subprocess
+    recs = study["records"]
+    p = _predictions(recs, tmp_path / "unknown.jsonl", lambda r: r.unknown_loc)
+    assert main(["bbq", "score", "--predictions", str(p), "--out", str(tmp_path / "unknown"),
+                 "--model", "unknown", "--format", "json", "--n-boot", "200"]) == 0
+    dirs = [str(study["dir"] / "oracle_bbq"), str(study["dir"] / "stereo_bbq"),
+            str(tmp_path / "unknown")]
+    assert main(["compare", *dirs, "--out", str(tmp_path / "cli")]) == 0
+    report = tmp_path / "report"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTEST_XDIST_WORKER", "FAIRNESS_PYTEST_SESSION")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])   # this checkout's package
+    args = [a for d in dirs for a in ("--fairness-run", d)]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "fairness_tests.suite",
+                           "-p", "no:cacheprovider", "-q", "-p", "no:randomly", *args,
+                           "--fairness-report", str(report)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert (report / "compare" / "compare.csv").exists(), proc.stdout[-3000:] + proc.stderr
+    for name in ("compare.md", "compare.html", "compare.csv"):
+        assert (report / "compare" / name).read_bytes() == \
+            (tmp_path / "cli" / name).read_bytes(), name
+    assert (report / "NOTES.txt").read_text() == ""

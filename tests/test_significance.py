@@ -140,7 +140,7 @@ def test_tiny_p_values_stay_positive():
 
 
 def test_student_t_reference_by_closed_forms():
-    from fairness_tests.significance import _t_cdf
+    from fairness_tests.distributions import t_cdf as _t_cdf
     # df = 1 (Cauchy): 1/2 + atan(t) / pi; df = 2: 1/2 + t / (2 sqrt(2 + t^2))
     for t in (-3.0, -0.5, 0.0, 0.7, 4.0):
         assert _t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi, abs=1e-12)
@@ -149,11 +149,25 @@ def test_student_t_reference_by_closed_forms():
     assert _t_cdf(1e6, 5) == pytest.approx(1.0)
 
 
+def test_student_t_quantiles_against_table_values():
+    from fairness_tests.distributions import interval_expansion, t_quantile
+    # printed t tables: t_{0.975} for df 1, 2, 19, 41; t_{0.95} for df 19
+    for df, p, t in ((1, 0.975, 12.7062), (2, 0.975, 4.3027), (19, 0.975, 2.0930),
+                     (41, 0.975, 2.0195), (19, 0.95, 1.7291)):
+        assert t_quantile(p, df) == pytest.approx(t, abs=1e-4)
+    assert t_quantile(0.5, 7) == pytest.approx(0.0, abs=1e-12)
+    # C = 20 clusters, 95%: sqrt(20/19) * 2.0930 / 1.95996 = 1.0956
+    assert interval_expansion(20, 0.95) == pytest.approx(
+        math.sqrt(20 / 19) * t_quantile(0.975, 19) / 1.959963984540054, rel=1e-12)
+    assert 1.095 < interval_expansion(20, 0.95) < 1.097
+    assert interval_expansion(None, 0.95) == 1.0 == interval_expansion(1, 0.95)
+
+
 def test_few_clusters_widen_the_test():
     # 20 clusters: variance x 20/19 and t with 19 df: the same z gives a larger p
     z_p = normal_test(0.05, 0.01, 0.02, "harm")
     t_p = normal_test(0.05, 0.01, 0.02, "harm", n_clusters=20)
-    from fairness_tests.significance import _t_cdf
+    from fairness_tests.distributions import t_cdf as _t_cdf
     assert t_p == pytest.approx(1 - _t_cdf(3 / math.sqrt(20 / 19), 19), rel=1e-9)
     assert t_p > z_p
     assert detectable_worsening(0.01, 0.02, 0.05, "harm", n_clusters=20) > \

@@ -147,6 +147,32 @@ def test_cluster_bootstrap_variance_and_design_effect_by_hand():
     assert np.isnan(item.n_clusters) and np.isnan(item.deff)      # items resampled
 
 
+def test_a_cluster_bootstrap_reads_its_interval_at_the_few_clusters_level():
+    # 20 clusters of 3 items: the CI is the percentile interval of the SAME resamples
+    # at level 2 Phi(e z) - 1, e = sqrt(20/19) t_19(0.975) / z(0.975) (= 0.968),
+    # so it contains the plain 95% percentile interval; items resampled: plain 95%.
+    from statistics import NormalDist
+    from fairness_tests.distributions import t_quantile
+    from fairness_tests.stats import cluster_level, percentile_ci
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 2, 60).astype(float)
+    clusters = np.repeat(np.arange(20), 3)
+    z = NormalDist().inv_cdf(0.975)
+    level = 2 * NormalDist().cdf(np.sqrt(20 / 19) * t_quantile(0.975, 19)) - 1
+    assert cluster_level(20) == pytest.approx(level, rel=1e-12) and 0.967 < level < 0.969
+    assert cluster_level(None) == 0.95 == cluster_level(1)
+    W = multiplicities(60, n_boot=2000, seed=5, clusters=clusters)
+    est = bootstrap(x, lambda s: s[:, 0] / 60, seed=5, W=W, clusters=clusters)
+    values = (W @ x) / 60
+    assert (est.ci_low, est.ci_high) == percentile_ci(values, level)
+    plain = percentile_ci(values, 0.95)
+    assert est.ci_low <= plain[0] and est.ci_high >= plain[1]
+    assert est.ci_high - est.ci_low > plain[1] - plain[0]
+    item = bootstrap(x, lambda s: s[:, 0] / 60, seed=5)
+    Wi = multiplicities(60, n_boot=2000, seed=5)
+    assert (item.ci_low, item.ci_high) == percentile_ci((Wi @ x) / 60, 0.95)
+
+
 def test_estimate_unpacks_and_bias_correction_is_two_value_minus_mean():
     # max of two group means: the resample mean of a max exceeds the max of the means
     rng = np.random.default_rng(0)

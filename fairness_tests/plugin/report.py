@@ -76,13 +76,18 @@ def append_step_summary(fs, gate_tables: dict[str, Any]) -> None:
 
 
 def write_report(fs, out: Path, gate_tables: dict[str, Any]) -> None:
-    """Runs (with verdicts), the gate tables, and a Fairness Card per model."""
+    """Runs (with verdicts), the gate tables, a Fairness Card per model and, with two
+    or more models, the comparison report (``compare/compare.{md,html,csv}``, the
+    same as ``fairness-tests compare`` on the saved runs)."""
     from ..card.files import write_cards
+    from ..compare import write_compare
+    from ..compare.report import ProtocolChangeError
     from ..errors import FairnessTestsError
 
     out.mkdir(parents=True, exist_ok=True)
     all_verdicts = []
     notes = []
+    runs = {}
     for model in fs.models():
         run = fs.run(model)
         slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
@@ -90,6 +95,7 @@ def write_report(fs, out: Path, gate_tables: dict[str, Any]) -> None:
             notes.append(f"{model}: {run.reason}")
             continue
         run.save(out / slug / "run")
+        runs[model] = run
         all_verdicts.append(run.verdicts.assign(model=model))
         try:
             write_cards(run, out / slug / "card")
@@ -101,4 +107,11 @@ def write_report(fs, out: Path, gate_tables: dict[str, Any]) -> None:
         if not isinstance(t, Unavailable):
             t.table.to_csv(out / f"gate-{cand.replace('/', '_').replace(':', '_')}.csv",
                            index=False, float_format="%.10g")
+    if len(runs) >= 2:
+        try:
+            kw = {k: v for k, v in (("n_boot", fs.settings.n_boot), ("seed", fs.settings.seed))
+                  if v is not None}
+            write_compare(runs, out / "compare", **kw)
+        except (ProtocolChangeError, FairnessTestsError) as exc:
+            notes.append(f"comparison not written: {exc}")
     (out / "NOTES.txt").write_text("\n".join(notes) + ("\n" if notes else ""))

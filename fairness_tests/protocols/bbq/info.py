@@ -16,7 +16,8 @@ PROMPT_DESCRIPTION = ("zero-shot, options (a) (b) (c), answer with one letter; c
 
 def bootstrap_info(n_boot: int, seed: int, cluster: str) -> Bootstrap:
     from ...permutation import DEFAULT_N_PERM
-    unit = {"template": "templates (dataset, question_index) resampled",
+    unit = {"template": "templates (dataset, question_index) resampled, the interval read "
+                        "at the few-clusters level (t with C - 1 df, variance x C/(C - 1))",
             "item": "items resampled"}[cluster]
     return Bootstrap(resamples=n_boot, seed=seed, cluster=cluster,
                      permutations=DEFAULT_N_PERM,

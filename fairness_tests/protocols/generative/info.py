@@ -17,7 +17,8 @@ from ..bbq.data import sha256_file
 def bootstrap_info(n_boot: int, seed: int, cluster: str) -> Bootstrap:
     from ...permutation import DEFAULT_N_PERM
     method = ("percentile bootstrap, prompts (family x paraphrase x occupation x slice) "
-              "resampled" if cluster == "prompt" else
+              "resampled, the interval read at the few-clusters level (t with C - 1 df, "
+              "variance x C/(C - 1))" if cluster == "prompt" else
               "generations resampled (Wilson intervals for rates, percentile bootstrap "
               "otherwise)")
     return Bootstrap(resamples=n_boot, seed=seed, cluster=cluster,
