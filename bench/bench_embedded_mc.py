@@ -62,17 +62,20 @@ NOTE = re.compile(r"model ready in [\d.]+ s; (\d+) requests(?:, (\d+) distinct p
 COUNT = re.compile(r"\s(\d+)/(\d+)\s")
 
 
-def run_audit(batch_size: int, workdir: Path, *, limit: int | None = 30, threads: int = 2,
+def run_audit(batch_size: int | None, workdir: Path, *, limit: int | None = 30, threads: int = 2,
               rotations: str = "none", protocols: tuple[str, ...] = ("bbq",),
               echo: bool = True) -> AuditRun:
-    """One fresh-store `audit --live` run as a subprocess; its progress time-stamped."""
-    store = workdir / f"store-b{batch_size}.sqlite"
+    """One fresh-store `audit --live` run as a subprocess; its progress time-stamped.
+    ``batch_size`` None: the audit's default (the command a user types)."""
+    store = workdir / f"store-b{batch_size or 'default'}.sqlite"
     for p in (store, Path(f"{store}-wal"), Path(f"{store}-shm")):
         if p.exists():
             p.unlink()
     cmd = [sys.executable, "-m", "fairness_tests.cli", "audit", "--live",
-           "--protocols", *protocols, "--rotations", rotations, "--batch-size", str(batch_size),
-           "--recordings", "--store", str(store), "--out", str(workdir / f"out-b{batch_size}")]
+           "--protocols", *protocols, "--rotations", rotations,
+           *(["--batch-size", str(batch_size)] if batch_size else []),
+           "--recordings", "--store", str(store),
+           "--out", str(workdir / f"out-b{batch_size or 'default'}")]
     if limit:
         cmd += ["--limit", str(limit)]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
@@ -129,7 +132,7 @@ def describe(run: AuditRun) -> str:
     tok = (f"; tokens computed {run.computed_tokens} of {run.prompt_tokens} in the "
            f"{run.prompts} prompts ({run.computed_tokens / run.prompt_tokens:.1%})"
            if run.prompt_tokens else "")
-    return (f"batch {run.batch_size:>2}: {run.answers} answers in {run.answer_s:.1f} s = "
+    return (f"batch {run.batch_size or 'default'}: {run.answers} answers in {run.answer_s:.1f} s = "
             f"{run.items_per_s:.2f} items/s (wall {run.wall_s:.1f} s, model load + setup "
             f"{run.load_s:.1f} s, forward passes {run.forward_s:.1f} s, "
             f"{run.lines_while_working} progress lines while answering){tok}")

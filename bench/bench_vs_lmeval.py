@@ -19,7 +19,7 @@ Same items, same weights, same threads, in one script and one process tree:
 
 Prints items/s of both, the ratio, and the load average.
 
-    python bench/bench_vs_lmeval.py [--limit 30] [--threads 2] [--batch-size 8]
+    python bench/bench_vs_lmeval.py [--limit 30] [--threads 2] [--batch-size B]
         [--lmeval-batch-size 8] [--lmeval-choices texts|letters]
 """
 from __future__ import annotations
@@ -110,7 +110,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--limit", type=int, default=30)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--batch-size", type=int, default=16, help="ours (audit --batch-size)")
+    ap.add_argument("--batch-size", type=int, default=None,
+                    help="ours (audit --batch-size; default: the audit's own default)")
     ap.add_argument("--lmeval-batch-size", type=int, default=8)
     ap.add_argument("--lmeval-choices", choices=("texts", "letters"), default="texts")
     ap.add_argument("--lmeval-worker", action="store_true", help=argparse.SUPPRESS)
