@@ -166,3 +166,80 @@ def test_generative_regression_fails_its_family(tmp_path, capsys):
     assert {c for _, c in failed} <= {"F1", "all"}
     ws = next(r for r in out["rows"] if (r["metric"], r["cell"]) == ("worst_slice_stereotype", "F1"))
     assert ws["n_clusters"] == 20                      # 10 paraphrases x 2 slices in F1
+
+
+def test_the_candidates_card_carries_the_gate(runs, tmp_path, capsys):
+    """Issue 11 section 3: each cell's mode, margin, raw and Holm-adjusted p and the
+    smallest detectable worsening are on the candidate's card, copied from gate.json."""
+    import yaml
+    assert main(["gate", str(runs["base"]), str(runs["cand"]), "--out", str(tmp_path / "g"),
+                 "--format", "json"]) == 1
+    capsys.readouterr()
+    record = json.loads((tmp_path / "g" / "gate.json").read_text())
+    assert main(["card", "--run", str(runs["cand"]), "--gate", str(tmp_path / "g"),
+                 "--out", str(tmp_path / "card")]) == 0
+    capsys.readouterr()
+    card = yaml.safe_load((tmp_path / "card" / "card.yaml").read_text())
+    g = card["upgrade_gate"]
+    assert (g["baseline"], g["candidate"], g["failed"]) == (record["baseline"],
+                                                           record["candidate"], True)
+    assert g["correction"] == "Holm" and g["family"] == record["family"]
+    assert g["detectable"] == record["detectable"]
+    assert len(g["cells"]) == len(record["rows"])
+    for c, r in zip(g["cells"], record["rows"]):      # the card keeps 6 significant digits
+        for k in ("metric", "cell", "mode", "margin", "p_value", "p_adjusted", "detectable",
+                  "verdict"):
+            if isinstance(r.get(k), float):
+                assert c[k] == pytest.approx(r[k], rel=1e-5), k
+            elif r.get(k) is not None:
+                assert c[k] == r[k], k
+    md = (tmp_path / "card" / "card.md").read_text()
+    assert "Upgrade gate: " in md and "The gate FAILS" in md and "p (Holm)" in md
+    assert any(s in md.replace("\\_", "_") for s in record["detectable"])
+    html = (tmp_path / "card" / "card.html").read_text()
+    assert 'id="upgrade_gate"' in html
+    assert main(["card", "validate", str(tmp_path / "card" / "card.yaml")]) == 0
+
+
+def test_a_gate_of_another_candidate_or_a_broken_record_is_a_clean_error(runs, tmp_path, capsys):
+    assert main(["gate", str(runs["base"]), str(runs["cand"]), "--out", str(tmp_path / "g")]) == 1
+    capsys.readouterr()
+    # the baseline's card cannot carry the candidate's gate
+    assert main(["card", "--run", str(runs["base"]), "--gate", str(tmp_path / "g"),
+                 "--out", str(tmp_path / "card")]) == 2
+    err = capsys.readouterr().err
+    assert "gate.json" in err and "candidate" in err and "Traceback" not in err
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"baseline": "a",\n "candidate": }\n')
+    assert main(["card", "--run", str(runs["cand"]), "--gate", str(bad),
+                 "--out", str(tmp_path / "card2")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.json" in err and "line 2" in err and "Traceback" not in err
+    assert not (tmp_path / "card2").exists()
+
+
+def test_pytest_report_puts_the_gate_on_the_candidates_card(runs, tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+    base, cand = RunResult.load(runs["base"]), RunResult.load(runs["cand"])
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTEST_XDIST_WORKER", "FAIRNESS_PYTEST_SESSION")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--pyargs", "fairness_tests.suite", "-q",
+         "-p", "no:cacheprovider", "-m", "gate", "--fairness-run", str(runs["base"]),
+         "--fairness-run", str(runs["cand"]), "--fairness-baseline-model",
+         base.metadata.model, "--fairness-report", str(tmp_path / "r")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:]          # the regression fails its cells
+    slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in cand.metadata.model)
+    card = yaml.safe_load((tmp_path / "r" / slug / "card" / "card.yaml").read_text())
+    g = card["upgrade_gate"]
+    assert g["baseline"] == base.metadata.model and g["failed"] is True
+    gate_csv = next((tmp_path / "r").glob("gate-*.csv"))
+    import pandas as pd
+    assert len(g["cells"]) == len(pd.read_csv(gate_csv))

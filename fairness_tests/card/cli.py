@@ -26,6 +26,8 @@ def register(subparsers) -> None:
                    help="fields a run cannot know (intended use, harm model, governance, ...); "
                         "template: fairness_tests/data/card_user_example.yaml")
     p.add_argument("--out", metavar="DIR", help="output directory for card.yaml/.md/.html")
+    p.add_argument("--gate", metavar="GATE", help="the upgrade gate with this run as the "
+                   "candidate: gate.json or the directory `fairness-tests gate --out` wrote")
     p.set_defaults(func=_write)
     sub = p.add_subparsers(dest="card_command", metavar="{validate,render,diff}")
 
@@ -55,10 +57,10 @@ def _write(args) -> int:
     from .files import write_cards
 
     if not args.run or not args.out:
-        raise ConfigError("usage: fairness-tests card --run RUN_DIR [--user-yaml FILE] --out DIR "
+        raise ConfigError("usage: fairness-tests card --run RUN_DIR [--user-yaml FILE] [--gate GATE] --out DIR "
                           "(or: card validate FILE, card render CARD --out DIR, card diff A B)")
     run = RunResult.load(args.run)
-    written = write_cards(run, args.out, user_yaml=args.user_yaml)
+    written = write_cards(run, args.out, user_yaml=args.user_yaml, gate=args.gate)
     for kind in ("yaml", "md", "html"):
         print(written.paths[kind])
     if written.report.missing:

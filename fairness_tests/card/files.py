@@ -89,12 +89,16 @@ def render_card_files(card: dict, out_dir: str | os.PathLike,
 
 
 def write_cards(run: RunResult, out_dir: str | os.PathLike,
-                user_yaml: str | os.PathLike | dict | None = None) -> WrittenCard:
+                user_yaml: str | os.PathLike | dict | None = None,
+                gate: str | os.PathLike | dict | None = None) -> WrittenCard:
     """Fill, validate and write the card of ``run`` into ``out_dir``.
 
     ``user_yaml``: a path to the user YAML (or an already loaded dict, or None:
     then ``$FAIRNESS_CARD_USER_YAML`` if set, else the model's card YAML of the
     project or the package, :func:`default_user_yaml`).
+    ``gate``: the record of ``fairness-tests gate`` with this run as the candidate
+    (a dict, a ``gate.json`` or the directory ``gate --out`` wrote): the card's
+    upgrade-gate section.
     A bad user YAML raises :class:`ConfigError` naming its file, line and key
     before anything is written. A card that is merely incomplete is written and
     its ``report.missing`` lists what is missing. A structural problem in the
@@ -112,7 +116,11 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
         user = load_user_yaml(user_yaml)
     else:
         user = {}
-    card = fill_card(run, user, user_source=source)
+    gate_source = "gate record"
+    if gate is not None and not isinstance(gate, dict):
+        from .sections.gate import load_gate
+        gate_source, gate = load_gate(gate)
+    card = fill_card(run, user, user_source=source, gate=gate, gate_source=gate_source)
     report = validate_card(card, source="card.yaml")
     user_paths = [f["path"] for f in user_fields()["fields"]]
     for p in report.errors:

@@ -19,6 +19,7 @@ from ..run import RunResult
 from .schema import CARD_VERSION, user_fields
 from .sections.attributes import protected_attributes
 from .sections.facts import RunFacts
+from .sections.gate import upgrade_gate
 from .sections.identification import identification
 from .sections.protocol import (decoding, evaluation_protocol, prompt_suite, refusal_handling,
                                 scorer)
@@ -30,8 +31,10 @@ from .values import clean, get_path
 USER_SECTIONS = ("authors", "intended_use", "fairness_scope", "mitigations", "governance")
 
 
-def fill_card(run: RunResult, user: dict | None = None, user_source: str | None = None) -> dict:
-    """The card dict for ``run`` (+ the user's fields). Deterministic."""
+def fill_card(run: RunResult, user: dict | None = None, user_source: str | None = None,
+              gate: dict | None = None, gate_source: str = "gate record") -> dict:
+    """The card dict for ``run`` (+ the user's fields; + ``gate``, the record of
+    ``fairness-tests gate`` with this run as the candidate). Deterministic."""
     user = copy.deepcopy(user or {})
     check_user_keys(user, source=user_source)
     user = clean(user)
@@ -51,6 +54,8 @@ def fill_card(run: RunResult, user: dict | None = None, user_source: str | None 
     card["decision_rules"] = decision_rules(f)
     card["verdicts"] = verdict_rows(f)
     card["results"] = results(f)
+    if gate is not None:
+        card["upgrade_gate"] = upgrade_gate(gate, run.metadata.model, gate_source)
     card["reproducibility"] = reproducibility(f, user)
     card["missing_fields"] = _missing(card, f)
     return _sort_keys(clean(card))

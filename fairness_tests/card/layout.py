@@ -361,6 +361,7 @@ def _metrics(b: _Builder, titles: dict) -> None:
                           _s(v.get("why"))] for v in notable], status_col=6))
         else:
             b.add(Para(f"All {len(verdicts)} verdicts pass.", "note"))
+    _gate(b)
     _results(b)
     mets = card.get("metrics") or []
     if mets:
@@ -371,6 +372,31 @@ def _metrics(b: _Builder, titles: dict) -> None:
                     records=[{"metric": m["name"], "unit": m.get("unit"),
                               "threshold": m.get("threshold"), "definition": m["definition"]}
                              for m in mets]))
+
+
+def _gate(b: _Builder) -> None:
+    g = b.card.get("upgrade_gate")
+    if not g:
+        return
+    b.add(Heading(3, f"Upgrade gate: {g['candidate']} against {g['baseline']}", "upgrade_gate"))
+    outcome = "FAILS" if g.get("failed") else "passes"
+    b.add(Para("Paired differences candidate - baseline on the items both runs answered "
+               "(95% CI of the paired bootstrap).", "note"))
+    b.add(Para(f"The gate {outcome} at family-wise alpha = {_s(g['alpha'])} "
+               f"({g['correction']}'s procedure over {len(g['cells'])} cells). {g['family']}",
+               "warn" if g.get("failed") else ""))
+    b.add(Table(["metric", "cell", "mode", "margin", "baseline", "candidate", "delta",
+                 "95% CI", "p", "p (Holm)", "detects", "verdict"],
+                [[_s(r.get("metric")), _s(r.get("cell")), _s(r.get("mode")), _s(r.get("margin")),
+                  _s(r.get("baseline")), _s(r.get("candidate")), _s(r.get("delta")),
+                  ci(r.get("ci_low"), r.get("ci_high")), _s(r.get("p_value")),
+                  _s(r.get("p_adjusted")), _s(r.get("detectable")), _s(r.get("verdict"))]
+                 for r in g["cells"]], status_col=11, name="upgrade_gate", records=g["cells"]))
+    b.add(Para("What this gate can see (80% power at its per-cell level):", "label"),
+          Items(g["detectable"]))
+    for key, label in (("refusals", "Not gated"), ("warnings", "Protocol differences allowed")):
+        if g.get(key):
+            b.add(Para(label, "label"), Items(g[key]))
 
 
 def _results(b: _Builder) -> None:

@@ -97,8 +97,10 @@ def write_report(fs, out: Path, gate_tables: dict[str, Any]) -> None:
         run.save(out / slug / "run")
         runs[model] = run
         all_verdicts.append(run.verdicts.assign(model=model))
+        g = gate_tables.get(model)
         try:
-            write_cards(run, out / slug / "card")
+            write_cards(run, out / slug / "card",
+                        gate=None if g is None or isinstance(g, Unavailable) else g.to_dict())
         except FairnessTestsError as exc:     # e.g. a bad user YAML: the runs are kept
             notes.append(f"{model}: card not written: {exc}")
     if all_verdicts:
