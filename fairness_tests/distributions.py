@@ -12,6 +12,7 @@ Miller 2015). Items resampled: factor 1, normal reference.
 """
 from __future__ import annotations
 
+import functools
 import math
 from statistics import NormalDist
 from typing import Callable
@@ -61,9 +62,11 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t > 0 else tail
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     """The p-quantile of Student t with ``df`` degrees of freedom (bisection on
-    :func:`t_cdf`, to ~1e-12)."""
+    :func:`t_cdf`, to ~1e-12; cached: a run asks for a few (p, df) pairs thousands
+    of times)."""
     lo, hi = -1e3, 1e3
     for _ in range(200):
         mid = (lo + hi) / 2
@@ -87,6 +90,7 @@ def small_clusters(n_clusters: float | None) -> tuple[float, float | None]:
     return n_clusters / (n_clusters - 1.0), n_clusters - 1.0
 
 
+@functools.lru_cache(maxsize=4096)
 def interval_expansion(n_clusters: float | None, level: float) -> float:
     """How much wider a cluster bootstrap's percentile interval is drawn about the
     point estimate: ``sqrt(C / (C - 1)) * t_{C-1}((1+level)/2) / z((1+level)/2)``

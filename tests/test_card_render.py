@@ -36,6 +36,18 @@ def test_same_run_gives_byte_identical_files(tmp_path):
         assert a.paths[kind].read_bytes() == b.paths[kind].read_bytes(), kind
 
 
+def test_libyaml_and_pyyaml_write_the_same_card_yaml(monkeypatch):
+    """dump_yaml uses libyaml's emitter when present: it must give PyYAML's own text."""
+    import yaml
+    from fairness_tests.card.files import dump_yaml
+    if not hasattr(yaml, "CSafeDumper"):
+        pytest.skip("PyYAML built without libyaml: only the pure-Python emitter is used")
+    card = fill_card(make_run(), USER)
+    fast = dump_yaml(card)
+    monkeypatch.delattr(yaml, "CSafeDumper")
+    assert dump_yaml(card) == fast
+
+
 def test_saved_and_reloaded_run_gives_the_same_card(tmp_path):
     run = make_run()
     run.save(tmp_path / "run")
