@@ -183,7 +183,11 @@ def bootstrap_all(
 ) -> dict[str, Estimate]:
     """:func:`bootstrap` of several statistics of the same per-item matrix: the
     resampled sums ``W @ X`` (and the item-bootstrap sums of the design effect) are
-    computed once for all of them."""
+    computed once for all of them.
+
+    A cluster bootstrap without a given ``W`` never expands the cluster draws to
+    items: ``W @ X = Wc @ Xc`` with ``Wc`` the (B x C) cluster draw counts and ``Xc``
+    the per-cluster column sums of X (C x k), C/n of the work."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
         X = X[:, None]
@@ -191,15 +195,26 @@ def bootstrap_all(
     if n == 0:
         return {k: Estimate(NAN, NAN, NAN) for k in statistics}
     total = X.sum(axis=0)[None, :]
-    if W is None:
-        W = multiplicities(n, n_boot, seed, clusters)
-    sums = W @ X
     item_sums = n_clusters = None
     ci_level = level
     if clusters is not None:
-        n_clusters = float(cluster_codes(clusters)[1])
-        item_sums = multiplicities(n, W.shape[0], seed) @ X
+        codes, C = cluster_codes(clusters)
+        if len(codes) != n:
+            raise ValueError(f"{len(codes)} cluster codes for {n} items")
+        n_boot = W.shape[0] if W is not None else n_boot
+        if W is None:
+            Xc = np.zeros((C, X.shape[1]))
+            np.add.at(Xc, codes, X)
+            sums = _multiplicities(C, int(n_boot), int(seed)) @ Xc
+        else:
+            sums = W @ X
+        n_clusters = float(C)
+        item_sums = multiplicities(n, n_boot, seed) @ X
         ci_level = cluster_level(n_clusters, level)
+    else:
+        if W is None:
+            W = multiplicities(n, n_boot, seed)
+        sums = W @ X
     out = {}
     for name, statistic in statistics.items():
         point = float(statistic(total)[0])
@@ -311,7 +326,6 @@ def rate_table(
     grouped = df.groupby(list(by), sort=True, dropna=False) if by else [((), df)]
     for key, g in grouped:
         key = key if isinstance(key, tuple) else (key,)
-        cell_W = None                      # the cell's multiplicities (every row defined)
         for flag in flags:
             col = g[flag]
             defined = col.notna().to_numpy()
@@ -325,13 +339,8 @@ def rate_table(
                 continue
             y = col[defined].to_numpy(dtype=np.float64)
             cl = g[clusters].to_numpy()[defined]
-            W = cell_W if defined.all() else None
-            if W is None:
-                W = multiplicities(len(y), n_boot, seed, cl)
-                if defined.all():
-                    cell_W = W
             est = bootstrap(np.column_stack([y, np.ones_like(y)]), ratio_stat, n_boot, seed,
-                            level, W=W, clusters=cl)
+                            level, clusters=cl)
             rows.append(metric_row(flag, est, n=n, **cell))
     return pd.DataFrame(rows, columns=[*by, *METRIC_COLUMNS])
 

@@ -244,7 +244,12 @@ def test_position_bias_by_hand():
 
 def test_template_bootstrap_resamples_whole_templates():
     # 40 items in 4 templates of 10: the accuracy CI is the percentile interval of the
-    # cluster resamples (4 templates drawn with replacement), and the row says so
+    # cluster resamples (4 templates drawn with replacement) read at the few-clusters
+    # level (4 clusters: 2 Phi(e z) - 1 with e = sqrt(4/3) t_3(0.975) / z(0.975)), and
+    # the row says so
+    from fairness_tests.stats import cluster_level
+    L = cluster_level(4)
+    assert 0.999 < L < 1.0
     rng = np.random.default_rng(2)
     n = 40
     templates = np.repeat([7, 8, 9, 10], 10)
@@ -253,7 +258,7 @@ def test_template_bootstrap_resamples_whole_templates():
     correct = np.array([a == 2 for a in ans.values()], dtype=float)
     t = bbq_metrics(items, make_preds(ans), n_boot=2000, seed=7)
     W = multiplicities(n, 2000, 7, clusters=templates)
-    lo, hi = np.quantile((W @ correct) / W.sum(axis=1), [0.025, 0.975])
+    lo, hi = np.quantile((W @ correct) / W.sum(axis=1), [(1 - L) / 2, (1 + L) / 2])
     row = val(t, "accuracy")
     assert (row.ci_low, row.ci_high) == pytest.approx((lo, hi))
     Wi = multiplicities(n, 2000, 7)

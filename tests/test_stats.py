@@ -165,6 +165,11 @@ def test_a_cluster_bootstrap_reads_its_interval_at_the_few_clusters_level():
     est = bootstrap(x, lambda s: s[:, 0] / 60, seed=5, W=W, clusters=clusters)
     values = (W @ x) / 60
     assert (est.ci_low, est.ci_high) == percentile_ci(values, level)
+    # without W the cluster draws are applied to per-cluster sums (Wc @ Xc): the same
+    # resampled sums as the expanded item matrix, so the same estimate
+    fast = bootstrap(x, lambda s: s[:, 0] / 60, seed=5, clusters=clusters)
+    assert (fast.value, fast.ci_low, fast.ci_high, fast.se, fast.deff) == pytest.approx(
+        (est.value, est.ci_low, est.ci_high, est.se, est.deff), rel=1e-12)
     plain = percentile_ci(values, 0.95)
     assert est.ci_low <= plain[0] and est.ci_high >= plain[1]
     assert est.ci_high - est.ci_low > plain[1] - plain[0]

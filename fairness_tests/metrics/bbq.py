@@ -200,7 +200,7 @@ def bbq_metrics(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_
     for (dataset, context), g in j.groupby(CELL, sort=True):
         n = len(g)
         clusters = _templates(g, cluster)
-        W = multiplicities(n, n_boot, seed, clusters)
+        W = None if clusters is not None else multiplicities(n, n_boot, seed)
 
         def est(X, stat):
             if isinstance(stat, dict):          # several statistics of the same columns
@@ -387,7 +387,7 @@ def position_bias(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAUL
     for (dataset, context), g in per_item.groupby(CELL, sort=True):
         X = g[["pos_a", "pos_b", "pos_c", "valid"]].to_numpy()
         clusters = _templates(g, cluster)
-        W = multiplicities(len(g), n_boot, seed, clusters)
+        W = None if clusters is not None else multiplicities(len(g), n_boot, seed)
         cell = {"dataset": dataset, "context": context, "polarity": "all"}
         nv = int(X[:, 3].sum())
         a = answers[(answers["dataset"] == dataset) & (answers["context"] == context)]

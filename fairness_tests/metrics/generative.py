@@ -176,7 +176,7 @@ def max_over_slices(scored: pd.DataFrame, by: Sequence[str] = (),
         slices = sorted(g["slice"].unique())
         member = np.column_stack([(g["slice"] == s).to_numpy(dtype=float) for s in slices])
         clusters = g[cl].to_numpy() if cl else None
-        W = multiplicities(len(g), n_boot, seed, clusters)
+        W = None if cl else multiplicities(len(g), n_boot, seed)
         k = len(slices)
         stat = _slice_stat(k, reduce)
         for m in metrics:
