@@ -538,7 +538,8 @@ def _asking_info(config: AuditConfig, asker: _Asker) -> AskingInfo:
                       reasoning_effort=config.reasoning_effort,
                       thinking_budget=config.thinking_budget, max_cost_usd=config.max_cost,
                       truncated=dict(asker.truncated), shard=config.shard,
-                      usage=totals() if config.live and callable(totals) else None)
+                      usage=totals() if config.live and callable(totals) else None,
+                      merged_from=asker.store.merged_from())
 
 
 def collect_requests(config: AuditConfig) -> dict[str, list]:

@@ -129,7 +129,8 @@ class CounterfactualInfo:
 class AskingInfo:
     """How an audit asked its model: the repeat mode (requested, used, fallback, whether
     repeats share one server-side forward pass), token and reasoning settings, the cost
-    budget, truncated answers per protocol, the shard, and (live) tokens and cost spent."""
+    budget, truncated answers per protocol, the shard, (live) tokens and cost spent, and
+    the stores ``store merge`` combined into the store the run read."""
     repeat_mode: dict
     max_tokens: int
     reasoning_effort: str | None = None
@@ -138,6 +139,7 @@ class AskingInfo:
     truncated: dict[str, int] = field(default_factory=dict)
     shard: str | None = None
     usage: dict | None = None
+    merged_from: list[dict] = field(default_factory=list)   # stores merged into the store
 
 
 @dataclass

@@ -112,6 +112,18 @@ def test_three_shards_merged_equal_one_unsharded_run(tmp_path):
         a = (tmp_path / "one" / "run" / "tables" / name).read_bytes()
         b = (tmp_path / "merged" / "run" / "tables" / name).read_bytes()
         assert a == b, name
+    # the run from the merged store names the shards on its card (issue 12: merge provenance)
+    import yaml
+    asking = yaml.safe_load((tmp_path / "merged" / "card" / "card.yaml").read_text())[
+        "evaluation_protocol"]["asking"]
+    merged = asking["merged_from"]
+    assert [m["source"] for m in merged] == [str(tmp_path / f"s{i}.sqlite") for i in (1, 2, 3)]
+    assert [m["rows"] for m in merged] == [len(r) for r in shards]
+    assert [m["added"] for m in merged] == [len(r) for r in shards]      # disjoint shards
+    assert "store merged from" in asking["statement"]
+    assert asking["repeat_mode"]["used"] == "calls" and "between-call" in asking["statement"]
+    one = yaml.safe_load((tmp_path / "one" / "card" / "card.yaml").read_text())
+    assert "merged_from" not in one["evaluation_protocol"]["asking"]
 
 
 def test_shard_spec_is_checked():

@@ -268,6 +268,7 @@ def _protocol(b: _Builder, titles: dict) -> None:
     b.add(Heading(2, titles["evaluation_protocol"], "evaluation_protocol"))
     pairs = [("Answers", (ep.get("source") or {}).get("statement", "")),
              ("Run notes", _s(ep.get("run_notes"))),
+             ("How the model was asked", (ep.get("asking") or {}).get("statement", "")),
              ("Protocols run", ", ".join(ep.get("protocols_run") or []) or "none"),
              ("Seed policy", ep.get("seed_policy", "")),
              ("Samples per prompt", ep.get("samples_per_prompt", ""))]

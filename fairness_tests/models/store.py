@@ -487,6 +487,13 @@ class ResponseStore:
                     out.add(k)
         return out
 
+    def merged_from(self) -> list[dict[str, Any]]:
+        """The stores merged into this one (``store merge``), oldest first: ``source``
+        (the path as given), ``rows`` (its responses) and ``added`` (new here);
+        [] for a store recorded in one place."""
+        row = self._execute("SELECT value FROM store_info WHERE name = 'merged_from'").fetchone()
+        return json.loads(row[0]) if row else []
+
     # -- stats and prune ----------------------------------------------------
     def stats(self) -> dict[str, Any]:
         """Counts by backend/model/status, file sizes, live leases."""

@@ -24,6 +24,8 @@ runs inside SQLite; at most :data:`MAX_SOURCES` at once.
 """
 from __future__ import annotations
 
+import json
+
 import os
 from pathlib import Path
 from typing import Iterable
@@ -81,11 +83,17 @@ def merge_stores(sources: Iterable[str | os.PathLike], into: str | os.PathLike,
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conflicts: list[tuple[str, Path]] = []
+                provenance = []
                 for alias, p in zip(aliases, paths):
+                    before = counts["added"]
                     found = _merge_one(conn, alias, counts)
                     conflicts += [(k, p) for k in found]
+                    rows = conn.execute(f"SELECT COUNT(*) FROM {alias}.responses").fetchone()[0]
+                    provenance.append({"source": scrubber.text(str(p)), "rows": int(rows),
+                                       "added": counts["added"] - before})
                 if conflicts:
                     raise _conflict_error(conn, conflicts, aliases, paths, target_path, show)
+                _record_provenance(conn, provenance)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -94,6 +102,15 @@ def merge_stores(sources: Iterable[str | os.PathLike], into: str | os.PathLike,
             for alias in aliases:
                 conn.execute(f"DETACH DATABASE {alias}")
     return counts
+
+
+def _record_provenance(conn, provenance: list[dict]) -> None:
+    """Append this merge's sources to ``store_info('merged_from')`` (what a run made
+    from this store reports on its card)."""
+    row = conn.execute("SELECT value FROM main.store_info WHERE name = 'merged_from'").fetchone()
+    merged = (json.loads(row[0]) if row else []) + provenance
+    conn.execute("INSERT OR REPLACE INTO main.store_info(name, value) VALUES ('merged_from', ?)",
+                 (json.dumps(merged, sort_keys=True),))
 
 
 def _merge_one(conn, alias: str, counts: dict[str, int]) -> list[str]:

@@ -229,6 +229,8 @@ def evaluation_protocol(f: RunFacts) -> dict[str, Any]:
         samples.append(f"Generative: {len(g.seeds)} sample(s) per prompt and decoding regime; "
                        "seeds are a sampling dimension, reported as a spread (results."
                        "seed_spread), never counted as protocol cells.")
+    if m.asking is not None:
+        ep["asking"] = asking(m.asking)
     if m.counterfactual is not None:
         ep["counterfactual"] = asdict(m.counterfactual)
     if m.thresholds:
@@ -314,4 +316,54 @@ def _generative(f: RunFacts) -> dict[str, Any]:
             out[key] = getattr(g, key)
     if f.asked:                    # reductions of this package's grid: none for someone's outputs
         out["reductions"] = list(g.reductions)
+    return out
+
+
+def asking(a) -> dict[str, Any]:
+    """How the model was asked (:class:`~fairness_tests.run_metadata.AskingInfo`) and
+    one statement of it: the repeat mode used (and any fallback), whether repeats
+    share one server-side forward pass, the token, reasoning and cost budgets, what was
+    spent, the shard, and the stores merged into the one the run read."""
+    mode = dict(a.repeat_mode or {})
+    parts = []
+    used, req = mode.get("used"), mode.get("requested")
+    if used == "local":
+        parts.append("repeats drawn from the letter distribution of one local forward pass")
+    elif used:
+        parts.append(f"repeat mode {used}" + (f" (asked for {req})" if req and req != used else ""))
+        if mode.get("fallback"):
+            parts.append(f"fallback: {mode['fallback']}")
+        parts.append("repeats share one server-side forward pass, so between-call "
+                     "nondeterminism is not measured" if mode.get("shared_forward_pass") else
+                     "one request per repeat, so between-call nondeterminism is measured")
+    parts.append(f"max_tokens {a.max_tokens}")
+    if a.reasoning_effort:
+        parts.append(f"reasoning effort {a.reasoning_effort}")
+    if a.thinking_budget:
+        parts.append(f"thinking budget {a.thinking_budget} tokens")
+    parts.append(f"cost budget {a.max_cost_usd:g} USD" if a.max_cost_usd is not None
+                 else "no cost budget")
+    if a.usage:
+        u = a.usage
+        spent = ", ".join(f"{k} {u[k]:g}" if isinstance(u[k], float) else f"{k} {u[k]}"
+                          for k in sorted(u) if isinstance(u[k], (int, float)))
+        if spent:
+            parts.append(f"spent: {spent}")
+    trunc = {k: v for k, v in (a.truncated or {}).items() if v}
+    if trunc:
+        parts.append("truncated answers: " + ", ".join(f"{k} {v}" for k, v in sorted(trunc.items())))
+    if a.shard:
+        parts.append(f"recorded as shard {a.shard}")
+    if a.merged_from:
+        parts.append("store merged from " + ", ".join(
+            f"{x.get('source')} ({x.get('rows')} rows, {x.get('added')} new)" for x in a.merged_from))
+    out: dict[str, Any] = {"repeat_mode": mode, "max_tokens": a.max_tokens,
+                           "statement": "; ".join(parts) + "."}
+    for key in ("reasoning_effort", "thinking_budget", "max_cost_usd", "shard", "usage"):
+        if getattr(a, key) is not None:
+            out[key] = getattr(a, key)
+    if trunc:
+        out["truncated"] = trunc
+    if a.merged_from:
+        out["merged_from"] = list(a.merged_from)
     return out
