@@ -52,7 +52,7 @@ import pandas as pd
 
 from ..permutation import DEFAULT_N_PERM, permutation_test, permutation_tests
 from ..stats import (DEFAULT_LEVEL, DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS, Estimate,
-                     bootstrap, bootstrap_all, multiplicities, rate_table, safe_ratio,
+                     bootstrap, bootstrap_all, rate_table, safe_ratio,
                      with_cluster_note)
 
 CELL = ["dataset", "context"]
@@ -200,12 +200,12 @@ def bbq_metrics(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_
     for (dataset, context), g in j.groupby(CELL, sort=True):
         n = len(g)
         clusters = _templates(g, cluster)
-        W = None if clusters is not None else multiplicities(n, n_boot, seed)
 
         def est(X, stat):
             if isinstance(stat, dict):          # several statistics of the same columns
-                return bootstrap_all(np.column_stack(X), stat, n_boot, seed, level, W, clusters)
-            return bootstrap(np.column_stack(X), stat, n_boot=n_boot, seed=seed, level=level, W=W,
+                return bootstrap_all(np.column_stack(X), stat, n_boot, seed, level,
+                                     clusters=clusters)
+            return bootstrap(np.column_stack(X), stat, n_boot=n_boot, seed=seed, level=level,
                              clusters=clusters)
 
         one = np.ones(n)
@@ -387,7 +387,6 @@ def position_bias(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAUL
     for (dataset, context), g in per_item.groupby(CELL, sort=True):
         X = g[["pos_a", "pos_b", "pos_c", "valid"]].to_numpy()
         clusters = _templates(g, cluster)
-        W = None if clusters is not None else multiplicities(len(g), n_boot, seed)
         cell = {"dataset": dataset, "context": context, "polarity": "all"}
         nv = int(X[:, 3].sum())
         a = answers[(answers["dataset"] == dataset) & (answers["context"] == context)]
@@ -398,7 +397,7 @@ def position_bias(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAUL
         stats = {"position_bias": _position_bias_stat}
         for k, letter in enumerate("abc"):
             stats[f"position_share_{letter}"] = (lambda s, k=k: safe_ratio(s[:, k], s[:, 3]))
-        e = bootstrap_all(X, stats, n_boot, seed, level, W, clusters)
+        e = bootstrap_all(X, stats, n_boot, seed, level, clusters=clusters)
         rows.append(_row(cell, "position_bias", e["position_bias"], nv,
                          undefined="undefined: no valid answer", p_value=perm.p_value,
                          bias_corrected=True))

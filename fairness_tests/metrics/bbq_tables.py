@@ -85,8 +85,8 @@ def bbq_records(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     expected-consistency statistics were computed from."""
     j = M.join_answers(items, preds)
     out = j[[c for c in RECORD_COLUMNS if c in j.columns]].copy()
-    if "letter_probs" in j and j["letter_probs"].map(_known).any():
-        lp = [list(v) if _known(v) else [float("nan")] * E.N_OPTIONS for v in j["letter_probs"]]
+    if "letter_probs" in j and j["letter_probs"].map(E.has_distribution).any():
+        lp = [list(v) if E.has_distribution(v) else [float("nan")] * E.N_OPTIONS for v in j["letter_probs"]]
         for k, col in enumerate(LETTER_COLUMNS):
             out[col] = [float(v[k]) for v in lp]
     return out.sort_values(ORDER, kind="stable").reset_index(drop=True)
@@ -94,6 +94,3 @@ def bbq_records(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
 
 LETTER_COLUMNS = [f"letter_p{k}" for k in range(E.N_OPTIONS)]
 
-
-def _known(v) -> bool:
-    return v is not None and not (isinstance(v, float) and v != v)

@@ -41,6 +41,12 @@ K = N_OPTIONS + 1            # the three options + invalid
 DEFAULT_N_SIM = 2000
 
 
+def has_distribution(letter_probs) -> bool:
+    """Whether one prediction's ``letter_probs`` is given (not None / NaN)."""
+    return letter_probs is not None and not (isinstance(letter_probs, float)
+                                             and math.isnan(letter_probs))
+
+
 def distribution(letter_probs) -> np.ndarray:
     """(I, 4) distributions over (option 0, 1, 2, invalid) from (I, 3) letter
     probabilities; the invalid mass is 1 - sum (clipped at 0; a sum a little above 1
@@ -148,8 +154,7 @@ def expected_items(items: pd.DataFrame, rep: pd.DataFrame) -> pd.DataFrame:
             "p_flagged", *(f"obs_{k}" for k in range(K)), *(f"p_{k}" for k in range(K))]
     if "letter_probs" not in rep:
         return pd.DataFrame(columns=cols)
-    has = rep["letter_probs"].map(lambda v: v is not None and not (isinstance(v, float)
-                                                                    and math.isnan(v)))
+    has = rep["letter_probs"].map(has_distribution)
     known = rep[has]
     if known.empty:
         return pd.DataFrame(columns=cols)

@@ -40,7 +40,7 @@ import pandas as pd
 
 from ..permutation import DEFAULT_N_PERM, permutation_test
 from ..stats import (DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS, bootstrap, mean_table,
-                     metric_row, multiplicities, rate_table, safe_ratio)
+                     metric_row, rate_table, safe_ratio)
 
 CLUSTERS = ("prompt", "row")
 
@@ -176,13 +176,12 @@ def max_over_slices(scored: pd.DataFrame, by: Sequence[str] = (),
         slices = sorted(g["slice"].unique())
         member = np.column_stack([(g["slice"] == s).to_numpy(dtype=float) for s in slices])
         clusters = g[cl].to_numpy() if cl else None
-        W = None if cl else multiplicities(len(g), n_boot, seed)
         k = len(slices)
         stat = _slice_stat(k, reduce)
         for m in metrics:
             y = g[m].to_numpy(dtype=float)
             X = np.column_stack([member * y[:, None], member])
-            est = bootstrap(X, stat, n_boot, seed, W=W, clusters=clusters)
+            est = bootstrap(X, stat, n_boot, seed, clusters=clusters)
             perm = permutation_test(
                 np.column_stack([y, np.ones_like(y)]), g["slice"].to_numpy(),
                 lambda S: stat(np.hstack([S[:, :, 0], S[:, :, 1]])),
