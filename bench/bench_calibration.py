@@ -9,7 +9,10 @@ test), >= 1,000 seeded replicates per case:
 2. size of the permutation test at no difference (the suite's stratified design vs a
    naive one that ignores the clustering);
 3. the gate's fail rate at delta = 0 and delta = margin (0.02), modes harm and
-   non_inferiority, template vs item resampling (alpha = 0.05).
+   non_inferiority, template vs item resampling (alpha = 0.05);
+4. the clustered accuracy test's error at the margin over other designs: 6, 10, 42
+   templates, a stronger template x model interaction, accuracy near the ceiling
+   (0.95), 4 x the replicates (the cell test alone: ``metrics.gate.accuracy_test``).
 
 Design (fixed across replicates, outcomes redrawn):
 
@@ -25,7 +28,7 @@ Design (fixed across replicates, outcomes redrawn):
 Truth = the superpopulation value (templates / prompts drawn afresh), by Gauss-Hermite
 quadrature over the random effect.
 
-Run: ``python bench/bench_calibration.py [--replicates 1000] [--sections 1,2,3]``.
+Run: ``python bench/bench_calibration.py [--replicates 1000] [--sections 1,2,3,4]``.
 The load average is printed beside the figures (the lead reruns on an idle machine).
 """
 from __future__ import annotations
@@ -283,7 +286,7 @@ def print_table(tally, R):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--replicates", type=int, default=1000)
-    ap.add_argument("--sections", default="1,2,3")
+    ap.add_argument("--sections", default="1,2,3,4")
     args = ap.parse_args(argv)
     R = args.replicates
     t0 = time.perf_counter()
@@ -294,7 +297,8 @@ def main(argv=None):
 
     sections = {s.strip() for s in args.sections.split(",")}
     everything = Tally()
-    for key, run in (("1", coverage), ("2", permutation_size), ("3", gate_error_rates)):
+    for key, run in (("1", coverage), ("2", permutation_size), ("3", gate_error_rates),
+                     ("4", gate_designs)):
         if key in sections:
             tally = Tally()
             run(R, tally, log)
@@ -314,11 +318,12 @@ def gate_error_rates(R, tally, log, margin=0.02, alpha=0.05):
     template x model interaction v_t ~ N(0, (TAU/2)^2) (an upgrade changes some
     templates more than others), so the paired difference is itself clustered. The
     true accuracy drop is delta (superpopulation, by quadrature); the gate's accuracy
-    cell through ``metrics.gate.gate_table`` + ``decide`` (family of one)."""
+    cell through ``metrics.gate.gate_table`` + ``decide`` (family of one), its
+    non-inferiority p-value from the same cell test (``metrics.gate.accuracy_test``)."""
     import pandas as pd
 
-    from fairness_tests.metrics.gate import GateSetting, bbq_gate_metrics, decide, gate_table
-    from fairness_tests.significance import paired_rate_test
+    from fairness_tests.metrics.gate import (GateSetting, accuracy_test, bbq_gate_metrics,
+                                             decide, gate_table)
     template, _ = bbq_design(seed=3)
     n = len(template)
     acc_metric = [m for m in bbq_gate_metrics() if m.name == "accuracy"]
@@ -351,11 +356,9 @@ def gate_error_rates(R, tally, log, margin=0.02, alpha=0.05):
                                    "question_index" if unit == "template" else None,
                                    ["question_index"], n_boot=N_BOOT, seed=0)
                     fails[("harm", unit)].append(decide(t, alpha)["verdict"].iloc[0] == "fail")
-                    r = t.iloc[0]
-                    nb = round(n * (r["discordance"] + r["delta"] * -1) / 2)
-                    nc = round(n * r["discordance"]) - nb
-                    ni = t.assign(mode="non_inferiority", p_value=paired_rate_test(
-                        nb, nc, n, margin, "non_inferiority", r["deff"], r["n_clusters"]))
+                    ni = t.assign(mode="non_inferiority", p_value=accuracy_test(
+                        yb > 0, yc > 0, template if unit == "template" else None, margin,
+                        "non_inferiority").p_value)
                     fails[("non_inferiority", unit)].append(
                         decide(ni, alpha)["verdict"].iloc[0] == "fail")
             for (mode, unit), out in fails.items():
@@ -363,6 +366,41 @@ def gate_error_rates(R, tally, log, margin=0.02, alpha=0.05):
                 tally.add("gate", case, f"accuracy, delta={delta:g}", f"{mode}, {unit} resampling",
                           f"fail rate ({right})", float(np.mean(out)))
         log(f"gate {case}: {R} replicates x 2 deltas in {time.perf_counter() - t0:.0f} s")
+
+
+def gate_designs(R, tally, log, margin=0.02, alpha=0.05):
+    """Section 4: the gate's accuracy cell test (``metrics.gate.accuracy_test``, templates
+    resampled) at delta = margin, 4 R replicates per design, the section 3 model with
+    other numbers of templates (sizes drawn as there), interaction sd and accuracy."""
+    from fairness_tests.metrics.gate import accuracy_test
+    sigma_e = 1.5
+    rng = np.random.default_rng(29)
+    designs = [(20, TAU / 2, 0.7), (6, TAU / 2, 0.7), (10, TAU / 2, 0.7), (42, TAU / 2, 0.7),
+               (20, TAU, 0.7), (20, TAU / 2, 0.95)]
+    for C, tau_v, acc in designs:
+        t0 = time.perf_counter()
+        template, _ = bbq_design(seed=3, n_templates=C)
+        n = len(template)
+        sd_b = np.sqrt(TAU ** 2 + sigma_e ** 2)
+        sd_c = np.sqrt(TAU ** 2 + tau_v ** 2 + sigma_e ** 2)
+        mu_b, mu_c = solve_mu(acc, sd_b), solve_mu(acc - margin, sd_c)
+        fails = {"harm": [], "non_inferiority": []}
+        for _ in range(4 * R):
+            u = TAU * rng.standard_normal(C)[template]
+            v = tau_v * rng.standard_normal(C)[template]
+            e = sigma_e * rng.standard_normal(n)
+            yb = rng.random(n) < expit(mu_b + u + e)
+            yc = rng.random(n) < expit(mu_c + u + v + e)
+            for mode, out in fails.items():
+                p = accuracy_test(yb, yc, template, margin, mode).p_value
+                out.append(p < alpha)     # harm: a false fail; NI: a false pass
+        case = f"{C} templates, interaction sd {tau_v:g}, accuracy {acc:g}"
+        tally.add("gate designs", case, "accuracy, delta=margin", "harm, template resampling",
+                  "fail rate (should pass)", float(np.mean(fails["harm"])))
+        tally.add("gate designs", case, "accuracy, delta=margin",
+                  "non_inferiority, template resampling", "pass rate (should fail)",
+                  float(np.mean(fails["non_inferiority"])))
+        log(f"gate design {case}: {4 * R} replicates in {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

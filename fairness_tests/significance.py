@@ -25,13 +25,44 @@ the candidate got right, n pairs, ``w_hat = (b - c) / n``. The score test of
 ``w = m`` (Nam 1997; Tango 1998) uses the variance ``(psi~ - m^2) / n`` at the
 restricted maximum-likelihood discordance ``psi~ = 2 q + m`` with q the positive
 root of ``2n q^2 - (b + c - m (2n - b + c)) q - c m (1 - m) = 0``; at ``m = 0`` it is
-McNemar's ``z = (b - c) / sqrt(b + c)``. Clustered items: the variance is multiplied
-by the design effect (cluster-bootstrap variance / item-bootstrap variance).
+McNemar's ``z = (b - c) / sqrt(b + c)``.
+
+Clustered paired proportions (templates resampled): with ``d_t = b_t - c_t`` the
+discordance balance of cluster t, ``n_t`` its items, ``N = sum n_t``, ``h_t = n_t / N``,
+``w_hat = sum d_t / N``, each mode uses the test whose error at the margin stays at or
+below alpha with few, unequal clusters (``bench/bench_calibration.py``):
+
+- ``harm``: the cluster-robust Wald test with the CR2 variance and Bell-McCaffrey
+  degrees of freedom (Bell & McCaffrey 2002; Imbens & Kolesar 2016):
+  ``T = (w_hat - m) / se``, ``se^2 = sum_t (d_t - w_hat n_t)^2 / (1 - h_t) / N^2``,
+  Student t with ``nu = tr(AS)^2 / tr(ASAS)``, ``S = diag(n) - n n' / N``,
+  ``A = diag(1 / (N^2 (1 - h)))`` (20 Race_x_SES-sized templates: nu = 12.4).
+- ``non_inferiority``: the cluster score test, the variance estimated at the null one
+  cluster at a time, ``T = sum_t (d_t - m n_t) / sqrt(sum_t (d_t - m n_t)^2)``, Student
+  t with C - 1 degrees of freedom (at m = 0 the clustered McNemar statistic of
+  Obuchowski 1998 and Durkalski et al. 2003). A Wald test passes too many candidates
+  that are exactly at the margin (5.9% with CR2 and Bell-McCaffrey, 6.6% with CR1):
+  when the sampled templates happen to hold the small drops, both the drop and its
+  variance come out small. The score form is what non-inferiority tests of
+  proportions use for the same reason (Tango 1998). Its price: ``|T| <= sqrt(C)``, and
+  a cell concentrated in a few templates may not reach its share of the family's
+  level; its detectable worsening then says the cell fails whatever the candidate
+  does.
+
+Both replaced "the score test times the bootstrap design effect", whose error at the
+margin was 5.5% (harm) and 6.9% (non-inferiority) on 20 clustered templates.
 
 Few clusters (a BBQ cell has 20 or 42 templates): when C clusters were resampled,
-every test takes the variance times C / (C - 1) and refers z to Student t with C - 1
-degrees of freedom (the usual small-sample correction of a cluster-robust test); with
-items resampled the reference is the normal.
+every bootstrap z test takes the variance times C / (C - 1) and refers z to Student t
+with C - 1 degrees of freedom (the usual small-sample correction of a cluster-robust
+test; the cluster score test needs no factor, see above); with items resampled the
+reference is the normal.
+
+Power, clustered accuracy: computed by simulating the mode's test itself on the cell's
+clusters (:func:`cluster_detectable_drop`: balances ``d_t ~ N(w n_t, spread_t^2)`` with
+each cluster's observed spread, at least that of independent items at the drop). A
+cell whose items sit in a few templates may reach no power at its share of the family:
+non-inferiority then fails whatever the candidate does (-1).
 
 Power: the gate fails a cell when (harm) ``w_hat > m + z_{1-a} s`` or (non-inferiority)
 ``w_hat > m - z_{1-a} s``, at the per-cell level ``a = alpha / m_family`` (the first,
@@ -40,7 +71,7 @@ strictest step of Holm: a guarantee whatever the other cells do). With
 ``m + (z_{1-a} + z_{1-beta}) s`` (harm) and ``m - (z_{1-a} - z_{1-beta}) s``
 (non-inferiority; negative = the gate fails even an improvement that often). For
 accuracy ``s`` depends on w through the discordance (Connor 1987):
-``s0 = sqrt(deff (psi0 - m^2) / n)`` under H0 and ``s1 = sqrt(deff (psi_w - w^2) / n)``
+``s0 = sqrt((psi0 - m^2) / n)`` under H0 and ``s1 = sqrt((psi_w - w^2) / n)``
 under w, ``psi0 = max(psi_hat, m)`` and ``psi_w = max(psi_hat, |w|)`` with psi_hat the
 observed discordance (b + c) / n; the power ``Phi((w - m -/+ z_{1-a} s0) / s1)`` is
 solved for w on a grid of step 1e-5.
@@ -120,24 +151,130 @@ def restricted_discordance(b: int, c: int, n: int, margin: float) -> float:
     return 2.0 * q + margin
 
 
-def paired_rate_test(b: int, c: int, n: int, margin: float, mode: str,
-                     deff: float = 1.0, n_clusters: float | None = None) -> float:
+def paired_rate_test(b: int, c: int, n: int, margin: float, mode: str) -> float:
     """One-sided p-value of the score test of ``w = m`` for paired proportions
-    (b: only the baseline right, c: only the candidate right, n pairs), variance
-    times the design effect ``deff`` (NaN or < 0 -> 1) and, with ``n_clusters`` C, times
-    C / (C - 1) against Student t with C - 1 degrees of freedom. At m = 0, deff = 1 and
-    no clusters this is McNemar's test (normal form)."""
+    (b: only the baseline right, c: only the candidate right, n pairs; items
+    independent, the normal reference). At m = 0 this is McNemar's test (normal form).
+    Clustered items: :func:`cluster_paired_rate_test`."""
     _check_mode(mode)
     if n <= 0:
         return float("nan")
-    deff = deff if (np.isfinite(deff) and deff > 0) else 1.0
-    factor, df = small_clusters(n_clusters)
     psi = restricted_discordance(b, c, n, margin)
-    var = factor * deff * (psi - margin * margin) / n
+    var = (psi - margin * margin) / n
     d = (b - c) / n - margin
     if var <= 1e-15:
         return normal_test(d + margin, 0.0, margin, mode)
-    return _one_sided(d / math.sqrt(var), mode, df)
+    return _one_sided(d / math.sqrt(var), mode)
+
+
+def cr2_standard_error(balance, items) -> tuple[float, float]:
+    """(se of ``w_hat``, Bell-McCaffrey degrees of freedom) of the CR2 cluster-robust
+    variance for a ratio of cluster sums (module docstring); NaN with < 2 clusters."""
+    d = np.asarray(balance, dtype=float)
+    n = np.asarray(items, dtype=float)
+    C, N = d.size, n.sum()
+    if C < 2 or N <= 0 or (n >= N).any():
+        return float("nan"), float("nan")
+    h = n / N
+    r = d - d.sum() / N * n
+    se = math.sqrt(float((r * r / (1.0 - h)).sum())) / N
+    AS = (1.0 / (N * N * (1.0 - h)))[:, None] * (np.diag(n) - np.outer(n, n) / N)
+    return se, float(np.trace(AS) ** 2 / np.trace(AS @ AS))
+
+
+def cluster_paired_rate_test(balance, items, margin: float, mode: str) -> float:
+    """One-sided p-value of ``w = m`` for clustered paired proportions
+    (``balance[t] = b_t - c_t``, ``items[t] = n_t``): ``harm`` by the CR2 Wald test with
+    Bell-McCaffrey degrees of freedom, ``non_inferiority`` by the cluster score test
+    (module docstring). A zero variance: the difference is known exactly (p = 0 on the
+    alternative's side, else 1). NaN with fewer than 2 clusters."""
+    _check_mode(mode)
+    d = np.asarray(balance, dtype=float)
+    n = np.asarray(items, dtype=float)
+    if d.size < 2 or n.sum() <= 0:
+        return float("nan")
+    w = float(d.sum() / n.sum())
+    if mode == "harm":
+        se, nu = cr2_standard_error(d, n)
+        if not np.isfinite(se):
+            return float("nan")
+        if se <= 1e-15:
+            return normal_test(w, 0.0, margin, mode)
+        return _one_sided((w - margin) / se, mode, nu)
+    r = d - margin * n
+    ss = float(r @ r)
+    if ss <= 1e-15:
+        return 1.0
+    return _one_sided(float(r.sum()) / math.sqrt(ss), mode, d.size - 1.0)
+
+
+def effective_clusters(items) -> float:
+    """Kish's effective number of clusters ``N^2 / sum n_t^2`` (C for equal sizes)."""
+    n = np.asarray(items, dtype=float)
+    return float(n.sum() ** 2 / (n @ n)) if n.size else float("nan")
+
+
+def cluster_detectable_drop(items, spread, discordance: float, margin: float, alpha: float,
+                            mode: str, power: float = POWER, sims: int = 4000,
+                            seed: int = 0) -> float:
+    """Smallest true accuracy drop w the mode's clustered test (CR2 Wald for harm, the
+    cluster score test for non-inferiority) fails with probability ``power`` at the
+    per-cell level ``alpha``, by simulating that test: cluster balances
+    ``d_t ~ N(w n_t, sd_t^2)`` with ``sd_t`` the cluster's observed spread
+    (:func:`cluster_spread`) but at least what independent items give at that drop,
+    ``sqrt(n_t (psi_w - w^2))``, ``psi_w = max(discordance, |w|)`` (a drop of w needs
+    discordant items; Connor 1987); ``sims`` seeded draws, the same at every w,
+    bisection to 1e-5. NaN when no drop up to 1 reaches that power (harm, a cell too
+    concentrated in a few clusters); -1 when non-inferiority fails whatever the
+    candidate does."""
+    _check_mode(mode)
+    n = np.asarray(items, dtype=float)
+    observed = np.asarray(spread, dtype=float)
+    if n.size < 2 or not np.isfinite(observed).all() or not np.isfinite(discordance):
+        return float("nan")
+    N = n.sum()
+    h = n / N
+    if mode == "harm":
+        _, nu = cr2_standard_error(np.zeros_like(n), n)
+        crit = reference(nu)[1](1.0 - alpha)
+    else:
+        crit = reference(n.size - 1.0)[1](1.0 - alpha)
+    Z = np.random.default_rng(seed).standard_normal((sims, n.size))
+
+    def fail_rate(w: float) -> float:
+        floor = np.sqrt(n * max(max(discordance, abs(w)) - w * w, 0.0))
+        d = w * n + Z * np.maximum(observed, floor)
+        if mode == "harm":                      # CR2 Wald
+            w_hat = d.sum(axis=1) / N
+            r = d - w_hat[:, None] * n
+            se = np.sqrt((r * r / (1.0 - h)).sum(axis=1)) / N
+            T = np.where(se > 0, (w_hat - margin) / np.maximum(se, 1e-300),
+                         np.sign(w_hat - margin) * np.inf)
+            return float(np.mean(T > crit))
+        r = d - margin * n                      # cluster score
+        ss = (r * r).sum(axis=1)
+        T = np.where(ss > 0, r.sum(axis=1) / np.sqrt(np.maximum(ss, 1e-300)), 0.0)
+        return float(np.mean(T >= -crit))
+
+    lo, hi = -1.0, 1.0
+    if fail_rate(lo) >= power:
+        return -1.0
+    if fail_rate(hi) < power:
+        return float("nan")
+    while hi - lo > 1e-5:
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if fail_rate(mid) >= power else (mid, hi)
+    return hi
+
+
+def cluster_spread(balance, items) -> np.ndarray:
+    """Each cluster's observed spread ``|d_t - w_hat n_t| sqrt(C / (C - 1))`` (their
+    squares sum to the cluster-robust CR1 variance of ``w_hat`` times N^2)."""
+    d = np.asarray(balance, dtype=float)
+    n = np.asarray(items, dtype=float)
+    C = d.size
+    w = d.sum() / n.sum()
+    return np.abs(d - w * n) * math.sqrt(C / (C - 1.0)) if C >= 2 else np.full(C, np.nan)
 
 
 def detectable_worsening(se: float, margin: float, alpha: float, mode: str,
@@ -156,23 +293,19 @@ def detectable_worsening(se: float, margin: float, alpha: float, mode: str,
 
 
 def detectable_accuracy_drop(n: int, discordance: float, margin: float, alpha: float,
-                             mode: str, power: float = POWER, deff: float = 1.0,
-                             n_clusters: float | None = None) -> float:
-    """Smallest true accuracy drop the gate fails with probability ``power`` (paired
-    items, observed discordance (b + c) / n, design effect ``deff``, t quantiles and
-    the C / (C - 1) factor with ``n_clusters``); NaN when no drop up to 1 reaches that
-    power."""
+                             mode: str, power: float = POWER) -> float:
+    """Smallest true accuracy drop the score test fails with probability ``power``
+    (independent paired items, observed discordance (b + c) / n, normal quantiles); NaN
+    when no drop up to 1 reaches that power. Clustered items:
+    :func:`cluster_detectable_drop`."""
     _check_mode(mode)
     if n <= 0 or not np.isfinite(discordance):
         return float("nan")
-    deff = deff if (np.isfinite(deff) and deff > 0) else 1.0
-    factor, df = small_clusters(n_clusters)
-    deff *= factor
-    _, q = reference(df)
+    _, q = reference(None)
     za, zb = q(1.0 - alpha), q(power)
-    s0 = math.sqrt(deff * max(max(discordance, margin) - margin * margin, 0.0) / n)
+    s0 = math.sqrt(max(max(discordance, margin) - margin * margin, 0.0) / n)
     w = np.linspace(-1.0, 1.0, 200001)
-    s1 = np.sqrt(deff * np.maximum(np.maximum(discordance, np.abs(w)) - w * w, 0.0) / n)
+    s1 = np.sqrt(np.maximum(np.maximum(discordance, np.abs(w)) - w * w, 0.0) / n)
     threshold = margin + za * s0 if mode == "harm" else margin - za * s0
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(s1 > 0, (w - threshold) / s1, np.where(w > threshold, np.inf, -np.inf))

@@ -46,7 +46,7 @@ def test_regression_fails_exactly_its_cell_and_exits_1(runs, tmp_path, capsys):
     assert out["clusters"] == {"bbq": "template", "generative": "prompt"}
     acc = next(r for r in out["rows"] if r["metric"] == "accuracy"
                and r["cell"] == "Race_x_gender/disambig")
-    assert acc["n_clusters"] == 42 and acc["test"].startswith("score test")
+    assert acc["n_clusters"] == 42 and acc["test"].startswith("cluster-robust Wald")
     assert {p.name for p in (tmp_path / "g").iterdir()} == {"gate.csv", "gate.json", "gate.md"}
 
 

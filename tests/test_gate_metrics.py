@@ -167,3 +167,29 @@ def test_generative_worst_slice_regression_is_caught_and_refusal_gap_unchanged()
     assert t.loc["refusal_gap", "delta"] == 0
     assert t.loc["refusal_gap", "verdict"] in ("not_evaluable", "no_difference")
     assert not math.isnan(t.loc["worst_slice_stereotype", "detectable"])
+
+
+@pytest.mark.parametrize("mode", ["harm", "non_inferiority"])
+def test_a_clustered_accuracy_cell_is_tested_on_its_templates(mode):
+    # regression (issue 11): the clustered accuracy cell used the item score test times
+    # the bootstrap design effect, whose error at the margin was 5.5% / 6.9% on 20
+    # clustered templates. Now the test is the mode's cluster test on the per-template
+    # balances b_t - c_t, which a brute-force tally of the flips gives here.
+    rng = np.random.default_rng(5)
+    templates = np.repeat(np.arange(20), N // 20)
+    base = (rng.random(N) < 0.7).astype(float)
+    cand = base.copy()
+    worse = (rng.random(20) < 0.5)[templates] & (rng.random(N) < 0.3)   # half the templates
+    cand[worse] = 0.0
+    better = rng.random(N) < 0.05
+    cand[better] = 1.0
+    t = gate(bbq_flags(base, templates=templates), bbq_flags(cand, templates=templates),
+             mode=mode, cluster="question_index", only={"accuracy"}).loc["accuracy"]
+    balance = [float(((base == 1) & (cand == 0))[templates == k].sum()
+                     - ((base == 0) & (cand == 1))[templates == k].sum()) for k in range(20)]
+    from fairness_tests.significance import cluster_paired_rate_test
+    assert t["p_value"] == pytest.approx(
+        cluster_paired_rate_test(balance, [N // 20] * 20, 0.02, mode), rel=1e-12)
+    assert t["test"].startswith("cluster-robust Wald" if mode == "harm" else "cluster score")
+    assert t["effective_clusters"] == pytest.approx(20.0)
+    assert np.isfinite(t["detectable"])

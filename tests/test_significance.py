@@ -8,9 +8,12 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from fairness_tests.significance import (detectable_accuracy_drop, detectable_worsening, holm,
-                                         mcnemar_p, normal_test, p_value_verdict,
-                                         paired_rate_test, restricted_discordance)
+from fairness_tests.significance import (cluster_detectable_drop, cluster_paired_rate_test,
+                                         cluster_spread, cr2_standard_error,
+                                         detectable_accuracy_drop, detectable_worsening,
+                                         effective_clusters, holm, mcnemar_p, normal_test,
+                                         p_value_verdict, paired_rate_test,
+                                         restricted_discordance)
 
 N = NormalDist()
 
@@ -67,9 +70,6 @@ def test_paired_rate_test_at_zero_margin_is_mcnemar():
     z = 8 / math.sqrt(12)
     assert paired_rate_test(10, 2, 200, 0.0, "harm") == pytest.approx(1 - N.cdf(z))
     assert paired_rate_test(10, 2, 200, 0.0, "non_inferiority") == pytest.approx(N.cdf(z))
-    # design effect 2: z / sqrt(2)
-    assert paired_rate_test(10, 2, 200, 0.0, "harm", deff=2.0) == pytest.approx(
-        1 - N.cdf(z / math.sqrt(2)))
     # identical answers: no evidence of harm; with a margin, evidence of no harm
     assert paired_rate_test(0, 0, 400, 0.0, "harm") == 1.0
     # b = c = 0, m = 0.02: psi~ = m (q = 0), variance (0.02 - 0.02**2) / 400,
@@ -116,9 +116,9 @@ def test_detectable_accuracy_drop_has_the_stated_power(mode):
     # simulated: the gate fails about 80% of samples at that drop (4000 samples:
     # standard error 0.6 points; the normal approximation adds a little)
     assert simulated_fail_rate(w, psi, n, m, alpha, mode) == pytest.approx(0.80, abs=0.035)
-    # harm: a design effect of 2 needs a larger drop, a larger sample a smaller one;
+    # harm: more discordance (noise) needs a larger drop, a larger sample a smaller one;
     # non-inferiority the other way round (more noise -> fails even smaller drops)
-    noisier = detectable_accuracy_drop(n, psi, m, alpha, mode, deff=2.0)
+    noisier = detectable_accuracy_drop(n, 2 * psi, m, alpha, mode)
     larger = detectable_accuracy_drop(4 * n, psi, m, alpha, mode)
     if mode == "harm":
         assert noisier > w > larger > m
@@ -172,5 +172,100 @@ def test_few_clusters_widen_the_test():
     assert t_p > z_p
     assert detectable_worsening(0.01, 0.02, 0.05, "harm", n_clusters=20) > \
         detectable_worsening(0.01, 0.02, 0.05, "harm")
-    assert paired_rate_test(10, 2, 200, 0.0, "harm", n_clusters=20) > \
-        paired_rate_test(10, 2, 200, 0.0, "harm")
+
+
+
+def test_clustered_accuracy_tests_by_hand():
+    # balances b_t - c_t = (3, -1, 2) over 10, 10, 20 items (N = 40), m = 0.05.
+    d, n = [3, -1, 2], [10, 10, 20]
+    # non-inferiority, cluster score: deviations d_t - m n_t = (2.5, -1.5, 1.0);
+    # T = 2 / sqrt(6.25 + 2.25 + 1) = 0.648886; t with 2 df: F(t) = 1/2 + t / (2 sqrt(2 + t^2))
+    T = 2 / math.sqrt(9.5)
+    assert cluster_paired_rate_test(d, n, 0.05, "non_inferiority") == pytest.approx(
+        0.5 + T / (2 * math.sqrt(2 + T * T)), rel=1e-9)
+    # harm, CR2 Wald: w_hat = 0.1, residuals (2, -2, 0), h = (1/4, 1/4, 1/2):
+    # se^2 = (4 / 0.75 + 4 / 0.75) / 1600 = 1 / 150; T = 0.05 / sqrt(1/150) = 0.612372.
+    # Bell-McCaffrey: tr(AS) = 1 / N = 0.025; tr(ASAS) = 2 (7.5/1200)^2 + (10/800)^2
+    # + 2 (2.5/1200)^2 + 4 (5/1200)(5/800) = 3.4722e-4; nu = 0.025^2 / 3.4722e-4 = 1.8
+    se, nu = cr2_standard_error(d, n)
+    assert se == pytest.approx(math.sqrt(1 / 150), rel=1e-12)
+    assert nu == pytest.approx(1.8, rel=1e-9)
+    from fairness_tests.distributions import t_cdf
+    assert cluster_paired_rate_test(d, n, 0.05, "harm") == pytest.approx(
+        1 - t_cdf(0.05 / math.sqrt(1 / 150), 1.8), rel=1e-9)
+    # every cluster exactly at the margin: no evidence either way
+    assert cluster_paired_rate_test([1, 2], [20, 40], 0.05, "harm") == 1.0
+    assert cluster_paired_rate_test([1, 2], [20, 40], 0.05, "non_inferiority") == 1.0
+    # a drop known without error (every item of every template flips): harm p = 0
+    assert cluster_paired_rate_test([20, 40, 10], [20, 40, 10], 0.02, "harm") == 0.0
+    assert math.isnan(cluster_paired_rate_test([1], [20], 0.05, "harm"))
+
+
+def test_bell_mccaffrey_degrees_of_freedom_for_equal_clusters():
+    # C equal clusters: h = 1/C, the CR2 variance is CR1's and nu = C - 1
+    for C in (3, 7, 20):
+        assert cr2_standard_error(np.arange(C, dtype=float), [5] * C)[1] == pytest.approx(
+            C - 1, rel=1e-9)
+
+
+def test_cluster_score_test_at_zero_margin_is_the_clustered_mcnemar():
+    # m = 0: T^2 = (sum d_t)^2 / sum d_t^2 (Durkalski et al. 2003); one item per cluster
+    # (d_t in {-1, 0, 1}): T = (b - c) / sqrt(b + c), McNemar's z, with t on n - 1 df
+    from fairness_tests.distributions import t_cdf
+    d = [4, -2, 5, 0, 1]
+    T = 8 / math.sqrt(16 + 4 + 25 + 0 + 1)
+    assert cluster_paired_rate_test(d, [30] * 5, 0.0, "non_inferiority") == pytest.approx(
+        t_cdf(T, 4), rel=1e-9)
+    single = [1] * 10 + [-1] * 2 + [0] * 188                # b = 10, c = 2, n = 200
+    assert cluster_paired_rate_test(single, [1] * 200, 0.0, "non_inferiority") == \
+        pytest.approx(t_cdf(8 / math.sqrt(12), 199), rel=1e-9)
+
+
+def test_effective_clusters():
+    assert effective_clusters([10, 10, 10, 10]) == pytest.approx(4.0)
+    # (10 + 30)^2 / (100 + 900) = 1.6
+    assert effective_clusters([10, 30]) == pytest.approx(1.6)
+
+
+@pytest.mark.parametrize("mode", ["harm", "non_inferiority"])
+def test_cluster_detectable_drop_has_the_stated_power(mode):
+    # 20 clusters of unequal size, per-cluster balance d_t ~ N(w n_t, sd_t^2): the
+    # gate's cluster score test, simulated independently of the function's own draws,
+    # fails about 80% of samples at the detectable drop
+    n_t = np.array([200, 40, 40, 48, 40, 200, 200, 72, 40, 40, 48, 72, 160, 72, 48, 40,
+                    160, 160, 40, 40], dtype=float)
+    sd_t = np.sqrt((0.05 * n_t) ** 2 + 0.3 * n_t)
+    m = 0.02
+    for alpha in (0.05, 0.005):
+        w = cluster_detectable_drop(n_t, sd_t, 0.0, m, alpha, mode)
+        assert (w > m) if mode == "harm" else (w < m)
+        d = w * n_t + sd_t * np.random.default_rng(7).standard_normal((4000, 20))
+        p = np.array([cluster_paired_rate_test(x, n_t, m, mode) for x in d])
+        fail = np.mean(p < alpha) if mode == "harm" else np.mean(p >= alpha)
+        assert fail == pytest.approx(0.80, abs=0.025)
+    # more spread: harm needs a larger drop, non-inferiority fails smaller ones
+    noisier = cluster_detectable_drop(n_t, 2 * sd_t, 0.0, m, 0.05, mode)
+    base = cluster_detectable_drop(n_t, sd_t, 0.0, m, 0.05, mode)
+    assert (noisier > base) if mode == "harm" else (noisier < base)
+    # runs that agree on every item still have a power figure: a drop needs discordant
+    # items, each cluster varies at least as its independent items would
+    agree = cluster_detectable_drop(n_t, np.zeros(20), 0.0, m, 0.05, mode)
+    assert np.isfinite(agree) and ((agree > m) if mode == "harm" else (agree < m))
+
+
+def test_cluster_spread_sums_to_the_cluster_robust_variance():
+    # balances (3, -1, 2) over (10, 10, 20): w_hat = 4 / 40 = 0.1, residuals (2, -2, 0),
+    # CR1 variance x N^2 = 3/2 x (4 + 4 + 0) = 12
+    s = cluster_spread([3, -1, 2], [10, 10, 20])
+    assert (s ** 2).sum() == pytest.approx(12.0)
+    assert s[2] == 0.0
+
+
+def test_a_cell_too_concentrated_cannot_pass_non_inferiority():
+    # one template holds nearly every item (C_eff = 1.02): the cluster score statistic
+    # stays near 1 in size however large the improvement, below the t quantile at the
+    # per-cell level 0.001: non-inferiority fails whatever the candidate does
+    sizes = np.array([1000.0, 5.0, 5.0])
+    assert effective_clusters(sizes) < 1.1
+    spread = np.sqrt(0.3 * sizes)
+    assert cluster_detectable_drop(sizes, spread, 0.3, 0.02, 0.001, "non_inferiority") == -1.0

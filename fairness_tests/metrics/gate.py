@@ -22,8 +22,11 @@ otherwise. Each cell tests, in its mode (:mod:`fairness_tests.significance`):
   when the adjusted p < alpha, else it FAILS ("not shown to be no worse").
 
 p-values: accuracy by the score test for paired proportions on the discordant items
-(McNemar at margin 0), its variance times the cluster design effect of the paired
-delta; every other metric by ``z = (worsening - margin) / se`` with ``se`` the paired
+(McNemar at margin 0) when items are resampled; when clusters are, on the per-cluster
+discordance balances by the CR2 cluster-robust Wald test with Bell-McCaffrey degrees of
+freedom (harm) or the cluster score test (non-inferiority; the clustered McNemar test
+at margin 0), :func:`fairness_tests.significance.cluster_paired_rate_test`; every other
+metric by ``z = (worsening - margin) / se`` with ``se`` the paired
 bootstrap's standard deviation. With C clusters resampled, the variance is taken times
 C / (C - 1) and z referred to Student t with C - 1 degrees of freedom. Holm's procedure runs over every cell of the gate
 (one family); ``detectable`` is the worsening the cell fails with 80% probability at
@@ -43,15 +46,17 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..significance import (ALPHA, MODES, POWER, detectable_accuracy_drop,
-                            detectable_worsening, holm, normal_test, paired_rate_test)
+from ..significance import (ALPHA, MODES, POWER, cluster_detectable_drop,
+                            cluster_paired_rate_test, cluster_spread, detectable_accuracy_drop,
+                            detectable_worsening, effective_clusters, holm, normal_test,
+                            paired_rate_test)
 from ..stats import (DEFAULT_LEVEL, DEFAULT_N_BOOT, DEFAULT_SEED, Estimate, bootstrap, cell_id,
                      multiplicities, safe_ratio)
 from .bbq import (accuracy_stat, amb_bias_stat, bias_stat, diff_stat,
                   smoothed_differential_fairness, subgroup_fairness)
 
 GATE_COLUMNS = ["rule", "metric", "cell", "baseline", "candidate", "delta", "ci_low",
-                "ci_high", "se", "n", "n_clusters", "deff", "better", "mode", "margin", "test",
+                "ci_high", "se", "n", "n_clusters", "effective_clusters", "deff", "better", "mode", "margin", "test",
                 "discordance", "p_value", "p_adjusted", "detectable", "verdict", "note"]
 NAN = float("nan")
 
@@ -237,6 +242,45 @@ class GateSetting:
     margin: float
 
 
+SCORE_TEST = "score test, paired proportions (McNemar at margin 0)"
+CLUSTER_TESTS = {"harm": "cluster-robust Wald, paired proportions (CR2, Bell-McCaffrey df)",
+                 "non_inferiority": "cluster score test, paired proportions (clustered "
+                                    "McNemar at margin 0)"}
+
+
+@dataclass(frozen=True)
+class AccuracyTest:
+    """The test of one paired accuracy cell; ``items``/``spread`` per cluster (the
+    power model of :func:`fairness_tests.significance.cluster_detectable_drop`), None
+    when items were resampled."""
+    p_value: float
+    test: str
+    discordance: float
+    effective_clusters: float = NAN
+    items: tuple | None = None
+    spread: tuple | None = None
+
+
+def accuracy_test(right_b: np.ndarray, right_c: np.ndarray, clusters: np.ndarray | None,
+                  margin: float, mode: str) -> AccuracyTest:
+    """One paired accuracy cell: ``right_b``/``right_c`` per item; ``clusters`` the
+    cluster of each item (None: items resampled, the score test; else the mode's test
+    on the per-cluster balances b_t - c_t, :func:`fairness_tests.significance.
+    cluster_paired_rate_test`)."""
+    only_b, only_c = right_b & ~right_c, ~right_b & right_c
+    n = len(right_b)
+    discordance = float(only_b.sum() + only_c.sum()) / n if n else NAN
+    if clusters is None:
+        p = paired_rate_test(int(only_b.sum()), int(only_c.sum()), n, margin, mode)
+        return AccuracyTest(p, SCORE_TEST, discordance)
+    _, codes = np.unique(clusters, return_inverse=True)
+    balance = np.bincount(codes, only_b.astype(float) - only_c)
+    items = np.bincount(codes).astype(float)
+    return AccuracyTest(cluster_paired_rate_test(balance, items, margin, mode),
+                        CLUSTER_TESTS[mode], discordance, effective_clusters(items),
+                        tuple(items), tuple(cluster_spread(balance, items)))
+
+
 def gate_table(base: pd.DataFrame, cand: pd.DataFrame, key: Sequence[str], by: Sequence[str],
                metrics: Sequence[GateMetric], setting: Callable[[GateMetric, tuple], GateSetting],
                cluster: str | None = None, shared: Sequence[str] = (),
@@ -244,7 +288,9 @@ def gate_table(base: pd.DataFrame, cand: pd.DataFrame, key: Sequence[str], by: S
                level: float = DEFAULT_LEVEL) -> pd.DataFrame:
     """One row per (metric, cell of ``by``) with the raw test (``se``: the paired
     bootstrap's standard deviation of the delta; ``p_adjusted``,
-    ``detectable`` and the verdict are filled by :func:`decide` over the whole family).
+    ``detectable`` and the verdict are filled by :func:`decide` over the whole family,
+    which also drops the ``power_model`` column: a clustered accuracy cell's items and
+    spread per cluster, for its power).
 
     ``base``/``cand``: per-item tables with ``key``, the ``by`` columns, the columns
     the metrics read, and ``shared`` item attributes (the same in both runs: cluster,
@@ -271,13 +317,10 @@ def gate_table(base: pd.DataFrame, cand: pd.DataFrame, key: Sequence[str], by: S
             Xb, Xc, stat = m.build(g)
             b, c, d = paired_delta(Xb, Xc, stat, n_boot, seed, level, cl)
             worsening = -d.value if m.higher_is_better else d.value
-            discordance = NAN
+            acc = None
             if m.paired_rate:
-                yb, yc = Xb[:, 0] > 0, Xc[:, 0] > 0
-                nb, nc = int((yb & ~yc).sum()), int((~yb & yc).sum())
-                discordance = (nb + nc) / len(g)
-                p = paired_rate_test(nb, nc, len(g), s.margin, s.mode, d.deff, d.n_clusters)
-                test = "score test, paired proportions (McNemar at margin 0)"
+                acc = accuracy_test(Xb[:, 0] > 0, Xc[:, 0] > 0, cl, s.margin, s.mode)
+                p, test = acc.p_value, acc.test
             else:
                 p = normal_test(worsening, d.se, s.margin, s.mode, d.n_clusters)
                 test = "paired bootstrap z"
@@ -286,12 +329,16 @@ def gate_table(base: pd.DataFrame, cand: pd.DataFrame, key: Sequence[str], by: S
             rows.append(dict(rule=m.rule_for(keyv) or "", metric=m.name, cell=cell,
                              baseline=b.value, candidate=c.value, delta=d.value,
                              ci_low=d.ci_low, ci_high=d.ci_high, se=d.se, n=len(g),
-                             n_clusters=d.n_clusters, deff=d.deff,
+                             n_clusters=d.n_clusters,
+                             effective_clusters=acc.effective_clusters if acc else NAN,
+                             deff=d.deff,
                              better="higher" if m.higher_is_better else "lower",
-                             mode=s.mode, margin=s.margin, test=test, discordance=discordance,
+                             mode=s.mode, margin=s.margin, test=test,
+                             discordance=acc.discordance if acc else NAN,
                              p_value=p, p_adjusted=NAN, detectable=NAN, verdict="",
-                             note=note))
-    return pd.DataFrame(rows, columns=GATE_COLUMNS)
+                             note=note,
+                             power_model=(acc.items, acc.spread) if acc and acc.items else None))
+    return pd.DataFrame(rows, columns=[*GATE_COLUMNS, "power_model"])
 
 
 def decide(table: pd.DataFrame, alpha: float = ALPHA, power: float = POWER) -> pd.DataFrame:
@@ -306,9 +353,12 @@ def decide(table: pd.DataFrame, alpha: float = ALPHA, power: float = POWER) -> p
         verdicts.append(_verdict(r, alpha))
         if r.mode not in MODES:
             raise ValueError(f"gate mode {r.mode!r}")
-        if r.test.startswith("score"):
+        if r.test in CLUSTER_TESTS.values():
+            detect.append(cluster_detectable_drop(*r.power_model, r.discordance, r.margin, a,
+                                                  r.mode, power))
+        elif r.test == SCORE_TEST:
             detect.append(detectable_accuracy_drop(int(r.n), r.discordance, r.margin, a, r.mode,
-                                                   power, r.deff, r.n_clusters))
+                                                   power))
         elif r.se > 0:
             detect.append(detectable_worsening(r.se, r.margin, a, r.mode, power, r.n_clusters))
         else:        # the runs agree on every item here: no observed variation to use
