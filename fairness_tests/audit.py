@@ -582,7 +582,41 @@ def dry_run(config: AuditConfig) -> tuple[list, str]:
     text = format_rows(rows, config.model, price)
     if not priced:
         text += f"\n{config.backend_name()} backend: a local model, no API cost"
+    if config.backend_name() == "transformers":
+        with ResponseStore(path) as store:
+            text += "\n" + prefix_sharing_text(by_protocol, store, config)
     return rows, text
+
+
+def prefix_sharing_text(by_protocol: dict[str, list], store, config: AuditConfig) -> str:
+    """The dry run's prefix-sharing lines for a local model: per protocol and for the
+    whole run, the multiple-choice prompts still to ask (not in the store), their
+    tokens, and the tokens the backend's prefix tree would compute
+    (:meth:`~fairness_tests.models.backends.transformers_backend.TransformersBackend.plan_tokens`;
+    loads the model's tokenizer and weights, asks nothing)."""
+    from .models.backends import get_backend
+
+    backend = get_backend("transformers", model=config.backend_model(),
+                          batch_size=config.batch_size)
+    everything: dict[str, Any] = {}
+    lines = ["prefix sharing (tokens the model computes / tokens in the prompts still to ask):"]
+    named = list(by_protocol.items())
+    for reqs in by_protocol.values():
+        for r in reqs:
+            everything.setdefault(r.key(), r)
+    if len(named) > 1:
+        named.append(("total", list(everything.values())))
+    for name, reqs in named:
+        first: dict[str, Any] = {}
+        for r in reqs:
+            first.setdefault(r.key(), r)
+        held = {k for k, v in store.get_many(first).items() if v.status != "error"}
+        prompts, tokens, computed = backend.plan_tokens(
+            [r for k, r in first.items() if k not in held])
+        share = f"{100 * computed / tokens:.1f}%" if tokens else "-"
+        lines.append(f"  {name:12} {prompts:>7} prompts {computed:>10} / {tokens:>10} tokens "
+                     f"({share})")
+    return "\n".join(lines)
 
 
 REGEN_FLAGS = {"model": "--model", "backend": "--backend", "api_base": "--api-base",

@@ -329,3 +329,33 @@ def test_progress_moves_while_the_model_works(backend, tmp_path):
     assert all("loading model" in ln for ln in lines[:ready])
     # then a line after every forward pass, written while the passes were still running
     assert stream.passes[ready + 1:] == list(range(start + 1, backend.forward_passes + 1))
+
+
+@pytest.mark.live_model
+def test_the_dry_run_plans_exactly_the_tokens_a_run_computes():
+    """``plan_tokens`` (the dry run's prefix-sharing figure) builds the same prefix
+    tree as ``answer``: the tokens it plans are the tokens the forward passes compute."""
+    reqs = _one_context_all_variants()
+    be = tb.TransformersBackend("embedded", batch_size=4, threads=THREADS)
+    prompts, tokens, computed = be.plan_tokens(reqs)
+    assert (be.prompt_tokens, be.computed_tokens, be.forward_passes) == (0, 0, 0)
+    be.answer(reqs)
+    assert prompts == len(reqs) // 2                 # two repeats share each prompt
+    assert (tokens, computed) == (be.prompt_tokens, be.computed_tokens)
+    assert computed < tokens
+
+
+@pytest.mark.live_model
+def test_the_audit_dry_run_states_the_prefix_sharing_of_a_local_model(tmp_path, capsys):
+    import re
+    from fairness_tests.cli import main
+    rc = main(["audit", "--dry-run", "--protocols", "bbq", "--rotations", "none", "--limit", "1",
+               "--store", str(tmp_path / "s.sqlite"), "--recordings"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "prefix sharing" in out
+    m = re.search(r"^\s+bbq\s+(\d+) prompts\s+(\d+) /\s+(\d+) tokens \(([\d.]+)%\)", out, re.M)
+    assert m, out
+    prompts, computed, tokens, pct = int(m[1]), int(m[2]), int(m[3]), float(m[4])
+    # --limit 1: one item per dataset x context x polarity
+    assert prompts == 8 and 0 < computed < tokens
+    assert pct == pytest.approx(round(100 * computed / tokens, 1))

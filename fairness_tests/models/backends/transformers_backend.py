@@ -320,6 +320,8 @@ class TransformersBackend:
             else:
                 done(i, Response(key=r.key(), status="error", error=f"unknown kind {r.kind!r}"))
         plan = self._plan_choice(requests, choice, done) if choice else None
+        if plan:
+            self.prompt_tokens += plan.tree.prompt_tokens
         gen_plan = self._plan_generate(requests, gen, done) if gen else None
         if reporter is not None:
             work = (plan.tree.planned_cost(self.batch_size, self._chunk_tokens()) if plan
@@ -381,8 +383,17 @@ class TransformersBackend:
         tok = self.loaded().tokenizer
         plan.ids = tok(plan.texts, add_special_tokens=True)["input_ids"]
         plan.tree = PrefixTree(plan.ids)
-        self.prompt_tokens += plan.tree.prompt_tokens
         return plan
+
+    def plan_tokens(self, requests: list[Request]) -> tuple[int, int, int]:
+        """(distinct prompts, prompt tokens, tokens computed) of the multiple-choice
+        requests among ``requests``: the prefix tree :meth:`answer` would compute, built
+        the same way, without a forward pass (the dry run's figure)."""
+        idxs = [i for i, r in enumerate(requests) if r.kind == "choice" and r.choices]
+        plan = self._plan_choice(requests, idxs, lambda i, resp: None) if idxs else None
+        if plan is None:
+            return 0, 0, 0
+        return plan.tree.n_prompts, plan.tree.prompt_tokens, plan.tree.tokens_computed
 
     def _run_choice(self, requests, plan: "_ChoicePlan", done, batch_done) -> None:
         """Every node of the prefix tree once, parents first; a prompt's distribution
