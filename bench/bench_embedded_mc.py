@@ -6,7 +6,9 @@ Runs the command a user runs, as a subprocess, on a fresh store with no recordin
         --batch-size B --recordings --store <tmp> --out <tmp>
 
 (240 intersectional BBQ items: the first 30 per dataset x context x polarity) once per
-batch size, with OMP_NUM_THREADS = --threads (torch's CPU threads). Its progress lines
+batch size, with OMP_NUM_THREADS = --threads (torch's CPU threads). On a virtual
+machine the hypervisor may give this machine's CPUs to others ("steal" in /proc/stat);
+the share stolen while answering is printed beside each figure. Its progress lines
 are read as they are written and time-stamped here: "answering" is from the line saying
 the model is ready to the last line, which is what items/s is computed over; the model
 load is the time before. It also prints how many progress lines came while the model
@@ -48,6 +50,7 @@ class AuditRun:
     computed_tokens: int = 0
     forward_s: float = 0.0
     lines_while_working: int = 0
+    steal_pct: float = float("nan")
     lines: list[tuple[float, str]] = field(default_factory=list)
     store: Path | None = None
     returncode: int = 0
@@ -60,6 +63,17 @@ class AuditRun:
 NOTE = re.compile(r"model ready in [\d.]+ s; (\d+) requests(?:, (\d+) distinct prompts: "
                   r"(\d+) of (\d+) prompt tokens)?")
 COUNT = re.compile(r"\s(\d+)/(\d+)\s")
+
+
+def cpu_times() -> tuple[int, int]:
+    """(steal, total) jiffies of all CPUs from /proc/stat ((0, 0) where there is none):
+    steal is the time the hypervisor gave this virtual machine's CPUs to others."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return (v[7] if len(v) > 7 else 0), sum(v[:8])
 
 
 def run_audit(batch_size: int | None, workdir: Path, *, limit: int | None = 30, threads: int = 2,
@@ -86,10 +100,13 @@ def run_audit(batch_size: int | None, workdir: Path, *, limit: int | None = 30, 
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, bufsize=1)
     assert proc.stderr is not None
+    marks: list[tuple[int, int]] = []
     for raw in proc.stderr:
         line = raw.rstrip("\n").split("\r")[-1]
         if line.startswith("bbq "):
             run.lines.append((time.perf_counter() - t0, line))
+            if "model ready" in line or (marks and COUNT.search(line)):
+                marks = marks[:1] + [cpu_times()]
             if echo:
                 print(f"  [{run.lines[-1][0]:6.1f}s] {line}", flush=True)
     run.returncode = proc.wait()
@@ -106,6 +123,8 @@ def run_audit(batch_size: int | None, workdir: Path, *, limit: int | None = 30, 
     run.answer_s = work[-1][0] - t_ready if work else float("nan")
     run.answers = int(COUNT.search(work[-1][1]).group(1)) if work else 0
     run.lines_while_working = len(work)
+    if len(marks) == 2 and marks[1][1] > marks[0][1]:
+        run.steal_pct = 100.0 * (marks[1][0] - marks[0][0]) / (marks[1][1] - marks[0][1])
     con = sqlite3.connect(store)
     try:
         run.forward_s = _forward_seconds(con)
@@ -135,7 +154,8 @@ def describe(run: AuditRun) -> str:
     return (f"batch {run.batch_size or 'default'}: {run.answers} answers in {run.answer_s:.1f} s = "
             f"{run.items_per_s:.2f} items/s (wall {run.wall_s:.1f} s, model load + setup "
             f"{run.load_s:.1f} s, forward passes {run.forward_s:.1f} s, "
-            f"{run.lines_while_working} progress lines while answering){tok}")
+            f"{run.lines_while_working} progress lines while answering, CPU steal "
+            f"{run.steal_pct:.1f}% while answering){tok}")
 
 
 def main() -> int:
