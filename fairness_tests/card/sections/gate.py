@@ -15,7 +15,7 @@ from typing import Any
 from ...errors import ConfigError
 
 ROW_KEYS = ("rule", "metric", "cell", "mode", "margin", "baseline", "candidate", "delta",
-            "ci_low", "ci_high", "n", "n_clusters", "test", "p_value", "p_adjusted",
+            "ci_low", "ci_high", "n", "n_clusters", "effective_clusters", "test", "p_value", "p_adjusted",
             "detectable", "verdict", "note")
 REQUIRED = ("baseline", "candidate", "alpha", "family", "rows", "detectable")
 
