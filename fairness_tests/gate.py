@@ -463,9 +463,8 @@ def family_statement(table: pd.DataFrame, alpha: float, clusters: dict[str, str]
             f"adjusted p-values; 'detects' = the worsening failed with {POWER:.0%} power at "
             f"alpha / {max(m, 1)}. Paired bootstrap ({n_boot} resamples, seed {seed}) "
             f"resampling {unit[clusters['bbq']]} and {unit[clusters['generative']]}, the "
-            "same resamples in both runs; each row names its test (accuracy on templates: "
-            "the CR2 cluster-robust Wald test with Bell-McCaffrey df in harm mode, the "
-            "cluster score test in non-inferiority mode).")
+            "same resamples in both runs. Tests: "
+            + ("; ".join(dict.fromkeys(table["test"])) if len(table) else "-") + ".")
 
 
 def write_report(report: GateReport, out) -> None:
