@@ -578,13 +578,14 @@ def dry_run(config: AuditConfig) -> tuple[list, str]:
     path = Path(config.store) if config.store else default_store_path()
     with ResponseStore(path) as store:
         rows = dry_run_rows(by_protocol, store, config.model, config.repeat_mode, priced=priced)
+        sharing = prefix_sharing_text(by_protocol, store, config) \
+            if config.backend_name() == "transformers" else None
     price = model_price(config.model) if priced else None
     text = format_rows(rows, config.model, price)
     if not priced:
         text += f"\n{config.backend_name()} backend: a local model, no API cost"
-    if config.backend_name() == "transformers":
-        with ResponseStore(path) as store:
-            text += "\n" + prefix_sharing_text(by_protocol, store, config)
+    if sharing:
+        text += "\n" + sharing
     return rows, text
 
 
@@ -595,24 +596,16 @@ def prefix_sharing_text(by_protocol: dict[str, list], store, config: AuditConfig
     (:meth:`~fairness_tests.models.backends.transformers_backend.TransformersBackend.plan_tokens`;
     loads the model's tokenizer and weights, asks nothing)."""
     from .models.backends import get_backend
+    from .models.cost import still_to_ask
 
     backend = get_backend("transformers", model=config.backend_model(),
                           batch_size=config.batch_size)
-    everything: dict[str, Any] = {}
-    lines = ["prefix sharing (tokens the model computes / tokens in the prompts still to ask):"]
     named = list(by_protocol.items())
-    for reqs in by_protocol.values():
-        for r in reqs:
-            everything.setdefault(r.key(), r)
     if len(named) > 1:
-        named.append(("total", list(everything.values())))
+        named.append(("total", [r for reqs in by_protocol.values() for r in reqs]))
+    lines = ["prefix sharing (tokens the model computes / tokens in the prompts still to ask):"]
     for name, reqs in named:
-        first: dict[str, Any] = {}
-        for r in reqs:
-            first.setdefault(r.key(), r)
-        held = {k for k, v in store.get_many(first).items() if v.status != "error"}
-        prompts, tokens, computed = backend.plan_tokens(
-            [r for k, r in first.items() if k not in held])
+        prompts, tokens, computed = backend.plan_tokens(still_to_ask(reqs, store)[1])
         share = f"{100 * computed / tokens:.1f}%" if tokens else "-"
         lines.append(f"  {name:12} {prompts:>7} prompts {computed:>10} / {tokens:>10} tokens "
                      f"({share})")

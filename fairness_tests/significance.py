@@ -79,6 +79,8 @@ solved for w on a grid of step 1e-5.
 from __future__ import annotations
 
 import math
+from typing import Any
+
 import numpy as np
 
 from .distributions import reference, small_clusters
@@ -167,45 +169,60 @@ def paired_rate_test(b: int, c: int, n: int, margin: float, mode: str) -> float:
     return _one_sided(d / math.sqrt(var), mode)
 
 
-def cr2_standard_error(balance, items) -> tuple[float, float]:
+def cr2_standard_error(balance, items) -> tuple[Any, float]:
     """(se of ``w_hat``, Bell-McCaffrey degrees of freedom) of the CR2 cluster-robust
-    variance for a ratio of cluster sums (module docstring); NaN with < 2 clusters."""
+    variance for a ratio of cluster sums (module docstring); ``balance`` may carry
+    leading axes (one se per row; the degrees of freedom depend on ``items`` only).
+    NaN with < 2 clusters or one cluster holding every item."""
     d = np.asarray(balance, dtype=float)
     n = np.asarray(items, dtype=float)
-    C, N = d.size, n.sum()
+    C, N = n.size, n.sum()
     if C < 2 or N <= 0 or (n >= N).any():
-        return float("nan"), float("nan")
+        return np.full(d.shape[:-1], np.nan)[()], float("nan")
     h = n / N
-    r = d - d.sum() / N * n
-    se = math.sqrt(float((r * r / (1.0 - h)).sum())) / N
+    r = d - (d.sum(axis=-1) / N)[..., None] * n
+    se = np.sqrt((r * r / (1.0 - h)).sum(axis=-1)) / N
     AS = (1.0 / (N * N * (1.0 - h)))[:, None] * (np.diag(n) - np.outer(n, n) / N)
-    return se, float(np.trace(AS) ** 2 / np.trace(AS @ AS))
+    return se[()], float(np.trace(AS) ** 2 / np.trace(AS @ AS))
+
+
+def cluster_statistic(balance, items, margin: float, mode: str) -> tuple[Any, float]:
+    """(T, degrees of freedom) of the mode's clustered test of ``w = m`` (module
+    docstring): ``harm`` the CR2 Wald statistic, ``non_inferiority`` the cluster score
+    statistic; ``balance`` may carry leading axes (one T per row). Where the variance is
+    zero, harm's T is +/-inf beyond/short of the margin (NaN at it), the score's NaN."""
+    d = np.asarray(balance, dtype=float)
+    n = np.asarray(items, dtype=float)
+    if mode == "harm":
+        se, nu = cr2_standard_error(d, n)
+        w = d.sum(axis=-1) / n.sum()
+        with np.errstate(divide="ignore", invalid="ignore"):     # se 0: known exactly
+            return np.where(se > 1e-15, (w - margin) / se, np.sign(w - margin) * np.inf)[()], nu
+    r = d - margin * n
+    ss = (r * r).sum(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(ss > 1e-15, r.sum(axis=-1) / np.sqrt(ss), np.nan)[()], n.size - 1.0
 
 
 def cluster_paired_rate_test(balance, items, margin: float, mode: str) -> float:
     """One-sided p-value of ``w = m`` for clustered paired proportions
     (``balance[t] = b_t - c_t``, ``items[t] = n_t``): ``harm`` by the CR2 Wald test with
     Bell-McCaffrey degrees of freedom, ``non_inferiority`` by the cluster score test
-    (module docstring). A zero variance: the difference is known exactly (p = 0 on the
-    alternative's side, else 1). NaN with fewer than 2 clusters."""
+    (:func:`cluster_statistic`). A zero variance: harm knows the difference exactly (p =
+    0 beyond the margin, else 1), non-inferiority has no evidence (p = 1). NaN with
+    fewer than 2 clusters."""
     _check_mode(mode)
     d = np.asarray(balance, dtype=float)
     n = np.asarray(items, dtype=float)
     if d.size < 2 or n.sum() <= 0:
         return float("nan")
-    w = float(d.sum() / n.sum())
-    if mode == "harm":
-        se, nu = cr2_standard_error(d, n)
-        if not np.isfinite(se):
-            return float("nan")
-        if se <= 1e-15:
-            return normal_test(w, 0.0, margin, mode)
-        return _one_sided((w - margin) / se, mode, nu)
-    r = d - margin * n
-    ss = float(r @ r)
-    if ss <= 1e-15:
-        return 1.0
-    return _one_sided(float(r.sum()) / math.sqrt(ss), mode, d.size - 1.0)
+    T, df = cluster_statistic(d, n, margin, mode)
+    if not np.isfinite(df):
+        return float("nan")
+    if not np.isfinite(T):
+        return normal_test(float(d.sum() / n.sum()), 0.0, margin, mode) if mode == "harm" \
+            else 1.0
+    return _one_sided(float(T), mode, df)
 
 
 def effective_clusters(items) -> float:
@@ -232,29 +249,15 @@ def cluster_detectable_drop(items, spread, discordance: float, margin: float, al
     observed = np.asarray(spread, dtype=float)
     if n.size < 2 or not np.isfinite(observed).all() or not np.isfinite(discordance):
         return float("nan")
-    N = n.sum()
-    h = n / N
-    if mode == "harm":
-        _, nu = cr2_standard_error(np.zeros_like(n), n)
-        crit = reference(nu)[1](1.0 - alpha)
-    else:
-        crit = reference(n.size - 1.0)[1](1.0 - alpha)
+    _, df = cluster_statistic(np.zeros_like(n), n, margin, mode)
+    crit = reference(df)[1](1.0 - alpha)
     Z = np.random.default_rng(seed).standard_normal((sims, n.size))
 
     def fail_rate(w: float) -> float:
         floor = np.sqrt(n * max(max(discordance, abs(w)) - w * w, 0.0))
-        d = w * n + Z * np.maximum(observed, floor)
-        if mode == "harm":                      # CR2 Wald
-            w_hat = d.sum(axis=1) / N
-            r = d - w_hat[:, None] * n
-            se = np.sqrt((r * r / (1.0 - h)).sum(axis=1)) / N
-            T = np.where(se > 0, (w_hat - margin) / np.maximum(se, 1e-300),
-                         np.sign(w_hat - margin) * np.inf)
-            return float(np.mean(T > crit))
-        r = d - margin * n                      # cluster score
-        ss = (r * r).sum(axis=1)
-        T = np.where(ss > 0, r.sum(axis=1) / np.sqrt(np.maximum(ss, 1e-300)), 0.0)
-        return float(np.mean(T >= -crit))
+        T, _ = cluster_statistic(w * n + Z * np.maximum(observed, floor), n, margin, mode)
+        T = np.nan_to_num(T, nan=0.0)         # exactly at the margin: no evidence
+        return float(np.mean(T > crit)) if mode == "harm" else float(np.mean(T >= -crit))
 
     lo, hi = -1.0, 1.0
     if fail_rate(lo) >= power:

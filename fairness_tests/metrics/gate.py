@@ -56,8 +56,9 @@ from .bbq import (accuracy_stat, amb_bias_stat, bias_stat, diff_stat,
                   smoothed_differential_fairness, subgroup_fairness)
 
 GATE_COLUMNS = ["rule", "metric", "cell", "baseline", "candidate", "delta", "ci_low",
-                "ci_high", "se", "n", "n_clusters", "effective_clusters", "deff", "better", "mode", "margin", "test",
-                "discordance", "p_value", "p_adjusted", "detectable", "verdict", "note"]
+                "ci_high", "se", "n", "n_clusters", "effective_clusters", "deff", "better",
+                "mode", "margin", "test", "discordance", "p_value", "p_adjusted", "detectable",
+                "verdict", "note"]
 NAN = float("nan")
 
 

@@ -156,16 +156,21 @@ class EstimateRow:
         return asdict(self)
 
 
-def estimate(protocol: str, requests: Sequence[Request], store: Any, counter: TokenCounter,
-             price: Price | None, mode: str, selected: bool) -> EstimateRow:
-    """One row of the dry run (see the module docstring)."""
-    asked = apply_mode(requests, mode)
+def still_to_ask(requests: Iterable[Request], store: Any) -> tuple[int, list[Request]]:
+    """(distinct requests, the first request of each key the store does not answer
+    yet: no row, or an error row)."""
     first: dict[str, Request] = {}
-    for r in asked:
+    for r in requests:
         first.setdefault(r.key(), r)
     got = store.get_many(first) if store is not None else {}
     held = {k for k, v in got.items() if v.status != "error"}
-    missing = [r for k, r in first.items() if k not in held]
+    return len(first), [r for k, r in first.items() if k not in held]
+
+
+def estimate(protocol: str, requests: Sequence[Request], store: Any, counter: TokenCounter,
+             price: Price | None, mode: str, selected: bool) -> EstimateRow:
+    """One row of the dry run (see the module docstring)."""
+    distinct, missing = still_to_ask(apply_mode(requests, mode), store)
     calls = inp = out = 0
     for unit in units(missing):
         q = missing[unit[0]]
@@ -177,7 +182,7 @@ def estimate(protocol: str, requests: Sequence[Request], store: Any, counter: To
             out += int(q.decoding.max_tokens) * len(unit)
     cost = None if price is None else inp * price.input_per_token + out * price.output_per_token
     return EstimateRow(protocol=protocol, repeat_mode=mode, selected=selected,
-                       responses=len(first), in_store=len(first) - len(missing), calls=calls,
+                       responses=distinct, in_store=distinct - len(missing), calls=calls,
                        input_tokens=inp, output_tokens=out, cost_usd=cost, tokens=counter.label,
                        tokens_exact=counter.exact)
 

@@ -15,8 +15,8 @@ from typing import Any
 from ...errors import ConfigError
 
 ROW_KEYS = ("rule", "metric", "cell", "mode", "margin", "baseline", "candidate", "delta",
-            "ci_low", "ci_high", "n", "n_clusters", "effective_clusters", "test", "p_value", "p_adjusted",
-            "detectable", "verdict", "note")
+            "ci_low", "ci_high", "n", "n_clusters", "effective_clusters", "test", "p_value",
+            "p_adjusted", "detectable", "verdict", "note")
 REQUIRED = ("baseline", "candidate", "alpha", "family", "rows", "detectable")
 
 
