@@ -20,6 +20,10 @@ Faults:
 ``400``       400 bad request (not retryable)
 
 ``latency_s`` delays every answer (the fixed-latency mode for benchmarks).
+``together=(k, key)`` holds every answer until requests with ``k`` distinct values of
+``key(body)`` have arrived (at most ``together_s`` seconds), so ``k`` client processes
+started at once are known to have their requests in flight at the same time however
+unevenly the machine starts them.
 It records every request: arrival time, prompt, fault, headers, body; the number
 in flight and its maximum; and the tokens it billed (``prompt_tokens``,
 ``completion_tokens``, ``reasoning_tokens``). Every wait is bounded and ends on
@@ -103,8 +107,14 @@ class FaultServer:
                  answers: Callable[[str], dict[str, float]] | None = None,
                  n_support: bool = True, logprobs_support: bool = True,
                  tokenizer: Callable[[str], int] | None = None, chat_overhead: bool = False,
-                 reasoning: dict[str | None, int] | None = None):
+                 reasoning: dict[str | None, int] | None = None,
+                 together: tuple[int, Callable[[dict], object]] | None = None,
+                 together_s: float = 30.0):
         self.default = default
+        self.together = together
+        self.together_s = together_s
+        self._seen: set = set()
+        self._all_here = threading.Event()
         self.latency_s = latency_s
         self.hang_s = hang_s
         self.retry_after = retry_after
@@ -235,7 +245,13 @@ class FaultServer:
                                 {k.lower(): v for k, v in h.headers.items()}, body))
             self.inflight += 1
             self.max_inflight = max(self.max_inflight, self.inflight)
+            if self.together is not None:
+                self._seen.add(self.together[1](body))
+                if len(self._seen) >= self.together[0]:
+                    self._all_here.set()
         try:
+            if self.together is not None:
+                self._all_here.wait(self.together_s)
             if self.latency_s:
                 self._stop.wait(self.latency_s)
             self._respond(h, body, prompt, fault, chat)

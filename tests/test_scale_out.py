@@ -57,7 +57,9 @@ def store_rows(path: Path) -> dict[str, tuple]:
 
 def test_rpm_holds_across_three_processes(tmp_path):
     store = tmp_path / "shared.sqlite"
-    with FaultServer() as srv:
+    # answers wait until all three processes have asked (however slowly each one starts
+    # on a loaded machine), so they are known to run at once
+    with FaultServer(together=(3, lambda body: body.get("seed"))) as srv:
         # three audits with other seeds: other keys, so each asks all of its requests
         run_all([audit_cmd(srv.url, store, tmp_path / f"o{k}", "--protocols", "bbq",
                            "--rotations", "none", "--limit", "2", "--seed", str(k),
