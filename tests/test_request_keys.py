@@ -152,7 +152,8 @@ def test_the_committed_recordings_carry_the_embedded_fingerprint():
     fp = TransformersBackend("embedded").fingerprint()
     assert fp == {"backend": "transformers", "prompt_format": "chat_template",
                   "chat_template_sha256": _sha(emb.GEMMA_CHAT_TEMPLATE),
-                  "answer_prefix": "Answer: (", "weights_sha256": emb.EMBEDDED_GGUF_SHA256}
+                  "answer_prefix": "Answer: (", "weights_sha256": emb.EMBEDDED_GGUF_SHA256,
+                  "dtype": "float32"}
     with gzip.open(RECORDINGS, "rt", encoding="utf-8") as fh:
         for i, line in enumerate(fh):
             rec = json.loads(line)
@@ -178,6 +179,53 @@ def test_a_changed_answer_prefix_is_refused_by_name(recorded):
     with pytest.raises(FingerprintMismatchError, match="answer_prefix"):
         ask(reqs, other, recorded)
     assert other._loaded is None and other.forward_passes == 0
+
+
+def test_the_dtype_is_in_the_fingerprint():
+    """float32 and bfloat16 answers differ by more than round-off: a store holding one
+    must not serve the other unnoticed (the fingerprint had no dtype)."""
+    fp = {d: TransformersBackend("embedded", dtype=d).fingerprint()["dtype"]
+          for d in ("auto", "float32", "bfloat16", "float16")}
+    assert fp == {"auto": "float32", "float32": "float32", "bfloat16": "bfloat16",
+                  "float16": "float16"}
+    assert TransformersBackend("embedded", device="cuda:0").fingerprint()["dtype"] == "bfloat16"
+    with pytest.raises(ConfigError, match="unknown dtype 'fp8'"):
+        TransformersBackend("embedded", dtype="fp8").fingerprint()
+
+
+def test_recordings_of_another_dtype_are_refused_by_name(recorded):
+    reqs = [_request(r) for r in _records(6)]
+    other = TransformersBackend("embedded", dtype="bfloat16")
+    with pytest.raises(FingerprintMismatchError) as err:
+        ask(reqs, ReplayBackend(recorded, fingerprint=other.fingerprint()), recorded)
+    assert "recorded with dtype 'float32', asked with 'bfloat16'" in str(err.value)
+    with pytest.raises(FingerprintMismatchError, match="dtype"):      # live: before loading
+        ask(reqs, other, recorded)
+    assert other._loaded is None
+
+
+def test_a_row_recorded_before_the_dtype_was_kept_is_checked_on_the_rest(tmp_path):
+    """A row whose fingerprint predates an entry (fingerprint.ADDED_LATER) is unknown
+    on it, like a row without any fingerprint, and is still checked on the others."""
+    recs = _records(2)
+    reqs = [_request(r) for r in recs]
+    now = TransformersBackend("embedded").fingerprint()
+    before = {k: v for k, v in now.items() if k != "dtype"}
+    with ResponseStore(tmp_path / "s.sqlite") as st:
+        st.put_many([(q, Response.from_dict({**r["response"], "key": r["key"]}))
+                     for q, r in zip(reqs, recs)],
+                    fingerprint=before)
+        for dtype in ("float32", "bfloat16"):
+            fp = TransformersBackend("embedded", dtype=dtype).fingerprint()
+            out = ask(reqs, ReplayBackend(st, fingerprint=fp), st)
+            assert [o.answer for o in out] == [r["response"]["answer"] for r in recs]
+        changed = TransformersBackend("embedded", answer_prefix="Answer:").fingerprint()
+        with pytest.raises(FingerprintMismatchError, match="answer_prefix"):
+            ask(reqs, ReplayBackend(st, fingerprint=changed), st)
+        # an entry the asked fingerprint lacks is a difference, never skipped
+        with pytest.raises(FingerprintMismatchError, match="weights_sha256"):
+            ask(reqs, ReplayBackend(st, fingerprint={k: v for k, v in before.items()
+                                                     if k != "weights_sha256"}), st)
 
 
 @pytest.mark.slow
@@ -209,7 +257,8 @@ def test_a_local_checkpoints_fingerprint_follows_its_files(tmp_path):
     fp = TransformersBackend(str(d)).fingerprint()
     assert fp == {"backend": "transformers", "prompt_format": "chat_template",
                   "chat_template_sha256": _sha("{{ messages }}"), "answer_prefix": "Answer: (",
-                  "weights_sha256": weights(("model.safetensors", b"weights one"))}
+                  "weights_sha256": weights(("model.safetensors", b"weights one")),
+                  "dtype": "float32"}
     (d / "model.safetensors").write_bytes(b"weights two, longer")      # new weights
     (d / "extra.bin").write_bytes(b"x")
     assert TransformersBackend(str(d)).fingerprint()["weights_sha256"] == weights(

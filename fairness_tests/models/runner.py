@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import FairnessTestsError, MissingResponsesError
 from .choice import parse_position
-from .fingerprint import fingerprint_id, mismatch_error
+from .fingerprint import fingerprint_id, mismatch_error, same_answerer
 from .backends.base import Reporter
 from .progress import Progress
 from .repeat_modes import batches
@@ -138,13 +138,16 @@ def check_fingerprints(store: ResponseStore, keys: Iterable[str],
                        fingerprint: dict[str, str] | None, example: Request | None) -> None:
     """Raise :class:`FingerprintMismatchError` when a stored row among ``keys`` was
     recorded with a fingerprint other than ``fingerprint`` (``None``/``{}``: no check;
-    rows without a fingerprint pass)."""
+    rows without a fingerprint pass; entries added to the fingerprint after a row was
+    recorded are not checked for it, :func:`~.fingerprint.same_answerer`)."""
     if not fingerprint:
         return
     keys = list(keys)
-    want = fingerprint_id(scrub(fingerprint))     # as the store keeps it
+    asked = scrub(fingerprint)                    # as the store keeps it
+    want = fingerprint_id(asked)
     counts = store.fingerprint_counts(keys)
-    other = {fp: n for fp, n in counts.items() if fp is not None and fp != want}
+    other = {fp: n for fp, n in counts.items() if fp is not None and fp != want
+             and not same_answerer(store.fingerprint(fp) or {}, asked)}
     if not other:
         return
     fp_id, n = max(other.items(), key=lambda kv: kv[1])

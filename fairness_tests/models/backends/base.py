@@ -58,8 +58,8 @@ class Backend(Protocol):
         """What this backend adds to a request before the model sees it, and which
         weights answer: always ``backend``; then, as the backend knows them,
         ``prompt_format`` (the turn format), ``answer_prefix``, ``chat_template_sha256``,
-        ``weights_sha256``, ``provider_seed`` (how seed and repeat become the provider's
-        seed). Stored beside every response and checked when a stored response is served
+        ``weights_sha256``, ``dtype``, ``provider_seed`` (how seed and repeat become the
+        provider's seed). Stored beside every response and checked when a stored response is served
         (:mod:`fairness_tests.models.fingerprint`). Cheap: computed without loading a
         model. Transport (``api_base``, timeouts, limits) is not part of it."""
         ...

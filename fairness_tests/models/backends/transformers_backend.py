@@ -131,16 +131,25 @@ def _pick_device(device: str) -> str:
     return device
 
 
+DTYPES = ("float32", "bfloat16", "float16", "float64")
+
+
+def dtype_name(dtype: str, device: str) -> str:
+    """The dtype the weights compute in: ``dtype`` itself, or for ``"auto"`` bfloat16 on
+    CUDA and float32 elsewhere (torch is imported only to resolve ``device="auto"``)."""
+    if dtype == "auto":
+        if device == "auto":
+            device = _pick_device(device)
+        return "bfloat16" if str(device).startswith("cuda") else "float32"
+    if dtype not in DTYPES:
+        raise ConfigError(f"unknown dtype {dtype!r}; use auto, {', '.join(DTYPES[:-1])} "
+                          f"or {DTYPES[-1]}", key="dtype")
+    return dtype
+
+
 def _pick_dtype(dtype: str, device: str):
     import torch
-    if dtype == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
-    try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16,
-                "float16": torch.float16, "float64": torch.float64}[dtype]
-    except KeyError:
-        raise ConfigError(f"unknown dtype {dtype!r}; use auto, float32, bfloat16, float16 "
-                          f"or float64") from None
+    return getattr(torch, dtype_name(dtype, device))
 
 
 def load(model: str | os.PathLike = emb.EMBEDDED, device: str = "cpu",
@@ -269,9 +278,13 @@ class TransformersBackend:
         """``backend``, ``prompt_format`` (``chat_template``, or without one
         ``gemma_turns`` / ``role_prefixed``), ``chat_template_sha256`` (empty without
         one), ``answer_prefix`` and ``weights_sha256``, read from the checkpoint's files
-        without loading the model (:func:`checkpoint_facts`)."""
+        without loading the model (:func:`checkpoint_facts`); and ``dtype``, what the
+        weights compute in (:func:`dtype_name`): bfloat16 and float32 answers differ by
+        more than round-off, so one store never mixes them unnoticed. The device is not
+        in it: float32 on a GPU and on a CPU differ only by round-off."""
         return {"backend": self.name, **checkpoint_facts(self.model),
-                "answer_prefix": self.answer_prefix}
+                "answer_prefix": self.answer_prefix,
+                "dtype": dtype_name(self.dtype, self.device)}
 
     def prompt_text(self, req: Request) -> str:
         """The exact text fed to the model (without BOS; the tokenizer adds it)."""
