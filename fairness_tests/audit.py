@@ -570,18 +570,26 @@ def dry_run(config: AuditConfig) -> tuple[list, str]:
     """The dry run: per protocol and repeat mode, the requests, tokens and cost the run
     would spend and what the store already holds (:mod:`fairness_tests.models.cost`);
     returns ``(rows, printable table)``. Calls no model."""
-    from .models.cost import dry_run_rows, format_rows, model_price
+    from .models.cost import OwnTokenizerCounter, dry_run_rows, format_rows, model_price
     from .models.store import ResponseStore
 
     by_protocol = collect_requests(config)
     priced = config.backend_name() == "litellm"
+    local = None
+    if config.backend_name() == "transformers":
+        from .models.backends import get_backend
+        local = get_backend("transformers", model=config.backend_model(),
+                            batch_size=config.batch_size)
     path = Path(config.store) if config.store else default_store_path()
     with ResponseStore(path) as store:
-        rows = dry_run_rows(by_protocol, store, config.model, config.repeat_mode, priced=priced)
-        sharing = prefix_sharing_text(by_protocol, store, config) \
-            if config.backend_name() == "transformers" else None
+        # a local model computes each distinct prompt once whatever the repeat mode (the
+        # other modes are shapes of API requests): its row only, its own token counts
+        rows = dry_run_rows(by_protocol, store, config.model, config.repeat_mode, priced=priced,
+                            counter=OwnTokenizerCounter(local.prompt_tokens_of) if local
+                            else None, all_modes=local is None)
+        sharing = prefix_sharing_text(by_protocol, store, local) if local else None
     price = model_price(config.model) if priced else None
-    text = format_rows(rows, config.model, price)
+    text = format_rows(rows, config.model, price, local=not priced)
     if not priced:
         text += f"\n{config.backend_name()} backend: a local model, no API cost"
     if sharing:
@@ -589,17 +597,14 @@ def dry_run(config: AuditConfig) -> tuple[list, str]:
     return rows, text
 
 
-def prefix_sharing_text(by_protocol: dict[str, list], store, config: AuditConfig) -> str:
-    """The dry run's prefix-sharing lines for a local model: per protocol and for the
-    whole run, the multiple-choice prompts still to ask (not in the store), their
-    tokens, and the tokens the backend's prefix tree would compute
-    (:meth:`~fairness_tests.models.backends.transformers_backend.TransformersBackend.plan_tokens`;
-    loads the model's tokenizer and weights, asks nothing)."""
-    from .models.backends import get_backend
+def prefix_sharing_text(by_protocol: dict[str, list], store, backend) -> str:
+    """The dry run's prefix-sharing lines for a local model (``backend``, a
+    :class:`~fairness_tests.models.backends.transformers_backend.TransformersBackend`):
+    per protocol and for the whole run, the multiple-choice prompts still to ask (not in
+    the store), their tokens, and the tokens the backend's prefix tree would compute
+    (its ``plan_tokens``; loads the model's tokenizer and weights, asks nothing)."""
     from .models.cost import still_to_ask
 
-    backend = get_backend("transformers", model=config.backend_model(),
-                          batch_size=config.batch_size)
     named = list(by_protocol.items())
     if len(named) > 1:
         named.append(("total", [r for reqs in by_protocol.values() for r in reqs]))

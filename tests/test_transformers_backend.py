@@ -359,3 +359,21 @@ def test_the_audit_dry_run_states_the_prefix_sharing_of_a_local_model(tmp_path, 
     # --limit 1: one item per dataset x context x polarity
     assert prompts == 8 and 0 < computed < tokens
     assert pct == pytest.approx(round(100 * computed / tokens, 1))
+
+
+@pytest.mark.live_model
+def test_a_local_models_dry_run_shows_no_api_request_shapes(tmp_path, capsys):
+    """A local model's dry run has no repeat-mode rows, no litellm token estimate and
+    no price line (it printed the `n` and `logprobs` rows and a tiktoken estimate);
+    its rows carry the prompt tokens by the model's own tokenizer."""
+    from fairness_tests.audit import collect_requests, config_from_options, dry_run
+    config = config_from_options(protocols=["bbq"], rotations="none", limit=1,
+                                 store=str(tmp_path / "s.sqlite"), recordings=[])
+    rows, text = dry_run(config)
+    assert [(r.protocol, r.repeat_mode) for r in rows] == [("bbq", "calls")]
+    assert "tiktoken" not in text and "prices:" not in text and "logprobs" not in text
+    assert rows[0].tokens_exact and rows[0].calls == rows[0].responses == 8
+    be = tb.TransformersBackend("embedded")
+    reqs = [r for reqs in collect_requests(config).values() for r in reqs]
+    assert rows[0].input_tokens == sum(be.prompt_tokens_of(r) for r in reqs)
+    assert rows[0].input_tokens == be.plan_tokens(reqs)[1]     # = the prompts' tokens

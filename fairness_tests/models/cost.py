@@ -187,35 +187,68 @@ def estimate(protocol: str, requests: Sequence[Request], store: Any, counter: To
                        tokens_exact=counter.exact)
 
 
+class OwnTokenizerCounter:
+    """Prompt tokens as a local model reads them: ``count(request)`` (the transformers
+    backend's :meth:`prompt_tokens`: its own tokenizer over the exact prompt text), so
+    exact; what :func:`dry_run_rows` uses for a local model instead of litellm's."""
+
+    label = "the model's own tokenizer over the exact prompt text (exact)"
+    exact = True
+
+    def __init__(self, count):
+        self.count = count
+
+    def __call__(self, req: Request) -> int:
+        return int(self.count(req))
+
+
 def dry_run_rows(by_protocol: dict[str, list[Request]], store: Any, model: str,
-                 selected_mode: str, priced: bool = True) -> list[EstimateRow]:
+                 selected_mode: str, priced: bool = True,
+                 counter: "TokenCounter | OwnTokenizerCounter | None" = None,
+                 all_modes: bool = True) -> list[EstimateRow]:
     """Rows for every protocol x repeat mode (modes only where the protocol has
-    multiple-choice prompts), then, for more than one protocol, ``total`` rows for the
-    whole run (requests shared between protocols counted once)."""
-    counter = TokenCounter(model)
+    multiple-choice prompts; only ``selected_mode`` without ``all_modes``), then, for
+    more than one protocol, ``total`` rows for the whole run (requests shared between
+    protocols counted once). ``counter``: litellm's :class:`TokenCounter` by default."""
+    counter = counter or TokenCounter(model)
     price = model_price(model) if priced else None
     rows = []
     everything: dict[str, Request] = {}
     for proto, reqs in by_protocol.items():
         for r in reqs:
             everything.setdefault(r.key(), r)
-        for mode in _modes_for(reqs):
+        for mode in _modes_for(reqs, selected_mode, all_modes):
             rows.append(estimate(proto, reqs, store, counter, price, mode, mode == selected_mode))
     total = list(everything.values())
-    for mode in (_modes_for(total) if len(by_protocol) > 1 else ()):
+    for mode in (_modes_for(total, selected_mode, all_modes) if len(by_protocol) > 1 else ()):
         rows.append(estimate("total", total, store, counter, price, mode, mode == selected_mode))
     return rows
 
 
-def _modes_for(requests: Iterable[Request]) -> tuple[str, ...]:
-    return REPEAT_MODES if any(r.kind == "choice" for r in requests) else ("calls",)
+def _modes_for(requests: Iterable[Request], selected: str, all_modes: bool) -> tuple[str, ...]:
+    if not any(r.kind == "choice" for r in requests):
+        return ("calls",)
+    return REPEAT_MODES if all_modes else (selected,)
 
 
-def format_rows(rows: Sequence[EstimateRow], model: str, price: Price | None) -> str:
-    """The dry run as a table, with what its figures mean."""
+def format_rows(rows: Sequence[EstimateRow], model: str, price: Price | None,
+                local: bool = False) -> str:
+    """The dry run as a table, with what its figures mean. ``local``: a model run here
+    (no price, no request shapes: the responses still to answer; the prompts and tokens
+    it reads are the prefix-sharing lines the caller adds)."""
+    lines = [f"dry run for {model}: nothing is asked"]
+    if local:
+        head = f"{'protocol':12} {'responses':>9} {'in store':>9} {'to answer':>9}"
+        lines += [head, "-" * len(head)]
+        lines += [f"{r.protocol:12} {r.responses:>9} {r.in_store:>9} {r.calls:>9}"
+                  for r in rows]
+        lines.append("to answer: responses the store does not hold. Repeats of a prompt "
+                     "share its one forward pass: the prompts and tokens the model reads "
+                     "are below.")
+        return "\n".join(lines)
     head = (f"{'protocol':12} {'mode':9} {'responses':>9} {'in store':>9} {'calls':>8} "
             f"{'input tok':>11} {'output tok':>11} {'cost USD':>10}")
-    lines = [f"dry run for {model}: nothing is asked", head, "-" * len(head)]
+    lines += [head, "-" * len(head)]
     for r in rows:
         mark = "*" if r.selected else " "
         cost = "unknown" if r.cost_usd is None else f"{r.cost_usd:.4f}"

@@ -398,6 +398,12 @@ class TransformersBackend:
         plan.tree = PrefixTree(plan.ids)
         return plan
 
+    def prompt_tokens_of(self, req: Request) -> int:
+        """Tokens of the exact text this backend feeds the model for ``req``, special
+        tokens (BOS) included: what a forward pass of it reads."""
+        return len(self.loaded().tokenizer(self.prompt_text(req),
+                                           add_special_tokens=True)["input_ids"])
+
     def plan_tokens(self, requests: list[Request]) -> tuple[int, int, int]:
         """(distinct prompts, prompt tokens, tokens computed) of the multiple-choice
         requests among ``requests``: the prefix tree :meth:`answer` would compute, built
