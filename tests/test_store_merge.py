@@ -99,6 +99,24 @@ def test_fingerprints_unknown_match_any_known_differ(tmp_path):
         merge_stores([b, c], tmp_path / "m2.sqlite")
 
 
+def test_a_fingerprint_recorded_before_an_entry_matches_on_the_others(tmp_path):
+    """The transformers fingerprint gained ``dtype`` (fingerprint.ADDED_LATER): a row
+    recorded before it is the same recording as one with it, in either order; two
+    different dtypes are not."""
+    old = {"backend": "transformers", "weights_sha256": "w", "answer_prefix": "Answer: ("}
+    new = {**old, "dtype": "float32"}
+    a = make(tmp_path / "a.sqlite", [(0, "(a)", "ok", 0.1)], old)
+    b = make(tmp_path / "b.sqlite", [(0, "(a)", "ok", 0.2), (1, "(b)", "ok", 0.1)], new)
+    assert merge_stores([a, b], tmp_path / "m.sqlite")["duplicates"] == 1
+    assert merge_stores([b, a], tmp_path / "m2.sqlite")["duplicates"] == 1
+    c = make(tmp_path / "c.sqlite", [(0, "(a)", "ok", 0.1)], {**old, "dtype": "bfloat16"})
+    with pytest.raises(DataError, match="1 key"):
+        merge_stores([b, c], tmp_path / "m3.sqlite")
+    d = make(tmp_path / "d.sqlite", [(0, "(a)", "ok", 0.1)], {**old, "weights_sha256": "v"})
+    with pytest.raises(DataError, match="1 key"):                 # still checked on the rest
+        merge_stores([b, d], tmp_path / "m4.sqlite")
+
+
 def test_secrets_are_scrubbed_on_the_way_in(tmp_path, monkeypatch):
     a = make(tmp_path / "a.sqlite", [(0, "", "error", 0.1), (1, "(b)", "ok", 0.1)])
     # a store written by something else: secrets in the error text, meta and extras

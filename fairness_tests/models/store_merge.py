@@ -8,7 +8,9 @@ transaction (all or nothing), source by source:
   response: equal request fields, text, parsed answer, letter probabilities,
   status, error, token counts and extra fields; latency, cost, ``created_at`` and
   ``meta`` are provenance and do not count. An unknown fingerprint (a row migrated
-  from schema 1) matches any, and a known one fills it in;
+  from schema 1) matches any, and a known one fills it in; one recorded before an
+  entry was added to its backend's fingerprint matches on the entries it has
+  (:func:`~.fingerprint.same_answerer`);
 - an error row in the target is replaced by a non-error row; an error row in a
   source never replaces anything;
 - the same key with different (non-error) responses is a conflict: nothing is
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Iterable
 
 from ..errors import DataError
+from .fingerprint import same_answerer
 from .store import ResponseStore, StoredTextScrubber
 from .store_schema import RESPONSE_COLUMNS
 
@@ -76,6 +79,7 @@ def merge_stores(sources: Iterable[str | os.PathLike], into: str | os.PathLike,
         conn = target._connect()
         conn.create_function("scrub_text", 1, scrubber.text, deterministic=True)
         conn.create_function("scrub_json", 1, scrubber.json_text, deterministic=True)
+        conn.create_function("same_answerer", 2, _same_answerer_json, deterministic=True)
         aliases = [f"src{i}" for i in range(len(paths))]
         for alias, p in zip(aliases, paths):
             conn.execute(f"ATTACH DATABASE ? AS {alias}", (str(p),))
@@ -116,7 +120,10 @@ def _record_provenance(conn, provenance: list[dict]) -> None:
 def _merge_one(conn, alias: str, counts: dict[str, int]) -> list[str]:
     """Copy one attached source into ``main``; returns the conflicting keys (not copied)."""
     same = " AND ".join(f"{_cleaned('s', c)} IS m.{c}" for c in _SAME)
-    fp_ok = "(s.fingerprint IS m.fingerprint OR s.fingerprint IS NULL OR m.fingerprint IS NULL)"
+    fp_ok = (f"(s.fingerprint IS m.fingerprint OR s.fingerprint IS NULL OR m.fingerprint IS NULL "
+             f"OR same_answerer((SELECT fingerprint_json FROM {alias}.fingerprints WHERE id = "
+             f"s.fingerprint), (SELECT fingerprint_json FROM main.fingerprints WHERE id = "
+             f"m.fingerprint)))")
     conflicts = [k for (k,) in conn.execute(
         f"SELECT s.key FROM {alias}.responses s JOIN main.responses m ON m.key = s.key "
         f"WHERE s.status != 'error' AND m.status != 'error' AND NOT ({same} AND {fp_ok}) "
@@ -151,6 +158,15 @@ def _merge_one(conn, alias: str, counts: dict[str, int]) -> list[str]:
         f"INSERT INTO main.responses ({cols}) SELECT {values} FROM {alias}.responses s "
         f"WHERE NOT EXISTS (SELECT 1 FROM main.responses m WHERE m.key = s.key)").rowcount
     return conflicts
+
+
+def _same_answerer_json(a: str | None, b: str | None) -> bool:
+    """Two stored fingerprints (JSON) of one answerer: equal up to the entries one of
+    them predates (:func:`~.fingerprint.same_answerer`, either way round)."""
+    if a is None or b is None:
+        return False
+    fa, fb = json.loads(a), json.loads(b)
+    return same_answerer(fa, fb) or same_answerer(fb, fa)
 
 
 def _conflict_error(conn, conflicts: list[tuple[str, Path]], aliases: list[str],
