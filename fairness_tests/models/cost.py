@@ -115,7 +115,7 @@ def tokenizer_of(model: str) -> tuple[str, bool]:
 
 
 class TokenCounter:
-    """Prompt tokens of a request, counted once per distinct prompt."""
+    """Prompt tokens of a request, counted once per distinct prompt (kind and messages)."""
 
     def __init__(self, model: str):
         self.model = model
@@ -124,18 +124,19 @@ class TokenCounter:
         self._text_mode = model.startswith("text-completion")
 
     def __call__(self, req: Request) -> int:
-        k = tuple((m.role, m.content) for m in req.messages)
+        k = (req.kind, tuple((m.role, m.content) for m in req.messages))
         n = self._cache.get(k)
         if n is None:
-            litellm = _litellm()
-            if self._text_mode:
-                n = litellm.token_counter(model=self.model,
-                                          text="\n\n".join(m.content for m in req.messages))
-            else:
-                n = litellm.token_counter(model=self.model, messages=[
-                    {"role": m.role, "content": m.content} for m in req.messages])
-            self._cache[k] = n = int(n)
+            self._cache[k] = n = int(self._count(req))
         return n
+
+    def _count(self, req: Request) -> int:
+        litellm = _litellm()
+        if self._text_mode:
+            return litellm.token_counter(model=self.model,
+                                         text="\n\n".join(m.content for m in req.messages))
+        return litellm.token_counter(model=self.model, messages=[
+            {"role": m.role, "content": m.content} for m in req.messages])
 
 
 @dataclass
@@ -187,24 +188,23 @@ def estimate(protocol: str, requests: Sequence[Request], store: Any, counter: To
                        tokens_exact=counter.exact)
 
 
-class OwnTokenizerCounter:
+class OwnTokenizerCounter(TokenCounter):
     """Prompt tokens as a local model reads them: ``count(request)`` (the transformers
-    backend's :meth:`prompt_tokens`: its own tokenizer over the exact prompt text), so
-    exact; what :func:`dry_run_rows` uses for a local model instead of litellm's."""
+    backend's ``prompt_tokens_of``: its own tokenizer over the exact prompt text), so
+    exact, once per distinct prompt; what :func:`dry_run_rows` uses for a local model
+    instead of litellm's."""
 
     label = "the model's own tokenizer over the exact prompt text (exact)"
     exact = True
 
     def __init__(self, count):
-        self.count = count
-
-    def __call__(self, req: Request) -> int:
-        return int(self.count(req))
+        self._count = count
+        self._cache = {}
 
 
 def dry_run_rows(by_protocol: dict[str, list[Request]], store: Any, model: str,
                  selected_mode: str, priced: bool = True,
-                 counter: "TokenCounter | OwnTokenizerCounter | None" = None,
+                 counter: TokenCounter | None = None,
                  all_modes: bool = True) -> list[EstimateRow]:
     """Rows for every protocol x repeat mode (modes only where the protocol has
     multiple-choice prompts; only ``selected_mode`` without ``all_modes``), then, for

@@ -59,8 +59,8 @@ class Backend(Protocol):
         weights answer: always ``backend``; then, as the backend knows them,
         ``prompt_format`` (the turn format), ``answer_prefix``, ``chat_template_sha256``,
         ``weights_sha256``, ``dtype``, ``provider_seed`` (how seed and repeat become the
-        provider's seed). Stored beside every response and checked when a stored response is served
-        (:mod:`fairness_tests.models.fingerprint`). Cheap: computed without loading a
+        provider's seed). Stored beside every response and checked when a stored
+        response is served (:mod:`fairness_tests.models.fingerprint`). Cheap: computed without loading a
         model. Transport (``api_base``, timeouts, limits) is not part of it."""
         ...
 
