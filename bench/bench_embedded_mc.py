@@ -50,6 +50,7 @@ class AuditRun:
     computed_tokens: int = 0
     forward_s: float = 0.0
     lines_while_working: int = 0
+    workers: str = ""               # "2 workers x 1 thread", from the backend's line
     steal_pct: float = float("nan")
     lines: list[tuple[float, str]] = field(default_factory=list)
     store: Path | None = None
@@ -60,7 +61,7 @@ class AuditRun:
         return self.answers / self.answer_s if self.answer_s else float("nan")
 
 
-NOTE = re.compile(r"model ready in [\d.]+ s; (\d+) requests(?:, (\d+) distinct prompts: "
+NOTE = re.compile(r"model ready in [\d.]+ s(?: \(([^)]*)\))?; (\d+) requests(?:, (\d+) distinct prompts: "
                   r"(\d+) of (\d+) prompt tokens)?")
 COUNT = re.compile(r"\s(\d+)/(\d+)\s")
 
@@ -116,8 +117,10 @@ def run_audit(batch_size: int | None, workdir: Path, *, limit: int | None = 30, 
         raise SystemExit(f"audit failed (exit {run.returncode}); command: {' '.join(cmd)}")
     t_ready, note = run.lines[ready]
     m = NOTE.search(note)
-    if m and m.group(2):
-        run.prompts, run.computed_tokens, run.prompt_tokens = (int(m.group(i)) for i in (2, 3, 4))
+    if m:
+        run.workers = m.group(1) or ""
+    if m and m.group(3):
+        run.prompts, run.computed_tokens, run.prompt_tokens = (int(m.group(i)) for i in (3, 4, 5))
     work = [(t, ln) for t, ln in run.lines[ready + 1:] if COUNT.search(ln)]
     run.load_s = t_ready
     run.answer_s = work[-1][0] - t_ready if work else float("nan")
@@ -153,7 +156,8 @@ def describe(run: AuditRun) -> str:
            if run.prompt_tokens else "")
     return (f"batch {run.batch_size or 'default'}: {run.answers} answers in {run.answer_s:.1f} s = "
             f"{run.items_per_s:.2f} items/s (wall {run.wall_s:.1f} s, model load + setup "
-            f"{run.load_s:.1f} s, forward passes {run.forward_s:.1f} s, "
+            f"{run.load_s:.1f} s, {run.workers or '1 worker'}, forward passes "
+            f"{run.forward_s:.1f} s summed over the workers, "
             f"{run.lines_while_working} progress lines while answering, CPU steal "
             f"{run.steal_pct:.1f}% while answering){tok}")
 

@@ -74,6 +74,7 @@ class AuditConfig:
     gen_cluster: str = "prompt"         # bootstrap unit: prompt | row
     thresholds: str | None = None
     batch_size: int = 32                # transformers backend: rows per forward pass (fastest on 2 CPU cores, bench/bench_embedded_mc.py)
+    workers: str | None = None          # transformers backend: forward passes side by side (None: auto, one per CPU thread)
     progress: bool | None = None
     export: str | None = None           # also export this run's store rows (JSONL(.gz))
     # API calls: caps shared by every process using the same store (<store>.limits)
@@ -210,7 +211,7 @@ class _Asker:
                 raise ConfigError("--rpm/--tpm cap API calls; the transformers backend makes "
                                   "none", key="--rpm" if "rpm" in limits else "--tpm")
             return get_backend("transformers", model=self.config.backend_model(),
-                               batch_size=self.config.batch_size)
+                               batch_size=self.config.batch_size, workers=self.config.workers)
         opts: dict[str, Any] = {"max_cost_usd": self.config.max_cost}
         if self.config.api_base:
             opts["api_base"] = self.config.api_base
@@ -631,7 +632,7 @@ REGEN_FLAGS = {"model": "--model", "backend": "--backend", "api_base": "--api-ba
                "bbq_cluster": "--bbq-cluster", "gen_cluster": "--gen-cluster"}
 PATH_FIELDS = ("bbq_dir", "suite", "published_grid", "thresholds")
 #: choices that do not change any number of the run (where it is stored, how it is shown)
-NOT_REGENERATED = ("store", "recordings", "progress", "batch_size", "export", "rpm", "tpm",
+NOT_REGENERATED = ("store", "recordings", "progress", "batch_size", "workers", "export", "rpm", "tpm",
                    "shard", "max_cost")
 
 

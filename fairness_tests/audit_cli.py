@@ -84,7 +84,11 @@ def register(subparsers) -> None:
                    help="BBQ bootstrap unit: whole templates (default) or single items")
     p.add_argument("--gen-cluster", default=None, choices=["prompt", "row"],
                    help="generative bootstrap unit: whole prompts (default) or generations")
-    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="local models: rows per forward pass (default 32)")
+    p.add_argument("--workers", default=None, metavar="N|auto",
+                   help="local models on a CPU: forward passes side by side, each on "
+                        "threads/N torch threads (default auto: one per CPU thread)")
     p.add_argument("--rpm", type=float, default=None,
                    help="API requests per minute, shared by every process using this store")
     p.add_argument("--tpm", type=float, default=None,
@@ -109,7 +113,7 @@ def config_from_args(args):
     extra = {k: getattr(args, k) for k in (
         "api_base", "bbq_filter", "rotations", "temperature", "limit", "suite",
         "published_grid", "gen_max_new_tokens", "gen_limit", "rubric", "thresholds", "seed",
-        "n_boot", "bbq_cluster", "gen_cluster", "batch_size", "per_cell", "export", "rpm", "tpm", "shard", "consistency_items", "max_tokens",
+        "n_boot", "bbq_cluster", "gen_cluster", "batch_size", "workers", "per_cell", "export", "rpm", "tpm", "shard", "consistency_items", "max_tokens",
         "repeat_mode", "reasoning_effort", "thinking_budget", "max_cost")}
     if args.compare_rubric is not None:
         extra["compare_rubric"] = None if args.compare_rubric == "none" else args.compare_rubric

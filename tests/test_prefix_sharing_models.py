@@ -72,10 +72,15 @@ def requests():
 
 @pytest.mark.parametrize("kind", ["gemma3", "llama"])
 @pytest.mark.parametrize("batch_size", [1, 3, 16])
-def test_shared_prefixes_equal_plain_forward_passes(kind, batch_size, tmp_path):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_shared_prefixes_equal_plain_forward_passes(kind, batch_size, workers, tmp_path):
+    """Also with two workers computing the batches of a level side by side (each batch
+    after the batches holding its ancestors), and with the workers' linear layers in
+    numpy's BLAS where numpy has OpenBLAS: the reference pass below runs outside the
+    workers, on torch's own kernels."""
     build(kind, tmp_path)
     be = tb.TransformersBackend(str(tmp_path), batch_size=batch_size, dtype="float64",
-                                threads=1)
+                                threads=workers, workers=workers)
     reqs = requests()
     out = be.answer(reqs)
     L = be.loaded()

@@ -103,3 +103,30 @@ def test_cut_points_are_optimal_by_enumeration():
             if all(j - i <= max_rows for i, j in gs):
                 best = cost(gs) if best is None else min(best, cost(gs))
         assert cost(groups) == best
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_batch_groups_need_only_earlier_groups_and_share_small_groups(workers):
+    """The batches of one group may run side by side: none holds an ancestor of a node
+    of the same group; a group of n nodes is cut into batches of at most
+    min(max_rows, ceil(n / workers)) rows; flattened, the groups are ``batches``."""
+    rng = random.Random(11)
+    prompts = random_prompts(rng, 80)
+    tree = PrefixTree(prompts)
+    seen_before: set = set()
+    flat = []
+    for group in tree.batch_groups(max_rows=6, chunk_tokens=120, workers=workers):
+        members = [n for b in group for n in b]
+        n = len(members)
+        cap = min(6, -(-n // workers))
+        assert all(len(b) <= cap for b in group)
+        assert len(group) >= -(-n // cap)
+        for node in members:
+            assert all(a in seen_before for a in node.path()[:-1])   # ancestors: earlier
+            node.kv = "cached"
+        seen_before.update(members)
+        flat.extend(map(tuple, group))
+    again = PrefixTree(prompts)
+    assert [tuple(n.first for n in b) for b in flat] == \
+        [tuple(n.first for n in b) for b in again.batches(6, 120, workers=workers)]
+    assert seen_before == set(tree.nodes)

@@ -160,15 +160,30 @@ class PrefixTree:
         return overhead + len(batch) * max(n.length for n in batch)
 
     def planned_cost(self, max_rows: int, chunk_tokens: int = 1 << 16,
-                     overhead: int = BATCH_OVERHEAD) -> int:
+                     overhead: int = BATCH_OVERHEAD, workers: int = 1) -> int:
         """The summed :meth:`batch_cost` of :meth:`batches` (before any cache exists)."""
-        return sum(self.batch_cost(b, overhead) for b in self.batches(max_rows, chunk_tokens,
-                                                                       overhead))
+        return sum(self.batch_cost(b, overhead)
+                   for b in self.batches(max_rows, chunk_tokens, overhead, workers))
 
     def batches(self, max_rows: int, chunk_tokens: int = 1 << 16,
-                overhead: int = BATCH_OVERHEAD) -> Iterator[list[Node]]:
+                overhead: int = BATCH_OVERHEAD, workers: int = 1) -> Iterator[list[Node]]:
         """Batches of nodes, every parent before its children (see the module
         docstring); drops ``node.kv`` once nothing below needs it."""
+        for group in self.batch_groups(max_rows, chunk_tokens, overhead, workers):
+            yield from group
+
+    def batch_groups(self, max_rows: int, chunk_tokens: int = 1 << 16,
+                     overhead: int = BATCH_OVERHEAD,
+                     workers: int = 1) -> Iterator[list[list[Node]]]:
+        """:meth:`batches` in groups: the batches of one group (one level of a chunk's
+        inner nodes, or its leaves) need only nodes of earlier groups, so they may be
+        computed in any order or at the same time. Ask for the next group only once the
+        last one is computed: ``node.kv`` of the nodes a chunk was the last to need is
+        dropped when the next group is asked for.
+
+        ``workers``: how many batches run side by side; each group is cut by
+        :func:`balanced_cut_points`, so a group smaller than ``workers`` full batches
+        still gives every worker a share."""
         if max_rows < 1 or chunk_tokens < 1:
             raise ValueError("max_rows and chunk_tokens must be >= 1")
         chunk_of, c, used = [], 0, 0
@@ -192,9 +207,12 @@ class PrefixTree:
                 else:
                     leaves.append(n)
             for group in [levels[d] for d in sorted(levels)] + [leaves]:
+                if not group:
+                    continue
                 group.sort(key=lambda n: (n.length, n.first))
-                for i, j in cut_points([n.length for n in group], max_rows, overhead):
-                    yield group[i:j]
+                cuts = balanced_cut_points([n.length for n in group], max_rows, overhead,
+                                           workers)
+                yield [group[i:j] for i, j in cuts]
             for n in ending[c]:
                 n.kv = None
 
@@ -216,6 +234,38 @@ def cut_points(lengths: Sequence[int], max_rows: int, overhead: int) -> list[tup
         out.append((cut[j], j))
         j = cut[j]
     return out[::-1]
+
+
+def balanced_cut_points(lengths: Sequence[int], max_rows: int, overhead: int,
+                        workers: int = 1) -> list[tuple[int, int]]:
+    """:func:`cut_points` for ``workers`` batches at a time: of the cuts with at most
+    ``ceil(n / (k * workers))`` rows a batch (k = 1 to 4; never more than
+    ``max_rows``), the one that finishes first when each batch goes to the first free
+    worker, longest first (:func:`makespan`); ties go to the smaller total cost. One
+    worker: :func:`cut_points` itself."""
+    n = len(lengths)
+    if workers <= 1 or n == 0:
+        return cut_points(lengths, max_rows, overhead)
+    best: tuple[float, float, list[tuple[int, int]]] | None = None
+    for rows in sorted({max(min(max_rows, -(-n // (k * workers))), 1) for k in (1, 2, 3, 4)},
+                       reverse=True):
+        cuts = cut_points(lengths, rows, overhead)
+        costs = [overhead + (j - i) * lengths[j - 1] for i, j in cuts]
+        key = (makespan(costs, workers), sum(costs))
+        if best is None or key < best[:2]:
+            best = (key[0], key[1], cuts)
+    assert best is not None
+    return best[2]
+
+
+def makespan(costs: Sequence[float], workers: int) -> float:
+    """When the last of ``costs`` finishes on ``workers`` workers, each job going to
+    the first free worker, longest first."""
+    free = [0.0] * max(workers, 1)
+    for c in sorted(costs, reverse=True):
+        i = free.index(min(free))
+        free[i] += c
+    return max(free)
 
 
 def _split(node: Node, at: int) -> Node:

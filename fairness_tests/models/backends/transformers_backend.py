@@ -28,10 +28,19 @@ its own ``torch.Generator`` seeded from ``H(seed, prompt_key, repeat)``, so a
 row's text does not depend on its batch mates (up to float round-off of padded
 batches). Text is whitespace-stripped; token counts and latency are recorded.
 
-``latency_s``: a batch's wall time is split equally among its rows; a choice
+Workers (:mod:`.workers`): on a CPU the independent batches of one group (one level
+of the prefix tree, or its leaves; the generation batches) run side by side, one per
+worker thread with one torch thread each (``workers="auto"``, the default: as many
+workers as CPU threads; ``workers=1``: one forward pass at a time over all threads).
+With one thread per worker the linear layers go through numpy's OpenBLAS
+(:mod:`.blas_linear`). A batch computes the same rows whichever worker runs it, so
+the answers do not depend on the number of workers (up to float round-off).
+
+``latency_s``: a batch's time on its worker is split equally among its rows; a choice
 prompt's latency is the sum over the segments on its path of (segment time / prompts
 below the segment), a generation's the batch time over its rows; so the latencies of
-distinct prompts add up to the wall time of the forward passes.
+distinct prompts add up to the workers' time in forward passes (with ``W`` workers
+side by side, up to ``W`` times the wall time).
 
 Reporting: with a :class:`~.base.Reporter` as ``on_response`` (what ``runner.ask``
 passes), model loading is a phase of its own, then ``begin`` gives the planned work
@@ -53,9 +62,11 @@ from typing import Any, Callable
 from ...errors import ConfigError, DataError
 from ..request import Request, Response
 from ..letters import draw_letter, letter_distribution, stable_int as _stable_int
+from . import blas_linear
 from . import embedded as emb
 from .base import Reporter
 from .prefix_tree import BATCH_OVERHEAD, Node, PrefixTree
+from .workers import Workers, cpu_threads, resolve_workers
 
 _LOADED: dict[tuple[str, str, str], "_Loaded"] = {}
 
@@ -229,7 +240,7 @@ class TransformersBackend:
     def __init__(self, model: str | os.PathLike = emb.EMBEDDED, batch_size: int = 32,
                  device: str = "cpu", dtype: str = "auto",
                  answer_prefix: str = emb.ANSWER_PREFIX, threads: int | None = None,
-                 **_ignored: Any):
+                 workers: int | str | None = None, **_ignored: Any):
         if int(batch_size) < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
         self.model = str(model)
@@ -237,7 +248,9 @@ class TransformersBackend:
         self.device = device
         self.dtype = dtype
         self.answer_prefix = answer_prefix
-        self.threads = int(threads) if threads else None   # torch CPU threads (None: torch's)
+        self.threads = int(threads) if threads else None   # CPU threads in all (None: torch's)
+        self.workers = workers          # forward passes side by side (None/"auto": see .workers)
+        resolve_workers(workers, 1, "cpu")                  # a bad value fails here
         self._loaded: _Loaded | None = None
         # counters a bench or test can read
         self.forward_passes = 0       # choice forward passes (batches of tree nodes)
@@ -314,6 +327,7 @@ class TransformersBackend:
         t_load = time.perf_counter()
         self.loaded()              # a missing/broken model is a configuration error: raise
         t_load = time.perf_counter() - t_load
+        workers = self._workers()
 
         def done(i: int, resp: Response) -> None:
             out[i] = resp
@@ -337,19 +351,37 @@ class TransformersBackend:
             self.prompt_tokens += plan.tree.prompt_tokens
         gen_plan = self._plan_generate(requests, gen, done) if gen else None
         if reporter is not None:
-            work = (plan.tree.planned_cost(self.batch_size, self._chunk_tokens()) if plan
+            work = (plan.tree.planned_cost(self.batch_size, self._chunk_tokens(),
+                                           workers=workers.n) if plan
                     else 0) + (sum(g.work for g in gen_plan) if gen_plan else 0)
-            note = f"model ready in {t_load:.1f} s; {len(requests)} requests"
+            note = (f"model ready in {t_load:.1f} s ({workers.describe()}); "
+                    f"{len(requests)} requests")
             if plan:
                 note += (f", {plan.tree.n_prompts} distinct prompts: {plan.tree.tokens_computed}"
                          f" of {plan.tree.prompt_tokens} prompt tokens to compute")
             reporter.begin(work, "", note)
         batch_done = reporter.batch_done if reporter is not None else (lambda work: None)
-        if plan:
-            self._run_choice(requests, plan, done, batch_done)
-        if gen_plan:
-            self._run_generate(requests, gen_plan, done, batch_done)
+        with workers:
+            if plan:
+                self._run_choice(requests, plan, done, batch_done, workers)
+            if gen_plan:
+                self._run_generate(requests, gen_plan, done, batch_done, workers)
         return out  # type: ignore[return-value]
+
+    def _workers(self) -> Workers:
+        """The workers of this backend's device and threads (see :mod:`.workers`); on a
+        CPU with one thread per worker the linear layers go through numpy's OpenBLAS
+        when numpy has it (:mod:`.blas_linear`)."""
+        L = self.loaded()
+        threads = cpu_threads(self.threads)
+        n = resolve_workers(self.workers, threads, L.device)
+        if not str(L.device).startswith("cpu"):
+            return Workers(n, threads)
+        each = max(threads // n, 1)
+        blas = each == 1 and L.dtype in ("float32", "float64") and blas_linear.available()
+        if blas:
+            blas_linear.install(L.model)
+        return Workers(n, each, blas=blas)
 
     # ------------------------------------------------------------------ choice
     def letter_ids(self, choices: tuple[str, ...]) -> list[int]:
@@ -414,32 +446,37 @@ class TransformersBackend:
             return 0, 0, 0
         return plan.tree.n_prompts, plan.tree.prompt_tokens, plan.tree.tokens_computed
 
-    def _run_choice(self, requests, plan: "_ChoicePlan", done, batch_done) -> None:
-        """Every node of the prefix tree once, parents first; a prompt's distribution
-        when its last node is computed. A failing forward pass turns every prompt not
-        answered yet into error rows (the cached prefixes below it are lost)."""
+    def _run_choice(self, requests, plan: "_ChoicePlan", done, batch_done,
+                    workers: Workers) -> None:
+        """Every node of the prefix tree once, parents first, the batches of one group
+        side by side (``workers``); a prompt's distribution when its last node is
+        computed. A failing forward pass turns every prompt not answered yet into error
+        rows (the cached prefixes below it are lost)."""
         import torch
         answered = [False] * len(plan.keys)
         chunk = self._chunk_tokens()
         try:
-            for batch in plan.tree.batches(self.batch_size, chunk_tokens=chunk):
-                t0 = time.perf_counter()
-                logits = self._forward_nodes(batch)
-                dt = time.perf_counter() - t0
-                for n in batch:
-                    n.seconds = dt / len(batch)
-                row = 0
-                for n in batch:
-                    if not n.ends:
-                        continue
-                    z = logits[row]
-                    row += 1
-                    lse = torch.logsumexp(z, dim=-1)
-                    latency = sum(m.seconds / m.n_below for m in n.path())
-                    for g in n.ends:
-                        self._respond(requests, plan, g, z, lse, latency, done)
-                        answered[g] = True
-                batch_done(PrefixTree.batch_cost(batch))
+            for group in plan.tree.batch_groups(self.batch_size, chunk_tokens=chunk,
+                                                workers=workers.n):
+                for batch, logits, dt in workers.run(group, self._forward_nodes,
+                                                     cost=PrefixTree.batch_cost):
+                    self.forward_passes += 1
+                    self.computed_tokens += sum(n.length for n in batch)
+                    self.padded_tokens += len(batch) * max(n.length for n in batch)
+                    for n in batch:
+                        n.seconds = dt / len(batch)
+                    row = 0
+                    for n in batch:
+                        if not n.ends:
+                            continue
+                        z = logits[row]
+                        row += 1
+                        lse = torch.logsumexp(z, dim=-1)
+                        latency = sum(m.seconds / m.n_below for m in n.path())
+                        for g in n.ends:
+                            self._respond(requests, plan, g, z, lse, latency, done)
+                            answered[g] = True
+                    batch_done(PrefixTree.batch_cost(batch))
         except Exception as exc:  # noqa: BLE001 - reported as error rows, never raised
             for g, ok in enumerate(answered):
                 if not ok:
@@ -476,7 +513,9 @@ class TransformersBackend:
         """One forward pass over the segments of ``nodes``, each after the cached keys and
         values of its ancestors. Returns the next-token logits (float32, cpu) at the last
         token of each node that ends a prompt, in batch order; keeps ``node.kv`` (keys and
-        values of its own segment, all layers) for each node with children.
+        values of its own segment, all layers) for each node with children. Safe to run
+        in several threads at once on batches of one group (it writes only its own
+        nodes' ``kv``).
 
         Layout of row b: ``[pad | ancestors' cache (P_b)] [pad | segment (N_b)]``, both left
         padded (to P and N); real positions ``0..P_b+N_b-1`` as position ids. The 4-D mask
@@ -548,9 +587,6 @@ class TransformersBackend:
                     k = torch.stack([lay.keys[b, :, P + N - n.length:] for lay in cache.layers])
                     v = torch.stack([lay.values[b, :, P + N - n.length:] for lay in cache.layers])
                     n.kv = (k, v)
-        self.forward_passes += 1
-        self.computed_tokens += int(seg.sum())
-        self.padded_tokens += B * N
         return res.logits.float().cpu()
 
     # ------------------------------------------------------------------ generate
@@ -578,20 +614,27 @@ class TransformersBackend:
                                      temp, top_p, max_tokens))
         return out
 
-    def _run_generate(self, requests, batches: list["_GenBatch"], done, batch_done) -> None:
-        for gb in batches:
+    def _run_generate(self, requests, batches: list["_GenBatch"], done, batch_done,
+                      workers: Workers) -> None:
+        """The generation batches, side by side (``workers``); a failing batch's rows
+        become error rows, the other batches go on."""
+        def generate(gb: "_GenBatch"):
             try:
-                results = self._generate_batch([requests[i] for i in gb.idxs], gb.texts,
-                                               gb.temperature, gb.top_p, gb.max_tokens)
-            except Exception as exc:  # noqa: BLE001
+                return self._generate_batch([requests[i] for i in gb.idxs], gb.texts,
+                                            gb.temperature, gb.top_p, gb.max_tokens)
+            except Exception as exc:  # noqa: BLE001 - reported as error rows
+                return exc
+
+        for gb, results, _dt in workers.run(batches, generate, cost=lambda gb: gb.work):
+            if isinstance(results, Exception):
                 for i in gb.idxs:
                     done(i, Response(key=requests[i].key(), status="error",
-                                     error=f"{type(exc).__name__}: {exc}"))
-                batch_done(gb.work)
-                continue
-            for i, n_in, (text, n_out, dt) in zip(gb.idxs, gb.lengths, results):
-                done(i, Response(key=requests[i].key(), text=text, prompt_tokens=n_in,
-                                 completion_tokens=n_out, latency_s=dt, status="ok"))
+                                     error=f"{type(results).__name__}: {results}"))
+            else:
+                self.generate_calls += 1
+                for i, n_in, (text, n_out, dt) in zip(gb.idxs, gb.lengths, results):
+                    done(i, Response(key=requests[i].key(), text=text, prompt_tokens=n_in,
+                                     completion_tokens=n_out, latency_s=dt, status="ok"))
             batch_done(gb.work)
 
     def _stop_ids(self) -> list[int]:
@@ -622,7 +665,6 @@ class TransformersBackend:
             procs.append(_RowSampler(gens, temperature, top_p))
         with torch.inference_mode():
             seqs = mdl.generate(**enc, generation_config=cfg, logits_processor=procs)
-        self.generate_calls += 1
         new = seqs[:, enc["input_ids"].shape[1]:].cpu()
         dt = (time.perf_counter() - t0) / len(reqs)
         results = []
