@@ -16,7 +16,7 @@ worked, the tokens computed against the tokens in the prompts (the backend's own
 and the forward-pass time (the sum of the recorded latencies). Nothing is timed in tests.
 
     python bench/bench_embedded_mc.py [--batch-sizes 8,16,32] [--limit 30] [--threads 2]
-        [--rotations none] [--protocols bbq] [--keep DIR]
+        [--workers 1,auto] [--rotations none] [--protocols bbq] [--keep DIR]
 
 ``--protocols bbq consistency --rotations sample`` measures the consistency sample with
 its option rotations (1344 prompts, each asked 20 times at rotation 0).
@@ -79,18 +79,20 @@ def cpu_times() -> tuple[int, int]:
 
 def run_audit(batch_size: int | None, workdir: Path, *, limit: int | None = 30, threads: int = 2,
               rotations: str = "none", protocols: tuple[str, ...] = ("bbq",),
-              echo: bool = True) -> AuditRun:
+              echo: bool = True, workers: str | None = None) -> AuditRun:
     """One fresh-store `audit --live` run as a subprocess; its progress time-stamped.
-    ``batch_size`` None: the audit's default (the command a user types)."""
-    store = workdir / f"store-b{batch_size or 'default'}.sqlite"
+    ``batch_size``/``workers`` None: the audit's default (the command a user types)."""
+    tag = f"b{batch_size or 'default'}" + (f"-w{workers}" if workers else "")
+    store = workdir / f"store-{tag}.sqlite"
     for p in (store, Path(f"{store}-wal"), Path(f"{store}-shm")):
         if p.exists():
             p.unlink()
     cmd = [sys.executable, "-m", "fairness_tests.cli", "audit", "--live",
            "--protocols", *protocols, "--rotations", rotations,
            *(["--batch-size", str(batch_size)] if batch_size else []),
+           *(["--workers", str(workers)] if workers else []),
            "--recordings", "--store", str(store),
-           "--out", str(workdir / f"out-b{batch_size or 'default'}")]
+           "--out", str(workdir / f"out-{tag}")]
     if limit:
         cmd += ["--limit", str(limit)]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
@@ -167,6 +169,9 @@ def main() -> int:
     ap.add_argument("--batch-sizes", default="8,16,32")
     ap.add_argument("--limit", type=int, default=30, help="items per dataset x context x polarity")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--workers", default="",
+                    help="comma-separated --workers values to alternate per batch size "
+                         "(e.g. 1,auto); default: the audit's own (auto)")
     ap.add_argument("--rotations", default="none", choices=("none", "sample", "all"))
     ap.add_argument("--protocols", nargs="+", default=["bbq"])
     ap.add_argument("--keep", default=None, help="keep stores and runs in this directory")
@@ -180,12 +185,14 @@ def main() -> int:
         work.mkdir(parents=True, exist_ok=True)
         runs = []
         for b in sizes:
-            runs.append(run_audit(b, work, limit=a.limit, threads=a.threads,
-                                  rotations=a.rotations, protocols=tuple(a.protocols),
-                                  echo=not a.quiet))
-            print(describe(runs[-1]) + f"  [load average {os.getloadavg()[0]:.2f}]", flush=True)
+            for w in [x.strip() for x in a.workers.split(",") if x.strip()] or [None]:
+                runs.append(run_audit(b, work, limit=a.limit, threads=a.threads,
+                                      rotations=a.rotations, protocols=tuple(a.protocols),
+                                      echo=not a.quiet, workers=w))
+                print(describe(runs[-1]) + f"  [load average {os.getloadavg()[0]:.2f}]",
+                      flush=True)
     best = max(runs, key=lambda r: r.items_per_s)
-    print(f"fastest: batch {best.batch_size} ({best.items_per_s:.2f} items/s); "
+    print(f"fastest: batch {best.batch_size}, {best.workers} ({best.items_per_s:.2f} items/s); "
           f"load average now {os.getloadavg()}")
     return 0
 

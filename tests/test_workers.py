@@ -74,6 +74,7 @@ def test_thread_counts_are_the_workers_inside_and_the_callers_after():
 def test_resolve_workers():
     assert resolve_workers(None, 2, "cpu") == 2 and resolve_workers("auto", 4, "cpu") == 4
     assert resolve_workers(None, 8, "cuda") == 1 and resolve_workers("3", 2, "cpu") == 3
+    assert resolve_workers("auto", 64, "cpu") == 8                 # AUTO_MAX
     for bad in ("two", 0, "-1"):
         with pytest.raises(ConfigError) as e:
             resolve_workers(bad, 2, "cpu")

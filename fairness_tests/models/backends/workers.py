@@ -4,8 +4,9 @@ torch with its own ``threads // W`` intra-op threads.
 On a CPU, one matrix multiply split across 2 threads runs slower than two multiplies
 of one thread each, side by side: the threads of one operation wait for each other
 at every barrier, and the small elementwise operations of a 270M model are mostly
-barrier (``bench/bench_embedded_mc.py --workers``: 2 workers of 1 thread answer
-about 20% more items per second than 1 worker of 2 threads on 2 cores). torch
+barrier (``bench/bench_embedded_mc.py --workers 1,auto``, alternating: 2 workers of 1
+thread answered 8.09 and 8.25 items/s, 1 worker of 2 threads 6.42 and 6.56, on 2
+cores). torch
 releases the GIL inside its operations, so threads of one process suffice: the model
 is loaded once and its weights are shared.
 
@@ -32,10 +33,8 @@ from typing import Callable, Iterator, Sequence, TypeVar
 
 from ...errors import ConfigError
 
-#: workers flush subnormal floats (|x| < 1.2e-38 in float32) to zero (the CPU's
-#: FTZ/DAZ flags, per thread): GELU's tanh meets them in this model's activations and
-#: each costs a microcode assist; as zeros they change no result above 1e-30
-FLUSH_DENORMALS = False
+#: most workers ``"auto"`` starts (more CPU threads are shared out among them)
+AUTO_MAX = 8
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -51,10 +50,14 @@ def cpu_threads(threads: int | None) -> int:
 
 
 def resolve_workers(workers: int | str | None, threads: int, device: str) -> int:
-    """``workers``: an int >= 1, or ``None``/``"auto"``: one worker per CPU thread on a
-    CPU (each with one intra-op thread), one on a GPU (whose kernels already fill it)."""
+    """``workers``: an int >= 1, or ``None``/``"auto"``: on a CPU one worker per CPU
+    thread (each with one intra-op thread) up to :data:`AUTO_MAX` (each worker holds
+    one batch's activations and cache, about 300 MB at 32 rows of this model); on a
+    GPU one (its kernels already fill it)."""
     if workers in (None, "auto"):
-        return 1 if not str(device).startswith("cpu") else max(int(threads), 1)
+        if not str(device).startswith("cpu"):
+            return 1
+        return min(max(int(threads), 1), AUTO_MAX)
     try:
         w = int(workers)
     except (TypeError, ValueError):
@@ -100,8 +103,6 @@ class Workers:
     def _start_worker(self) -> None:
         import torch
         torch.set_num_threads(self.threads_each)
-        if FLUSH_DENORMALS:
-            torch.set_flush_denormal(True)
         if self.blas:
             from .blas_linear import enable_in_this_thread
             enable_in_this_thread()
@@ -116,7 +117,7 @@ class Workers:
         """``fn(job)`` for every job on the workers, longest ``cost`` first;
         ``(job, result, seconds on its worker)`` as each finishes. An exception in a job
         is raised here once the jobs already running have finished (none is left
-        computing behind the caller's back); jobs not started are not run."""
+        computing behind the caller's back); the jobs not started yet are cancelled."""
         if self._pool is None:
             raise RuntimeError("Workers.run outside its with-block")
 
