@@ -566,10 +566,12 @@ class TransformersBackend:
         if P:
             shape = next(a.kv[0].shape for n in nodes for a in n.path()[:-1])
             layers, heads, _, hd = shape
-            pk = torch.zeros((layers, B, heads, P, hd), dtype=dtype, device=dev)
-            pv = torch.zeros_like(pk)
+            pk = torch.empty((layers, B, heads, P, hd), dtype=dtype, device=dev)
+            pv = torch.empty_like(pk)
             for b, n in enumerate(nodes):
-                off = P - n.start
+                off = P - n.start          # the ancestors fill [off, P); the padding is 0
+                pk[:, b, :, :off] = 0
+                pv[:, b, :, :off] = 0
                 for a in n.path()[:-1]:
                     pk[:, b, :, off + a.start:off + a.end] = a.kv[0]
                     pv[:, b, :, off + a.start:off + a.end] = a.kv[1]
