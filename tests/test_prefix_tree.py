@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from fairness_tests.models.backends.prefix_tree import PrefixTree, cut_points
+from fairness_tests.models.backends.prefix_tree import (PrefixTree, balanced_cut_points,
+                                                        cut_points, makespan)
 
 
 def distinct_prefixes(prompts) -> int:
@@ -130,3 +131,24 @@ def test_batch_groups_need_only_earlier_groups_and_share_small_groups(workers):
     assert [tuple(n.first for n in b) for b in flat] == \
         [tuple(n.first for n in b) for b in again.batches(6, 120, workers=workers)]
     assert seen_before == set(tree.nodes)
+
+
+def test_balanced_cuts_on_paper_and_never_finish_later_than_plain_cuts():
+    # LPT on 2 workers: 5 | 4, then 3 -> 7, 3 -> 8, 3 -> 10
+    assert makespan([5, 4, 3, 3, 3], 2) == 10 and makespan([5, 4, 3], 1) == 12
+    # 60 equal segments of 10 tokens, overhead 48, at most 32 rows: the cheapest cut is
+    # 32 + 28 rows (makespan 48 + 320 = 368); 30 + 30 finishes at 348; 4 x 15 at 396
+    assert sorted(b - a for a, b in cut_points([10] * 60, 32, 48)) == [28, 32]
+    assert balanced_cut_points([10] * 60, 32, 48, workers=2) == [(0, 30), (30, 60)]
+    rng = random.Random(5)
+    for _ in range(200):
+        lengths = sorted(rng.randrange(1, 60) for _ in range(rng.randrange(1, 80)))
+        rows, over, w = rng.randrange(1, 33), rng.randrange(0, 64), rng.randrange(1, 5)
+        got = balanced_cut_points(lengths, rows, over, w)
+        assert [i for a, b in got for i in range(a, b)] == list(range(len(lengths)))
+        assert all(b - a <= rows for a, b in got)
+        cost = [over + (b - a) * lengths[b - 1] for a, b in got]
+        plain = [over + (b - a) * lengths[b - 1] for a, b in cut_points(lengths, rows, over)]
+        assert makespan(cost, w) <= makespan(plain, w)
+        if w == 1:
+            assert got == cut_points(lengths, rows, over)
