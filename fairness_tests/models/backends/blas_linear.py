@@ -5,8 +5,9 @@ round-off), for the CPU workers of :mod:`.workers` that run one torch thread eac
 Measured here (AMD EPYC, AVX2, 2 cores, two single-threaded GEMMs side by side),
 OpenBLAS's single-threaded sgemm beats the MKL torch ships with at this model's shapes:
 165 vs 122 GFLOP/s for the 640 -> 2048 projections, 165 vs 144 for 2048 -> 640, and
-81 vs 41 for the 262,144-row output head; in the model the 240-item audit ran about
-6% faster (alternating runs in one process). With more than one thread per worker
+81 vs 41 for the 262,144-row output head; in the model the 240-item audit ran 3-6%
+faster (alternating runs in one process: medians 28.9 vs 30.8 s in one set, 28.96 vs
+29.81 s in another). With more than one thread per worker
 it is not used: OpenBLAS's own threads and torch's OpenMP threads spin against each
 other (measured twice as slow).
 
