@@ -61,7 +61,7 @@ class AuditRun:
         return self.answers / self.answer_s if self.answer_s else float("nan")
 
 
-NOTE = re.compile(r"model ready in [\d.]+ s(?: \(([^)]*)\))?; (\d+) requests(?:, (\d+) distinct prompts: "
+NOTE = re.compile(r"model ready in [\d.]+ s \(([^)]*)\); (\d+) requests(?:, (\d+) distinct prompts: "
                   r"(\d+) of (\d+) prompt tokens)?")
 COUNT = re.compile(r"\s(\d+)/(\d+)\s")
 
@@ -120,7 +120,7 @@ def run_audit(batch_size: int | None, workdir: Path, *, limit: int | None = 30, 
     t_ready, note = run.lines[ready]
     m = NOTE.search(note)
     if m:
-        run.workers = m.group(1) or ""
+        run.workers = m.group(1)
     if m and m.group(3):
         run.prompts, run.computed_tokens, run.prompt_tokens = (int(m.group(i)) for i in (3, 4, 5))
     work = [(t, ln) for t, ln in run.lines[ready + 1:] if COUNT.search(ln)]

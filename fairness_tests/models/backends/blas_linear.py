@@ -7,42 +7,36 @@ OpenBLAS's single-threaded sgemm beats the MKL torch ships with at this model's 
 165 vs 122 GFLOP/s for the 640 -> 2048 projections, 165 vs 144 for 2048 -> 640, and
 81 vs 41 for the 262,144-row output head; in the model the 240-item audit ran 3-6%
 faster (alternating runs in one process: medians 28.9 vs 30.8 s in one set, 28.96 vs
-29.81 s in another). With more than one thread per worker
-it is not used: OpenBLAS's own threads and torch's OpenMP threads spin against each
-other (measured twice as slow).
+29.81 s in another). With more than one thread per worker it is not used: OpenBLAS's
+own threads and torch's OpenMP threads spin against each other (measured twice as
+slow).
 
-:func:`install` wraps the ``forward`` of each :class:`torch.nn.Linear` of a model (once);
-a wrapped layer takes the BLAS path only in a thread that :func:`enable_in_this_thread`
-turned it on in, and for a
-CPU input of the weight's dtype (float32 or float64) without autograd, and is torch's
-``linear`` everywhere else, so a model shared with other code computes as before
-outside the workers. :func:`single_threaded` holds numpy's BLAS at one thread (it is
+:func:`install` wraps the ``forward`` of each :class:`torch.nn.Linear` of a model
+(once); a wrapped layer takes the BLAS path only in a thread that
+:func:`enable_in_this_thread` turned it on in, and for a CPU input of the weight's
+dtype (one of :data:`DTYPES`) without autograd, and is torch's ``linear`` everywhere
+else, so a model shared with other code computes as before outside the workers. :func:`single_threaded` holds numpy's BLAS at one thread (it is
 process-wide) while the workers run, and restores it after.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
-from typing import Any, Iterator
+from typing import Iterator
 
 _STATE = threading.local()
-_DTYPES = ("float32", "float64")
+#: the weight dtypes the BLAS path computes in (sgemm, dgemm)
+DTYPES = ("float32", "float64")
 
 
-def openblas_info() -> dict[str, Any] | None:
-    """threadpoolctl's record of the OpenBLAS numpy uses, or None (numpy has another
-    BLAS)."""
+@functools.cache
+def available() -> bool:
+    """Whether numpy's BLAS is OpenBLAS (threadpoolctl finds it among the loaded
+    libraries; looked up once per process)."""
     import numpy  # noqa: F401 - loads numpy's BLAS so threadpoolctl can see it
     from threadpoolctl import threadpool_info
-    for info in threadpool_info():
-        if info.get("internal_api") == "openblas":
-            return info
-    return None
-
-
-def available() -> bool:
-    """Whether the BLAS path can be used in this process."""
-    return openblas_info() is not None
+    return any(info.get("internal_api") == "openblas" for info in threadpool_info())
 
 
 @contextlib.contextmanager
@@ -53,9 +47,10 @@ def single_threaded() -> Iterator[None]:
         yield
 
 
-def enable_in_this_thread(on: bool = True) -> None:
-    """Turn the BLAS path on (or off) for wrapped layers called from this thread."""
-    _STATE.on = bool(on)
+def enable_in_this_thread() -> None:
+    """Turn the BLAS path on for wrapped layers called from this thread (a worker's,
+    which ends with the workers)."""
+    _STATE.on = True
 
 
 def install(model) -> int:
@@ -83,7 +78,7 @@ class _BlasForward:
         w = mod.weight
         if (not getattr(_STATE, "on", False) or x.device.type != "cpu"
                 or w.device.type != "cpu" or x.dtype != w.dtype
-                or str(w.dtype).replace("torch.", "") not in _DTYPES
+                or str(w.dtype).replace("torch.", "") not in DTYPES
                 or (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad))):
             return torch.nn.functional.linear(x, w, mod.bias)
         import numpy as np

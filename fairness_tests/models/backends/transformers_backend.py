@@ -378,7 +378,7 @@ class TransformersBackend:
         if not str(L.device).startswith("cpu"):
             return Workers(n, threads)
         each = max(threads // n, 1)
-        blas = each == 1 and L.dtype in ("float32", "float64") and blas_linear.available()
+        blas = each == 1 and L.dtype in blas_linear.DTYPES and blas_linear.available()
         if blas:
             blas_linear.install(L.model)
         return Workers(n, each, blas=blas)

@@ -6,9 +6,8 @@ of one thread each, side by side: the threads of one operation wait for each oth
 at every barrier, and the small elementwise operations of a 270M model are mostly
 barrier (``bench/bench_embedded_mc.py --workers 1,auto``, alternating: 2 workers of 1
 thread answered 8.09 and 8.25 items/s, 1 worker of 2 threads 6.42 and 6.56, on 2
-cores). torch
-releases the GIL inside its operations, so threads of one process suffice: the model
-is loaded once and its weights are shared.
+cores). torch releases the GIL inside its operations, so threads of one process
+suffice: the model is loaded once and its weights are shared.
 
 Work comes in groups (:meth:`~.prefix_tree.PrefixTree.batch_groups`): the jobs of one
 group depend only on earlier groups. :meth:`Workers.run` computes a group's jobs
