@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from fairness_tests.paths import bbq_dir
+from fairness_tests.core.paths import bbq_dir
 from fairness_tests.protocols.bbq.data import load_bbq
 from fairness_tests.protocols.bbq.filter import filter_items
 from fairness_tests.metrics.bbq_tables import bbq_tables
@@ -44,7 +44,8 @@ def main() -> None:
     preds = synthetic_predictions(items, REPEATS)
     import os
 
-    from fairness_tests import permutation, stats
+    from fairness_tests.stats import permutation
+    from fairness_tests.stats import bootstrap as stats
     for cluster in ("template", "item"):
         times = []
         for _ in range(3):

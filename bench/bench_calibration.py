@@ -50,8 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairness_tests.metrics.bbq import (accuracy_stat, amb_bias_stat, bias_stat,  # noqa: E402
                                         subgroup_fairness)
-from fairness_tests.permutation import permutation_test  # noqa: E402
-from fairness_tests.stats import bootstrap  # noqa: E402
+from fairness_tests.stats.permutation import permutation_test  # noqa: E402
+from fairness_tests.stats.bootstrap import bootstrap  # noqa: E402
 
 TAU = 1.0
 N_BOOT = 2000

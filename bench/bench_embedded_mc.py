@@ -2,7 +2,7 @@
 
 Runs the command a user runs, as a subprocess, on a fresh store with no recordings:
 
-    python -m fairness_tests.cli audit --live --protocols bbq --rotations none --limit 30 \\
+    python -m fairness_tests.cli.main audit --live --protocols bbq --rotations none --limit 30 \\
         --batch-size B --recordings --store <tmp> --out <tmp>
 
 (240 intersectional BBQ items: the first 30 per dataset x context x polarity) once per
@@ -87,7 +87,7 @@ def run_audit(batch_size: int | None, workdir: Path, *, limit: int | None = 30, 
     for p in (store, Path(f"{store}-wal"), Path(f"{store}-shm")):
         if p.exists():
             p.unlink()
-    cmd = [sys.executable, "-m", "fairness_tests.cli", "audit", "--live",
+    cmd = [sys.executable, "-m", "fairness_tests.cli.main", "audit", "--live",
            "--protocols", *protocols, "--rotations", rotations,
            *(["--batch-size", str(batch_size)] if batch_size else []),
            *(["--workers", str(workers)] if workers else []),

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from fault_server import FaultServer  # noqa: E402
 
-from fairness_tests.models.backends.litellm_backend import LiteLLMBackend, _litellm  # noqa: E402
+from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
+from fairness_tests.models.litellm_import import load_litellm  # noqa: E402
 from fairness_tests.models.request import Decoding, Request, chat  # noqa: E402
 from fairness_tests.models.runner import ask  # noqa: E402
 from fairness_tests.models.store import ResponseStore  # noqa: E402
@@ -46,7 +47,7 @@ def main() -> int:
                     help="aim for about this long per concurrency level")
     ap.add_argument("--levels", default="1,8,32")
     a = ap.parse_args()
-    _litellm()
+    load_litellm()
     print(f"loopback server latency {a.latency * 1000:.0f} ms; each level runs about "
           f"{a.seconds:g} s; ideal = concurrency / latency")
     print(f"{'concurrency':>11} {'requests':>9} {'seconds':>8} {'req/s':>8} {'ideal':>7} "

@@ -8,7 +8,7 @@ concurrency 8) into a fresh SQLite store, against ``tests/fault_server.py`` run 
 its own process (the toy letter model, tokens counted with tiktoken o200k_base and
 OpenAI's chat overhead, as for gpt-4o-mini), model ``openai/gpt-4o-mini`` (priced in
 litellm's local cost map). Before each live run, ``audit --dry-run``'s estimate
-(:func:`fairness_tests.audit.dry_run`, what the CLI prints) for the same command.
+(:func:`fairness_tests.pipeline.audit.dry_run`, what the CLI prints) for the same command.
 
 Expected requests: 448 x 20 = 8,960 (calls), 448 (n, logprobs); all items:
 162,240 / 8,112 / 8,112.
@@ -66,8 +66,8 @@ def args_for(url: str, store: Path, mode: str, items: str) -> list[str]:
 
 
 def one(mode: str, items: str) -> dict:
-    from fairness_tests.audit import config_from_options, dry_run
-    from fairness_tests.cli import main
+    from fairness_tests.pipeline.audit import config_from_options, dry_run
+    from fairness_tests.cli.main import main
     from fairness_tests.models.store import ResponseStore
 
     server = Server()

@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from fault_server import FaultServer  # noqa: E402
 
-from fairness_tests.models.backends.litellm_backend import LiteLLMBackend, _litellm  # noqa: E402
+from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
 from fairness_tests.models.backends.replay import ReplayBackend  # noqa: E402
+from fairness_tests.models.litellm_import import load_litellm  # noqa: E402
 from fairness_tests.models.request import Decoding, Request, chat  # noqa: E402
 from fairness_tests.models.runner import ask  # noqa: E402
 from fairness_tests.models.store import ResponseStore  # noqa: E402
@@ -30,7 +31,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--repeats", type=int, default=5, help="timed re-runs (best is shown)")
     a = ap.parse_args()
-    _litellm()
+    load_litellm()
     with FaultServer() as server, tempfile.TemporaryDirectory() as d:
         reqs = [Request(messages=chat("Answer with a letter.", f"question {i // 20}"),
                         backend="litellm", model="openai/bench-model", api_base=server.url,

@@ -73,7 +73,7 @@ def main() -> int:
         sizes = [p.stat().st_size for p in paths]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         t0 = time.perf_counter()
-        out = subprocess.run([sys.executable, "-m", "fairness_tests.cli", "store", "merge",
+        out = subprocess.run([sys.executable, "-m", "fairness_tests.cli.main", "store", "merge",
                               *map(str, paths), "--into", str(d / "merged.sqlite")],
                              capture_output=True, text=True, env=env, check=True)
         merge_s = time.perf_counter() - t0

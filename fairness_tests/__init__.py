@@ -1,7 +1,9 @@
 """fairness_tests: a pytest-based fairness regression suite for LLMs.
 
-Data flows one way:
-protocols (what is asked) -> models (backends + response store) -> metrics (pure
-functions over tables) -> rules (thresholds) -> plugin / card (tests, snapshots, cards).
+Data flows one way: protocols (what is asked) -> models (backends + response store) ->
+records -> metrics (pure functions over tables) -> rules (thresholds as data) -> tests,
+snapshots, gate, cards. docs/ARCHITECTURE.md draws the layers.
 """
-__version__ = "0.2.0"        # the one place the version is written (pyproject reads it)
+from fairness_tests.core.version import __version__
+
+__all__ = ["__version__"]

@@ -9,9 +9,17 @@ import math
 
 import pandas as pd
 
-from fairness_tests.run import VERDICT_COLUMNS, RunResult
-from fairness_tests.run_metadata import (BBQInfo, Bootstrap, ConsistencyInfo, CounterfactualInfo,
-                                         GenerativeInfo, RunMetadata, Source)
+from fairness_tests.rules.evaluate import VERDICT_COLUMNS
+from fairness_tests.run.metadata import (
+    BBQInfo,
+    Bootstrap,
+    ConsistencyInfo,
+    CounterfactualInfo,
+    GenerativeInfo,
+    RunMetadata,
+    Source,
+)
+from fairness_tests.run.result import RunResult
 
 SLICES = ["man_Christian", "man_Muslim", "woman_Christian", "woman_Muslim"]
 FAMILIES = ["F1", "F2", "F3", "F4"]

@@ -419,7 +419,6 @@ def main(argv: list[str] | None = None) -> int:
     """A loopback server for manual runs and benches; prints its URL, serves until killed.
     ``GET /v1/stats`` answers its counters as JSON."""
     import argparse
-    import sys
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("latency", nargs="?", type=float, default=0.0)
     ap.add_argument("--letters", action="store_true",

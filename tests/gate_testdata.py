@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from fairness_tests.audit import config_from_options, run_audit
+from fairness_tests.core.paths import bbq_dir
 from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
-from fairness_tests.paths import bbq_dir
+from fairness_tests.pipeline.audit import config_from_options, run_audit
 from fairness_tests.protocols.bbq.data import load_bbq
 from fairness_tests.protocols.bbq.filter import filter_items
-from fairness_tests.run import RunResult
+from fairness_tests.run.result import RunResult
 
 BASE = "embedded:gemma-3-270m"
 CAND = "embedded:gemma-3-270m-degraded"

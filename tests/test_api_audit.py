@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fairness_tests.cli import main
+from fairness_tests.cli.main import main
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
 from fairness_tests.models.cost import EXIT_BUDGET, BudgetReached
 from fairness_tests.models.request import Decoding, Request, chat

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from fairness_tests.audit import (AuditConfig, config_from_options, display_path,
-                                  regen_command, run_audit)
-from fairness_tests.errors import ConfigError, MissingResponsesError
-from fairness_tests.paths import data_path
+from fairness_tests.core.errors import ConfigError, MissingResponsesError
+from fairness_tests.core.paths import data_path
+from fairness_tests.pipeline.audit import (
+    AuditConfig,
+    config_from_options,
+    display_path,
+    regen_command,
+    run_audit,
+)
 
 
 def test_display_path_never_shows_this_machine(tmp_path, monkeypatch):

@@ -13,9 +13,9 @@ import threading
 
 import pytest
 
-from fairness_tests.cli import main
-from fairness_tests.errors import DataError
-from fairness_tests.paths import bbq_dir
+from fairness_tests.cli.main import main
+from fairness_tests.core.errors import DataError
+from fairness_tests.core.paths import bbq_dir
 from fairness_tests.protocols.bbq.fetch import REMOTE_PATHS, fetch
 
 SHARED = bbq_dir()
@@ -43,7 +43,7 @@ def test_filter_json_counts(capsys):
 
 
 def test_filter_table_via_subprocess():
-    p = subprocess.run([sys.executable, "-m", "fairness_tests.cli", "bbq", "filter",
+    p = subprocess.run([sys.executable, "-m", "fairness_tests.cli.main", "bbq", "filter",
                         "--data", str(SHARED), "--format", "table", "--filter", "none"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr

@@ -8,11 +8,15 @@ import json
 import pandas as pd
 import pytest
 
-from fairness_tests.errors import DataError
-from fairness_tests.paths import bbq_dir
+from fairness_tests.core.errors import DataError
+from fairness_tests.core.paths import bbq_dir
 from fairness_tests.protocols.bbq.data import OFFICIAL_SHA256, load_bbq
-from fairness_tests.protocols.bbq.filter import (filter_counts, filter_items, parse_tags,
-                                                 ses_occupations)
+from fairness_tests.protocols.bbq.filter import (
+    filter_counts,
+    filter_items,
+    parse_tags,
+    ses_occupations,
+)
 from fairness_tests.protocols.bbq.sample import consistency_sample, sample_record
 
 SHARED = bbq_dir()

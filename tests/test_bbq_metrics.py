@@ -8,11 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairness_tests.metrics.bbq import (bbq_metrics, differential_fairness, group_table,
-                                        position_bias, smoothed_differential_fairness,
-                                        subgroup_fairness)
+from fairness_tests.metrics.bbq import (
+    bbq_metrics,
+    differential_fairness,
+    group_table,
+    position_bias,
+    smoothed_differential_fairness,
+    subgroup_fairness,
+)
 from fairness_tests.metrics.consistency import consistency_metrics, per_item
-from fairness_tests.stats import json_value, multiplicities
+from fairness_tests.stats.bootstrap import json_value, multiplicities
 
 NAN = float("nan")
 
@@ -247,7 +252,7 @@ def test_template_bootstrap_resamples_whole_templates():
     # cluster resamples (4 templates drawn with replacement) read at the few-clusters
     # level (4 clusters: 2 Phi(e z) - 1 with e = sqrt(4/3) t_3(0.975) / z(0.975)), and
     # the row says so
-    from fairness_tests.stats import cluster_level
+    from fairness_tests.stats.bootstrap import cluster_level
     L = cluster_level(4)
     assert 0.999 < L < 1.0
     rng = np.random.default_rng(2)

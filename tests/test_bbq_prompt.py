@@ -7,8 +7,13 @@ import pandas as pd
 import pytest
 
 from fairness_tests.models.request import Decoding, Response
-from fairness_tests.protocols.bbq.prompt import (build_requests, option_order, parse_answer,
-                                                 predictions_table, prompt_text)
+from fairness_tests.protocols.bbq.prompt import (
+    build_requests,
+    option_order,
+    parse_answer,
+    predictions_table,
+    prompt_text,
+)
 
 OPTIONS = ["The Hispanic professor", "The Hispanic bartender", "Not enough info"]
 

@@ -14,9 +14,9 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from card_testdata import make_run  # noqa: E402
 
-from fairness_tests.card.cli import register  # noqa: E402
-from fairness_tests.cli import main  # noqa: E402
-from fairness_tests.paths import DATA_DIR, bbq_dir, fairness_cards_dir  # noqa: E402
+from fairness_tests.cli.card import register  # noqa: E402
+from fairness_tests.cli.main import main  # noqa: E402
+from fairness_tests.core.paths import DATA_DIR, bbq_dir, fairness_cards_dir  # noqa: E402
 
 EXAMPLE_USER = DATA_DIR / "card_user_example.yaml"
 

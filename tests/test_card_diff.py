@@ -67,7 +67,7 @@ def test_markdown_and_terminal_forms():
 
 
 def test_answers_from_another_source_or_an_edited_rubric_are_protocol_differences():
-    from fairness_tests.run_metadata import Source
+    from fairness_tests.run.metadata import Source
 
     base = fill_card(make_run(), USER)
     theirs = make_run()

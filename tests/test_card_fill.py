@@ -15,13 +15,13 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from card_testdata import BBQ_TEMPLATE, PARAPHRASES, SHA_GENDER, SHA_SES, USER, make_run  # noqa: E402
 
-from fairness_tests.card.fill import fill_card  # noqa: E402
 from fairness_tests.card.files import write_cards  # noqa: E402
-from fairness_tests.card.user_yaml import load_user_yaml  # noqa: E402
+from fairness_tests.card.fill import fill_card  # noqa: E402
 from fairness_tests.card.schema import user_fields, validate_card  # noqa: E402
-from fairness_tests.errors import ConfigError, DataError  # noqa: E402
-from fairness_tests.paths import DATA_DIR  # noqa: E402
-from fairness_tests.run import RunResult  # noqa: E402
+from fairness_tests.card.user_yaml import load_user_yaml  # noqa: E402
+from fairness_tests.core.errors import ConfigError, DataError  # noqa: E402
+from fairness_tests.core.paths import DATA_DIR  # noqa: E402
+from fairness_tests.run.result import RunResult  # noqa: E402
 
 REQUIRED_USER = sorted(f["path"] for f in user_fields()["fields"] if f.get("required") is True)
 
@@ -269,7 +269,7 @@ def test_empty_run_is_all_not_evaluated_and_incomplete():
 def small_audit():
     """A real audit, replayed from the committed recordings: 4 BBQ items per dataset x
     context x polarity, the first 64 rows of the generative grid."""
-    from fairness_tests.audit import config_from_options, run_audit
+    from fairness_tests.pipeline.audit import config_from_options, run_audit
 
     return run_audit(config_from_options(protocols=["bbq", "generative"], limit=4, gen_limit=64,
                                          n_boot=50, rotations="none"))
@@ -299,7 +299,7 @@ def test_card_of_someone_elses_generations_lists_the_suite_as_missing(small_audi
     """``generative score --out`` on generations made elsewhere (here: the audit's own,
     exported in the published raw-output fields): the decoding is the file's own, the
     suite, its templates and insertion rule are listed as missing, never filled in."""
-    from fairness_tests.cli import main
+    from fairness_tests.cli.main import main
     from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS
 
     outputs = tmp_path / "gens.jsonl"

@@ -15,13 +15,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from card_testdata import USER, make_run  # noqa: E402
 
-from fairness_tests.card.fill import fill_card  # noqa: E402
 from fairness_tests.card.files import render_card_files, write_cards  # noqa: E402
+from fairness_tests.card.fill import fill_card  # noqa: E402
 from fairness_tests.card.render_html import render_html  # noqa: E402
 from fairness_tests.card.render_md import render_markdown  # noqa: E402
 from fairness_tests.card.schema import load_card  # noqa: E402
 from fairness_tests.card.svg import dot_ci, heatmap, histogram  # noqa: E402
-from fairness_tests.run import RunResult  # noqa: E402
+from fairness_tests.run.result import RunResult  # noqa: E402
 
 SECTIONS = ["1. Model and system identification", "2. Intended use and out-of-scope uses",
             "3. Fairness scope and harm model", "4. Protected attributes and intersectional slices",
@@ -39,6 +39,7 @@ def test_same_run_gives_byte_identical_files(tmp_path):
 def test_libyaml_and_pyyaml_write_the_same_card_yaml(monkeypatch):
     """dump_yaml uses libyaml's emitter when present: it must give PyYAML's own text."""
     import yaml
+
     from fairness_tests.card.files import dump_yaml
     if not hasattr(yaml, "CSafeDumper"):
         pytest.skip("PyYAML built without libyaml: only the pure-Python emitter is used")

@@ -7,10 +7,15 @@ import copy
 import pytest
 import yaml
 
-from fairness_tests.card.schema import (load_card, load_schema, read_yaml, validate_card,
-                                        validate_file)
-from fairness_tests.errors import ConfigError
-from fairness_tests.paths import fairness_cards_dir
+from fairness_tests.card.schema import (
+    load_card,
+    load_schema,
+    read_yaml,
+    validate_card,
+    validate_file,
+)
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.paths import fairness_cards_dir
 
 QWEN = fairness_cards_dir() / "cards" / "qwen2.5-7b-instruct.yaml"
 

@@ -23,8 +23,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fairness_tests.cli import main  # noqa: E402
-from fairness_tests.run import RunResult  # noqa: E402
+from fairness_tests.cli.main import main  # noqa: E402
+from fairness_tests.run.result import RunResult  # noqa: E402
 
 NEUTRAL = "The person plans the work well."
 REFUSAL = "I cannot help with that."
@@ -316,7 +316,7 @@ def test_one_model_or_not_a_run_is_an_error(study, tmp_path, capsys):
 def test_facts_a_scored_run_does_not_state_are_listed_not_refused(study):
     """bbq score does not know the decoding or prompt of someone's predictions: that is
     no protocol difference (the gate's rule too), but the report says so."""
-    from fairness_tests.gate import protocol_differences, protocol_unstated
+    from fairness_tests.pipeline.gate import protocol_differences, protocol_unstated
     gemma, oracle = study["runs"]["gemma"][0], study["runs"]["oracle"][0]
     assert protocol_differences(gemma, oracle, protocol="bbq") == []
     unstated = protocol_unstated(gemma, oracle, names=("gemma", "oracle"), protocol="bbq")

@@ -8,9 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from fairness_tests.metrics.expected_consistency import (compositions, distribution,
-                                                         expected_max_count, expected_per_item,
-                                                         goodness_of_fit)
+from fairness_tests.metrics.expected_consistency import (
+    compositions,
+    distribution,
+    expected_max_count,
+    expected_per_item,
+    goodness_of_fit,
+)
 
 
 def brute_force(p, n, label, unknown, target):

@@ -1,4 +1,4 @@
-"""``fairness-tests gate`` and :func:`fairness_tests.gate.gate_runs` on run directories
+"""``fairness-tests gate`` and :func:`fairness_tests.pipeline.gate.gate_runs` on run directories
 made from the committed recordings (tests/gate_testdata.py): a built-in regression
 fails exactly its cell; a candidate that is the baseline and runs of different
 protocols are refused by name."""
@@ -8,12 +8,17 @@ import dataclasses
 import json
 
 import pytest
+from gate_testdata import CAND, PRED_COLUMNS, make_runs, with_answers
 
-from fairness_tests.cli import main
-from fairness_tests.gate import (CandidateIsBaselineError, ProtocolChangeError, gate_runs,
-                                 protocol_differences, protocol_signature)
-from fairness_tests.run import RunResult
-from gate_testdata import BASE, CAND, PRED_COLUMNS, make_runs, with_answers
+from fairness_tests.cli.main import main
+from fairness_tests.pipeline.gate import (
+    CandidateIsBaselineError,
+    ProtocolChangeError,
+    gate_runs,
+    protocol_differences,
+    protocol_signature,
+)
+from fairness_tests.run.result import RunResult
 
 pytestmark = pytest.mark.slow
 

@@ -6,9 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairness_tests.metrics.gate import (GateSetting, bbq_gate_metrics, decide, gate_table,
-                                         generative_gate_metrics)
-from fairness_tests.significance import mcnemar_p, paired_rate_test
+from fairness_tests.metrics.gate import (
+    GateSetting,
+    bbq_gate_metrics,
+    decide,
+    gate_table,
+    generative_gate_metrics,
+)
+from fairness_tests.stats.significance import mcnemar_p, paired_rate_test
 
 N = 400
 
@@ -187,7 +192,7 @@ def test_a_clustered_accuracy_cell_is_tested_on_its_templates(mode):
              mode=mode, cluster="question_index", only={"accuracy"}).loc["accuracy"]
     balance = [float(((base == 1) & (cand == 0))[templates == k].sum()
                      - ((base == 0) & (cand == 1))[templates == k].sum()) for k in range(20)]
-    from fairness_tests.significance import cluster_paired_rate_test
+    from fairness_tests.stats.significance import cluster_paired_rate_test
     assert t["p_value"] == pytest.approx(
         cluster_paired_rate_test(balance, [N // 20] * 20, 0.02, mode), rel=1e-12)
     assert t["test"].startswith("cluster-robust Wald" if mode == "harm" else "cluster score")

@@ -5,7 +5,6 @@ table is printed."""
 from __future__ import annotations
 
 import pytest
-
 from gate_testdata import BASE, CAND, make_runs
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ import pytest
 from fairness_tests.metrics import generative as G
 from fairness_tests.metrics import spread as PS
 from fairness_tests.scoring.lexical import score
-from fairness_tests.stats import wilson_ci
+from fairness_tests.stats.bootstrap import wilson_ci
 
 ROWS = [
     ("man", "Muslim", "F1", 0.2, 0.9, "I'm sorry, I can't.", "ok"),

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fairness_tests.cli import main
-from fairness_tests.init import init_project
-from fairness_tests.paths import data_path
-from fairness_tests.project import find_project
+from fairness_tests.cli.init import init_project
+from fairness_tests.cli.main import main
+from fairness_tests.core.paths import data_path
+from fairness_tests.core.project import find_project
 from fairness_tests.rules import load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,7 +102,7 @@ def test_pytest_in_an_initialised_empty_directory_replays_and_passes(tmp_path):
     repo.mkdir()
     assert main(["init", "--dir", str(repo)]) == 0
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FAIRNESS_BBQ_DIR": str(
-        __import__("fairness_tests.paths", fromlist=["bbq_dir"]).bbq_dir().resolve())}
+        __import__("fairness_tests.core.paths", fromlist=["bbq_dir"]).bbq_dir().resolve())}
     env.pop("FAIRNESS_PYTEST_SESSION", None)
     env.pop("PYTEST_XDIST_WORKER", None)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider",

@@ -11,7 +11,6 @@ plus the one-off GGUF conversion if the cache is cold).
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -93,9 +92,9 @@ def server(tmp_path_factory):
 
 
 def _bbq_requests(model: str, api_base: str, n_items: int, repeats: int) -> list[Request]:
+    from fairness_tests.core.paths import bbq_dir
     from fairness_tests.protocols.bbq.data import read_items
     from fairness_tests.protocols.bbq.prompt import build_requests
-    from fairness_tests.paths import bbq_dir
     items = read_items(bbq_dir() / "Race_x_SES.jsonl", "Race_x_SES").head(n_items)
     return build_requests(items, repeats=repeats, decoding=Decoding(temperature=1.0, max_tokens=4),
                           backend="litellm", model=model, api_base=api_base)

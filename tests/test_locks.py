@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fairness_tests.locks import exclusive
+from fairness_tests.core.locks import exclusive
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +30,7 @@ def _spawn(code: str, *args: str) -> subprocess.Popen:
 
 HOLDER = """
     import sys, time
-    from fairness_tests.locks import exclusive
+    from fairness_tests.core.locks import exclusive
     with exclusive(sys.argv[1]):
         t0 = time.time()
         print("locked", flush=True)

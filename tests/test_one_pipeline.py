@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fairness_tests.audit import AuditConfig, config_from_options, regen_command, run_audit
-from fairness_tests.cli import build_parser, main
-from fairness_tests.run import RunResult
+from fairness_tests.cli.main import build_parser, main
+from fairness_tests.pipeline.audit import AuditConfig, config_from_options, regen_command, run_audit
+from fairness_tests.run.result import RunResult
 
 BBQ_TABLES = ("bbq", "bbq_groups", "consistency", "consistency_items")
 
@@ -97,7 +97,7 @@ def test_generative_score_writes_the_audits_tables(audited, tmp_path, capsys):
 def test_custom_thresholds_reach_the_protocol_verdicts(tmp_path):
     """Defect 3/4: one rule engine, and the thresholds the user names reach every
     verdict: a stricter worst-slice bound fails the t0.7 decoding cell (0.0025)."""
-    from fairness_tests.paths import data_path
+    from fairness_tests.core.paths import data_path
     text = data_path("thresholds", "default.yaml").read_text()
     strict = tmp_path / "thresholds"
     (strict / "models").mkdir(parents=True)
@@ -121,8 +121,8 @@ def test_custom_thresholds_reach_the_protocol_verdicts(tmp_path):
 def test_regen_command_parses_back_into_an_equal_config(tmp_path):
     """Defect 8: the regen command is complete: parsed back, it is the same config
     (but for where results are stored, which changes no number)."""
-    from fairness_tests.audit import NOT_REGENERATED
-    from fairness_tests.audit_cli import config_from_args
+    from fairness_tests.cli.audit import config_from_args
+    from fairness_tests.pipeline.audit import NOT_REGENERATED
     config = config_from_options(
         model="openai/gpt-4o-mini", backend="litellm", live=True, protocols=["bbq", "probe"],
         repeats=5, per_cell=10, thresholds="thresholds", bbq_dir="../shared/bbq",
@@ -138,7 +138,7 @@ def test_regen_command_parses_back_into_an_equal_config(tmp_path):
 
 def test_save_replaces_an_old_run_atomically(tmp_path):
     """Defect 8: --out replaced whole: a stale table of an earlier run is gone."""
-    from fairness_tests.run_metadata import RunMetadata, Source
+    from fairness_tests.run.metadata import RunMetadata, Source
     meta = RunMetadata(model="m", backend=None, mode="scored", source=Source(kind="audit"),
                        fairness_tests_version="t")
     d = tmp_path / "run"
@@ -151,9 +151,9 @@ def test_save_replaces_an_old_run_atomically(tmp_path):
 
 def test_summary_worst_cell_follows_the_rules_direction():
     """Defect 8: the worst failing cell is the one furthest past the bound."""
-    from fairness_tests.audit_cli import exit_code, summary
-    from fairness_tests.run import VERDICT_COLUMNS
-    from fairness_tests.run_metadata import RunMetadata, Source
+    from fairness_tests.cli.audit import exit_code, summary
+    from fairness_tests.run.metadata import RunMetadata, Source
+    from fairness_tests.run.result import VERDICT_COLUMNS
 
     def row(cell, q, status, why=""):
         return dict(rule="acc", metric="accuracy", cell=cell, value=q, ci_low=q, ci_high=q,
@@ -189,7 +189,7 @@ def test_export_writes_only_this_runs_rows(tmp_path, capsys):
 
 def test_every_registered_metric_is_produced(audited):
     """Defect 12: no metric name validates that nothing produces."""
-    from fairness_tests.rules.known_metrics import TABLES
+    from fairness_tests.metrics.schema import TABLES
     run = RunResult.load(audited / "run")
     probe_only = {"counterfactual"}                 # the probe protocol's table
     for name, (cols, metrics) in TABLES.items():
@@ -203,7 +203,7 @@ def test_every_registered_metric_is_produced(audited):
 
 def test_a_broken_subcommand_module_is_an_error_not_a_missing_command(monkeypatch):
     """Defect 12: an import error of a CLI area is raised, never swallowed."""
-    import fairness_tests.cli as cli
+    import fairness_tests.cli.main as cli
     monkeypatch.setattr(cli, "AREAS", [*cli.AREAS, "fairness_tests.no_such_area"])
     with pytest.raises(ModuleNotFoundError):
         cli.build_parser()

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fairness_tests.permutation import group_sums, permutation_test, permuted_labels
+from fairness_tests.stats.permutation import group_sums, permutation_test, permuted_labels
 
 
 def abs_mean_gap(S):

@@ -1,14 +1,12 @@
 """The pytest plugin, run for real in inner pytest sessions (pytester), including
 under xdist (-n 2)."""
 import json
-import math
-import textwrap
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from fairness_tests.run import RunResult
+from fairness_tests.run.result import RunResult
 
 pytest_plugins = ["pytester"]
 NAN = float("nan")
@@ -82,7 +80,7 @@ def save_run(path: Path, model: str, table: pd.DataFrame, records=None) -> Path:
 
 
 def meta(model):
-    from fairness_tests.run_metadata import RunMetadata, Source
+    from fairness_tests.run.metadata import RunMetadata, Source
     return RunMetadata(model=model, backend=None, mode="scored", source=Source(kind="audit"),
                        fairness_tests_version="test")
 
@@ -151,12 +149,12 @@ def test_expected_failure_is_strict_xfail_and_an_unexpected_pass_fails(project):
 FAKE_AUDIT = """
 import os, sys, time, types
 import pandas as pd
-from fairness_tests.run import RunResult
-from fairness_tests.run_metadata import RunMetadata, Source
-from fairness_tests.errors import MissingResponsesError
+from fairness_tests.run.result import RunResult
+from fairness_tests.run.metadata import RunMetadata, Source
+from fairness_tests.core.errors import MissingResponsesError
 
 calls = os.path.join(os.path.dirname(__file__), "audit_calls.txt")
-mod = types.ModuleType("fairness_tests.audit")
+mod = types.ModuleType("fairness_tests.pipeline.audit")
 
 def config_from_options(**kw):
     return kw
@@ -177,7 +175,7 @@ def run_audit(config):
 
 mod.config_from_options = config_from_options
 mod.run_audit = run_audit
-sys.modules["fairness_tests.audit"] = mod
+sys.modules["fairness_tests.pipeline.audit"] = mod
 """
 
 

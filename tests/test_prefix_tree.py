@@ -7,8 +7,12 @@ import random
 
 import pytest
 
-from fairness_tests.models.backends.prefix_tree import (PrefixTree, balanced_cut_points,
-                                                        cut_points, makespan)
+from fairness_tests.models.backends.prefix_tree import (
+    PrefixTree,
+    balanced_cut_points,
+    cut_points,
+    makespan,
+)
 
 
 def distinct_prefixes(prompts) -> int:

@@ -14,11 +14,11 @@ from textwrap import dedent
 
 import pytest
 
-from fairness_tests.audit import default_recordings, recording_settings
 from fairness_tests.card.files import default_user_yaml
-from fairness_tests.errors import ConfigError
-from fairness_tests.paths import data_path
-from fairness_tests.project import ENV_PROJECT_DIR, find_project, packaged_thresholds_dir
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.paths import data_path
+from fairness_tests.core.project import ENV_PROJECT_DIR, find_project, packaged_thresholds_dir
+from fairness_tests.pipeline.audit import default_recordings, recording_settings
 from fairness_tests.rules import load_rules
 
 EMBEDDED = "embedded:gemma-3-270m"
@@ -164,7 +164,7 @@ def test_project_card_yaml_overrides_the_packaged_one(empty_cwd):
 
 
 def test_packaged_probe_is_the_published_probe_verbatim():
-    from fairness_tests.paths import fairness_cards_dir
+    from fairness_tests.core.paths import fairness_cards_dir
     shared = fairness_cards_dir() / "rubric" / "mistral_probe_prompts.json"
     if not shared.exists():
         pytest.skip("no ../shared/fairness_cards beside this checkout")

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from fairness_tests.errors import ConfigError
+from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.ratelimit import RateLimiter, estimate_tokens
 
 

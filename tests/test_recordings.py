@@ -14,13 +14,12 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 import yaml
 
-from fairness_tests.audit import MANIFEST, config_from_options, recording_settings
-from fairness_tests.errors import ConfigError
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.pipeline.audit import MANIFEST, config_from_options, recording_settings
 
 REC = MANIFEST.parent
 

@@ -21,18 +21,17 @@ import numpy as np
 import pytest
 import yaml
 
-from fairness_tests.audit import MANIFEST, config_from_options, run_audit
-from fairness_tests.cli import main
-from fairness_tests.errors import ConfigError, DataError, FingerprintMismatchError
+from fairness_tests.cli.main import main
+from fairness_tests.core.errors import ConfigError, DataError, FingerprintMismatchError
 from fairness_tests.models.backends import embedded as emb
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend, provider_seed
 from fairness_tests.models.backends.replay import ReplayBackend
 from fairness_tests.models.backends.transformers_backend import TransformersBackend
-from fairness_tests.models.request import (Decoding, Message, Request, Response, canonical_json,
-                                           chat)
+from fairness_tests.models.request import Decoding, Message, Request, Response, canonical_json, chat
 from fairness_tests.models.runner import ask
 from fairness_tests.models.store import SCHEMA_VERSION, ResponseStore
 from fairness_tests.models.store_schema import v1_key
+from fairness_tests.pipeline.audit import MANIFEST, config_from_options, run_audit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from fairness_tests.errors import ConfigError
-from fairness_tests.paths import fairness_cards_dir
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.paths import fairness_cards_dir
 from fairness_tests.scoring.lexical import score_text
 from fairness_tests.scoring.rubric import PUBLISHED_KEYS, load_rubric, parse_rubric, term_pattern
 

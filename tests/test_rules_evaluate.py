@@ -6,7 +6,7 @@ import pytest
 
 from fairness_tests.rules import evaluate, worst_cells
 from fairness_tests.rules.thresholds import ExpectedFail, Rule
-from fairness_tests.run import VERDICT_COLUMNS
+from fairness_tests.run.result import VERDICT_COLUMNS
 
 NAN, INF = float("nan"), float("inf")
 

@@ -5,8 +5,8 @@ from textwrap import dedent
 
 import pytest
 
-from fairness_tests.errors import ConfigError
-from fairness_tests.project import packaged_thresholds_dir
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.project import packaged_thresholds_dir
 from fairness_tests.rules import load_rules
 
 GOOD_RULE = """

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from fairness_tests.errors import MissingResponsesError
+from fairness_tests.core.errors import MissingResponsesError
 from fairness_tests.models import runner
 from fairness_tests.models.backends.replay import ReplayBackend
 from fairness_tests.models.progress import Progress
@@ -193,7 +193,7 @@ def test_other_owners_lease_is_waited_for_not_asked(tmp_path):
 
 
 def test_wait_for_others_is_bounded(tmp_path):
-    from fairness_tests.errors import FairnessTestsError
+    from fairness_tests.core.errors import FairnessTestsError
     path = tmp_path / "s.sqlite"
     holder, mine = ResponseStore(path), ResponseStore(path)
     holder.claim([req(0).key()])

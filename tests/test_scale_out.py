@@ -21,9 +21,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from fault_server import FaultServer  # noqa: E402
 
-from fairness_tests.cli import main  # noqa: E402
+from fairness_tests.cli.main import main  # noqa: E402
+from fairness_tests.core.errors import ConfigError  # noqa: E402
 from fairness_tests.models.shard import in_shard, parse_shard  # noqa: E402
-from fairness_tests.errors import ConfigError  # noqa: E402
 
 pytestmark = [pytest.mark.live_server, pytest.mark.slow]
 
@@ -31,7 +31,7 @@ ROOT = HERE.parent
 
 
 def audit_cmd(url: str, store: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "fairness_tests.cli", "audit", "--live", "--backend",
+    return [sys.executable, "-m", "fairness_tests.cli.main", "audit", "--live", "--backend",
             "litellm", "--model", "openai/fault-model", "--api-base", url, "--recordings",
             "--n-boot", "20", "--store", str(store), "--out", str(out), *extra]
 

@@ -7,9 +7,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairness_tests.stats import (METRIC_COLUMNS, bootstrap, cell_id, json_value, mean_table,
-                                  multiplicities, percentile_ci, rate_table, safe_ratio,
-                                  wilson_ci)
+from fairness_tests.stats.bootstrap import (
+    METRIC_COLUMNS,
+    bootstrap,
+    cell_id,
+    json_value,
+    mean_table,
+    multiplicities,
+    percentile_ci,
+    rate_table,
+    safe_ratio,
+    wilson_ci,
+)
 
 Z = 1.959963984540054          # the 97.5% normal quantile
 Z2 = Z * Z                     # 3.841458820694124
@@ -152,8 +161,9 @@ def test_a_cluster_bootstrap_reads_its_interval_at_the_few_clusters_level():
     # at level 2 Phi(e z) - 1, e = sqrt(20/19) t_19(0.975) / z(0.975) (= 0.968),
     # so it contains the plain 95% percentile interval; items resampled: plain 95%.
     from statistics import NormalDist
-    from fairness_tests.distributions import t_quantile
-    from fairness_tests.stats import cluster_level, percentile_ci
+
+    from fairness_tests.stats.bootstrap import cluster_level, percentile_ci
+    from fairness_tests.stats.distributions import t_quantile
     rng = np.random.default_rng(4)
     x = rng.integers(0, 2, 60).astype(float)
     clusters = np.repeat(np.arange(20), 3)

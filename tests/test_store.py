@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from fairness_tests.errors import DataError
+from fairness_tests.core.errors import DataError
 from fairness_tests.models.request import Decoding, Request, Response, chat
 from fairness_tests.models.store import ResponseStore, scrub, scrub_text
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from fairness_tests.cli import main
-from fairness_tests.models.cli import parse_duration
+from fairness_tests.cli.main import main
+from fairness_tests.cli.models import parse_duration
 from fairness_tests.models.request import Request, Response, chat
 from fairness_tests.models.store import ResponseStore
 

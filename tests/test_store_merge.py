@@ -9,8 +9,8 @@ import sqlite3
 
 import pytest
 
-from fairness_tests.cli import main
-from fairness_tests.errors import DataError
+from fairness_tests.cli.main import main
+from fairness_tests.core.errors import DataError
 from fairness_tests.models.request import Decoding, Request, Response, chat
 from fairness_tests.models.store import ResponseStore
 from fairness_tests.models.store_merge import merge_stores

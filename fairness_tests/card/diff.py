@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .values import get_path as _get, ci, num
+from fairness_tests.card.values import ci, num
+from fairness_tests.card.values import get_path as _get
 
 COMPARABILITY = (
     ("evaluation_protocol.source.kind", "where the answers came from"),

@@ -14,14 +14,16 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import ConfigError
-from ..run import RunResult
-from .fill import fill_card
-from .render_html import render_html
-from .render_md import TABLES_DIR, markdown_tables, render_markdown
-from ..validate import line_index, nearest_line
-from .schema import ValidationReport, user_fields, validate_card
-from .user_yaml import load_user_yaml
+from fairness_tests.card.fill import fill_card
+from fairness_tests.card.render_html import render_html
+from fairness_tests.card.render_md import TABLES_DIR, markdown_tables, render_markdown
+from fairness_tests.card.schema import ValidationReport, user_fields, validate_card
+from fairness_tests.card.sections.gate import load_gate
+from fairness_tests.card.user_yaml import load_user_yaml
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.project import find_project
+from fairness_tests.core.validate import line_index, nearest_line
+from fairness_tests.run.result import RunResult
 
 ENV_USER_YAML = "FAIRNESS_CARD_USER_YAML"   # the user YAML when none is passed (pytest plugin)
 CARD_FILES = {"yaml": "card.yaml", "md": "card.md", "html": "card.html"}
@@ -30,7 +32,6 @@ CARD_FILES = {"yaml": "card.yaml", "md": "card.md", "html": "card.html"}
 def default_user_yaml(model: str) -> str | None:
     """``<cards>/<model slug>.yaml``, the project's or else the package's, when it
     exists: what a run cannot know about a model (intended use, governance, ...)."""
-    from ..project import find_project
     p = find_project().card_yaml(model)
     return str(p) if p else None
 
@@ -121,7 +122,6 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
         user = {}
     gate_source = "gate record"
     if gate is not None and not isinstance(gate, dict):
-        from .sections.gate import load_gate
         gate_source, gate = load_gate(gate)
     card = fill_card(run, user, user_source=source, gate=gate, gate_source=gate_source)
     report = validate_card(card, source="card.yaml")

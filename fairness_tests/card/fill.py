@@ -1,7 +1,7 @@
-"""Fill a Fairness Card from a run (:class:`fairness_tests.run.RunResult`) and a user YAML.
+"""Fill a Fairness Card from a run (:class:`fairness_tests.run.result.RunResult`) and a user YAML.
 
 :func:`fill_card` is the one entry point. Everything the run knows comes from its typed
-metadata (:class:`fairness_tests.run_metadata.RunMetadata`, read as it is: no shape is
+metadata (:class:`fairness_tests.run.metadata.RunMetadata`, read as it is: no shape is
 guessed), its tables and its verdicts, one module per card section
 (:mod:`fairness_tests.card.sections`). What a run cannot know (intended use, harm model,
 mitigations, governance, ...) comes from the user YAML (:mod:`.user_yaml`). A required
@@ -15,18 +15,23 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..run import RunResult
-from .schema import CARD_VERSION, user_fields
-from .sections.attributes import protected_attributes
-from .sections.facts import RunFacts
-from .sections.gate import upgrade_gate
-from .sections.identification import identification
-from .sections.protocol import (decoding, evaluation_protocol, prompt_suite, refusal_handling,
-                                scorer)
-from .sections.reproducibility import reproducibility
-from .sections.results import decision_rules, metrics, results, verdict_rows
-from .user_yaml import check_user_keys
-from .values import clean, get_path
+from fairness_tests.card.schema import CARD_VERSION, user_fields
+from fairness_tests.card.sections.attributes import protected_attributes
+from fairness_tests.card.sections.facts import RunFacts
+from fairness_tests.card.sections.gate import upgrade_gate
+from fairness_tests.card.sections.identification import identification
+from fairness_tests.card.sections.protocol import (
+    decoding,
+    evaluation_protocol,
+    prompt_suite,
+    refusal_handling,
+    scorer,
+)
+from fairness_tests.card.sections.reproducibility import reproducibility
+from fairness_tests.card.sections.results import decision_rules, metrics, results, verdict_rows
+from fairness_tests.card.user_yaml import check_user_keys
+from fairness_tests.card.values import clean, get_path
+from fairness_tests.run.result import RunResult
 
 USER_SECTIONS = ("authors", "intended_use", "fairness_scope", "mitigations", "governance")
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .schema import user_fields
-from .values import get_path as _get, ci, num
+from fairness_tests.card.schema import metric_definitions, user_fields
+from fairness_tests.card.values import ci, num
+from fairness_tests.card.values import get_path as _get
 
 STATUS_ORDER = ("fail", "mixed", "expected_fail", "not_evaluable", "pass")
 RATE_METRICS_ORDER = ("stereotype", "demeaning", "pilot_harm", "refusal", "deflection",
@@ -474,7 +475,6 @@ def _results(b: _Builder) -> None:
 
 
 def _slice_panels(rows: list[dict]) -> list[dict]:
-    from .schema import metric_definitions
 
     defs = metric_definitions()
     metrics = sorted({r.get("metric") for r in rows if r.get("metric")},

@@ -11,8 +11,8 @@ from __future__ import annotations
 import dataclasses
 from html import escape
 
-from . import layout as L
-from . import svg
+from fairness_tests.card import layout as L
+from fairness_tests.card import svg
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 

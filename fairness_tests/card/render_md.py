@@ -14,8 +14,8 @@ import csv
 import io
 import json
 
-from . import layout as L
-from .values import ci, num
+from fairness_tests.card import layout as L
+from fairness_tests.card.values import ci, num
 
 INLINE_ROWS = 12          # longer result tables go to tables/<name>.csv
 TABLES_DIR = "tables"

@@ -22,9 +22,9 @@ from typing import Any
 
 import yaml
 
-from ..errors import ConfigError
-from ..paths import DATA_DIR
-from ..validate import key_path, line_index, nearest_line, parse, read_text
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.paths import DATA_DIR
+from fairness_tests.core.validate import key_path, line_index, nearest_line, parse, read_text
 
 SCHEMA_DIR = DATA_DIR / "card_schema"
 SCHEMA_FILES = ("core", "llm", "fairness_tests")

@@ -23,7 +23,7 @@ import math
 from html import escape
 from typing import Any
 
-from .values import finite, num
+from fairness_tests.card.values import finite, num
 
 FONT = "font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif"
 INK = "#1f2933"

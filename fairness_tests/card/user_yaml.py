@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..validate import line_index
-from .schema import read_yaml
-from .values import clean
+from fairness_tests.card.schema import read_yaml, user_yaml_schema
+from fairness_tests.card.values import clean
+from fairness_tests.core.validate import check_data, line_index
 
 
 def load_user_yaml(path: str | Path) -> dict:
@@ -26,7 +26,5 @@ def load_user_yaml(path: str | Path) -> dict:
 def check_user_keys(user: Any, source: str | None = None,
                     lines: dict[str, int] | None = None) -> None:
     """Only the fields of ``user_fields.yaml``; every problem at once
-    (:mod:`fairness_tests.validate`)."""
-    from ..validate import check_data
-    from .schema import user_yaml_schema
+    (:mod:`fairness_tests.core.validate`)."""
     check_data(user, user_yaml_schema(), source=source, lines=lines)

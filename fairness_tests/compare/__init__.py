@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..run import RunResult
-from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED
+from fairness_tests.compare.models import entries_from_runs
+from fairness_tests.compare.render import write_report
+from fairness_tests.compare.report import build_report
+from fairness_tests.run.result import RunResult
+from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED
 
 
 def write_compare(runs: dict[str, RunResult], out: str | Path, *,
@@ -21,9 +24,6 @@ def write_compare(runs: dict[str, RunResult], out: str | Path, *,
     name -> its run, in report order) into ``out``; returns the paths by kind. Raises
     :class:`~.report.ProtocolChangeError` when the runs do not share the protocol
     (unless ``allow_protocol_change``)."""
-    from .models import entries_from_runs
-    from .render import write_report
-    from .report import build_report
 
     entries = entries_from_runs(runs)
     report = build_report(entries, allow_protocol_change=allow_protocol_change, n_boot=n_boot,

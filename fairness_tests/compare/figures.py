@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..card import svg
-from ..card.values import clean
-from ..metrics.generative import RATE_METRICS
-from .tables import CONTEXT_POLARITY, LABELS, Section
+from fairness_tests.card import svg
+from fairness_tests.card.values import clean
+from fairness_tests.compare.tables import CONTEXT_POLARITY, LABELS, Section
+from fairness_tests.metrics.generative import RATE_METRICS
 
 AUDIT_LINE = 0.05
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..run import RunResult
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.run.result import RunResult
 
 PROTOCOLS = ("bbq", "generative")
 PLACEHOLDER = "unknown"      # what a score command names a model it was not told

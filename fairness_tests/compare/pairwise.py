@@ -1,7 +1,7 @@
 """Pairwise comparisons between models and a ranking per metric that admits its
 uncertainty, both on the items (generations) the models share.
 
-Statistics are the gate's (:mod:`fairness_tests.gate`, :mod:`fairness_tests.metrics.gate`):
+Statistics are the gate's (:mod:`fairness_tests.pipeline.gate`, :mod:`fairness_tests.metrics.gate`):
 the same per-item frames of the run records, the same metric definitions (accuracy,
 |s_DIS|, |s_AMB|, |Acc_reinf - Acc_counter|, SF, smoothed DF, invalid rate per
 dataset x context; position bias; mean MFAA% and GTC%; worst-slice stereotype and
@@ -40,10 +40,11 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from .. import gate as G
-from ..metrics import gate as gm
-from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED
-from .models import Entry
+from fairness_tests.compare.models import Entry
+from fairness_tests.metrics import gate as gm
+from fairness_tests.pipeline import gate as G
+from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED
+from fairness_tests.stats.significance import holm
 
 PAIR_COLUMNS = ["metric", "cell", "model_a", "model_b", "value_a", "value_b", "delta",
                 "ci_low", "ci_high", "n", "n_clusters", "better", "test", "p_value",
@@ -67,7 +68,6 @@ def two_sided(p_one_sided: float, delta: float) -> float:
 
 def adjust(p_values) -> np.ndarray:
     """THE multiplicity correction of the comparison family: Holm's (the gate's)."""
-    from ..significance import holm
     return holm(p_values)
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..card.render_html import CSP, CSS
-from .tables import LONG_COLUMNS, Display
+from fairness_tests.card.render_html import CSP, CSS
+from fairness_tests.compare.tables import LONG_COLUMNS, Display
 
 UNSTATED = ("Protocol facts not every run states (a run scored from someone's predictions "
             "or generations does not know, e.g., their decoding): not differences")

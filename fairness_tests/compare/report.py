@@ -12,13 +12,21 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .. import gate as G
-from ..errors import ConfigError
-from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED, shown_p
-from . import pairwise as P
-from .figures import add_figures
-from .models import PROTOCOLS, Entry
-from .tables import Display, Section, fmt, fmt_ci, long_frame, long_row, model_sections
+from fairness_tests.compare import pairwise as P
+from fairness_tests.compare.figures import add_figures
+from fairness_tests.compare.models import PROTOCOLS, Entry
+from fairness_tests.compare.tables import (
+    Display,
+    Section,
+    fmt,
+    fmt_ci,
+    long_frame,
+    long_row,
+    model_sections,
+)
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.pipeline import gate as G
+from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED, shown_p
 
 
 class ProtocolChangeError(ConfigError):

@@ -32,9 +32,9 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..metrics.generative import RATE_METRICS
-from ..stats import cell_id, shown
-from .models import Entry
+from fairness_tests.compare.models import Entry
+from fairness_tests.metrics.generative import RATE_METRICS
+from fairness_tests.stats.bootstrap import cell_id, shown
 
 LONG_COLUMNS = ["section", "model", "versus", "cell", "metric", "value", "ci_low", "ci_high",
                 "n", "p_value", "p_adjusted", "note"]
@@ -111,7 +111,7 @@ def _missing(x) -> bool:
 # ---------------------------------------------------------------- formatting
 
 def fmt(v, digits: int = 3) -> str:
-    """A number as the report prints it (:func:`fairness_tests.stats.shown`): NaN ->
+    """A number as the report prints it (:func:`fairness_tests.stats.bootstrap.shown`): NaN ->
     "n/a", +inf -> "UB", else ``digits`` decimals (never "-0.000")."""
     s = shown(_float(v), f".{digits}f", undefined="n/a")
     return s[1:] if s.startswith("-") and set(s[1:]) <= set("0.") else s

@@ -31,7 +31,7 @@ Metrics per dataset x context, on the first run (repeat 0, rotation 0):
   is not target_loc; ``acc_reinf_minus_counter`` their difference.
 - ``invalid_rate`` = sum(invalid) / n.
 
-Every CI is the 95% percentile bootstrap of :func:`fairness_tests.stats.bootstrap`
+Every CI is the 95% percentile bootstrap of :func:`fairness_tests.stats.bootstrap.bootstrap`
 (2,000 resamples, seeded) over templates (``cluster="template"``, the default: the
 items of one ``question_index`` of a dataset share names and scenario and move
 together; ``n_clusters`` and the design effect ``deff`` are reported per row) or over
@@ -41,7 +41,7 @@ per-item matrix, so one multiplicity matrix per cell serves all metrics of that 
 
 Max-type metrics (SF, DF, smoothed DF, position bias) also carry the bootstrap
 bias-corrected estimate ``value_bc`` and the permutation p-value ``p_value`` of "no
-difference between groups" (:mod:`fairness_tests.permutation`, 2,000 permutations):
+difference between groups" (:mod:`fairness_tests.stats.permutation`, 2,000 permutations):
 SF / DF permute the group labels within templates (within the cell with
 ``cluster="item"``), position bias permutes the rotation labels within items.
 """
@@ -50,10 +50,20 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..permutation import DEFAULT_N_PERM, permutation_test, permutation_tests
-from ..stats import (DEFAULT_LEVEL, DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS, Estimate,
-                     bootstrap, bootstrap_all, rate_table, safe_ratio,
-                     with_cluster_note)
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.stats.bootstrap import (
+    DEFAULT_LEVEL,
+    DEFAULT_N_BOOT,
+    DEFAULT_SEED,
+    METRIC_COLUMNS,
+    Estimate,
+    bootstrap,
+    bootstrap_all,
+    rate_table,
+    safe_ratio,
+    with_cluster_note,
+)
+from fairness_tests.stats.permutation import DEFAULT_N_PERM, permutation_test, permutation_tests
 
 CELL = ["dataset", "context"]
 GROUPING = ["dataset", "context", "polarity"]
@@ -173,7 +183,6 @@ def _row(cell: dict, metric: str, est: Estimate, n: int, note: str = "",
 
 def _check_cluster(cluster: str) -> None:
     if cluster not in CLUSTERS:
-        from ..errors import ConfigError
         raise ConfigError(f"BBQ cluster must be one of {', '.join(CLUSTERS)}, got {cluster!r}")
 
 

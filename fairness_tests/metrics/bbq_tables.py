@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED
-from . import bbq as M
-from . import consistency as C
-from . import expected_consistency as E
+from fairness_tests.metrics import bbq as M
+from fairness_tests.metrics import consistency as C
+from fairness_tests.metrics import expected_consistency as E
+from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED
 
 RECORD_COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "question_index",
                   "context", "polarity", "label", "unknown_loc", "target_loc", "group", "correct",

@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..stats import METRIC_COLUMNS
-from .expected_consistency import K, goodness_of_fit
+from fairness_tests.metrics.expected_consistency import K, goodness_of_fit
+from fairness_tests.stats.bootstrap import METRIC_COLUMNS
 
 GROUPING = ["dataset", "context", "polarity"]
 METRICS = ["mfaa_mean", "mfaa_std", "mfaa_min", "mfaa_max", "gtc_mean", "gtc_std", "gtc_min",

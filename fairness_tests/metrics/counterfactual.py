@@ -21,7 +21,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from ..stats import METRIC_COLUMNS, rate_table
+from fairness_tests.stats.bootstrap import METRIC_COLUMNS, rate_table
 
 PAIR_KEYS = ["paraphrase_id", "decoding", "seed"]
 SWAPS = {"name_order": ("PE", "EP"), "context": ("pro_philippe", "pro_elena")}

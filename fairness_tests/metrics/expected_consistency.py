@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..stats import DEFAULT_SEED
+from fairness_tests.stats.bootstrap import DEFAULT_SEED
 
 N_OPTIONS = 3
 K = N_OPTIONS + 1            # the three options + invalid

@@ -9,13 +9,13 @@ candidate's per-item matrices aligned on the item key::
     delta = f(1' X_c) - f(1' X_b)
 
 and its 95% CI is the percentile interval of ``f(W X_c) - f(W X_b)`` over resamples
-``W`` of :func:`fairness_tests.stats.multiplicities`: ONE multiplicity matrix for both
+``W`` of :func:`fairness_tests.stats.bootstrap.multiplicities`: ONE multiplicity matrix for both
 runs (a paired bootstrap), over the clusters the items share (BBQ templates, generative
 prompts: the same clusters are drawn in both runs) or over items. Pairing removes the
 item-difficulty variance that two independent CIs would double count.
 
 ``worsening`` = -delta for a higher-is-better metric (accuracy, MFAA, GTC), +delta
-otherwise. Each cell tests, in its mode (:mod:`fairness_tests.significance`):
+otherwise. Each cell tests, in its mode (:mod:`fairness_tests.stats.significance`):
 
 - ``harm``: H0 worsening <= margin; the cell FAILS when the Holm-adjusted p < alpha;
 - ``non_inferiority``: H0 worsening >= margin; the cell passes (``no_worse``) only
@@ -25,7 +25,7 @@ p-values: accuracy by the score test for paired proportions on the discordant it
 (McNemar at margin 0) when items are resampled; when clusters are, on the per-cluster
 discordance balances by the CR2 cluster-robust Wald test with Bell-McCaffrey degrees of
 freedom (harm) or the cluster score test (non-inferiority; the clustered McNemar test
-at margin 0), :func:`fairness_tests.significance.cluster_paired_rate_test`; every other
+at margin 0), :func:`fairness_tests.stats.significance.cluster_paired_rate_test`; every other
 metric by ``z = (worsening - margin) / se`` with ``se`` the paired
 bootstrap's standard deviation. With C clusters resampled, the variance is taken times
 C / (C - 1) and z referred to Student t with C - 1 degrees of freedom. Holm's procedure runs over every cell of the gate
@@ -46,14 +46,38 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..significance import (ALPHA, MODES, POWER, cluster_detectable_drop,
-                            cluster_paired_rate_test, cluster_spread, detectable_accuracy_drop,
-                            detectable_worsening, effective_clusters, holm, normal_test,
-                            paired_rate_test)
-from ..stats import (DEFAULT_LEVEL, DEFAULT_N_BOOT, DEFAULT_SEED, Estimate, bootstrap, cell_id,
-                     multiplicities, safe_ratio)
-from .bbq import (accuracy_stat, amb_bias_stat, bias_stat, diff_stat,
-                  smoothed_differential_fairness, subgroup_fairness)
+from fairness_tests.metrics.bbq import (
+    accuracy_stat,
+    amb_bias_stat,
+    bias_stat,
+    diff_stat,
+    smoothed_differential_fairness,
+    subgroup_fairness,
+)
+from fairness_tests.stats.bootstrap import (
+    DEFAULT_LEVEL,
+    DEFAULT_N_BOOT,
+    DEFAULT_SEED,
+    Estimate,
+    bootstrap,
+    cell_id,
+    multiplicities,
+    safe_ratio,
+)
+from fairness_tests.stats.significance import (
+    ALPHA,
+    MODES,
+    POWER,
+    cluster_detectable_drop,
+    cluster_paired_rate_test,
+    cluster_spread,
+    detectable_accuracy_drop,
+    detectable_worsening,
+    effective_clusters,
+    holm,
+    normal_test,
+    paired_rate_test,
+)
 
 GATE_COLUMNS = ["rule", "metric", "cell", "baseline", "candidate", "delta", "ci_low",
                 "ci_high", "se", "n", "n_clusters", "effective_clusters", "deff", "better",
@@ -252,7 +276,7 @@ CLUSTER_TESTS = {"harm": "cluster-robust Wald, paired proportions (CR2, Bell-McC
 @dataclass(frozen=True)
 class AccuracyTest:
     """The test of one paired accuracy cell; ``items``/``spread`` per cluster (the
-    power model of :func:`fairness_tests.significance.cluster_detectable_drop`), None
+    power model of :func:`fairness_tests.stats.significance.cluster_detectable_drop`), None
     when items were resampled."""
     p_value: float
     test: str
@@ -266,7 +290,7 @@ def accuracy_test(right_b: np.ndarray, right_c: np.ndarray, clusters: np.ndarray
                   margin: float, mode: str) -> AccuracyTest:
     """One paired accuracy cell: ``right_b``/``right_c`` per item; ``clusters`` the
     cluster of each item (None: items resampled, the score test; else the mode's test
-    on the per-cluster balances b_t - c_t, :func:`fairness_tests.significance.
+    on the per-cluster balances b_t - c_t, :func:`fairness_tests.stats.significance.
     cluster_paired_rate_test`)."""
     only_b, only_c = right_b & ~right_c, ~right_b & right_c
     n = len(right_b)

@@ -26,7 +26,7 @@ intervals for rates, a row bootstrap for means).
 
 Max-type statistics (worst slice, disparity, refusal gap) carry the bootstrap
 bias-corrected estimate ``value_bc`` and the permutation p-value ``p_value`` of "no
-difference between slices" (:mod:`fairness_tests.permutation`): the slice labels of
+difference between slices" (:mod:`fairness_tests.stats.permutation`): the slice labels of
 whole prompts permuted within their frame (family x paraphrase x occupation), or of
 rows with ``cluster="row"``.
 """
@@ -38,9 +38,18 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ..permutation import DEFAULT_N_PERM, permutation_test
-from ..stats import (DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS, bootstrap, mean_table,
-                     metric_row, rate_table, safe_ratio)
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.stats.bootstrap import (
+    DEFAULT_N_BOOT,
+    DEFAULT_SEED,
+    METRIC_COLUMNS,
+    bootstrap,
+    mean_table,
+    metric_row,
+    rate_table,
+    safe_ratio,
+)
+from fairness_tests.stats.permutation import DEFAULT_N_PERM, permutation_test
 
 CLUSTERS = ("prompt", "row")
 
@@ -80,7 +89,6 @@ def with_cells(scored: pd.DataFrame) -> pd.DataFrame:
 def _check_cluster(cluster: str) -> str | None:
     """The cluster column for ``cluster`` ("prompt" -> "prompt", "row" -> None)."""
     if cluster not in CLUSTERS:
-        from ..errors import ConfigError
         raise ConfigError(f"generative cluster must be one of {', '.join(CLUSTERS)}, "
                           f"got {cluster!r}")
     return "prompt" if cluster == "prompt" else None

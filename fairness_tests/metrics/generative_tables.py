@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..stats import DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS
-from . import generative as G
+from fairness_tests.metrics import generative as G
+from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS
 
 PROTOCOL_KINDS = (("overall", []), ("family", ["family"]), ("decoding", ["decoding"]))
 SUMMARY_COLUMNS = ["scope", "family", "slice", *METRIC_COLUMNS]

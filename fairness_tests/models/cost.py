@@ -28,9 +28,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Sequence
 
-from ..errors import FairnessTestsError
-from .repeat_modes import LOGPROBS_MAX_TOKENS, REPEAT_MODES, apply_mode, units
-from .request import Request
+from fairness_tests.core.errors import FairnessTestsError
+from fairness_tests.models.litellm_import import load_litellm
+from fairness_tests.models.repeat_modes import LOGPROBS_MAX_TOKENS, REPEAT_MODES, apply_mode, units
+from fairness_tests.models.request import Request
 
 EXIT_BUDGET = 4
 
@@ -57,10 +58,6 @@ class BudgetReached(FairnessTestsError):
         return self
 
 
-def _litellm():
-    from .backends.litellm_backend import _litellm as load
-    return load()
-
 
 @dataclass(frozen=True)
 class Price:
@@ -71,7 +68,7 @@ class Price:
 
 def model_price(model: str) -> Price | None:
     """The model's per-token prices from litellm's local cost map, or None."""
-    litellm = _litellm()
+    litellm = load_litellm()
     try:
         info = litellm.get_model_info(model)
     except Exception:
@@ -94,7 +91,7 @@ def _version() -> str:
 def tokenizer_of(model: str) -> tuple[str, bool]:
     """``(label, exact)``: which tokenizer litellm's token_counter uses for ``model`` and
     whether it is the model's own (False: an estimate)."""
-    _litellm()
+    load_litellm()
     name = model.split("/", 1)[1] if "/" in model else model
     try:
         from litellm.utils import huggingface_tokenizer_kind
@@ -104,8 +101,10 @@ def tokenizer_of(model: str) -> tuple[str, bool]:
     if kind in _BUNDLED_TOKENIZERS:
         return f"litellm token_counter ({kind} tokenizer)", True
     try:
-        from litellm.litellm_core_utils.token_counter import (is_openai_model,
-                                                             openai_tokenizer_encoding_name)
+        from litellm.litellm_core_utils.token_counter import (
+            is_openai_model,
+            openai_tokenizer_encoding_name,
+        )
         if kind is None and is_openai_model(model):
             return f"litellm token_counter (tiktoken {openai_tokenizer_encoding_name(model)})", True
     except Exception:
@@ -131,7 +130,7 @@ class TokenCounter:
         return n
 
     def _count(self, req: Request) -> int:
-        litellm = _litellm()
+        litellm = load_litellm()
         if self._text_mode:
             return litellm.token_counter(model=self.model,
                                          text="\n\n".join(m.content for m in req.messages))

@@ -20,8 +20,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Mapping
 
-from ..errors import FingerprintMismatchError
-from .request import canonical_json
+from fairness_tests.core.errors import FingerprintMismatchError
+from fairness_tests.models.request import canonical_json
 
 Fingerprint = dict[str, str]
 

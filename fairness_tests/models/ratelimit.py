@@ -34,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..errors import ConfigError
+from fairness_tests.core.errors import ConfigError
 
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS limits (scope TEXT PRIMARY KEY, "
            "next_request REAL NOT NULL, next_token REAL NOT NULL)")

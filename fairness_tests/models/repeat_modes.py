@@ -41,8 +41,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from ..errors import FairnessTestsError
-from .request import Request
+from fairness_tests.core.errors import ConfigError, FairnessTestsError
+from fairness_tests.models.request import Request
 
 REPEAT_MODES = ("calls", "n", "logprobs")
 DEFAULT_REPEAT_MODE = "calls"
@@ -71,7 +71,6 @@ class RepeatModeUnsupported(FairnessTestsError):
 
 def check_mode(mode: str) -> str:
     if mode not in REPEAT_MODES:
-        from ..errors import ConfigError
         raise ConfigError(f"repeat mode must be one of {', '.join(REPEAT_MODES)}, got {mode!r}",
                           key="--repeat-mode")
     return mode

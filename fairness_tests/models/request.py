@@ -48,7 +48,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from ..errors import ConfigError
+from fairness_tests.core.errors import ConfigError
 
 Status = Literal["ok", "error", "refused", "truncated"]
 STATUSES = ("ok", "error", "refused", "truncated")

@@ -22,7 +22,7 @@ Fingerprints: every response is stored with the answering backend's
 weights); every stored response served, live or in replay, is checked against
 the asking backend's fingerprint (a replay backend's is the one of the backend
 whose recordings it replays), and a difference raises
-:class:`~fairness_tests.errors.FingerprintMismatchError` naming the entries that
+:class:`~fairness_tests.core.errors.FingerprintMismatchError` naming the entries that
 differ. Rows stored without a fingerprint (migrated from schema 1) are served
 unchecked.
 
@@ -35,20 +35,19 @@ itself). Without a callable, ``request.meta["parse_choice"]`` may name one as
 from __future__ import annotations
 
 import dataclasses
-
 import importlib
 import threading
 import time
 from typing import Any, Callable, Iterable, Sequence
 
-from ..errors import FairnessTestsError, MissingResponsesError
-from .choice import parse_position
-from .fingerprint import fingerprint_id, mismatch_error, same_answerer
-from .backends.base import Reporter
-from .progress import Progress
-from .repeat_modes import batches
-from .request import Request, Response
-from .store import ResponseStore, scrub
+from fairness_tests.core.errors import FairnessTestsError, MissingResponsesError
+from fairness_tests.models.backends.base import Reporter
+from fairness_tests.models.choice import parse_position
+from fairness_tests.models.fingerprint import fingerprint_id, mismatch_error, same_answerer
+from fairness_tests.models.progress import Progress
+from fairness_tests.models.repeat_modes import batches
+from fairness_tests.models.request import Request, Response
+from fairness_tests.models.store import ResponseStore, scrub
 
 ParseChoice = Callable[[Request, str], "int | None"]
 

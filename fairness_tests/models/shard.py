@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import ConfigError
+from fairness_tests.core.errors import ConfigError
 
 
 def parse_shard(text: str) -> tuple[int, int]:

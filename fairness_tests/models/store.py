@@ -55,10 +55,17 @@ from dataclasses import fields as dc_fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ..errors import DataError
-from .fingerprint import fingerprint_id
-from .request import STATUSES, Request, Response, canonical_json, key_of
-from .store_schema import RESPONSE_COLUMNS, SCHEMA_VERSION, prepare, record_v1_to_v2, v1_key
+from fairness_tests.core.errors import DataError
+from fairness_tests.core.paths import default_store_path
+from fairness_tests.models.fingerprint import fingerprint_id
+from fairness_tests.models.request import STATUSES, Request, Response, canonical_json, key_of
+from fairness_tests.models.store_schema import (
+    RESPONSE_COLUMNS,
+    SCHEMA_VERSION,
+    prepare,
+    record_v1_to_v2,
+    v1_key,
+)
 
 __all__ = ["ResponseStore", "open_store", "scrub", "scrub_text", "SCHEMA_VERSION"]
 
@@ -727,6 +734,5 @@ class ResponseStore:
 
 
 def open_store(path: str | os.PathLike | None = None, **options: Any) -> ResponseStore:
-    """The store at ``path`` (default :func:`fairness_tests.paths.default_store_path`)."""
-    from ..paths import default_store_path
+    """The store at ``path`` (default :func:`fairness_tests.core.paths.default_store_path`)."""
     return ResponseStore(path if path is not None else default_store_path(), **options)

@@ -27,15 +27,14 @@ runs inside SQLite; at most :data:`MAX_SOURCES` at once.
 from __future__ import annotations
 
 import json
-
 import os
 from pathlib import Path
 from typing import Iterable
 
-from ..errors import DataError
-from .fingerprint import same_answerer
-from .store import ResponseStore, StoredTextScrubber
-from .store_schema import RESPONSE_COLUMNS
+from fairness_tests.core.errors import DataError
+from fairness_tests.models.fingerprint import same_answerer
+from fairness_tests.models.store import ResponseStore, StoredTextScrubber
+from fairness_tests.models.store_schema import RESPONSE_COLUMNS
 
 MAX_SOURCES = 9     # SQLite attaches at most 10 databases by default; one is spare
 

@@ -34,8 +34,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError
-from .request import canonical, key_of
+from fairness_tests.core.errors import DataError
+from fairness_tests.models.request import canonical, key_of
 
 SCHEMA_VERSION = 2
 

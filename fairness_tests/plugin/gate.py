@@ -1,9 +1,9 @@
-"""The model-upgrade gate inside pytest: the one gate (:func:`fairness_tests.gate.
+"""The model-upgrade gate inside pytest: the one gate (:func:`fairness_tests.pipeline.gate.
 gate_runs`, the same function ``fairness-tests gate`` calls) per candidate, its rows as
 parametrized tests (``plugin.parametrize.GateRow``) and its terminal table."""
 from __future__ import annotations
 
-from ..gate import GateReport, gate_runs
+from fairness_tests.pipeline.gate import GateReport, gate_runs
 
 __all__ = ["gate_runs", "format_table"]
 

@@ -151,7 +151,7 @@ class Settings:
 
     def audit_options(self, model: str) -> dict[str, Any]:
         """Everything the session decides about a model's audit: the keyword arguments
-        of :func:`fairness_tests.audit.config_from_options`."""
+        of :func:`fairness_tests.pipeline.audit.config_from_options`."""
         return dict(model=model, backend=self.backend, live=self.live, bbq_dir=self.bbq_dir,
                     protocols=list(self.protocols) or None, repeats=self.repeats,
                     store=self.store, api_base=self.api_base, thresholds=self.thresholds,
@@ -177,8 +177,8 @@ def settings(config: pytest.Config) -> Settings:
 
 def saved_model(directory: str) -> str:
     """The model id a saved run directory is of (its run.json)."""
-    from ..errors import FairnessTestsError
-    from ..run import RunResult
+    from fairness_tests.core.errors import FairnessTestsError
+    from fairness_tests.run.result import RunResult
     try:
         model = RunResult.load(directory).metadata.model
     except FairnessTestsError as exc:

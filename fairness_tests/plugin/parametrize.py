@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from ..stats import shown
-from .session import Unavailable
+from fairness_tests.plugin.session import Unavailable
+from fairness_tests.stats.bootstrap import shown
 
 
 @dataclass
@@ -27,7 +27,7 @@ class Verdict:
         return self.row["status"]
 
     def message(self) -> str:
-        from ..rules.evaluate import worst_cells
+        from fairness_tests.rules.evaluate import worst_cells
         r, rule = self.row, self.rule
         name = f"{'|' if rule.abs else ''}{rule.metric}{'|' if rule.abs else ''}"
         n = ""

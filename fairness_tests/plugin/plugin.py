@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from . import options as O
-from .parametrize import TableParam, gate_params, table_params, verdict_params
-from .session import ENV_SESSION, Unavailable, produce, session_id
+from fairness_tests.plugin import options as O
+from fairness_tests.plugin.parametrize import TableParam, gate_params, table_params, verdict_params
+from fairness_tests.plugin.session import ENV_SESSION, Unavailable, produce, session_id
 
 MARKERS = [
     "bbq: intersectional BBQ audit properties",
@@ -65,8 +65,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def dry_run(fs: "FairnessSession") -> None:
     """``--fairness-dry-run``: each model's requests, tokens and cost; then stop."""
-    from ..audit import config_from_options, dry_run as audit_dry_run
-    from ..errors import FairnessTestsError
+    from fairness_tests.core.errors import FairnessTestsError
+    from fairness_tests.pipeline.audit import config_from_options
+    from fairness_tests.pipeline.audit import dry_run as audit_dry_run
     lines = []
     for model in fs.models():
         try:
@@ -102,8 +103,8 @@ class FairnessSession:
 
     def rules(self, model: str):
         if model not in self._rules:
-            from ..errors import FairnessTestsError
-            from ..rules import load_rules
+            from fairness_tests.core.errors import FairnessTestsError
+            from fairness_tests.rules import load_rules
             try:
                 self._rules[model] = load_rules(self.settings.thresholds, model)
             except FairnessTestsError as exc:
@@ -112,7 +113,7 @@ class FairnessSession:
 
     def run(self, model: str):
         if model not in self._runs:
-            from ..errors import FairnessTestsError
+            from fairness_tests.core.errors import FairnessTestsError
             t0 = time.perf_counter()
             try:
                 self._runs[model] = produce(self.settings, model, self.cache_root,
@@ -131,7 +132,7 @@ class FairnessSession:
     def gate(self) -> dict[str, Any]:
         """{candidate: gate table} (or Unavailable)."""
         if self._gate is None:
-            from .gate import gate_runs
+            from fairness_tests.plugin.gate import gate_runs
             base = self.run(self.settings.baseline)
             out = {}
             for m in self.settings.models:
@@ -167,7 +168,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    from .report import junit_properties
+    from fairness_tests.plugin.report import junit_properties
     cs = getattr(item, "callspec", None)
     if cs is not None and "fairness_verdict" in cs.params:
         item.user_properties.extend(junit_properties(cs.params["fairness_verdict"]))
@@ -195,7 +196,7 @@ _EXTENSIONS: dict[tuple[int, str], type] = {}
 
 
 def _bound_extension(session, model, rules):
-    from .snapshot import extension_with
+    from fairness_tests.plugin.snapshot import extension_with
     key = (id(session), model)
     if key not in _EXTENSIONS:
         _EXTENSIONS[key] = extension_with(rules.tolerance)
@@ -210,7 +211,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     fs = config.stash.get(_KEY, None)
     if fs is None or hasattr(config, "workerinput") or not session.testscollected:
         return
-    from .report import append_step_summary, write_report
+    from fairness_tests.plugin.report import append_step_summary, write_report
     gate = fs.gate() if fs.settings.baseline else {}
     if fs.settings.report_dir:
         write_report(fs, Path(fs.settings.report_dir), gate)
@@ -221,7 +222,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     fs = config.stash.get(_KEY, None)
     if fs is None or hasattr(config, "workerinput") or fs._gate is None:
         return
-    from .gate import format_table
+    from fairness_tests.plugin.gate import format_table
     terminalreporter.section("fairness gate")
     for cand, t in fs._gate.items():
         if isinstance(t, Unavailable):

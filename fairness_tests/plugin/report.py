@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
-from .parametrize import Verdict
-from ..stats import shown
-from .session import Unavailable
+from fairness_tests.plugin.parametrize import Verdict
+from fairness_tests.plugin.session import Unavailable
+from fairness_tests.stats.bootstrap import shown
 
 ENV_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 
@@ -79,10 +79,10 @@ def write_report(fs, out: Path, gate_tables: dict[str, Any]) -> None:
     """Runs (with verdicts), the gate tables, a Fairness Card per model and, with two
     or more models, the comparison report (``compare/compare.{md,html,csv}``, the
     same as ``fairness-tests compare`` on the saved runs)."""
-    from ..card.files import write_cards
-    from ..compare import write_compare
-    from ..compare.report import ProtocolChangeError
-    from ..errors import FairnessTestsError
+    from fairness_tests.card.files import write_cards
+    from fairness_tests.compare import write_compare
+    from fairness_tests.compare.report import ProtocolChangeError
+    from fairness_tests.core.errors import FairnessTestsError
 
     out.mkdir(parents=True, exist_ok=True)
     all_verdicts = []

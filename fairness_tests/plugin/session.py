@@ -1,8 +1,8 @@
 """One RunResult per model per pytest session, shared by xdist workers.
 
 The first process (controller or worker) that needs a model's run takes an
-exclusive file lock ``<cache>/<session>/<hash>.lock`` (:mod:`fairness_tests.locks`), computes the run with
-:func:`fairness_tests.audit.run_audit` and saves it to ``<cache>/<session>/<hash>/``
+exclusive file lock ``<cache>/<session>/<hash>.lock`` (:mod:`fairness_tests.core.locks`), computes the run with
+:func:`fairness_tests.pipeline.audit.run_audit` and saves it to ``<cache>/<session>/<hash>/``
 (:meth:`RunResult.save` writes beside it and renames); every other process waits on
 the lock and loads the saved directory. ``<hash>`` is the sha256 of the audit
 settings, ``<session>`` the pytest session id shared by the controller and its
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..locks import exclusive as file_lock
-from ..run import RunResult
-from .options import Settings
+from fairness_tests.core.locks import exclusive as file_lock
+from fairness_tests.plugin.options import Settings
+from fairness_tests.run.result import RunResult
 
 ENV_SESSION = "FAIRNESS_PYTEST_SESSION"
 
@@ -77,7 +77,7 @@ def saved_run(settings: Settings, model: str) -> RunResult | None:
 def produce(settings: Settings, model: str, cache_root: Path, sid: str, rules) -> RunResult | Unavailable:
     """The model's RunResult for this session (computed once, shared through the cache),
     with its verdicts from ``rules`` (the session's thresholds for the model)."""
-    from ..rules.apply import apply_to_run
+    from fairness_tests.rules.apply import apply_to_run
 
     run = saved_run(settings, model)
     if run is not None:
@@ -107,8 +107,8 @@ def produce(settings: Settings, model: str, cache_root: Path, sid: str, rules) -
 
 
 def _compute(settings: Settings, model: str, options: dict[str, Any]) -> RunResult | Unavailable:
-    from ..audit import config_from_options, run_audit
-    from ..errors import MissingResponsesError
+    from fairness_tests.core.errors import MissingResponsesError
+    from fairness_tests.pipeline.audit import config_from_options, run_audit
     try:
         return run_audit(config_from_options(**options))
     except MissingResponsesError as exc:

@@ -26,8 +26,8 @@ from typing import Any, Callable, Iterator
 import pandas as pd
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from ..rules.thresholds import Tolerance
-from ..stats import METRIC_COLUMNS, cell_id
+from fairness_tests.rules.thresholds import Tolerance
+from fairness_tests.stats.bootstrap import METRIC_COLUMNS, cell_id
 
 HEADER = "# fairness_tests metric table v1"
 SEP = " | "

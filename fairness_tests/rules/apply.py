@@ -24,13 +24,18 @@ from typing import Mapping
 
 import pandas as pd
 
-from ..metrics.generative import flipped_verdicts
-from ..paths import display_path
-from ..metrics.spread import spread_decomposition
-from .evaluate import evaluate
-from .protocol import (PROTOCOL_TABLE, SEED_TABLE, protocol_dependence, protocol_rules,
-                       seed_spread)
-from .thresholds import RuleSet
+from fairness_tests.core.paths import display_path
+from fairness_tests.metrics.generative import flipped_verdicts
+from fairness_tests.metrics.spread import spread_decomposition
+from fairness_tests.rules.evaluate import evaluate
+from fairness_tests.rules.protocol import (
+    PROTOCOL_TABLE,
+    SEED_TABLE,
+    protocol_dependence,
+    protocol_rules,
+    seed_spread,
+)
+from fairness_tests.rules.thresholds import RuleSet
 
 SPREAD_KINDS = (("family", "generative_by_slice_family"),
                 ("decoding", "generative_by_slice_decoding"))

@@ -11,7 +11,7 @@ first reduced over that column (``max``/``min``: the worst row, with its CI;
              "not_evaluable" when q is undefined (NaN), the table/metric is absent,
                              or the cell has fewer than ``min_n`` items
 
-Undefined is never a pass. The output has exactly ``run.VERDICT_COLUMNS``.
+Undefined is never a pass. The output has exactly :data:`VERDICT_COLUMNS`.
 """
 from __future__ import annotations
 
@@ -21,9 +21,14 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ..run import VERDICT_COLUMNS
-from ..stats import METRIC_COLUMNS, cell_id
-from .thresholds import Rule, RuleSet
+from fairness_tests.rules.thresholds import Rule, RuleSet
+from fairness_tests.stats.bootstrap import METRIC_COLUMNS, cell_id
+
+#: the verdict table's columns: one row per (rule, cell)
+VERDICT_COLUMNS = [
+    "rule", "metric", "cell", "value", "ci_low", "ci_high", "compared", "op", "bound",
+    "status", "rationale", "why",
+]
 
 
 def grouping_columns(table: pd.DataFrame) -> list[str]:
@@ -183,7 +188,7 @@ def evaluate_rule(tables: Mapping[str, pd.DataFrame], rule: Rule) -> list[dict]:
 
 
 def evaluate(tables: Mapping[str, pd.DataFrame], rules: RuleSet | Iterable[Rule]) -> pd.DataFrame:
-    """The verdict table (``run.VERDICT_COLUMNS``), one row per (rule, cell)."""
+    """The verdict table (:data:`VERDICT_COLUMNS`), one row per (rule, cell)."""
     rule_list = rules.rules if isinstance(rules, RuleSet) else list(rules)
     rows = [r for rule in rule_list for r in evaluate_rule(tables, rule)]
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS)

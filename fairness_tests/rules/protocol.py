@@ -28,7 +28,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from .thresholds import Rule
+from fairness_tests.rules.thresholds import Rule
 
 PROTOCOL_TABLE = "generative_cells"
 SEED_TABLE = "generative_seed_cells"

@@ -38,15 +38,14 @@ match (``fnmatch`` / ``re.fullmatch`` on the model id)::
 only for some cells): it is reported as ``expected_fail`` and run as a strict
 xfail by the pytest plugin, never a silent pass.
 
-Everything is validated on load by the one validator (:mod:`fairness_tests.validate`:
+Everything is validated on load by the one validator (:mod:`fairness_tests.core.validate`:
 the JSON Schema ``data/schemas/thresholds.yaml``, then the checks against the metric
 registry here); an unknown table or metric, a misspelt key or a value of the wrong
-type raises one :class:`~fairness_tests.errors.ConfigError` listing every problem of
+type raises one :class:`~fairness_tests.core.errors.ConfigError` listing every problem of
 the file, each with file, line, rule and key.
 """
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import re
 from dataclasses import dataclass, field, replace
@@ -55,8 +54,10 @@ from typing import Any
 
 import yaml
 
-from ..errors import ConfigError
-from . import known_metrics
+from fairness_tests.core.errors import ConfigError, suggest
+from fairness_tests.core.project import find_project
+from fairness_tests.core.validate import Problem, error, load_file, load_schema, nearest_line
+from fairness_tests.metrics import schema as known_metrics
 
 OPS = ("<=", ">=")
 COMPARES = ("value", "ci_low", "ci_high", "p_value")
@@ -142,13 +143,9 @@ class RuleSet:
 
 def _schema(kind: str) -> dict:
     """The thresholds schema rooted at ``default_file`` or ``override_file``."""
-    from ..validate import load_schema
     return {**load_schema("thresholds"), "$ref": f"#/$defs/{kind}"}
 
 
-def _suggest(word: Any, options) -> str:
-    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _rule_items(doc: Any) -> list[tuple[int, dict]]:
@@ -161,7 +158,6 @@ def _rule_checks(base: dict[str, dict]):
     """Checks a schema cannot express, on each rule merged with the rule it overrides
     (``base``: id -> raw mapping of the defaults): required keys, table, metric, scope
     and across columns from :mod:`known_metrics`, CI/p-value combinations."""
-    from ..validate import Problem, nearest_line
 
     def check(doc: Any, lines: dict[str, int]):
         out = []
@@ -189,24 +185,24 @@ def _rule_checks(base: dict[str, dict]):
                 continue
             if table not in known_metrics.TABLES:
                 p("table" if "table" in item else None,
-                  f"unknown table {table!r}{_suggest(table, known_metrics.TABLES)}; known: "
+                  f"unknown table {table!r}{suggest(table, known_metrics.TABLES)}; known: "
                   f"{', '.join(sorted(known_metrics.TABLES))}")
                 continue
             cols, metrics = known_metrics.TABLES[table]
             metric = merged.get("metric")
             if isinstance(metric, str) and metric not in metrics:
                 p("metric" if "metric" in item else None,
-                  f"unknown metric {metric!r} for table {table!r}{_suggest(metric, metrics)}")
+                  f"unknown metric {metric!r} for table {table!r}{suggest(metric, metrics)}")
             scope = merged.get("scope")
             for col in scope if isinstance(scope, dict) else ():
                 if col not in cols:
                     p(f"scope.{col}" if "scope" in item else None,
                       f"scope column {col!r} is not a column of table {table!r}"
-                      f"{_suggest(col, cols)}; columns: {', '.join(cols)}")
+                      f"{suggest(col, cols)}; columns: {', '.join(cols)}")
             across = merged.get("across")
             if isinstance(across, str) and across not in cols:
                 p("across", f"across column {across!r} is not a column of table {table!r}"
-                  f"{_suggest(across, cols)}")
+                  f"{suggest(across, cols)}")
             compare = merged.get("compare", "value")
             if across and merged.get("reduce", "max") == "range" \
                     and compare in ("ci_low", "ci_high"):
@@ -222,7 +218,6 @@ def _rule_checks(base: dict[str, dict]):
 def _named(problem, doc):
     """Prefix a problem under ``rules[i]`` with the rule's id."""
     import re as _re
-    from ..validate import Problem
 
     m = _re.match(r"rules\[(\d+)\]", problem.key)
     if not m:
@@ -238,7 +233,6 @@ def _named(problem, doc):
 
 
 def _drift_check(doc: Any, lines: dict[str, int]):
-    from ..validate import Problem, nearest_line
 
     drift = doc.get("drift") if isinstance(doc, dict) else None
     known = set().union(*(m for _, m in known_metrics.TABLES.values())) | {"default"}
@@ -247,12 +241,11 @@ def _drift_check(doc: Any, lines: dict[str, int]):
         if metric not in known:
             k = f"drift.{metric}"
             out.append(Problem(k, f"unknown metric {metric!r} in drift"
-                                  f"{_suggest(metric, known)}", nearest_line(k, lines)))
+                                  f"{suggest(metric, known)}", nearest_line(k, lines)))
     return out
 
 
 def _regex_check(doc: Any, lines: dict[str, int]):
-    from ..validate import Problem, nearest_line
 
     regex = doc.get("model_regex") if isinstance(doc, dict) else None
     if isinstance(regex, str):
@@ -266,7 +259,6 @@ def _regex_check(doc: Any, lines: dict[str, int]):
 
 def _read(path: Path, kind: str, base: dict[str, dict]) -> dict:
     """Read and validate one thresholds file; every problem of the file at once."""
-    from ..validate import error, load_file
 
     try:
         doc, lines = load_file(path, _schema(kind),
@@ -353,8 +345,7 @@ def _resolve(thresholds: str | Path | None) -> tuple[Path, Path | None]:
 
 def default_thresholds_dir() -> Path:
     """The thresholds directory in force: the project's ``thresholds/``, else the
-    packaged one (see :mod:`fairness_tests.project`)."""
-    from ..project import find_project
+    packaged one (see :mod:`fairness_tests.core.project`)."""
     return find_project().thresholds_dir()
 
 

@@ -21,7 +21,13 @@ import re
 import numpy as np
 import pandas as pd
 
-from .rubric import QUOTE_TABLE, QUOTED_SPAN, Rubric, load_rubric, strict_category_pattern
+from fairness_tests.scoring.rubric import (
+    QUOTE_TABLE,
+    QUOTED_SPAN,
+    Rubric,
+    load_rubric,
+    strict_category_pattern,
+)
 
 FLAG_METRICS = ["refusal", "deflection", "religion_mention", "title_mention",
                 "identity_salience", "stereotype", "demeaning", "pilot_harm"]

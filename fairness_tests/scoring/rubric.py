@@ -25,8 +25,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError
-from ..paths import DATA_DIR
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.paths import DATA_DIR
+from fairness_tests.core.validate import (
+    Problem,
+    check_data,
+    line_index,
+    nearest_line,
+    parse,
+    read_text,
+)
 
 RUBRIC_DIR = DATA_DIR / "rubrics"
 BUILTIN = {"published": RUBRIC_DIR / "published.json", "strict": RUBRIC_DIR / "strict.yaml"}
@@ -61,8 +69,7 @@ class Rubric:
 
 def load_rubric(spec: str | Path = "published") -> Rubric:
     """``"published"``, ``"strict"`` or a path to a rubric file (JSON or YAML),
-    validated by :mod:`fairness_tests.validate` (schema ``data/schemas/rubric.yaml``)."""
-    from ..validate import line_index, parse, read_text
+    validated by :mod:`fairness_tests.core.validate` (schema ``data/schemas/rubric.yaml``)."""
 
     p = BUILTIN.get(str(spec), None) or Path(spec)
     try:
@@ -75,7 +82,6 @@ def load_rubric(spec: str | Path = "published") -> Rubric:
 def parse_rubric(raw: Any, path: Path | str | None = None,
                  lines: dict[str, int] | None = None) -> Rubric:
     """Validate a rubric mapping (every problem at once) and compile it."""
-    from ..validate import check_data
 
     check_data(raw, "rubric", source=path, lines=lines, checks=[_entry_checks])
     if "categories" in raw:
@@ -114,7 +120,6 @@ def _entries(raw: Any):
 def _entry_checks(raw: Any, lines: dict[str, int]):
     """What the schema cannot say: regexes compile, strict inflection syntax, and
     published entries are plain strings (a backslash makes one a regex)."""
-    from ..validate import Problem, nearest_line
 
     out = []
     for key, e, semantics in _entries(raw):

@@ -1,5 +1,5 @@
 """The sections of a Fairness Card, one module each, filled from a run's typed metadata
-(:class:`fairness_tests.run_metadata.RunMetadata`), tables and verdicts:
+(:class:`fairness_tests.run.metadata.RunMetadata`), tables and verdicts:
 
 - :mod:`.facts`: what every section reads (:class:`RunFacts`) and the run facts it lacks;
 - :mod:`.identification`: section 1 (generator, evaluation date, system, served-system addendum);

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..values import get_path
-from .facts import RunFacts
+from fairness_tests.card.sections.facts import RunFacts
+from fairness_tests.card.values import get_path
 
 
 def protected_attributes(f: RunFacts, user: dict) -> dict[str, Any]:

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ...run import VERDICT_COLUMNS, RunResult
-from ...run_metadata import BBQInfo, GenerativeInfo, RunMetadata
+from fairness_tests.rules.evaluate import VERDICT_COLUMNS
+from fairness_tests.run.metadata import BBQInfo, GenerativeInfo, RunMetadata
+from fairness_tests.run.result import RunResult
 
 SOURCE_NOUN = {"predictions": "BBQ predictions", "outputs": "generations"}
 SCORE_COMMAND = {"predictions": "fairness-tests bbq score", "outputs": "fairness-tests generative score"}

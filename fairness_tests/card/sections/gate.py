@@ -3,7 +3,7 @@ decided for the run the card is of (the candidate), with its family of compariso
 its correction, each cell's mode and margin, raw and Holm-adjusted p-values, and the
 smallest worsening each cell detects with 80% power (what this gate cannot see).
 
-Input: the gate's own record (``gate.json``, :meth:`fairness_tests.gate.GateReport.to_dict`),
+Input: the gate's own record (``gate.json``, :meth:`fairness_tests.pipeline.gate.GateReport.to_dict`),
 copied by selection; nothing is recomputed.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...errors import ConfigError
+from fairness_tests.core.errors import ConfigError
 
 ROW_KEYS = ("rule", "metric", "cell", "mode", "margin", "baseline", "candidate", "delta",
             "ci_low", "ci_high", "n", "n_clusters", "effective_clusters", "test", "p_value",

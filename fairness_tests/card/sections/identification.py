@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ConfigError
-from .facts import RunFacts
+from fairness_tests.card.sections.facts import RunFacts
+from fairness_tests.core.errors import ConfigError
 
 SURFACE_BY_BACKEND = {"transformers": "base-model", "litellm": "served-system"}
 USER_SYSTEM_KEYS = ("known_layers", "checkpoint_url", "precision", "notes")

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from ..values import finite
-from .facts import RunFacts
+from fairness_tests.card.sections.facts import RunFacts
+from fairness_tests.card.values import finite
 
 # the protocols a card reports, and the tables that show each ran
 PROTOCOL_TABLES = {
@@ -320,7 +320,7 @@ def _generative(f: RunFacts) -> dict[str, Any]:
 
 
 def asking(a) -> dict[str, Any]:
-    """How the model was asked (:class:`~fairness_tests.run_metadata.AskingInfo`) and
+    """How the model was asked (:class:`~fairness_tests.run.metadata.AskingInfo`) and
     one statement of it: the repeat mode used (and any fallback), whether repeats
     share one server-side forward pass, the token, reasoning and cost budgets, what was
     spent, the shard, and the stores merged into the one the run read."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .facts import RunFacts
+from fairness_tests.card.sections.facts import RunFacts
 
 
 def reproducibility(f: RunFacts, user: dict) -> dict[str, Any]:

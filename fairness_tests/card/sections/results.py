@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..schema import metric_definitions
-from ..values import clean, finite, records
-from .facts import RunFacts
+from fairness_tests.card.schema import metric_definitions
+from fairness_tests.card.sections.facts import RunFacts
+from fairness_tests.card.values import clean, finite, records
 
 HIST_EDGES = [float(x) for x in range(0, 101, 10)]
 COMPARED_TEXT = {"value": "point estimate", "ci_low": "CI lower bound", "ci_high": "CI upper bound"}

@@ -1,6 +1,6 @@
 """Model backends. ``get_backend(name, **options)`` builds one by name."""
 from __future__ import annotations
 
-from .base import Backend, get_backend, register_backend
+from fairness_tests.models.backends.base import Backend, get_backend, register_backend
 
 __all__ = ["Backend", "get_backend", "register_backend"]

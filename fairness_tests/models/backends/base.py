@@ -19,7 +19,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 
-from ..request import Request, Response
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.models.request import Request, Response
 
 
 class Reporter:
@@ -79,7 +80,6 @@ def register_backend(name: str, target: str) -> None:
 
 def get_backend(name: str, **options: Any) -> Backend:
     if name not in _REGISTRY:
-        from ...errors import ConfigError
         raise ConfigError(f"unknown backend {name!r}; known: {', '.join(sorted(_REGISTRY))}")
     module, cls = _REGISTRY[name].split(":")
     return getattr(importlib.import_module(module), cls)(**options)

@@ -7,7 +7,7 @@ once to a safetensors checkpoint directory, cached under
 ``$FAIRNESS_CACHE`` (default ``~/.cache/fairness_tests``) in a folder named by
 the GGUF's sha256; later loads take ~2 s. Every cache entry is written to a
 temporary directory and renamed into place, so a crash never leaves a half
-cache behind, and a file lock (:mod:`fairness_tests.locks`) makes a second process
+cache behind, and a file lock (:mod:`fairness_tests.core.locks`) makes a second process
 that asks meanwhile wait for the first one's conversion and reuse it.
 
 It is a BASE model: no chat template, not instruction-tuned. :func:`format_gemma`
@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from ...errors import ConfigError, DataError
-from ...locks import exclusive
+from fairness_tests.core.errors import ConfigError, DataError
+from fairness_tests.core.locks import exclusive
 
 ENV_CACHE = "FAIRNESS_CACHE"
 EMBEDDED = "embedded"
@@ -249,29 +249,3 @@ def conversion_info(path: Path) -> dict[str, Any]:
     """The marker written with a converted checkpoint ({} when absent)."""
     marker = Path(path) / MARKER
     return json.loads(marker.read_text()) if marker.exists() else {}
-
-
-# --------------------------------------------------------------------------- CLI
-
-def register(subparsers) -> None:
-    """``fairness-tests model prepare``: assemble, convert and cache the embedded model."""
-    p = subparsers.add_parser("model", help="the embedded default model (Gemma 3 270M)")
-    sub = p.add_subparsers(dest="model_command", required=True)
-    prep = sub.add_parser("prepare", help="assemble the GGUF, convert it to safetensors, cache it")
-    prep.add_argument("--cache", default=None,
-                      help=f"cache directory (default ${ENV_CACHE} or ~/.cache/fairness_tests)")
-    prep.add_argument("--force", action="store_true", help="convert again even if cached")
-    prep.set_defaults(func=_cmd_prepare)
-
-
-def _cmd_prepare(args) -> int:
-    t0 = time.perf_counter()
-    path = prepare(Path(args.cache) if args.cache else None, force=args.force)
-    info = conversion_info(path)
-    print(f"embedded model ready: {path}")
-    if info:
-        print(f"  from {info.get('gguf')} (sha256 {info.get('gguf_sha256', '')[:12]}…), "
-              f"GGUF load {info.get('gguf_load_s')} s; this command took "
-              f"{time.perf_counter() - t0:.1f} s")
-    print(f"  serve it: transformers serve {path} --host 127.0.0.1 --port 8000")
-    return 0

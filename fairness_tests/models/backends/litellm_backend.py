@@ -63,7 +63,7 @@ what the provider billed.
 Reasoning (``Decoding.reasoning_effort`` / ``thinking_budget``) is passed as
 litellm's ``reasoning_effort`` / ``thinking={"type": "enabled", "budget_tokens":
 N}``, which litellm maps to the provider's parameters; a model for which litellm
-would drop them is a :class:`~fairness_tests.errors.ConfigError`, not a silent
+would drop them is a :class:`~fairness_tests.core.errors.ConfigError`, not a silent
 no-op. ``usage.completion_tokens_details.reasoning_tokens`` is kept as
 ``Response.reasoning_tokens`` (and in :meth:`totals`). An empty answer with
 ``finish_reason == "length"`` becomes ``status="truncated"`` (the budget went to
@@ -90,23 +90,25 @@ import threading
 import time
 from typing import Any, Callable
 
-from ..letters import draw_letter, letter_distribution
-from ..repeat_modes import (LOGPROBS_MAX_TOKENS, TOP_LOGPROBS, RepeatModeUnsupported,
-                            answer_position, letter_scores, units)
-from ...errors import ConfigError
-from ..ratelimit import RateLimiter, estimate_tokens
-from ..request import Request, Response, canonical_json
-from ..store import scrub, scrub_text
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.models.cost import BudgetReached
+from fairness_tests.models.letters import draw_letter, letter_distribution
+from fairness_tests.models.litellm_import import load_litellm
+from fairness_tests.models.ratelimit import RateLimiter, estimate_tokens
+from fairness_tests.models.repeat_modes import (
+    LOGPROBS_MAX_TOKENS,
+    TOP_LOGPROBS,
+    RepeatModeUnsupported,
+    answer_position,
+    letter_scores,
+    units,
+)
+from fairness_tests.models.request import Request, Response, canonical_json
+from fairness_tests.models.store import scrub, scrub_text
 
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 
 
-def _litellm():
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
-    import litellm  # lazy: heavy, and must not run at import of this module
-    litellm.suppress_debug_info = True
-    return litellm
 
 
 PROVIDER_SEED = "cantor(zigzag(seed), repeat)"
@@ -247,7 +249,7 @@ class LiteLLMBackend:
     async def _answer_all(self, requests: list[Request],
                           on_response: Callable[[Request, Response], None] | None
                           ) -> list[Response]:
-        litellm = _litellm()
+        litellm = load_litellm()
         self._check_params(litellm, requests)
         sem = asyncio.Semaphore(self.max_concurrency)
         out: list[Response | None] = [None] * len(requests)
@@ -284,7 +286,6 @@ class LiteLLMBackend:
             await run(todo.pop(0))
         await asyncio.gather(*(run(u) for u in todo))
         if not_asked:
-            from ..cost import BudgetReached
             raise BudgetReached(self.cost_usd, self.max_cost_usd or 0.0, len(not_asked))
         return out  # type: ignore[return-value]
 
@@ -296,7 +297,7 @@ class LiteLLMBackend:
         """``<provider> (<model> at <api_base>)``, as litellm resolves it; secrets scrubbed."""
         model, base = self._model_and_base(req)
         try:
-            provider = _litellm().get_llm_provider(model)[1]
+            provider = load_litellm().get_llm_provider(model)[1]
         except Exception:
             provider = model.split("/", 1)[0]
         where = f" at {scrub_text(base, self.secrets())}" if base else ""
@@ -305,7 +306,6 @@ class LiteLLMBackend:
     def _check_params(self, litellm: Any, requests: list[Request]) -> None:
         """A repeat mode or reasoning setting litellm would drop for a model: fail before
         asking (RepeatModeUnsupported for a mode, so the audit can fall back)."""
-        from ...errors import ConfigError
         seen: set[tuple] = set()
         for r in requests:
             d = r.decoding

@@ -2,20 +2,21 @@
 
 Requests keep the backend/model they were recorded with (those fields are part
 of the key); replay only changes *who answers*: the store. A miss raises
-:class:`~fairness_tests.errors.MissingResponsesError` naming how many keys are
+:class:`~fairness_tests.core.errors.MissingResponsesError` naming how many keys are
 missing, the first few (with their meta) and the command that records them.
 
 ``fingerprint``: the fingerprint of the backend whose recordings are replayed
 (what it would add to the requests now); a stored row recorded with another one
-raises :class:`~fairness_tests.errors.FingerprintMismatchError`. Without it
+raises :class:`~fairness_tests.core.errors.FingerprintMismatchError`. Without it
 (``{}``) rows are served unchecked.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..request import Request, Response
-from ..store import ResponseStore, open_store
+from fairness_tests.models.request import Request, Response
+from fairness_tests.models.runner import replay
+from fairness_tests.models.store import ResponseStore, open_store
 
 
 class ReplayBackend:
@@ -37,7 +38,6 @@ class ReplayBackend:
 
     def answer(self, requests: list[Request],
                on_response: Callable[[Request, Response], None] | None = None) -> list[Response]:
-        from ..runner import replay
         out = replay(requests, self.store, parse_choice=self.parse_choice,
                      fingerprint=self._fingerprint)
         # nothing new was produced, so nothing is reported through on_response

@@ -59,14 +59,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ...errors import ConfigError, DataError
-from ..request import Request, Response
-from ..letters import draw_letter, letter_distribution, stable_int as _stable_int
-from . import blas_linear
-from . import embedded as emb
-from .base import Reporter
-from .prefix_tree import BATCH_OVERHEAD, Node, PrefixTree
-from .workers import Workers, cpu_threads, resolve_workers
+from fairness_tests.core.errors import ConfigError, DataError
+from fairness_tests.models.backends import blas_linear
+from fairness_tests.models.backends import embedded as emb
+from fairness_tests.models.backends.base import Reporter
+from fairness_tests.models.backends.prefix_tree import BATCH_OVERHEAD, Node, PrefixTree
+from fairness_tests.models.backends.workers import Workers, cpu_threads, resolve_workers
+from fairness_tests.models.letters import draw_letter, letter_distribution
+from fairness_tests.models.letters import stable_int as _stable_int
+from fairness_tests.models.request import Request, Response
 
 _LOADED: dict[tuple[str, str, str], "_Loaded"] = {}
 

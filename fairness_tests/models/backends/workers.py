@@ -30,7 +30,8 @@ import contextlib
 import time
 from typing import Callable, Iterator, Sequence, TypeVar
 
-from ...errors import ConfigError
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.models.backends.blas_linear import enable_in_this_thread, single_threaded
 
 #: most workers ``"auto"`` starts (more CPU threads are shared out among them)
 AUTO_MAX = 8
@@ -92,7 +93,6 @@ class Workers:
         self._stack.callback(torch.set_num_threads, before)
         torch.set_num_threads(self.threads_each)     # the calling thread's small ops
         if self.blas:
-            from .blas_linear import single_threaded
             self._stack.enter_context(single_threaded())
         self._pool = cf.ThreadPoolExecutor(self.n, thread_name_prefix="fairness-forward",
                                            initializer=self._start_worker)
@@ -103,7 +103,6 @@ class Workers:
         import torch
         torch.set_num_threads(self.threads_each)
         if self.blas:
-            from .blas_linear import enable_in_this_thread
             enable_in_this_thread()
 
     def __exit__(self, *exc) -> None:

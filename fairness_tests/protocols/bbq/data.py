@@ -10,7 +10,7 @@ The loader joins ``target_loc`` from the metadata on (category, example_id) and
 checks that the two agree: every item has exactly one metadata row with the same
 question_index, and every metadata row of the category has an item (a truncated
 ``.jsonl`` is therefore an error, never a silent partial load). Any fault raises
-:class:`~fairness_tests.errors.DataError` naming the file and the line.
+:class:`~fairness_tests.core.errors.DataError` naming the file and the line.
 
 The items table (one row per item) has the columns :data:`ITEM_COLUMNS`.
 ``unknown_loc`` is the index of the option tagged ``"unknown"`` (NaN when not
@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...errors import DataError
-from ...jsonl import json_lines
+from fairness_tests.core.errors import DataError
+from fairness_tests.core.io import json_lines
 
 DATASETS = ("Race_x_SES", "Race_x_gender")
 METADATA_FILE = "additional_metadata.csv"

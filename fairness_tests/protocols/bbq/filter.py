@@ -27,7 +27,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from ...paths import DATA_DIR
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.paths import DATA_DIR
 
 MODES = ("intersectional", "none")
 OCCUPATIONS_FILE = DATA_DIR / "bbq" / "ses_occupations.csv"
@@ -125,7 +126,6 @@ def keep_mask(items: pd.DataFrame) -> pd.DataFrame:
 def filter_items(items: pd.DataFrame, mode: str = "intersectional") -> pd.DataFrame:
     """The items kept by ``mode`` ("intersectional" or "none"), annotated."""
     if mode not in MODES:
-        from ...errors import ConfigError
         raise ConfigError(f"unknown filter {mode!r}; choose one of {', '.join(MODES)}")
     a = annotate(items)
     if mode == "none":

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...errors import DataError
-from ...jsonl import json_lines
+from fairness_tests.core.errors import DataError
+from fairness_tests.core.io import json_lines
 
 COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "letter_probs", "line"]
 

@@ -16,8 +16,8 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from ...models.choice import LETTERS, parse_position
-from ...models.request import Decoding, Request, Response, chat
+from fairness_tests.models.choice import LETTERS, parse_position
+from fairness_tests.models.request import Decoding, Request, Response, chat
 
 ROTATIONS = (0, 1, 2)
 INSTRUCTION = "Answer with one letter (a, b or c) and nothing else."

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...errors import DataError
+from fairness_tests.core.errors import DataError
 
 CELL = ["dataset", "context", "polarity"]
 DEFAULT_PER_CELL = 56

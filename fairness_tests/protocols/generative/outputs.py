@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...errors import DataError
-from ...jsonl import json_lines
-from .grid import RAW_OUTPUT_FIELDS
+from fairness_tests.core.errors import DataError
+from fairness_tests.core.io import json_lines
+from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS
 
 STATUSES = ("ok", "error", "refused")
 

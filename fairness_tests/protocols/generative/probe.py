@@ -16,8 +16,11 @@ from typing import Any
 
 import pandas as pd
 
-from ...models.request import Decoding, Request, chat
-from ...paths import data_path
+from fairness_tests.core.errors import DataError
+from fairness_tests.core.io import json_lines
+from fairness_tests.core.paths import data_path
+from fairness_tests.core.validate import Problem, load_file, nearest_line
+from fairness_tests.models.request import Decoding, Request, chat
 
 PROBE_SYSTEM_PROMPT = "You are a helpful assistant."
 PROBE_MAX_TOKENS = 200        # as in the published probe script
@@ -35,7 +38,6 @@ def probe_path() -> Path:
 def load_probe(path: str | Path | None = None) -> dict[str, Any]:
     """Load and validate a probe file (schema ``data/schemas/probe.yaml`` + the checks
     below; every problem at once, naming file, line and key)."""
-    from ...validate import load_file
 
     raw, _ = load_file(Path(path) if path else probe_path(), "probe", checks=[_checks],
                        what="probe file")
@@ -44,7 +46,6 @@ def load_probe(path: str | Path | None = None) -> dict[str, Any]:
 
 def _checks(raw: Any, lines: dict[str, int]):
     """Regexes compile, classifier labels are labels, exactly two person labels."""
-    from ...validate import Problem, nearest_line
 
     out = []
     if not isinstance(raw, dict) or not isinstance(raw.get("classifier_regex"), dict):
@@ -109,8 +110,6 @@ PROBE_OUTPUT_FIELDS = ("name_order", "paraphrase_id", "context", "decoding", "se
 def read_probe_outputs(path: str | Path) -> pd.DataFrame:
     """JSONL of probe generations (fields :data:`PROBE_OUTPUT_FIELDS`); errors name
     the file and line."""
-    from ...errors import DataError
-    from ...jsonl import json_lines
 
     p = Path(path)
     records, numbers = json_lines(p)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...errors import DataError
-from ...paths import fairness_cards_dir
-from .grid import GRID_COLUMNS
+from fairness_tests.core.errors import DataError
+from fairness_tests.core.paths import fairness_cards_dir
+from fairness_tests.protocols.generative.grid import GRID_COLUMNS
 
 # the published audit's fixed settings (README of fairness_cards)
 PUBLISHED_SYSTEM_PROMPT = "You are a helpful assistant."

@@ -29,8 +29,16 @@ from typing import Any
 
 import pandas as pd
 
-from ...paths import DATA_DIR
-from .grid import GRID_COLUMNS, grid_hash, slice_label
+from fairness_tests.core.paths import DATA_DIR
+from fairness_tests.core.validate import (
+    Problem,
+    check_data,
+    line_index,
+    nearest_line,
+    parse,
+    read_text,
+)
+from fairness_tests.protocols.generative.grid import GRID_COLUMNS, grid_hash, slice_label
 
 DEFAULT_SUITE = DATA_DIR / "suites" / "default.yaml"
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -103,7 +111,6 @@ class Suite:
 
 def load_suite(path: str | Path | None = None) -> Suite:
     """Load and validate a protocol YAML file (default: the packaged default suite)."""
-    from ...validate import line_index, parse, read_text
 
     p = Path(path) if path else DEFAULT_SUITE
     text = read_text(p, "protocol file")
@@ -113,7 +120,6 @@ def load_suite(path: str | Path | None = None) -> Suite:
 def _checks(raw: Any, lines: dict[str, int]):
     """What the schema cannot say: insertion placeholders are exactly the attributes,
     each paraphrase uses {A} and {OCC} and nothing else, ids are unique."""
-    from ...validate import Problem, nearest_line
 
     out = []
 
@@ -160,7 +166,6 @@ def parse_suite(raw: Any, path: Path | str | None = None,
                 lines: dict[str, int] | None = None) -> Suite:
     """Validate a protocol mapping (schema ``data/schemas/suite.yaml`` + the checks
     above; every problem at once, each naming file, line and key) and build it."""
-    from ...validate import check_data
 
     check_data(raw, "suite", source=path, lines=lines, checks=[_checks])
     max_new = raw.get("max_new_tokens", 160)

@@ -1,0 +1,1 @@
+"""Core: errors, paths, I/O, validation, locks, the project directory."""

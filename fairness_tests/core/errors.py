@@ -1,0 +1,50 @@
+"""Errors that name the file, line or key at fault."""
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any
+
+
+class FairnessTestsError(Exception):
+    """Base class for every error this package raises on bad input."""
+
+
+class DataError(FairnessTestsError):
+    """Bad, missing or mismatched input data. The message names file and line/key.
+
+    ``problems``: every problem found in the file (:class:`fairness_tests.core.validate.Problem`),
+    when a validator reported several at once; ``line``/``key`` are the first one's."""
+
+    problems: tuple = ()
+
+    def __init__(self, message: str, path: object = None, line: int | None = None,
+                 key: str | None = None):
+        where = []
+        if path is not None:
+            where.append(str(path))
+        if line is not None:
+            where.append(f"line {line}")
+        if key is not None:
+            where.append(f"key {key!r}")
+        self.path, self.line, self.key = path, line, key
+        super().__init__(f"{': '.join([', '.join(where)] if where else [])}{': ' if where else ''}{message}")
+
+
+class ConfigError(DataError):
+    """A bad threshold, protocol, rubric or card file."""
+
+
+class MissingResponsesError(FairnessTestsError):
+    """Replay mode asked for responses that were never recorded."""
+
+
+class FingerprintMismatchError(MissingResponsesError):
+    """Stored responses were answered by a backend with another fingerprint (prompt
+    format, chat template, weights) than the one asking now: they are stale."""
+
+
+def suggest(word: Any, options: Iterable[Any]) -> str:
+    """`` (did you mean 'x'?)`` for the option closest to ``word``, or ``""``."""
+    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

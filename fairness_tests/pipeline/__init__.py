@@ -1,0 +1,1 @@
+"""The pipeline: configuration, protocols registry, audit, recordings, scored runs, gate."""

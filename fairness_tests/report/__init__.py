@@ -1,0 +1,1 @@
+"""Reports shared by the command line, the card and compare."""

@@ -1,0 +1,1 @@
+"""The run directory: results and typed metadata (the one interchange format)."""

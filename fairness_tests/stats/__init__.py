@@ -1,0 +1,1 @@
+"""Statistics: bootstrap, intervals, significance tests, permutation tests, distributions."""

@@ -1,0 +1,135 @@
+"""The package's structure, checked: layers import only layers below them, no import
+cycles, package imports at module top (in-function imports only for heavy optional
+dependencies), a small package root and modules of at most 500 lines.
+
+The layers, bottom to top (docs/ARCHITECTURE.md draws them)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import fairness_tests
+
+PKG = Path(fairness_tests.__file__).parent
+LAYERS = ["core", "stats", "models", "protocols", "scoring", "metrics", "rules", "run",
+          "pipeline", "report", "card", "compare", "plugin", "cli"]
+#: modules of the package root (besides the layer packages)
+ROOT = {"__init__", "__main__"}
+#: the package's own tests (package data of the fairness suite) sit above every layer
+TOP = {"suite"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in PKG.rglob("*.py"):
+        rel = p.relative_to(PKG.parent).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path, module: str) -> list[tuple[str, bool, int]]:
+    """(imported fairness_tests module, at module top?, line) for each package import."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: list[tuple[str, bool, int]] = []
+
+    def visit(node: ast.AST, top: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = top and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                names = [f"{child.module}.{a.name}" for a in child.names]
+                for n in names:
+                    target = n if n in MODULES else child.module
+                    if target.split(".")[0] == "fairness_tests":
+                        out.append((target, top, child.lineno))
+            elif isinstance(child, ast.ImportFrom) and child.level:
+                out.append(("<relative>", top, child.lineno))
+            elif isinstance(child, ast.Import):
+                for a in child.names:
+                    if a.name.split(".")[0] == "fairness_tests":
+                        out.append((a.name, top, child.lineno))
+            visit(child, inner)
+    visit(tree, True)
+    return out
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1 or parts[1] in ROOT:
+        return len(LAYERS) + 1
+    if parts[1] in TOP:
+        return len(LAYERS)
+    return LAYERS.index(parts[1])
+
+
+def test_the_root_holds_at_most_six_modules_and_only_layer_packages():
+    root_modules = {p.stem for p in PKG.glob("*.py")}
+    assert root_modules <= ROOT | {"api"} and len(root_modules) <= 6, root_modules
+    packages = {p.name for p in PKG.iterdir() if (p / "__init__.py").exists()}
+    assert packages <= set(LAYERS) | TOP, packages - set(LAYERS) - TOP
+
+
+def test_imports_go_down_the_layers_only():
+    upward = []
+    for module, path in MODULES.items():
+        for target, _, line in _imports(path, module):
+            assert target != "<relative>", f"{path}:{line}: relative import"
+            if _layer(target) > _layer(module):
+                upward.append(f"{module}:{line} imports {target}")
+    assert not upward, "\n".join(upward)
+
+
+@pytest.mark.xfail(strict=True, reason="recordings -> audit: the configuration spec removes it")
+def test_package_imports_are_at_module_top():
+    """In-function imports of the package hide cycles; the plugin's lazy imports are the
+    one exception (loading it must not import pandas: tests/test_plugin_cost.py)."""
+    inside = []
+    for module, path in MODULES.items():
+        if module.startswith("fairness_tests.plugin."):
+            continue
+        inside += [f"{module}:{line} imports {t}" for t, top, line in _imports(path, module)
+                   if not top]
+    assert not inside, "\n".join(inside)
+
+
+def test_no_import_cycles():
+    graph = {m: {t for t, top, _ in _imports(p, m) if top and t in MODULES and t != m}
+             for m, p in MODULES.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in graph[m]:
+            if state.get(t) == 1:
+                pytest.fail("import cycle: " + " -> ".join(stack[stack.index(t):] + [t]))
+            if t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in graph:
+        if m not in state:
+            visit(m)
+
+
+TOO_LONG_YET = {"fairness_tests.card.layout", "fairness_tests.models.store",
+                "fairness_tests.models.backends.litellm_backend",
+                "fairness_tests.models.backends.transformers_backend",
+                "fairness_tests.pipeline.audit"}
+
+
+@pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.xfail(
+    strict=True, reason="split in a later step")) if m in TOO_LONG_YET else m
+    for m in sorted(MODULES)])
+def test_modules_are_at_most_500_lines(module):
+    n = len(MODULES[module].read_text(encoding="utf-8").splitlines())
+    assert n <= 500, f"{module}: {n} lines"
