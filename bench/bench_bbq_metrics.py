@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 
 from fairness_tests.core.paths import bbq_dir
+from fairness_tests.metrics.bbq_tables import bbq_tables
 from fairness_tests.protocols.bbq.data import load_bbq
 from fairness_tests.protocols.bbq.filter import filter_items
-from fairness_tests.metrics.bbq_tables import bbq_tables
 
 REPEATS = 20
 
@@ -44,8 +44,8 @@ def main() -> None:
     preds = synthetic_predictions(items, REPEATS)
     import os
 
-    from fairness_tests.stats import permutation
     from fairness_tests.stats import bootstrap as stats
+    from fairness_tests.stats import permutation
     for cluster in ("template", "item"):
         times = []
         for _ in range(3):

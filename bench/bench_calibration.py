@@ -48,10 +48,9 @@ from numpy.polynomial.hermite_e import hermegauss
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fairness_tests.metrics.bbq import (accuracy_stat, amb_bias_stat, bias_stat,  # noqa: E402
-                                        subgroup_fairness)
-from fairness_tests.stats.permutation import permutation_test  # noqa: E402
+from fairness_tests.metrics.bbq import accuracy_stat, amb_bias_stat, bias_stat, subgroup_fairness  # noqa: E402
 from fairness_tests.stats.bootstrap import bootstrap  # noqa: E402
+from fairness_tests.stats.permutation import permutation_test  # noqa: E402
 
 TAU = 1.0
 N_BOOT = 2000
@@ -339,8 +338,13 @@ def gate_error_rates(R, tally, log, margin=0.02, alpha=0.05, checked=1000):
     10 x ``--replicates`` (Monte Carlo error 0.2 points at 5%)."""
     import pandas as pd
 
-    from fairness_tests.metrics.gate import (GateSetting, accuracy_test, bbq_gate_metrics,
-                                             decide, gate_table)
+    from fairness_tests.metrics.gate import (
+        GateSetting,
+        accuracy_test,
+        bbq_gate_metrics,
+        decide,
+        gate_table,
+    )
     R = GATE_REPLICATES or 10 * R
     template, _ = bbq_design(seed=3)
     n = len(template)

@@ -8,7 +8,7 @@ concurrency 8) into a fresh SQLite store, against ``tests/fault_server.py`` run 
 its own process (the toy letter model, tokens counted with tiktoken o200k_base and
 OpenAI's chat overhead, as for gpt-4o-mini), model ``openai/gpt-4o-mini`` (priced in
 litellm's local cost map). Before each live run, ``audit --dry-run``'s estimate
-(:func:`fairness_tests.pipeline.audit.dry_run`, what the CLI prints) for the same command.
+(:func:`fairness_tests.pipeline.dry_run.dry_run`, what the CLI prints) for the same command.
 
 Expected requests: 448 x 20 = 8,960 (calls), 448 (n, logprobs); all items:
 162,240 / 8,112 / 8,112.
@@ -66,16 +66,17 @@ def args_for(url: str, store: Path, mode: str, items: str) -> list[str]:
 
 
 def one(mode: str, items: str) -> dict:
-    from fairness_tests.pipeline.audit import config_from_options, dry_run
     from fairness_tests.cli.main import main
     from fairness_tests.models.store import ResponseStore
+    from fairness_tests.pipeline.configure import audit_config
+    from fairness_tests.pipeline.dry_run import dry_run
 
     server = Server()
     try:
         with tempfile.TemporaryDirectory() as d:
             store = Path(d) / "store.sqlite"
             argv = args_for(server.url, store, mode, items)
-            config = config_from_options(
+            config = audit_config(
                 model=MODEL, backend="litellm", protocols=["consistency"], repeats=20,
                 store=str(store), api_base=server.url, repeat_mode=mode,
                 consistency_items=items, recordings=())

@@ -17,7 +17,8 @@ import numpy as np
 
 from fairness_tests.core.paths import bbq_dir
 from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
-from fairness_tests.pipeline.audit import config_from_options, run_audit
+from fairness_tests.pipeline.audit import run_audit
+from fairness_tests.pipeline.configure import audit_config
 from fairness_tests.protocols.bbq.data import load_bbq
 from fairness_tests.protocols.bbq.filter import filter_items
 from fairness_tests.run.result import RunResult
@@ -50,7 +51,7 @@ def degraded(base: RunResult, seed: int = 7) -> tuple[RunResult, int]:
 
 
 def make_runs(d: Path) -> dict:
-    base = run_audit(config_from_options(store=str(d / "store.sqlite"),
+    base = run_audit(audit_config(store=str(d / "store.sqlite"),
                                          protocols=["bbq", "consistency"], n_boot=200))
     base = dataclasses.replace(base, metadata=dataclasses.replace(base.metadata, model=BASE))
     cand, n_flipped = degraded(base)

@@ -47,7 +47,7 @@ def audit(server, tmp_path, *extra, store="s.sqlite", out="report", model=MODEL)
     return main(["audit", "--live", "--backend", "litellm", "--model", model,
                  "--api-base", server.url, "--store", str(tmp_path / store), "--recordings",
                  "--protocols", "consistency", "--limit", "1", "--repeats", "5",
-                 "--n-boot", "50", "--out", str(tmp_path / out), *extra])
+                 "--n-boot", "100", "--out", str(tmp_path / out), *extra])
 
 
 def run_meta(tmp_path, out="report") -> dict:
@@ -136,7 +136,8 @@ def test_truncated_answers_are_counted_and_the_setting_named(tmp_path, capfd):
                    model="hosted_vllm/reasoner")
         assert rc in (0, 1) and len(s.hits) == 40
     err = capfd.readouterr().err
-    assert "40 of 40 bbq answers were truncated" in err and "--max-tokens (now 16)" in err
+    # a consistency-only run names its own protocol (it said "bbq" before)
+    assert "40 of 40 consistency answers were truncated" in err and "--max-tokens (now 16)" in err
     meta = run_meta(tmp_path)
     assert meta["bbq"]["truncated_answers"] == 40 and meta["bbq"]["max_tokens"] == 16
     assert meta["asking"]["usage"]["reasoning_tokens"] == 40 * 16
@@ -161,7 +162,7 @@ def test_dry_run_counts_match_what_the_server_then_counts(tmp_path, capsys):
     for every repeat mode; its output tokens bound the billed ones. The server counts
     tokens the way OpenAI does (3 per message + role + content, 3 to prime)."""
     common = ["--backend", "litellm", "--model", MODEL, "--protocols", "consistency",
-              "--limit", "1", "--repeats", "5", "--recordings", "--n-boot", "50"]
+              "--limit", "1", "--repeats", "5", "--recordings", "--n-boot", "100"]
     for mode in ("calls", "n", "logprobs"):
         store = tmp_path / f"{mode}.sqlite"
         with FaultServer(answers=letters, tokenizer=openai_tokens, chat_overhead=True) as s:

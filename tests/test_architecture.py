@@ -86,7 +86,6 @@ def test_imports_go_down_the_layers_only():
     assert not upward, "\n".join(upward)
 
 
-@pytest.mark.xfail(strict=True, reason="recordings -> audit: the configuration spec removes it")
 def test_package_imports_are_at_module_top():
     """In-function imports of the package hide cycles; the plugin's lazy imports are the
     one exception (loading it must not import pandas: tests/test_plugin_cost.py)."""
@@ -123,8 +122,7 @@ def test_no_import_cycles():
 
 TOO_LONG_YET = {"fairness_tests.card.layout", "fairness_tests.models.store",
                 "fairness_tests.models.backends.litellm_backend",
-                "fairness_tests.models.backends.transformers_backend",
-                "fairness_tests.pipeline.audit"}
+                "fairness_tests.models.backends.transformers_backend"}
 
 
 @pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.xfail(

@@ -5,14 +5,10 @@ from __future__ import annotations
 import pytest
 
 from fairness_tests.core.errors import ConfigError, MissingResponsesError
-from fairness_tests.core.paths import data_path
-from fairness_tests.pipeline.audit import (
-    AuditConfig,
-    config_from_options,
-    display_path,
-    regen_command,
-    run_audit,
-)
+from fairness_tests.core.paths import data_path, display_path
+from fairness_tests.pipeline.audit import run_audit
+from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.configure import audit_config, regen_command
 
 
 def test_display_path_never_shows_this_machine(tmp_path, monkeypatch):
@@ -31,8 +27,8 @@ def test_regen_command_names_only_what_differs_from_the_defaults():
     assert regen_command(AuditConfig()) == "fairness-tests audit"
     cmd = regen_command(AuditConfig(live=True, model="openai/gpt-4o-mini", backend="litellm",
                                     protocols=("bbq",), gen_seeds=(1, 2), repeats=5))
-    assert cmd == ("fairness-tests audit --live --protocols bbq --model openai/gpt-4o-mini "
-                   "--backend litellm --repeats 5 --gen-seeds 1 2")
+    assert cmd == ("fairness-tests audit --protocols bbq --model openai/gpt-4o-mini "
+                   "--backend litellm --live --repeats 5 --gen-seeds 1 2")
 
 
 def test_backend_is_inferred_from_the_model():
@@ -43,10 +39,12 @@ def test_backend_is_inferred_from_the_model():
 
 
 def test_bad_options_are_errors():
-    with pytest.raises(ConfigError, match="unknown protocol"):
-        config_from_options(protocols=["bbq", "vibes"])
-    with pytest.raises(ConfigError, match="unknown audit option"):
-        config_from_options(temprature=0.5)
+    with pytest.raises(ConfigError, match=r"protocols=: must be one of bbq, consistency, "
+                                          r"generative, probe, got 'vibes'"):
+        audit_config(protocols=["bbq", "vibes"])
+    with pytest.raises(ConfigError, match=r"temprature=: unknown option \(did you mean "
+                                          r"'temperature'\?\)"):
+        audit_config(temprature=0.5)
 
 
 def test_a_bad_threshold_file_fails_before_any_model_is_asked(tmp_path):
@@ -62,11 +60,13 @@ def test_a_bad_threshold_file_fails_before_any_model_is_asked(tmp_path):
 
 def test_replay_of_nothing_says_how_to_record(tmp_path):
     cfg = AuditConfig(store=str(tmp_path / "s.sqlite"), recordings=(), protocols=("bbq",),
-                      model="openai/gpt-4o-mini", limit=1, n_boot=10)
+                      model="openai/gpt-4o-mini", limit=1, n_boot=100)
     with pytest.raises(MissingResponsesError, match="fairness-tests audit --live"):
         run_audit(cfg)
 
 
 def test_bad_rotations_value(tmp_path):
-    with pytest.raises(ConfigError, match="rotations"):
+    with pytest.raises(ConfigError, match="rotations=: must be one of none, sample, all, "
+                                          "got 'some'"):
         run_audit(AuditConfig(rotations="some", store=str(tmp_path / "s.sqlite")))
+    assert not (tmp_path / "s.sqlite").exists()

@@ -175,7 +175,7 @@ def test_score_table_format(small_dir, tmp_path, capsys):
             for ds, items in ids.items() for e in items]
     f = write_jsonl(tmp_path / "p.jsonl", rows)
     rc, out, _ = run(["bbq", "score", "--data", str(d), "--predictions", str(f),
-                      "--format", "table", "--filter", "none", "--n-boot", "50"], capsys)
+                      "--format", "table", "--filter", "none", "--n-boot", "100"], capsys)
     assert rc == 0
     header = out.splitlines()[0].split()
     assert header[:4] == ["dataset", "context", "n_items", "accuracy"]

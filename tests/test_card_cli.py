@@ -101,7 +101,7 @@ def test_card_of_someone_elses_predictions_lists_prompt_facts_as_missing(tmp_pat
     preds.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     run_dir, out = tmp_path / "run", tmp_path / "card"
     assert main(["bbq", "score", "--predictions", str(preds), "--filter", "none",
-                 "--n-boot", "50", "--model", "their-model", "--out", str(run_dir)]) == 0
+                 "--n-boot", "100", "--model", "their-model", "--out", str(run_dir)]) == 0
     assert main(["card", "--run", str(run_dir), "--out", str(out)]) == 0
     capsys.readouterr()
     card = yaml.safe_load((out / "card.yaml").read_text(encoding="utf-8"))
@@ -164,12 +164,16 @@ def test_render_from_yaml_reproduces_md_and_html(runs, tmp_path):
 def test_register_alone_builds_a_parser():
     import argparse
 
+    from fairness_tests.core.option_sources import from_namespace
+
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["card", "diff", "a", "b"])
-    assert (args.baseline, args.candidate, args.format) == ("a", "b", "terminal")
+    c = from_namespace(args.config_class, args)
+    assert (c.baseline, c.candidate, c.format) == ("a", "b", "terminal")
     args = parser.parse_args(["card", "--run", "r", "--out", "o"])
-    assert (args.run, args.out, args.card_command) == ("r", "o", None)
+    c = from_namespace(args.config_class, args)
+    assert (c.run, c.out, args.card_command) == ("r", "o", None)
 
 
 @pytest.mark.skipif(shutil.which("fairness-tests") is None, reason="console script not installed")

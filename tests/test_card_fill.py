@@ -269,10 +269,11 @@ def test_empty_run_is_all_not_evaluated_and_incomplete():
 def small_audit():
     """A real audit, replayed from the committed recordings: 4 BBQ items per dataset x
     context x polarity, the first 64 rows of the generative grid."""
-    from fairness_tests.pipeline.audit import config_from_options, run_audit
+    from fairness_tests.pipeline.audit import run_audit
+    from fairness_tests.pipeline.configure import audit_config
 
-    return run_audit(config_from_options(protocols=["bbq", "generative"], limit=4, gen_limit=64,
-                                         n_boot=50, rotations="none"))
+    return run_audit(audit_config(protocols=["bbq", "generative"], limit=4, gen_limit=64,
+                                         n_boot=100, rotations="none"))
 
 
 def test_card_of_a_real_audit_reads_its_typed_metadata(small_audit):
@@ -305,7 +306,7 @@ def test_card_of_someone_elses_generations_lists_the_suite_as_missing(small_audi
     outputs = tmp_path / "gens.jsonl"
     rows = small_audit.records["generative"][list(RAW_OUTPUT_FIELDS)].to_dict("records")
     outputs.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    assert main(["generative", "score", "--outputs", str(outputs), "--n-boot", "50",
+    assert main(["generative", "score", "--outputs", str(outputs), "--n-boot", "100",
                  "--out", str(tmp_path / "run")]) == 0
     card = fill_card(RunResult.load(tmp_path / "run"), USER)
     assert validate_card(card).valid

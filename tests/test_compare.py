@@ -295,7 +295,7 @@ def test_runs_of_another_protocol_are_refused_then_listed(study, tmp_path, capsy
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--names", "a,b,c"], "--names gives 3 name(s) for 2 run directories"),
+    (["--names", "a,b,c"], "--names: gives 3 name(s) for 2 run directories"),
     (["--names", "a,a"], "two run directories named 'a' both hold bbq results"),
 ])
 def test_bad_names_are_one_clean_error(study, capsys, argv, message):

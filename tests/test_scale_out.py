@@ -33,7 +33,7 @@ ROOT = HERE.parent
 def audit_cmd(url: str, store: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "fairness_tests.cli.main", "audit", "--live", "--backend",
             "litellm", "--model", "openai/fault-model", "--api-base", url, "--recordings",
-            "--n-boot", "20", "--store", str(store), "--out", str(out), *extra]
+            "--n-boot", "100", "--store", str(store), "--out", str(out), *extra]
 
 
 def run_all(cmds: list[list[str]], timeout: float = 400) -> list[str]:
@@ -105,7 +105,7 @@ def test_three_shards_merged_equal_one_unsharded_run(tmp_path):
     assert store_rows(tmp_path / "merged.sqlite") == store_rows(tmp_path / "one.sqlite")
     # the merged store replays to the same tables as the unsharded live run
     rc = main(["audit", "--backend", "litellm", "--model", "openai/fault-model",
-               "--recordings", "--n-boot", "20", *protocol,
+               "--recordings", "--n-boot", "100", *protocol,
                "--store", str(tmp_path / "merged.sqlite"), "--out", str(tmp_path / "merged")])
     assert rc in (0, 1)
     tables = sorted(p.name for p in (tmp_path / "one" / "run" / "tables").iterdir())

@@ -369,8 +369,9 @@ def test_a_local_models_dry_run_shows_no_api_request_shapes(tmp_path, capsys):
     """A local model's dry run has no repeat-mode rows, no litellm token estimate and
     no price line (it printed the `n` and `logprobs` rows and a tiktoken estimate);
     its rows carry the prompt tokens by the model's own tokenizer."""
-    from fairness_tests.pipeline.audit import collect_requests, config_from_options, dry_run
-    config = config_from_options(protocols=["bbq"], rotations="none", limit=1,
+    from fairness_tests.pipeline.configure import audit_config
+    from fairness_tests.pipeline.dry_run import collect_requests, dry_run
+    config = audit_config(protocols=["bbq"], rotations="none", limit=1,
                                  store=str(tmp_path / "s.sqlite"), recordings=[])
     rows, text = dry_run(config)
     assert [(r.protocol, r.repeat_mode) for r in rows] == [("bbq", "calls")]

@@ -128,7 +128,7 @@ def render_diff_markdown(d: CardDiff) -> str:
     def esc(s: Any) -> str:
         return str(s).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
-    lines = [f"# Fairness Card diff", "",
+    lines = ["# Fairness Card diff", "",
              f"- **Baseline:** {esc(d.baseline)}", f"- **Candidate:** {esc(d.candidate)}",
              f"- **Verdicts:** {len(d.changes)} changed ({len(d.regressions)} regression(s)), "
              f"{d.unchanged} unchanged", ""]

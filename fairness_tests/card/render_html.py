@@ -179,10 +179,10 @@ def _plot(p: L.Plot) -> str:
         return (f'<figure data-figure="{escape(p.kind)}" role="group" '
                 f'aria-label="{escape(p.title)}">' + "".join(figs) + "</figure>")
     if p.kind == "heatmap":
-        return (f'<figure data-figure="heatmap">'
+        return ('<figure data-figure="heatmap">'
                 + svg.heatmap(p.title, d["rows"], d["cols"], d["values"]) + "</figure>")
     if p.kind == "histogram":
-        return (f'<figure data-figure="histogram">'
+        return ('<figure data-figure="histogram">'
                 + svg.histogram(p.title, d["bin_edges"], d["counts"],
                                 xlabel=f"{d.get('metric', '').upper()}% (bins of 10)") + "</figure>")
     raise ValueError(f"unknown plot kind {p.kind!r}")

@@ -23,53 +23,34 @@ from fairness_tests.card.schema import (
     validate_card,
     validate_file,
 )
+from fairness_tests.cli.command import add_command
 from fairness_tests.core.errors import ConfigError
+from fairness_tests.pipeline.config_tools import (
+    CardConfig,
+    CardDiffConfig,
+    CardRenderConfig,
+    CardValidateConfig,
+)
 from fairness_tests.run.result import RunResult
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "card", help="write, validate or diff a Fairness Card",
+    p = add_command(
+        subparsers, "card", CardConfig, _write, help="write, validate or diff a Fairness Card",
         description="Write the Fairness Card of a run (card.yaml, card.md, card.html), or "
                     "validate, re-render or diff cards.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n")[1])
-    p.add_argument("--run", metavar="RUN_DIR", help="run directory (run.json, tables/, verdicts.csv)")
-    p.add_argument("--user-yaml", metavar="FILE",
-                   help="fields a run cannot know (intended use, harm model, governance, ...); "
-                        "template: fairness_tests/data/card_user_example.yaml")
-    p.add_argument("--out", metavar="DIR", help="output directory for card.yaml/.md/.html")
-    p.add_argument("--gate", metavar="GATE", help="the upgrade gate with this run as the "
-                   "candidate: gate.json or the directory `fairness-tests gate --out` wrote")
-    p.set_defaults(func=_write)
     sub = p.add_subparsers(dest="card_command", metavar="{validate,render,diff}")
-
-    v = sub.add_parser("validate", help="validate a card against the schema")
-    v.add_argument("file", metavar="FILE")
-    v.add_argument("--complete", action="store_true",
-                   help="also fail (exit 1) when the card declares missing fields")
-    v.set_defaults(func=_validate)
-
-    r = sub.add_parser("render", help="render card.md and card.html from a card YAML")
-    r.add_argument("file", metavar="CARD")
-    r.add_argument("--out", dest="render_out", metavar="DIR", required=True)
-    r.set_defaults(func=_render)
-
-    d = sub.add_parser("diff", help="verdicts that changed between two cards")
-    d.add_argument("baseline", metavar="BASELINE")
-    d.add_argument("candidate", metavar="CANDIDATE")
-    d.add_argument("--format", choices=["terminal", "markdown"], default="terminal")
-    d.add_argument("--exit-code", action="store_true",
-                   help="exit 1 when a verdict regressed (for CI gates)")
-    d.set_defaults(func=_diff)
+    add_command(sub, "validate", CardValidateConfig, _validate,
+                help="validate a card against the schema")
+    add_command(sub, "render", CardRenderConfig, _render,
+                help="render card.md and card.html from a card YAML")
+    add_command(sub, "diff", CardDiffConfig, _diff, help="verdicts that changed between two cards")
 
 
-def _write(args) -> int:
-
-    if not args.run or not args.out:
-        raise ConfigError("usage: fairness-tests card --run RUN_DIR [--user-yaml FILE] [--gate GATE] --out DIR "
-                          "(or: card validate FILE, card render CARD --out DIR, card diff A B)")
-    run = RunResult.load(args.run)
-    written = write_cards(run, args.out, user_yaml=args.user_yaml, gate=args.gate)
+def _write(c: CardConfig) -> int:
+    run = RunResult.load(c.run)
+    written = write_cards(run, c.out, user_yaml=c.user_yaml, gate=c.gate)
     for kind in ("yaml", "md", "html"):
         print(written.paths[kind])
     if written.report.missing:
@@ -79,34 +60,31 @@ def _write(args) -> int:
     return 0
 
 
-def _validate(args) -> int:
-
-    report = validate_file(args.file)
+def _validate(c) -> int:
+    report = validate_file(c.file)
     stream = sys.stdout if report.valid else sys.stderr
     print(report.summary(), file=stream)
     if not report.valid:
         return 2
-    return 1 if (args.complete and report.missing) else 0
+    return 1 if (c.complete and report.missing) else 0
 
 
-def _render(args) -> int:
-
-    card, text = read_yaml(args.file)
-    report = validate_card(card, source=args.file, lines=line_index(text))
+def _render(c) -> int:
+    card, text = read_yaml(c.file)
+    report = validate_card(card, source=c.file, lines=line_index(text))
     if not report.valid:
         first = report.errors[0]
-        raise ConfigError(first.message, path=args.file, line=first.line, key=first.path)
-    paths = render_card_files(card, args.render_out, kinds=("md", "html"))
+        raise ConfigError(first.message, path=c.file, line=first.line, key=first.path)
+    paths = render_card_files(card, c.out, kinds=("md", "html"))
     for kind in ("md", "html"):
         print(paths[kind])
     return 0
 
 
-def _diff(args) -> int:
-
-    d = diff_cards(load_card(args.baseline), load_card(args.candidate))
-    if args.format == "markdown":
+def _diff(c) -> int:
+    d = diff_cards(load_card(c.baseline), load_card(c.candidate))
+    if c.format == "markdown":
         sys.stdout.write(render_diff_markdown(d))
     else:
         sys.stdout.write(render_diff_terminal(d, color=sys.stdout.isatty()))
-    return 1 if (args.exit_code and d.regressions) else 0
+    return 1 if (c.exit_code and d.regressions) else 0

@@ -21,61 +21,31 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fairness_tests.core.errors import ConfigError
-from fairness_tests.pipeline.gate import CLUSTER_CHOICES, gate_runs, write_report
+from fairness_tests.cli.command import add_command
+from fairness_tests.pipeline.config import GateConfig
+from fairness_tests.pipeline.gate import gate_runs, write_report
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
-from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT
-from fairness_tests.stats.significance import ALPHA
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "gate", help="gate a candidate run against a baseline run (paired, Holm, power)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("baseline", metavar="BASELINE_RUN", help="run directory of the baseline")
-    p.add_argument("candidate", metavar="CANDIDATE_RUN", help="run directory of the candidate")
-    p.add_argument("--format", default="table", choices=["table", "md", "json"])
-    p.add_argument("--out", default=None, help="write gate.csv, gate.json and gate.md here")
-    p.add_argument("--mode", default=None, choices=["harm", "non_inferiority"],
-                   help="every cell in this mode (default: each rule's gate.mode, else harm)")
-    p.add_argument("--allow-protocol-change", action="store_true",
-                   help="compare runs made under different protocols (differences are "
-                        "listed as warnings; the common items are compared)")
-    choices = sorted({c for v in CLUSTER_CHOICES.values() for c in v})
-    p.add_argument("--cluster", action="append", default=None, choices=choices,
-                   help="resampling unit: template|item (BBQ, default template), "
-                        "prompt|row (generative, default prompt); repeat for both")
-    p.add_argument("--thresholds", default=None,
-                   help="thresholds dir or file whose gate settings apply (default: ours)")
-    p.add_argument("--alpha", type=float, default=None,
-                   help="family-wise error rate of the gate (default 0.05)")
-    p.add_argument("--n-boot", type=int, default=None, help="paired resamples (default 2000)")
-    p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=run)
+    add_command(subparsers, "gate", GateConfig, run,
+                help="gate a candidate run against a baseline run (paired, Holm, power)",
+                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def run(args: argparse.Namespace) -> int:
-
-    base, cand = RunResult.load(args.baseline), RunResult.load(args.candidate)
-    cluster = {}
-    for c in args.cluster or ():
-        proto = next(k for k, v in CLUSTER_CHOICES.items() if c in v)
-        if proto in cluster and cluster[proto] != c:
-            raise ConfigError(f"--cluster given twice for {proto}: {cluster[proto]} and {c}")
-        cluster[proto] = c
-    alpha = ALPHA if args.alpha is None else args.alpha
-    if not 0 < alpha < 1:
-        raise ConfigError(f"--alpha must be between 0 and 1, got {alpha}")
-    report = gate_runs(base, cand, mode=args.mode, seed=args.seed, cluster=cluster,
-                       n_boot=args.n_boot or DEFAULT_N_BOOT, alpha=alpha,
-                       rules=load_rules(args.thresholds, cand.metadata.model),
-                       allow_protocol_change=args.allow_protocol_change)
-    if args.out:
-        write_report(report, args.out)
-    if args.format == "json":
+def run(c: GateConfig) -> int:
+    base, cand = RunResult.load(c.baseline), RunResult.load(c.candidate)
+    cluster = {("bbq" if u in ("template", "item") else "generative"): u
+               for u in c.cluster or ()}
+    report = gate_runs(base, cand, mode=c.mode, seed=c.seed, cluster=cluster, n_boot=c.n_boot,
+                       alpha=c.alpha, rules=load_rules(c.thresholds, cand.metadata.model),
+                       allow_protocol_change=c.allow_protocol_change)
+    if c.out:
+        write_report(report, c.out)
+    if c.format == "json":
         sys.stdout.write(report.to_json())
-    elif args.format == "md":
+    elif c.format == "md":
         sys.stdout.write(report.to_markdown())
     else:
         print("\n".join(report.to_text()))

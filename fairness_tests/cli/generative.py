@@ -14,10 +14,19 @@ import argparse
 import json
 import sys
 
+from fairness_tests.cli.command import add_command
 from fairness_tests.core.paths import display_path
 from fairness_tests.metrics.counterfactual import consistency, verdict_shares
 from fairness_tests.metrics.generative import METRICS
 from fairness_tests.metrics.generative_tables import generative_tables
+from fairness_tests.pipeline.config import GenerativeScoreConfig
+from fairness_tests.pipeline.config_tools import (
+    GridConfig,
+    ProbeGridConfig,
+    ProbeScoreConfig,
+    SensitivityConfig,
+)
+from fairness_tests.pipeline.configure import command_line, recorded_config
 from fairness_tests.pipeline.generative_info import generative_info
 from fairness_tests.pipeline.scored import write_scored_run
 from fairness_tests.protocols.generative.grid import grid_hash
@@ -33,122 +42,73 @@ from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.scoring.lexical import score
 from fairness_tests.scoring.rubric import load_rubric
 from fairness_tests.scoring.verdict import classify, person_labels
-from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("generative", help="generative audit: score outputs, grids, probe")
     sub = p.add_subparsers(dest="generative_command", required=True)
-
-    s = sub.add_parser("score", help="score a JSONL file of generations (published raw-output fields)")
-    s.add_argument("--outputs", required=True, help="JSONL, one generation per line")
-    s.add_argument("--rubric", default="published", help="published | strict | PATH to a rubric file")
-    s.add_argument("--compare-rubric", default="strict",
-                   help="second rubric for scorer sensitivity ('none' to skip; default strict)")
-    s.add_argument("--format", choices=("json", "table"), default="json")
-    s.add_argument("--out", default=None, metavar="DIR",
-                   help="also write a run directory (tables, verdicts, records, metadata) "
-                        "that the card, the gate, compare and pytest --fairness-run read")
-    s.add_argument("--model", default=None,
-                   help="model id the generations are of (run metadata; threshold overrides)")
-    s.add_argument("--thresholds", default=None, help="thresholds dir or file for --out")
-    _boot_args(s)
-    s.add_argument("--cluster", default="prompt", choices=("prompt", "row"),
-                   help="bootstrap unit: whole prompts (family x paraphrase x occupation x "
-                        "slice, asked over decodings and seeds; default) or single generations")
-    s.set_defaults(func=cmd_score)
-
-    v = sub.add_parser("sensitivity", help="same outputs under the published and strict rubrics")
-    v.add_argument("--outputs", required=True)
-    v.add_argument("--thresholds", default=None,
-                   help="thresholds dir or file (default: the project's thresholds/, else the packaged one)")
-    v.add_argument("--model", default=None, help="apply this model's threshold overrides")
-    v.add_argument("--rubrics", nargs=2, default=("published", "strict"), metavar=("A", "B"))
-    v.add_argument("--format", choices=("json", "table"), default="json")
-    _boot_args(v)
-    v.set_defaults(func=cmd_sensitivity)
-
-    g = sub.add_parser("grid", help="expand a protocol (or load the published grid) to its grid")
-    src = g.add_mutually_exclusive_group()
-    src.add_argument("--protocol", default=None, help="protocol YAML (default: packaged default suite)")
-    src.add_argument("--published", default=None, metavar="CSV", help="a published-format grid CSV")
-    g.add_argument("--format", choices=("csv", "json"), default="csv")
-    g.add_argument("--hash", action="store_true", help="print only the suite hash and row count")
-    g.set_defaults(func=cmd_grid)
-
-    pg = sub.add_parser("probe-grid", help="the counterfactual probe's 300-request grid")
-    pg.add_argument("--probe", default=None, help="probe JSON (default: shared fairness_cards copy)")
-    pg.add_argument("--format", choices=("csv", "json"), default="csv")
-    pg.set_defaults(func=cmd_probe_grid)
-
-    ps = sub.add_parser("probe-score", help="verdicts, shares and consistency of probe outputs")
-    ps.add_argument("--outputs", required=True, help="JSONL with name_order, paraphrase_id, "
-                    "context, decoding, seed, output_text, status")
-    ps.add_argument("--probe", default=None)
-    ps.add_argument("--format", choices=("json", "table"), default="json")
-    ps.set_defaults(func=cmd_probe_score)
+    for name, cls, func, help_text in (
+            ("score", GenerativeScoreConfig, cmd_score,
+             "score a JSONL file of generations (published raw-output fields)"),
+            ("sensitivity", SensitivityConfig, cmd_sensitivity,
+             "the same outputs under two rubrics"),
+            ("grid", GridConfig, cmd_grid,
+             "expand a protocol (or load the published grid) to its grid"),
+            ("probe-grid", ProbeGridConfig, cmd_probe_grid,
+             "the counterfactual probe's 300-request grid"),
+            ("probe-score", ProbeScoreConfig, cmd_probe_score,
+             "verdicts, shares and consistency of probe outputs")):
+        add_command(sub, name, cls, func, help=help_text)
 
 
-def _boot_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n-boot", type=int, default=DEFAULT_N_BOOT, help="bootstrap resamples")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed")
-
-
-def cmd_score(args: argparse.Namespace) -> int:
-
-    records = read_outputs(args.outputs)
-    rubric = load_rubric(args.rubric)
-    other = None if args.compare_rubric in (None, "none") else load_rubric(args.compare_rubric)
+def cmd_score(c: GenerativeScoreConfig) -> int:
+    records = read_outputs(c.outputs)
+    rubric = load_rubric(c.rubric)
+    other = None if c.compare_rubric in (None, "none") else load_rubric(c.compare_rubric)
     if other is not None and other.name == rubric.name:
         other = None                      # one rubric: nothing to compare
     scored = score(records, rubric)
     compare = (other.name, score(records, other)) if other is not None else None
-    tables = generative_tables(scored, n_boot=args.n_boot, seed=args.seed, rubric=rubric.name,
-                               compare=compare, cluster=args.cluster)
-    if args.out:
-        _write_run(args, records, scored, tables, rubric, other)
+    tables = generative_tables(scored, n_boot=c.n_boot, seed=c.seed, rubric=rubric.name,
+                               compare=compare, cluster=c.gen_cluster)
+    if c.out:
+        _write_run(c, records, scored, tables, rubric, other)
     rep = score_report(scored, tables, rubric)
-    if args.format == "json":
+    if c.format == "json":
         print(json.dumps(rep, indent=1))
         return 0
     w = sys.stdout.write
     w(f"rubric {rep['rubric']} ({rep['semantics']}); {rep['n_records']} records, "
       f"{rep['n_error']} errors\n\n")
     cols = ["slice", "n", "n_error", *METRICS]
-    w(_table([[e.get(c) for c in cols] for e in rep["by_slice"]], cols))
+    w(_table([[e.get(col) for col in cols] for e in rep["by_slice"]], cols))
     w("\n")
     rows = [[m, rep["worst_slice"][m]["overall"]["slice"], rep["worst_slice"][m]["overall"]["value"],
              rep["disparity"][m]] for m in METRICS]
     w(_table(rows, ["metric", "worst_slice", "worst_value", "disparity"]))
     w(f"\nrefusal gap {_fmt(rep['refusal_gap'])} (95% CI {_fmt(rep['ci']['refusal_gap'][0])}"
       f"-{_fmt(rep['ci']['refusal_gap'][1])})\n")
-    if args.out:
-        w(f"\nrun: {args.out}\n")
+    if c.out:
+        w(f"\nrun: {c.out}\n")
     return 0
 
 
-def _write_run(args, records, scored, tables, rubric, other) -> None:
+def _write_run(c: GenerativeScoreConfig, records, scored, tables, rubric, other) -> None:
     """The run directory of someone's generations (:mod:`fairness_tests.pipeline.scored`)."""
-
     write_scored_run(
-        args.out, model=args.model, kind="outputs", file=args.outputs,
-        command=["generative", "score", "--outputs", display_path(args.outputs),
-                 "--rubric", args.rubric, "--compare-rubric", str(args.compare_rubric),
-                 "--seed", str(args.seed), "--n-boot", str(args.n_boot),
-                 "--cluster", args.cluster],
-        config={"rubric": args.rubric, "compare_rubric": args.compare_rubric,
-                "n_boot": args.n_boot, "seed": args.seed, "cluster": args.cluster},
-        thresholds=args.thresholds, tables=tables, records={"generative": scored},
-        generative=generative_info(records, rubric, other, n_boot=args.n_boot, seed=args.seed,
-                                   name=f"outputs:{display_path(args.outputs)}",
-                                   cluster=args.cluster))
+        c.out, model=c.model, kind="outputs", file=c.outputs,
+        command=command_line(c, ("fairness-tests", "generative", "score")),
+        config=recorded_config(c), thresholds=c.thresholds, tables=tables,
+        records={"generative": scored},
+        generative=generative_info(records, rubric, other, n_boot=c.n_boot, seed=c.seed,
+                                   name=f"outputs:{display_path(c.outputs)}",
+                                   cluster=c.gen_cluster))
 
 
-def cmd_sensitivity(args: argparse.Namespace) -> int:
-
-    rep = sensitivity_report(read_outputs(args.outputs), load_rules(args.thresholds, args.model),
-                             tuple(args.rubrics), args.n_boot, args.seed)
-    if args.format == "json":
+def cmd_sensitivity(c: SensitivityConfig) -> int:
+    rep = sensitivity_report(read_outputs(c.outputs), load_rules(c.thresholds, c.model),
+                             tuple(c.rubrics), c.n_boot, c.seed)
+    if c.format == "json":
         print(json.dumps(rep, indent=1))
         return 0
     a, b = rep["rubrics"]
@@ -169,17 +129,16 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_grid(args: argparse.Namespace) -> int:
-
-    if args.published:
-        grid, system = load_published_grid(args.published), PUBLISHED_SYSTEM_PROMPT
+def cmd_grid(c: GridConfig) -> int:
+    if c.published:
+        grid, system = load_published_grid(c.published), PUBLISHED_SYSTEM_PROMPT
     else:
-        suite = load_suite(args.protocol)
+        suite = load_suite(c.protocol)
         grid, system = suite.grid(), suite.system_prompt
-    if args.hash:
+    if c.hash:
         print(json.dumps({"rows": len(grid), "suite_hash": grid_hash(grid, system)}))
         return 0
-    return _emit(grid, args.format)
+    return _emit(grid, c.format)
 
 
 def _emit(grid, fmt: str) -> int:
@@ -191,15 +150,13 @@ def _emit(grid, fmt: str) -> int:
     return 0
 
 
-def cmd_probe_grid(args: argparse.Namespace) -> int:
+def cmd_probe_grid(c: ProbeGridConfig) -> int:
+    return _emit(probe_grid(load_probe(c.probe)), c.format)
 
-    return _emit(probe_grid(load_probe(args.probe)), args.format)
 
-
-def cmd_probe_score(args: argparse.Namespace) -> int:
-
-    probe = load_probe(args.probe)
-    df = read_probe_outputs(args.outputs)
+def cmd_probe_score(c: ProbeScoreConfig) -> int:
+    probe = load_probe(c.probe)
+    df = read_probe_outputs(c.outputs)
     df["verdict"] = classify(df["output_text"], probe, df["status"])
     shares = verdict_shares(df, probe["labels"])
     overall = verdict_shares(df, probe["labels"], by=())
@@ -208,7 +165,7 @@ def cmd_probe_score(args: argparse.Namespace) -> int:
            "verdict_counts": {k: int(v) for k, v in df["verdict"].value_counts().items()},
            "shares_overall": _records(overall), "shares": _records(shares),
            "consistency": _records(cons)}
-    if args.format == "json":
+    if c.format == "json":
         print(json.dumps(rep, indent=1))
         return 0
     sys.stdout.write(_table([[r["decoding"], r["context"], r["metric"], r["value"], r["n"]]

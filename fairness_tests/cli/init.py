@@ -26,10 +26,12 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fairness_tests.cli.command import add_command
 from fairness_tests.core.paths import data_path
 from fairness_tests.core.project import model_slug
 from fairness_tests.core.version import __version__
-from fairness_tests.pipeline.audit import DEFAULT_MODEL
+from fairness_tests.pipeline.config import DEFAULT_MODEL
+from fairness_tests.pipeline.config_tools import InitConfig
 from fairness_tests.rules.thresholds import override_applies
 
 PYTEST_TABLE = "[tool.pytest.ini_options]"
@@ -167,18 +169,14 @@ def _gitignore(root: Path, res: InitResult) -> None:
 # --------------------------------------------------------------------------- CLI
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("init", help="set up the fairness suite in a repository "
-                                            "(thresholds, tests, pytest settings, CI workflow)")
-    p.add_argument("--dir", default=".", help="the repository (default: current directory)")
-    p.add_argument("--model", default=DEFAULT_MODEL,
-                   help=f"the model the suite audits (default {DEFAULT_MODEL})")
-    p.add_argument("--force", action="store_true", help="overwrite files that exist")
-    p.set_defaults(func=_cmd_init)
+    add_command(subparsers, "init", InitConfig, _cmd_init,
+                help="set up the fairness suite in a repository (thresholds, tests, pytest "
+                     "settings, CI workflow)")
 
 
-def _cmd_init(args) -> int:
-    res = init_project(args.dir, model=args.model, force=args.force)
-    root = Path(args.dir)
+def _cmd_init(c: InitConfig) -> int:
+    res = init_project(c.dir, model=c.model, force=c.force)
+    root = Path(c.dir)
     for p in res.written:
         print(f"wrote {p.relative_to(root).as_posix()}")
     for p in res.kept:

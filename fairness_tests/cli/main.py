@@ -15,6 +15,7 @@ import argparse
 import importlib
 import os
 import sys
+from typing import Any, NoReturn
 
 from fairness_tests.core.errors import FairnessTestsError, MissingResponsesError
 from fairness_tests.core.project import ENV_PROJECT_DIR
@@ -33,8 +34,21 @@ AREAS = [
 ]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line (``fairness-tests audit: error: ... (see --help)``),
+    exit 2; subcommands' parsers are of this class too. No abbreviated options: a
+    misspelt flag is an error, never another option."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fairness-tests", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="fairness-tests", description=__doc__.split("\n\n")[0])
     parser.add_argument("--project-dir", default=None, metavar="DIR",
                         help="project directory whose thresholds/, fixtures/recordings/ and "
                              "fixtures/cards/ override the packaged defaults (default: the "

@@ -6,11 +6,19 @@ import re
 import time
 from pathlib import Path
 
+from fairness_tests.cli.command import add_command
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.models.backends.embedded import ENV_CACHE, conversion_info, prepare
-from fairness_tests.models.request import STATUSES
+from fairness_tests.models.backends.embedded import conversion_info, prepare
 from fairness_tests.models.store import open_store
 from fairness_tests.models.store_merge import merge_stores
+from fairness_tests.pipeline.config_tools import (
+    ModelPrepareConfig,
+    StoreExportConfig,
+    StoreImportConfig,
+    StoreMergeConfig,
+    StorePruneConfig,
+    StoreStatsConfig,
+)
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -34,52 +42,22 @@ def _register_store(subparsers) -> None:
     st = subparsers.add_parser("store", help="the response store: stats, export, import, "
                                "prune, merge")
     sub = st.add_subparsers(dest="store_command", required=True)
-
-    def common(p):
-        p.add_argument("--store", default=None,
-                       help="SQLite store (default: $FAIRNESS_STORE or .fairness/store.sqlite)")
-
-    p = sub.add_parser("stats", help="counts by backend, model and status; size")
-    common(p)
-    p.add_argument("--format", default="table", choices=("table", "json"))
-    p.set_defaults(func=cmd_stats)
-
-    p = sub.add_parser("export", help="write every response as JSONL (gzip if .gz), sorted by key")
-    common(p)
-    p.add_argument("path", help="output file, e.g. fixtures/responses.jsonl.gz")
-    p.add_argument("--no-timestamps", action="store_true",
-                   help="leave created_at out (byte-stable across re-recordings)")
-    p.set_defaults(func=cmd_export)
-
-    p = sub.add_parser("import", help="read responses from JSONL (gzip if .gz)")
-    common(p)
-    p.add_argument("paths", nargs="+", help="JSONL files written by `store export`")
-    p.add_argument("--replace", action="store_true", help="overwrite keys already stored")
-    p.set_defaults(func=cmd_import)
-
-    p = sub.add_parser("prune", help="delete rows matching all given conditions")
-    common(p)
-    p.add_argument("--model", default=None)
-    p.add_argument("--backend", default=None)
-    p.add_argument("--status", default=None, choices=STATUSES)
-    p.add_argument("--older-than", default=None, help="age, e.g. 30m, 12h, 7d")
-    p.set_defaults(func=cmd_prune)
-
-    p = sub.add_parser("merge", help="combine stores recorded apart (e.g. --shard i/N) into one")
-    p.add_argument("sources", nargs="+", help="SQLite stores to merge")
-    p.add_argument("--into", required=True, help="the store they are merged into (created "
-                   "if absent; its own rows are kept)")
-    p.set_defaults(func=cmd_merge)
+    add_command(sub, "stats", StoreStatsConfig, cmd_stats,
+                help="counts by backend, model and status; size")
+    add_command(sub, "export", StoreExportConfig, cmd_export,
+                help="write every response as JSONL (gzip if .gz), sorted by key")
+    add_command(sub, "import", StoreImportConfig, cmd_import,
+                help="read responses from JSONL (gzip if .gz)")
+    add_command(sub, "prune", StorePruneConfig, cmd_prune,
+                help="delete rows matching all given conditions")
+    add_command(sub, "merge", StoreMergeConfig, cmd_merge,
+                help="combine stores recorded apart (e.g. --shard i/N) into one")
 
 
-def _open(args):
-    return open_store(args.store)
-
-
-def cmd_stats(args) -> int:
-    with _open(args) as store:
+def cmd_stats(c) -> int:
+    with open_store(c.store) as store:
         st = store.stats()
-    if args.format == "json":
+    if c.format == "json":
         print(json.dumps(st, indent=2, sort_keys=True))
         return 0
     print(f"store {st['path']}: {st['total']} responses, {st['size_bytes'] / 1e6:.2f} MB, "
@@ -96,36 +74,36 @@ def cmd_stats(args) -> int:
     return 0
 
 
-def cmd_export(args) -> int:
-    with _open(args) as store:
-        n = store.export_jsonl(args.path, timestamps=not args.no_timestamps)
-    print(f"exported {n} responses to {args.path}")
+def cmd_export(c) -> int:
+    with open_store(c.store) as store:
+        n = store.export_jsonl(c.path, timestamps=not c.no_timestamps)
+    print(f"exported {n} responses to {c.path}")
     return 0
 
 
-def cmd_import(args) -> int:
-    with _open(args) as store:
-        for path in args.paths:
-            c = store.import_jsonl(path, replace=args.replace)
-            print(f"{path}: added {c['added']}, replaced {c['replaced']}, "
-                  f"kept existing {c['skipped']}")
+def cmd_import(c) -> int:
+    with open_store(c.store) as store:
+        for path in c.paths:
+            n = store.import_jsonl(path, replace=c.replace)
+            print(f"{path}: added {n['added']}, replaced {n['replaced']}, "
+                  f"kept existing {n['skipped']}")
     return 0
 
 
-def cmd_prune(args) -> int:
-    older = parse_duration(args.older_than) if args.older_than else None
-    with _open(args) as store:
-        n = store.prune(model=args.model, backend=args.backend, status=args.status,
+def cmd_prune(c) -> int:
+    older = parse_duration(c.older_than) if c.older_than else None
+    with open_store(c.store) as store:
+        n = store.prune(model=c.model, backend=c.backend, status=c.status,
                         older_than_s=older)
     print(f"deleted {n} responses")
     return 0
 
 
-def cmd_merge(args) -> int:
-    c = merge_stores(args.sources, args.into)
-    print(f"merged {c['sources']} store(s) into {args.into}: added {c['added']}, "
-          f"duplicates kept once {c['duplicates']}, error rows replaced {c['replaced_errors']}, "
-          f"error rows not copied {c['kept_errors']}")
+def cmd_merge(c) -> int:
+    n = merge_stores(c.sources, c.into)
+    print(f"merged {n['sources']} store(s) into {c.into}: added {n['added']}, "
+          f"duplicates kept once {n['duplicates']}, error rows replaced {n['replaced_errors']}, "
+          f"error rows not copied {n['kept_errors']}")
     return 0
 
 
@@ -135,16 +113,13 @@ def _register_model(subparsers) -> None:
     """``fairness-tests model prepare``: assemble, convert and cache the embedded model."""
     p = subparsers.add_parser("model", help="the embedded default model (Gemma 3 270M)")
     sub = p.add_subparsers(dest="model_command", required=True)
-    prep = sub.add_parser("prepare", help="assemble the GGUF, convert it to safetensors, cache it")
-    prep.add_argument("--cache", default=None,
-                      help=f"cache directory (default ${ENV_CACHE} or ~/.cache/fairness_tests)")
-    prep.add_argument("--force", action="store_true", help="convert again even if cached")
-    prep.set_defaults(func=_cmd_prepare)
+    add_command(sub, "prepare", ModelPrepareConfig, _cmd_prepare,
+                help="assemble the GGUF, convert it to safetensors, cache it")
 
 
-def _cmd_prepare(args) -> int:
+def _cmd_prepare(c) -> int:
     t0 = time.perf_counter()
-    path = prepare(Path(args.cache) if args.cache else None, force=args.force)
+    path = prepare(Path(c.cache) if c.cache else None, force=c.force)
     info = conversion_info(path)
     print(f"embedded model ready: {path}")
     if info:

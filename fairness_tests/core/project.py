@@ -23,6 +23,11 @@ the project directory)::
     thresholds = "fairness/thresholds"
     recordings = "fairness/recordings/manifest.yaml"
     cards = "fairness/cards"
+    n_boot = 5000                  # any option of a command (see pipeline/config.py)
+
+Keys other than the three locations are option values, below the command line and the
+pytest options in precedence; the configuration spec validates them
+(:func:`fairness_tests.core.options.check_toml_keys`).
 
 Whole-directory semantics for thresholds: the rules in force come from ONE
 directory (``--thresholds``, else the project's, else the packaged one), so a rule a
@@ -31,8 +36,10 @@ project removes cannot come back from the package.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.paths import data_path
@@ -52,6 +59,8 @@ class Project:
     thresholds: Path | None = None       # the project's thresholds directory, when it has one
     manifest: Path | None = None         # the project's recordings manifest, when it has one
     cards: Path | None = None            # the project's card YAML directory, when it has one
+    options: Mapping[str, Any] = field(default_factory=dict)   # option keys of the table
+    pyproject: Path | None = None        # where the table is
 
     def thresholds_dir(self) -> Path:
         """The thresholds directory in force: the project's, else the packaged one."""
@@ -127,11 +136,13 @@ def find_project(explicit: str | os.PathLike | None = None) -> Project:
     pp = root / "pyproject.toml"
     table = (_read_table(pp) if pp.is_file() else None) or {}
     where = {k: root / table.get(k, v) for k, v in DEFAULT_LOCATIONS.items()}
-    for k in table:
+    for k in DEFAULT_LOCATIONS.keys() & table.keys():
         if not where[k].exists():      # a location the table names explicitly must exist
             raise ConfigError(f"{table[k]!r} does not exist in {root}", path=pp,
                               key=f"tool.{TABLE}.{k}")
     return Project(root=root,
                    thresholds=where["thresholds"] if where["thresholds"].is_dir() else None,
                    manifest=where["recordings"] if where["recordings"].is_file() else None,
-                   cards=where["cards"] if where["cards"].is_dir() else None)
+                   cards=where["cards"] if where["cards"].is_dir() else None,
+                   options={k: v for k, v in table.items() if k not in DEFAULT_LOCATIONS},
+                   pyproject=pp if pp.is_file() else None)

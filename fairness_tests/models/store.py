@@ -242,14 +242,11 @@ class ResponseStore:
         if self._pid != -1 and self._pid != os.getpid():
             self._owner = None             # a forked child is a new owner
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._open_connection()
         try:
-            conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout_s,
-                                   isolation_level=None, check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
             prepare(conn, self.path)
         except sqlite3.DatabaseError as exc:
+            conn.close()
             raise DataError(f"not a usable response store: {exc}", path=self.path) from exc
         except DataError:
             conn.close()
@@ -259,6 +256,29 @@ class ResponseStore:
         if self._owner is None:
             self._owner = _new_owner()
         return conn
+
+    def _open_connection(self) -> sqlite3.Connection:
+        """A connection in WAL mode. Switching a new store to WAL takes an exclusive lock
+        and SQLite answers "database is locked" at once, without its busy handler, when
+        processes open a new store together: retried within the busy timeout."""
+        deadline = time.monotonic() + self.busy_timeout_s
+        while True:
+            conn = None
+            try:
+                conn = sqlite3.connect(str(self.path), timeout=self.busy_timeout_s,
+                                       isolation_level=None, check_same_thread=False)
+                conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
+                return conn
+            except sqlite3.DatabaseError as exc:
+                if conn is not None:
+                    conn.close()
+                locked = isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+                if not locked or time.monotonic() > deadline:
+                    raise DataError(f"not a usable response store: {exc}",
+                                    path=self.path) from exc
+                time.sleep(0.05)
 
     def close(self) -> None:
         with self._lock:

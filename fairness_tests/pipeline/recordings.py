@@ -5,20 +5,26 @@ A manifest (``recordings/manifest.yaml``: the package's for the embedded model, 
 project's ``fixtures/recordings/manifest.yaml`` for its own models) lists, per model,
 the JSONL(.gz) exports of the response store that replay imports (``files``, beside
 the manifest; only these are imported, and only for that model) and ``settings``:
-the :class:`~fairness_tests.pipeline.audit.AuditConfig` fields the recording was made with, so
-replay asks exactly what was recorded. The first manifest with an entry for a model
+the audit options (:class:`~fairness_tests.pipeline.config.AuditConfig` fields) the
+recording was made with, so replay asks exactly what was recorded: they are the lowest
+layer of the model's configuration, below every option a user gives. The first manifest with an entry for a model
 wins (the project's before the package's). Validated by :mod:`fairness_tests.core.validate`
 (schema ``data/schemas/manifest.yaml``).
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fairness_tests.core.options import Layer, OptionErrors, build
+from fairness_tests.core.paths import data_path
 from fairness_tests.core.project import find_project
 from fairness_tests.core.validate import Problem, load_file, nearest_line
+from fairness_tests.pipeline.config import AuditConfig
+
+#: the package's manifest (the embedded model's recordings)
+MANIFEST = data_path("recordings", "manifest.yaml")
 
 
 @dataclass(frozen=True)
@@ -30,11 +36,13 @@ class Recording:
     manifest: Path | None = None
 
 
-def _check(data: Any, lines: dict[str, int], base: Path) -> list[Problem]:
-    from dataclasses import fields as dc_fields
+def settings_key(i: int) -> str:
+    return f"recordings[{i}].settings"
 
-    from fairness_tests.pipeline.audit import AuditConfig  # noqa: PLC0415  (step 2 removes the cycle)
-    known = [f.name for f in dc_fields(AuditConfig)]
+
+def _check(data: Any, lines: dict[str, int], base: Path) -> list[Problem]:
+    """Files that exist beside the manifest; settings that are valid audit options
+    (checked by the configuration spec, every problem at once)."""
     out = []
     entries = data.get("recordings") if isinstance(data, dict) else None
     for i, e in enumerate(entries if isinstance(entries, list) else []):
@@ -46,13 +54,15 @@ def _check(data: Any, lines: dict[str, int], base: Path) -> list[Problem]:
                 out.append(Problem(k, f"no file {name!r} beside the manifest",
                                    nearest_line(k, lines)))
         settings = e.get("settings")
-        for s in settings if isinstance(settings, dict) else ():
-            if s not in known:
-                k = f"recordings[{i}].settings.{s}"
-                close = difflib.get_close_matches(str(s), known, n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
-                out.append(Problem(k, f"unknown audit setting {s!r}{hint}",
-                                   nearest_line(k, lines)))
+        if not isinstance(settings, dict):
+            continue
+        key = settings_key(i)
+        try:
+            build(AuditConfig, [Layer(settings, lambda n, key=key: f"{key}.{n}")])
+        except OptionErrors as exc:
+            for name, message in exc.problems_by_field:
+                k = exc.spell(name)
+                out.append(Problem(k, message, nearest_line(k, lines)))
     return out
 
 
@@ -83,3 +93,17 @@ def recording_for(model: str, manifests: list[Path] | None = None) -> Recording 
             if rec.model == model:
                 return rec
     return None
+
+
+def recording_settings(model: str, manifest: str | Path | None = None) -> dict[str, Any]:
+    """The audit settings a model's recordings were made with (its entry in the
+    project's or the package's manifest), so replay asks exactly what was recorded.
+    Explicit options override them. Empty when the model has no entry."""
+    rec = recording_for(model, [Path(manifest)] if manifest else None)
+    return dict(rec.settings) if rec else {}
+
+
+def default_recordings(model: str) -> tuple[str, ...]:
+    """The files the manifest lists for ``model`` (none when it has no entry)."""
+    rec = recording_for(model)
+    return tuple(str(f) for f in rec.files) if rec else ()

@@ -5,7 +5,6 @@ engine), so the card, the gate, ``compare`` and ``pytest --fairness-run`` read i
 an audited run."""
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +20,15 @@ from fairness_tests.run.result import RunResult
 
 
 def write_scored_run(out: str | Path, *, model: str | None, kind: str, file: str,
-                     command: list[str], config: dict[str, Any], thresholds: str | None,
+                     command: str, config: dict[str, Any], thresholds: str | None,
                      tables: dict[str, pd.DataFrame], records: dict[str, pd.DataFrame],
                      **protocol_info: Any) -> RunResult:
     """Build, judge and save the run. ``kind``: ``predictions`` | ``outputs``;
-    ``command``: the score command line (without ``--model``, added when given);
+    ``command``: the score command line that regenerates it;
     ``protocol_info``: ``bbq=BBQInfo`` or ``generative=GenerativeInfo``."""
-
     rules = load_rules(thresholds, model=model)
-    regen = ["fairness-tests", *command] + (["--model", model] if model else [])
     run = RunResult(metadata=RunMetadata(
-        model=model, backend=None, mode="scored", regen_command=shlex.join(regen),
+        model=model, backend=None, mode="scored", regen_command=command,
         source=Source(kind=kind, file=display_path(file), sha256=sha256_file(file)),
         fairness_tests_version=__version__, config=config, **protocol_info),
         tables=tables, records=records)

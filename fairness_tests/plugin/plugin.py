@@ -66,12 +66,11 @@ def pytest_configure(config: pytest.Config) -> None:
 def dry_run(fs: "FairnessSession") -> None:
     """``--fairness-dry-run``: each model's requests, tokens and cost; then stop."""
     from fairness_tests.core.errors import FairnessTestsError
-    from fairness_tests.pipeline.audit import config_from_options
-    from fairness_tests.pipeline.audit import dry_run as audit_dry_run
+    from fairness_tests.pipeline.dry_run import dry_run as audit_dry_run
     lines = []
     for model in fs.models():
         try:
-            lines.append(audit_dry_run(config_from_options(**fs.settings.audit_options(model)))[1])
+            lines.append(audit_dry_run(fs.settings.audit(model))[1])
         except FairnessTestsError as exc:
             raise pytest.UsageError(str(exc)) from None
     pytest.exit("\n\n".join(lines), returncode=0)
@@ -106,7 +105,7 @@ class FairnessSession:
             from fairness_tests.core.errors import FairnessTestsError
             from fairness_tests.rules import load_rules
             try:
-                self._rules[model] = load_rules(self.settings.thresholds, model)
+                self._rules[model] = load_rules(self.settings.audit(model).thresholds, model)
             except FairnessTestsError as exc:
                 raise pytest.UsageError(str(exc)) from None
         return self._rules[model]
@@ -140,7 +139,7 @@ class FairnessSession:
                     continue
                 cand = self.run(m)
                 bad = next((r for r in (base, cand) if isinstance(r, Unavailable)), None)
-                out[m] = bad if bad else gate_runs(base, cand)
+                out[m] = bad if bad else gate_runs(base, cand, rules=self.rules(m))
             self._gate = out
         return self._gate
 

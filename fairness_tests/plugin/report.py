@@ -111,8 +111,8 @@ def write_report(fs, out: Path, gate_tables: dict[str, Any]) -> None:
                            index=False, float_format="%.10g")
     if len(runs) >= 2:
         try:
-            kw = {k: v for k, v in (("n_boot", fs.settings.n_boot), ("seed", fs.settings.seed))
-                  if v is not None}
+            first = fs.settings.audit(fs.settings.models[0])
+            kw = {"n_boot": first.n_boot, "seed": first.seed}
             write_compare(runs, out / "compare", **kw)
         except (ProtocolChangeError, FairnessTestsError) as exc:
             notes.append(f"comparison not written: {exc}")

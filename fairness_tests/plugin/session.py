@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fairness_tests.core.locks import exclusive as file_lock
+from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.plugin.options import Settings
 from fairness_tests.run.result import RunResult
 
@@ -60,8 +61,9 @@ def session_id(config) -> str:
 
 def record_hint(settings: Settings, model: str) -> str:
     parts = ["pytest --pyargs fairness_tests.suite", "--fairness-live", f"--fairness-model {model}"]
-    if settings.backend:
-        parts.append(f"--fairness-backend {settings.backend}")
+    backend = settings.audit(model).backend
+    if backend:
+        parts.append(f"--fairness-backend {backend}")
     return " ".join(parts) + "   (or: fairness-tests audit --live ...)"
 
 
@@ -83,8 +85,8 @@ def produce(settings: Settings, model: str, cache_root: Path, sid: str, rules) -
     if run is not None:
         apply_to_run(run, rules)
         return run
-    options = settings.audit_options(model)
-    key = settings_hash(options)
+    config = settings.audit(model)
+    key = settings_hash(dataclasses.asdict(config))
     sdir = cache_root / sid
     out = sdir / key
     with file_lock(sdir / f"{key}.lock"):
@@ -92,9 +94,7 @@ def produce(settings: Settings, model: str, cache_root: Path, sid: str, rules) -
             return RunResult.load(out)
         if (out / "unavailable.json").exists():
             return Unavailable(**json.loads((out / "unavailable.json").read_text()))
-        result = _compute(settings, model, options)
-        if not isinstance(result, Unavailable):
-            apply_to_run(result, rules)
+        result = _compute(settings, model, config, rules)
         if isinstance(result, Unavailable):
             tmp = sdir / f"{key}.tmp-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
@@ -106,11 +106,12 @@ def produce(settings: Settings, model: str, cache_root: Path, sid: str, rules) -
         return RunResult.load(out)
 
 
-def _compute(settings: Settings, model: str, options: dict[str, Any]) -> RunResult | Unavailable:
+def _compute(settings: Settings, model: str, config: AuditConfig,
+             rules: Any) -> RunResult | Unavailable:
     from fairness_tests.core.errors import MissingResponsesError
-    from fairness_tests.pipeline.audit import config_from_options, run_audit
+    from fairness_tests.pipeline.audit import run_audit
     try:
-        return run_audit(config_from_options(**options))
+        return run_audit(config, rules=rules)
     except MissingResponsesError as exc:
         return Unavailable(model, f"nothing recorded to replay for {model}: {exc}. "
                                   f"Record with: {record_hint(settings, model)}")

@@ -1,0 +1,152 @@
+"""Store + backend for one run: every protocol asks through an :class:`Asker`.
+
+The store answers what it has (the recordings the manifest lists for the model are
+imported first); the backend is asked for the rest, live, or the replay backend refuses
+what was never recorded. Repeats are asked in the run's repeat mode, falling back to
+``calls`` once when the provider does not honour it; a sharded run asks only its shard.
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from fairness_tests.core.errors import ConfigError, DataError
+from fairness_tests.core.paths import default_store_path
+from fairness_tests.models.backends import get_backend
+from fairness_tests.models.cost import BudgetReached, model_price
+from fairness_tests.models.repeat_modes import RepeatModeUnsupported, apply_mode
+from fairness_tests.models.request import Request, Response
+from fairness_tests.models.runner import ask
+from fairness_tests.models.shard import in_shard, parse_shard
+from fairness_tests.models.store import ResponseStore
+from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.recordings import default_recordings
+
+
+def with_reasoning(requests: Sequence[Request], config: AuditConfig) -> list[Request]:
+    """``requests`` with the run's reasoning settings (part of their keys) when set."""
+    if config.reasoning_effort is None and config.thinking_budget is None:
+        return list(requests)
+    return [r.with_(decoding=replace(r.decoding, reasoning_effort=config.reasoning_effort,
+                                     thinking_budget=config.thinking_budget))
+            for r in requests]
+
+
+def open_run_store(config: AuditConfig) -> ResponseStore:
+    """The run's store (created when new)."""
+    path = Path(config.store) if config.store else default_store_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return ResponseStore(path)
+
+
+class Asker:
+    """Store + backend for one run; every protocol asks through it."""
+
+    def __init__(self, config: AuditConfig):
+        self.config = config
+        self.mode = config.repeat_mode          # "calls" after a fallback
+        self.fallback: RepeatModeUnsupported | None = None
+        self.truncated: dict[str, int] = {}
+        self.store = open_run_store(config)
+        recordings = default_recordings(config.model) if config.recordings is None \
+            else config.recordings
+        self.imported = 0
+        for rec in recordings:
+            self.imported += self.store.import_jsonl(rec).get("added", 0)
+        self._backend: Any = None
+        self.counts: dict[str, int] = {}
+        self.keys: list[str] = []           # every request key this run asked, in order
+        self.size_at_start = len(self.store)
+
+    @property
+    def backend(self) -> Any:
+        if self._backend is None:
+            if self.config.live:
+                self._backend = self.live_backend()
+            else:
+                try:   # replay checks each row against what the live backend would add
+                    fingerprint = self.live_backend().fingerprint()
+                except DataError:    # a local checkpoint not on this machine: unchecked
+                    fingerprint = {}
+                self._backend = get_backend("replay", store=self.store, fingerprint=fingerprint)
+        return self._backend
+
+    def live_backend(self) -> Any:
+        """The backend that answers live (unstarted: loading weights or importing litellm
+        happens on its first request)."""
+        c = self.config
+        if c.backend_name() == "transformers":
+            return get_backend("transformers", model=c.backend_model(),
+                               batch_size=c.batch_size, workers=c.workers)
+        opts: dict[str, Any] = {"max_cost_usd": c.max_cost}
+        if c.api_base:
+            opts["api_base"] = c.api_base
+        limits = {k: v for k, v in (("rpm", c.rpm), ("tpm", c.tpm)) if v}
+        if limits:
+            opts.update(limits, rate_limit_path=f"{self.store.path}.limits")
+        return get_backend(c.backend_name(), **opts)
+
+    def ask(self, requests: Sequence[Request], label: str) -> list[Response]:
+        """Responses to a protocol's requests (``label``: the protocol), asked with the
+        run's reasoning settings and repeat mode. A sharded run (``--shard i/N``) asks
+        only its shard's requests; the others come back as error rows ("outside shard"),
+        so it records and reports no tables."""
+        requests = with_reasoning(requests, self.config)
+        before = len(self.store)
+        mine = requests
+        if self.config.shard:
+            i, n = parse_shard(self.config.shard)
+            mine = [r for r in requests if in_shard(r.key(), i, n)]
+        out = self._ask(mine, label)
+        self.keys.extend(r.key() for r in mine)
+        self.counts[label] = len(requests)
+        self.counts[f"{label}_new"] = len(self.store) - before
+        self._warn_truncated(out, label)
+        if not self.config.shard:
+            return out
+        self.counts[f"{label}_shard"] = len(mine)
+        got = dict(zip((r.key() for r in mine), out, strict=True))
+        return [got.get(r.key()) or Response(key=r.key(), status="error",
+                                             error=f"outside shard {self.config.shard}")
+                for r in requests]
+
+    def _warn_truncated(self, out: list[Response], label: str) -> None:
+        truncated = sum(r.status == "truncated" for r in out)
+        if not truncated:
+            return
+        self.truncated[label] = truncated
+        setting = (f"--max-tokens (now {self.config.max_tokens})"
+                   if label in ("bbq", "consistency")
+                   else "max_new_tokens (the suite's decoding, or --gen-max-new-tokens)")
+        print(f"fairness-tests: {truncated} of {len(out)} {label} answers were truncated "
+              f"(finish_reason=length with no answer: the token budget went to reasoning); "
+              f"raise {setting} or lower --reasoning-effort / --thinking-budget",
+              file=sys.stderr)
+
+    def _ask(self, requests: list[Request], label: str) -> list[Response]:
+        try:
+            try:
+                return ask(apply_mode(requests, self.mode), self.backend, self.store,
+                           progress=self.config.progress, label=label)
+            except RepeatModeUnsupported as exc:
+                self.fallback, self.mode = exc, "calls"
+                print(f"fairness-tests: {exc}; asking with --repeat-mode calls instead "
+                      f"(recorded in the run's metadata)", file=sys.stderr)
+                return ask(requests, self.backend, self.store, progress=self.config.progress,
+                           label=label)
+        except BudgetReached as exc:
+            raise exc.with_recorded(len(self.store) - self.size_at_start) from None
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def check_live(config: AuditConfig) -> None:
+    """What only a live API run can check before anything is asked: ``--max-cost`` needs
+    the model's price."""
+    if config.max_cost is not None and config.live and model_price(config.model) is None:
+        raise ConfigError(f"--max-cost needs the model's price, and litellm's local cost map "
+                          f"has none for {config.model!r}", key="--max-cost")

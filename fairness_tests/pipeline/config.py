@@ -1,0 +1,355 @@
+"""The configuration spec: every option of every command, declared once.
+
+Each option is a field of one of the option groups below (:func:`~fairness_tests.core.
+options.opt` gives its help, range and spelling; its type annotation gives its type and,
+with ``Literal``, its choices). A command's configuration class combines the groups it
+uses; the command line, the pytest options and ini keys, and the ``[tool.fairness_tests]``
+keys are generated from these fields, and every value, whichever entry point gave it, is
+converted and checked by the same code (:func:`fairness_tests.core.options.build`).
+
+Groups: :class:`ModelOptions` (what answers and where responses are kept),
+:class:`BBQOptions`, :class:`GenerativeOptions`, :class:`AskingOptions` (API models and
+local inference), :class:`StatsOptions`; :class:`AuditConfig` is all of them (the Python
+API's ``run_audit(AuditConfig(...))``), :class:`AuditCommand` adds the command line's
+outputs, :class:`PluginOptions` the pytest plugin's own options. The score commands and the
+gate have their own classes.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from fairness_tests.core.options import Checked, opt, specs
+from fairness_tests.pipeline.protocols import PROTOCOL_NAMES
+
+DEFAULT_MODEL = "embedded:gemma-3-270m"
+#: fewer bootstrap resamples cannot place the 2.5% and 97.5% percentiles of a 95%
+#: interval on stable order statistics
+MIN_N_BOOT = 100
+
+Backend = Literal["transformers", "litellm"]
+DEFAULT_PROTOCOLS: tuple[str, ...] = ("bbq", "consistency", "generative")
+API = "API models (litellm)"
+LOCAL = "local models (transformers)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelOptions(Checked):
+    """What answers, and where its responses are recorded."""
+    model: str = opt(DEFAULT_MODEL, "model id: embedded:gemma-3-270m (the default), a "
+                     "litellm model id such as openai/gpt-4o-mini, or a checkpoint directory",
+                     per_model=True, metavar="MODEL")
+    backend: Backend | None = opt(None, "backend that answers (and whose recordings are "
+                                  "replayed); default: transformers for embedded: models and "
+                                  "checkpoint directories, else litellm")
+    live: bool = opt(False, "ask the model for whatever the store lacks (and record it); "
+                     "default: replay only", negative="replay", toml=False)
+    api_base: str | None = opt(None, "OpenAI-compatible server URL (litellm)", metavar="URL",
+                               group=API, regen=True)
+    store: str | None = opt(None, "SQLite response store (default: $FAIRNESS_STORE or "
+                            ".fairness/store.sqlite)", metavar="PATH", path=True, regen=False)
+    recordings: tuple[str, ...] | None = opt(
+        None, "JSONL(.gz) recordings to import first (default: the files the recordings "
+        "manifest lists for the model; given empty: import nothing)", metavar="FILE",
+        empty_ok=True, path=True, regen=False, pytest=False)
+
+    def backend_name(self) -> Backend:
+        """The backend in force: the explicit one, else by the model id."""
+        if self.backend:
+            return self.backend
+        if self.model.startswith("embedded:") or os.path.exists(self.model):
+            return "transformers"
+        return "litellm"
+
+    def backend_model(self) -> str:
+        """What the backend is given as its model argument."""
+        return "embedded" if self.model.startswith("embedded:") else self.model
+
+
+@dataclass(frozen=True, kw_only=True)
+class BBQDataOptions(Checked):
+    """Which BBQ items: the data directory and the item filter."""
+    bbq_dir: str | None = opt(None, "BBQ data directory (default: $FAIRNESS_BBQ_DIR or "
+                              "../shared/bbq; fairness-tests data fetch installs it)",
+                              metavar="DIR", path=True)
+    bbq_filter: Literal["intersectional", "none"] = opt(
+        "intersectional", "item filter: intersectional (the two people differ in both "
+        "attributes) or none")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BBQOptions(BBQDataOptions):
+    """How the BBQ audit asks: decoding, repeats, rotations, sample."""
+    temperature: float = opt(1.0, "sampling temperature of BBQ answers", ge=0.0, le=2.0)
+    repeats: int = opt(20, "repeats per consistency item", ge=1, metavar="N")
+    per_cell: int = opt(56, "consistency sample: items per dataset x context x polarity",
+                        ge=1, metavar="N")
+    rotations: Literal["none", "sample", "all"] = opt(
+        "sample", "option rotations for position bias: none, the consistency sample, or "
+        "all items")
+    limit: int | None = opt(None, "smoke run: at most N items per dataset x context x "
+                            "polarity", ge=1, metavar="N")
+    consistency_items: Literal["sample", "all"] = opt(
+        "sample", "consistency over the seeded sample (448 items) or all items")
+    max_tokens: int = opt(16, "new tokens for a BBQ answer (reasoning models need more)",
+                          ge=1, metavar="N")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerativeOptions(Checked):
+    suite: str | None = opt(None, "generative protocol YAML (default: the packaged suite)",
+                            metavar="PATH", path=True)
+    published_grid: str | None = opt(None, "a published grid CSV instead of a suite",
+                                     metavar="CSV", path=True)
+    gen_seeds: tuple[int, ...] | None = opt(None, "only these seeds of the protocol "
+                                            "(a reduction, stated on the card)", ge=1,
+                                            metavar="SEED")
+    gen_max_new_tokens: int | None = opt(None, "cap on new tokens of a generation (a "
+                                         "reduction, stated on the card)", ge=1, metavar="N")
+    gen_limit: int | None = opt(None, "smoke run: at most N grid rows", ge=1, metavar="N")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RubricOptions(Checked):
+    """How generations are scored."""
+    rubric: str = opt("published", "scoring rubric: published, strict or a rubric file",
+                      metavar="RUBRIC")
+    compare_rubric: str | None = opt("strict", "second rubric for scorer sensitivity "
+                                     "(none: skip)", none_word="none", metavar="RUBRIC")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AskingOptions(Checked):
+    """How a model is asked: API settings (litellm) and local inference (transformers)."""
+    repeat_mode: Literal["calls", "n", "logprobs"] = opt(
+        "calls", "calls: one request per repeat (the study's protocol); n: one request with "
+        "n choices; logprobs: one request, repeats drawn from the letter distribution "
+        "(falls back to calls when the provider does not honour it)", group=API)
+    reasoning_effort: str | None = opt(None, "litellm reasoning_effort for every request, "
+                                       "e.g. low, medium, high", metavar="LEVEL", group=API)
+    thinking_budget: int | None = opt(None, "thinking budget in tokens (litellm "
+                                      "thinking.budget_tokens)", ge=1, metavar="N", group=API)
+    max_cost: float | None = opt(None, "stop cleanly when this run's spend reaches USD "
+                                 "(exit 4; run again to resume)", gt=0, metavar="USD",
+                                 group=API, regen=False)
+    rpm: float | None = opt(None, "API requests per minute, shared by every process using "
+                            "the store", gt=0, metavar="N", group=API, regen=False)
+    tpm: float | None = opt(None, "API tokens per minute, shared by every process using "
+                            "the store", gt=0, metavar="N", group=API, regen=False)
+    shard: str | None = opt(None, "with --live: record only shard I of N of the requests (by "
+                            "key hash); combine stores with `fairness-tests store merge`",
+                            metavar="I/N", group=API, regen=False, pytest=False)
+    batch_size: int = opt(32, "rows per forward pass", ge=1, metavar="N", group=LOCAL,
+                          regen=False)
+    workers: int | Literal["auto"] = opt("auto", "forward passes side by side on the CPU, "
+                                         "each on threads/N torch threads (auto: one per "
+                                         "CPU thread, at most 8)", ge=1, metavar="N|auto",
+                                         group=LOCAL, regen=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResampleOptions(Checked):
+    seed: int = opt(0, "seed of the bootstrap, the consistency sample and sampling", ge=0,
+                    metavar="N")
+    n_boot: int = opt(2000, "bootstrap resamples", ge=MIN_N_BOOT, metavar="N")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatsOptions(ResampleOptions):
+    thresholds: str | None = opt(None, "thresholds directory (default.yaml + models/) or "
+                                 "file (default: the project's thresholds/, else the "
+                                 "packaged one)", metavar="PATH", path=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComparisonOptions(Checked):
+    """How two or more runs are compared (the gate, compare)."""
+    allow_protocol_change: bool = opt(False, "compare runs made under different protocols "
+                                      "on their common items (the differences are listed)",
+                                      pytest=False, toml=False)
+    alpha: float = opt(0.05, "family-wise error rate of the comparisons", gt=0, lt=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BBQClusterOption(Checked):
+    bbq_cluster: Literal["template", "item"] = opt(
+        "template", "BBQ bootstrap unit: whole templates or single items")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenClusterOption(Checked):
+    gen_cluster: Literal["prompt", "row"] = opt(
+        "prompt", "generative bootstrap unit: whole prompts or single generations")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, AskingOptions,
+                  StatsOptions, BBQClusterOption, GenClusterOption):
+    """Every choice of an audit. Recorded in the run's metadata and on the card."""
+    protocols: tuple[str, ...] = opt(DEFAULT_PROTOCOLS, "protocols to run (the registry's: "
+                                     f"{', '.join(PROTOCOL_NAMES)})", choices=PROTOCOL_NAMES,
+                                     pytest_name="protocol", metavar="PROTOCOL")
+    progress: bool | None = opt(None, "progress lines on stderr (default: on a terminal or "
+                                "in CI)", negative="quiet", cli=False, pytest=False,
+                                toml=False, regen=False)
+    export: str | None = opt(None, "also export this run's store rows to this JSONL(.gz) "
+                             "file", metavar="FILE", path=True, regen=False, pytest=False)
+
+    def cross_check(self) -> Iterable[tuple[str, str]]:
+        if len(set(self.protocols)) != len(self.protocols):
+            yield "protocols", f"a protocol is named twice: {' '.join(self.protocols)}"
+        if self.suite and self.published_grid:
+            yield "published_grid", "give a suite or a published grid, not both"
+        if self.backend_name() != "litellm":
+            for name in ("reasoning_effort", "thinking_budget", "max_cost", "rpm", "tpm"):
+                if getattr(self, name) is not None:
+                    yield name, (f"applies to API models (backend litellm); the "
+                                 f"{self.backend_name()} backend costs nothing and has no "
+                                 "rate limits")
+            if self.repeat_mode != "calls":
+                yield "repeat_mode", ("applies to API models (backend litellm); the "
+                                      f"{self.backend_name()} backend draws every repeat "
+                                      "from one forward pass")
+        if self.shard is not None:
+            m = re.fullmatch(r"(\d+)/(\d+)", self.shard)
+            if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+                yield "shard", f"must be I/N with 1 <= I <= N, got {self.shard!r}"
+            elif not self.live:
+                yield "shard", "records a part of the requests: use it with --live"
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputOptions(Checked):
+    out: str = opt("report", "output directory: run/ and card/ (a directory this tool "
+                   "wrote, or a new one)", metavar="DIR", path=True, pytest=False,
+                   toml=False, regen=False)
+    force: bool = opt(False, "replace the tool's own files in --out even if it holds other "
+                      "files (never deletes those)", pytest=False, toml=False, regen=False)
+    user_yaml: str | None = opt(None, "what a run cannot know for the card (intended use, "
+                                "governance, ...); default: the model's fixtures/cards/"
+                                "<model>.yaml", metavar="FILE", path=True, pytest=False,
+                                regen=False)
+    quiet: bool = opt(False, "no progress lines on stderr", flag="-q", aliases=("--quiet",),
+                      pytest=False, toml=False, regen=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditCommand(AuditConfig, OutputOptions):
+    """``fairness-tests audit``: the audit and what the command writes."""
+    dry_run: bool = opt(False, "print the requests, tokens and cost per protocol; ask "
+                        "nothing", pytest=False, toml=False, regen=False)
+
+    def audit(self) -> AuditConfig:
+        """The audit's own configuration (without the command's outputs)."""
+        return AuditConfig(**{n: getattr(self, n) for n in specs(AuditConfig)})
+
+
+@dataclass(frozen=True, kw_only=True)
+class PluginOptions(Checked):
+    """The pytest plugin's own options (the audit's are :class:`AuditConfig`'s)."""
+    baseline_model: str | None = opt(None, "gate the --fairness-model(s) against this model "
+                                     "on the same items", metavar="MODEL", cli=False)
+    report: str | None = opt(None, "write runs, verdicts, the gate table and Fairness Cards "
+                             "here", metavar="DIR", cli=False)
+    run: tuple[str, ...] | None = opt(None, "use a saved run directory (of the audit or a "
+                                      "score command) instead of auditing its model",
+                                      metavar="DIR", cli=False, per_model=True)
+    on_missing: Literal["skip", "fail"] = opt("skip", "when nothing is recorded to replay: "
+                                              "skip the fairness tests or fail them",
+                                              cli=False)
+    dry_run: bool = opt(False, "print the requests, tokens and cost each model's audit "
+                        "would spend, then stop (asks nothing)", cli=False, toml=False)
+
+
+# ----------------------------------------------------------------------------- score commands
+
+@dataclass(frozen=True, kw_only=True)
+class ScoredRunOptions(Checked):
+    """A score command's run directory and verdicts."""
+    model: str | None = opt(None, "model id the answers are of (run metadata; selects the "
+                            "model's threshold overrides)", metavar="MODEL", pytest=False,
+                            toml=False)
+    out: str | None = opt(None, "also write a run directory (tables, verdicts, records, "
+                          "metadata) that the card, the gate, compare and pytest "
+                          "--fairness-run read", metavar="DIR", path=True, pytest=False,
+                          toml=False)
+    force: bool = opt(False, "replace the tool's own files in --out even if it holds other "
+                      "files (never deletes those)", pytest=False, toml=False)
+    no_rules: bool = opt(False, "print the metrics only: evaluate no decision rule (exit 0)",
+                         pytest=False, toml=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BBQFilterConfig(BBQDataOptions):
+    """``fairness-tests bbq filter``: item counts per dataset, context and polarity."""
+    CLI_FLAGS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "bbq_dir": ("--data", "--bbq-dir"), "bbq_filter": ("--filter", "--bbq-filter"),
+        "bbq_cluster": ("--cluster", "--bbq-cluster")}
+    format: Literal["table", "json"] = opt("table", "output format", pytest=False,
+                                           toml=False)
+    require_official: bool = opt(False, "fail unless every file's sha256 is the official "
+                                 "release's", pytest=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BBQScoreConfig(BBQFilterConfig, StatsOptions, BBQClusterOption, ScoredRunOptions):
+    """``fairness-tests bbq score``: anyone's BBQ predictions, scored and judged."""
+    predictions: str = opt(None, "JSONL: one answer a line", metavar="FILE", path=True,
+                           pytest=False, toml=False)
+    concentration: float = opt(1.0, "Dirichlet concentration of smoothed DF", gt=0)
+    min_group_n: int = opt(30, "groups with fewer items get a warning", ge=1, metavar="N")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerativeScoreConfig(RubricOptions, StatsOptions, GenClusterOption, ScoredRunOptions):
+    """``fairness-tests generative score``: anyone's generations, scored and judged."""
+    CLI_FLAGS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "gen_cluster": ("--cluster", "--gen-cluster")}
+    outputs: str = opt(None, "JSONL, one generation per line (the published raw-output "
+                       "fields)", metavar="FILE", path=True, pytest=False, toml=False)
+    format: Literal["json", "table"] = opt("json", "output format", pytest=False,
+                                           toml=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateConfig(StatsOptions, ComparisonOptions):
+    """``fairness-tests gate BASELINE_RUN CANDIDATE_RUN``."""
+    baseline: str = opt(None, "run directory of the baseline", positional=True,
+                        metavar="BASELINE_RUN", path=True, pytest=False, toml=False)
+    candidate: str = opt(None, "run directory of the candidate", positional=True,
+                         metavar="CANDIDATE_RUN", path=True, pytest=False, toml=False)
+    format: Literal["table", "md", "json"] = opt("table", "output format", pytest=False,
+                                                 toml=False)
+    out: str | None = opt(None, "write gate.csv, gate.json and gate.md here", metavar="DIR",
+                          path=True, pytest=False, toml=False)
+    mode: Literal["harm", "non_inferiority"] | None = opt(
+        None, "every cell in this mode (default: each rule's gate.mode, else harm)",
+        pytest=False)
+    cluster: tuple[Literal["template", "item", "prompt", "row"], ...] | None = opt(
+        None, "resampling unit: template|item (BBQ, default template), prompt|row "
+        "(generative, default prompt); one of each at most", pytest=False)
+
+    def cross_check(self) -> Iterable[tuple[str, str]]:
+        units = self.cluster or ()
+        if len({u in ("template", "item") for u in units}) != len(units):
+            yield "cluster", f"one BBQ unit and one generative unit at most, got {' '.join(units)}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataFetchConfig(Checked):
+    """``fairness-tests data fetch``: the official BBQ files, verified."""
+    dest: str = opt(None, "directory to write the files to", metavar="DIR", path=True,
+                    pytest=False, toml=False)
+    base_url: str | None = opt(None, "mirror of https://raw.githubusercontent.com/nyu-mll/BBQ/"
+                               "<commit>", metavar="URL", pytest=False)
+    timeout: float = opt(60.0, "seconds to wait for each file", gt=0, metavar="S",
+                         pytest=False)
+
+
+#: every configuration class of an entry point (the ``[tool.fairness_tests]`` keys are
+#: checked against their options)
+COMMANDS: tuple[type, ...] = (AuditCommand, PluginOptions, BBQFilterConfig, BBQScoreConfig,
+                              GenerativeScoreConfig, GateConfig, DataFetchConfig)

@@ -1,0 +1,73 @@
+"""The dry run: per protocol and repeat mode, the requests, tokens and cost a run would
+spend and what the store already holds (:mod:`fairness_tests.models.cost`). It builds
+each protocol's requests from the registry and asks nothing."""
+from __future__ import annotations
+
+from typing import Any
+
+from fairness_tests.models.backends import get_backend
+from fairness_tests.models.cost import (
+    OwnTokenizerCounter,
+    dry_run_rows,
+    format_rows,
+    model_price,
+    still_to_ask,
+)
+from fairness_tests.models.request import Request
+from fairness_tests.pipeline.asker import open_run_store, with_reasoning
+from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.protocols.base import by_family
+
+
+def collect_requests(config: AuditConfig) -> dict[str, list[Request]]:
+    """The requests each protocol of ``config`` asks, with the run's reasoning settings;
+    nothing is asked."""
+    out: dict[str, list[Request]] = {}
+    for family_cls, protocols in by_family(config.protocols):
+        family = family_cls(config)
+        for p in protocols:
+            out[p.name] = with_reasoning(p.requests(family), config)
+    return out
+
+
+def dry_run(config: AuditConfig) -> tuple[list[Any], str]:
+    """``(rows, printable table)``: what the run would ask, spend and find in the store."""
+    by_protocol = collect_requests(config)
+    priced = config.backend_name() == "litellm"
+    local = None
+    if config.backend_name() == "transformers":
+        local = get_backend("transformers", model=config.backend_model(),
+                            batch_size=config.batch_size)
+    with open_run_store(config) as store:
+        # a local model computes each distinct prompt once whatever the repeat mode (the
+        # other modes are shapes of API requests): its row only, its own token counts
+        rows = dry_run_rows(by_protocol, store, config.model, config.repeat_mode, priced=priced,
+                            counter=OwnTokenizerCounter(local.prompt_tokens_of) if local
+                            else None, all_modes=local is None)
+        sharing = prefix_sharing_text(by_protocol, store, local) if local else None
+    price = model_price(config.model) if priced else None
+    text = format_rows(rows, config.model, price, local=not priced)
+    if not priced:
+        text += f"\n{config.backend_name()} backend: a local model, no API cost"
+    if sharing:
+        text += "\n" + sharing
+    return rows, text
+
+
+def prefix_sharing_text(by_protocol: dict[str, list[Request]], store: Any, backend: Any) -> str:
+    """The dry run's prefix-sharing lines for a local model (``backend``, a
+    :class:`~fairness_tests.models.backends.transformers_backend.TransformersBackend`):
+    per protocol and for the whole run, the multiple-choice prompts still to ask (not in
+    the store), their tokens, and the tokens the backend's prefix tree would compute
+    (its ``plan_tokens``; loads the model's tokenizer and weights, asks nothing)."""
+
+    named = list(by_protocol.items())
+    if len(named) > 1:
+        named.append(("total", [r for reqs in by_protocol.values() for r in reqs]))
+    lines = ["prefix sharing (tokens the model computes / tokens in the prompts still to ask):"]
+    for name, reqs in named:
+        prompts, tokens, computed = backend.plan_tokens(still_to_ask(reqs, store)[1])
+        share = f"{100 * computed / tokens:.1f}%" if tokens else "-"
+        lines.append(f"  {name:12} {prompts:>7} prompts {computed:>10} / {tokens:>10} tokens "
+                     f"({share})")
+    return "\n".join(lines)

@@ -1,0 +1,94 @@
+"""The BBQ family: the zero-shot multiple-choice audit (``bbq``: every item once, option
+rotations for position bias) and the consistency protocol (``consistency``: the seeded
+sample asked ``repeats`` times). Both ask about the same items and share one predictions
+table and the one BBQ table builder (:func:`fairness_tests.metrics.bbq_tables.bbq_tables`)."""
+from __future__ import annotations
+
+from typing import ClassVar
+
+import pandas as pd
+
+from fairness_tests.core.paths import bbq_dir, display_path
+from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
+from fairness_tests.models.request import Decoding, Request
+from fairness_tests.pipeline.bbq_info import bbq_info
+from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.protocols.base import Asked, AuditProtocol, Family, Results
+from fairness_tests.protocols.bbq.data import load_bbq
+from fairness_tests.protocols.bbq.filter import filter_items
+from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table
+from fairness_tests.protocols.bbq.sample import consistency_sample, sample_record
+
+ANSWER_KEY = ["dataset", "example_id", "repeat", "rotation"]
+
+
+def limit_cells(items: pd.DataFrame, limit: int | None) -> pd.DataFrame:
+    """At most ``limit`` items per dataset x context x polarity (all when None)."""
+    if not limit:
+        return items
+    return (items.sort_values(["dataset", "example_id"])
+            .groupby(["dataset", "context", "polarity"], sort=True).head(limit)
+            .reset_index(drop=True))
+
+
+class BBQFamily(Family):
+    """The BBQ items of a run, its consistency sample, and how a BBQ request is made."""
+
+    def __init__(self, config: AuditConfig):
+        super().__init__(config)
+        self.data = load_bbq(bbq_dir(config.bbq_dir))
+        self.items = limit_cells(filter_items(self.data.items, config.bbq_filter), config.limit)
+        self.per_cell = min(config.per_cell, config.limit or config.per_cell)
+        wants_sample = "consistency" in config.protocols or config.rotations == "sample"
+        self.sample = consistency_sample(self.items, per_cell=self.per_cell, seed=config.seed) \
+            if wants_sample else self.items.iloc[:0]
+
+    def ask(self, items: pd.DataFrame, rotations: tuple[int, ...], repeats: int) -> list[Request]:
+        c = self.config
+        return build_requests(items, rotations=rotations, repeats=repeats,
+                              backend=c.backend_name(), model=c.model, api_base=c.api_base,
+                              seed=c.seed, decoding=Decoding(temperature=c.temperature,
+                                                             max_tokens=c.max_tokens))
+
+    def results(self, asked: dict[str, Asked]) -> Results:
+        c = self.config
+        requests = [r for a in asked.values() for r in a.requests]
+        responses = [r for a in asked.values() for r in a.responses]
+        preds = predictions_table(requests, responses).drop_duplicates(ANSWER_KEY) \
+            .reset_index(drop=True)
+        tables = bbq_tables(self.items, preds, n_boot=c.n_boot, seed=c.seed,
+                            cluster=c.bbq_cluster)
+        sampled = "consistency" in asked and c.consistency_items == "sample"
+        info = bbq_info(
+            self.data, self.items, preds, filter=c.bbq_filter, seed=c.seed, n_boot=c.n_boot,
+            cluster=c.bbq_cluster, data_dir=display_path(self.data.directory),
+            temperature=c.temperature, max_tokens=c.max_tokens, limit=c.limit,
+            sample=sample_record(self.sample, c.seed, self.per_cell) if sampled else None)
+        info.consistency_items = c.consistency_items
+        return Results(tables=tables, records={"bbq": bbq_records(self.items, preds)},
+                       metadata={"bbq": info})
+
+
+class BBQ(AuditProtocol):
+    """Every item once in dataset order; with ``rotations`` all, every item under all
+    three cyclic option orders; with ``sample``, the consistency sample's two others."""
+    name: ClassVar[str] = "bbq"
+    family = BBQFamily
+
+    def requests(self, family: BBQFamily) -> list[Request]:
+        rotations = family.config.rotations
+        out = family.ask(family.items, (0, 1, 2) if rotations == "all" else (0,), 1)
+        if rotations == "sample":
+            out += family.ask(family.sample, (1, 2), 1)
+        return out
+
+
+class Consistency(AuditProtocol):
+    """The consistency sample (or every item), asked ``repeats`` times in dataset order."""
+    name: ClassVar[str] = "consistency"
+    family = BBQFamily
+
+    def requests(self, family: BBQFamily) -> list[Request]:
+        c = family.config
+        items = family.items if c.consistency_items == "all" else family.sample
+        return family.ask(items, (0,), c.repeats)

@@ -1,0 +1,99 @@
+"""The generative audit: open-ended prompts over slices x occupations x prompt families x
+paraphrases x decoding regimes x seeds (a suite YAML, or a published grid), scored by a
+lexical rubric (and a second one for scorer sensitivity), tabulated by the one generative
+table builder (:func:`fairness_tests.metrics.generative_tables.generative_tables`)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pandas as pd
+
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.metrics.generative_tables import generative_tables
+from fairness_tests.models.request import Request
+from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.generative_info import generative_info
+from fairness_tests.pipeline.protocols.base import Asked, AuditProtocol, Family, Results
+from fairness_tests.protocols.generative.grid import grid_hash
+from fairness_tests.protocols.generative.published import (
+    PUBLISHED_SYSTEM_PROMPT,
+    load_published_grid,
+)
+from fairness_tests.protocols.generative.requests import grid_requests, records
+from fairness_tests.protocols.generative.suite import load_suite
+from fairness_tests.scoring.lexical import score
+from fairness_tests.scoring.rubric import load_rubric
+
+
+def reduce_seeds(grid: pd.DataFrame, seeds: tuple[int, ...] | None,
+                 reductions: list[str]) -> pd.DataFrame:
+    """Only the rows of ``seeds`` (all when None); a seed the protocol does not have is an
+    error, never dropped."""
+    if not seeds:
+        return grid
+    known = sorted({int(s) for s in grid["seed"]})
+    missing = [s for s in seeds if s not in known]
+    if missing:
+        raise ConfigError(f"seed(s) {', '.join(map(str, missing))} not in the protocol; "
+                          f"its seeds: {', '.join(map(str, known))}", key="--gen-seeds")
+    reductions.append(f"seeds reduced to {list(seeds)}")
+    return grid[grid["seed"].isin(seeds)].reset_index(drop=True)
+
+
+class GenerativeFamily(Family):
+    """The grid of a run (after its reductions) and its rubrics."""
+
+    def __init__(self, config: AuditConfig):
+        super().__init__(config)
+        self.suite: Any = None
+        if config.published_grid:
+            grid = load_published_grid(config.published_grid)
+            self.system = PUBLISHED_SYSTEM_PROMPT
+            self.name = f"published:{Path(config.published_grid).name}"
+            self.suite_hash = grid_hash(grid, self.system)
+        else:
+            self.suite = load_suite(config.suite)
+            grid, self.system = self.suite.grid(), self.suite.system_prompt
+            self.name, self.suite_hash = self.suite.name, self.suite.hash()
+        self.n_full = len(grid)
+        self.reductions: list[str] = []
+        grid = reduce_seeds(grid, config.gen_seeds, self.reductions)
+        if config.gen_max_new_tokens:
+            grid = grid.assign(max_new_tokens=grid["max_new_tokens"].clip(
+                upper=config.gen_max_new_tokens))
+            self.reductions.append(f"max_new_tokens capped at {config.gen_max_new_tokens}")
+        if config.gen_limit:
+            grid = grid.iloc[:config.gen_limit]
+            self.reductions.append(f"first {config.gen_limit} grid rows only")
+        self.grid = grid.reset_index(drop=True)
+        self.rubric = load_rubric(config.rubric)
+        other = load_rubric(config.compare_rubric) if config.compare_rubric else None
+        # one rubric: nothing to compare
+        self.other = other if other is not None and other.name != self.rubric.name else None
+
+    def results(self, asked: dict[str, Asked]) -> Results:
+        c = self.config
+        a = asked["generative"]
+        recs = records(a.requests, a.responses)
+        scored = score(recs, self.rubric)
+        compare = (self.other.name, score(recs, self.other)) if self.other else None
+        tables = generative_tables(scored, n_boot=c.n_boot, seed=c.seed, cluster=c.gen_cluster,
+                                   rubric=self.rubric.name, compare=compare)
+        info = generative_info(
+            recs, self.rubric, self.other, n_boot=c.n_boot, seed=c.seed, suite=self.suite,
+            cluster=c.gen_cluster, name=self.name, suite_hash=self.suite_hash,
+            system_prompt=self.system, n_grid_full=self.n_full, reductions=self.reductions,
+            gen_max_new_tokens=c.gen_max_new_tokens)
+        return Results(tables=tables, records={"generative": scored},
+                       metadata={"generative": info})
+
+
+class Generative(AuditProtocol):
+    name: ClassVar[str] = "generative"
+    family = GenerativeFamily
+
+    def requests(self, family: GenerativeFamily) -> list[Request]:
+        c = family.config
+        return grid_requests(family.grid, family.system, backend=c.backend_name(),
+                             model=c.model, api_base=c.api_base)
