@@ -97,8 +97,11 @@ def test_score_json_shape_and_values(small_dir, tmp_path, capsys):
         assert r["invalid_rate"] == 0.0
         assert ("s_amb" in r) == (ctx == "ambig") and ("s_dis" in r) == (ctx == "disambig")
         assert ("acc_reinf" in r) == (ctx == "disambig")
-        for key in ("sf", "df", "df_smoothed"):
+        for key in ("sf", "df", "df_smoothed", "df_eb"):
             assert key in r
+        # every group treated alike (all answers correct): no disparity, whatever the
+        # group sizes (the smoothed DF of this cell is a function of its group sizes)
+        assert r["df_eb"] == 0.0
     # ambiguous items answered "unknown" -> no non-unknown answer -> s_amb null with reason
     amb = by[("Race_x_gender", "ambig")]
     assert amb["s_amb"] is None and "no non-unknown" in amb["notes"]["s_amb"]
@@ -116,7 +119,7 @@ def test_score_json_shape_and_values(small_dir, tmp_path, capsys):
     perm = doc["permutation"]
     assert set(perm) == {f"{ds}/{c}" for ds, c in by}
     for cell in perm.values():
-        assert set(cell) == {"sf", "df", "df_smoothed"}
+        assert set(cell) == {"sf", "df", "df_smoothed", "df_eb"}
         assert cell["sf"]["n_permutations"] == 2000 and "within templates" in cell["sf"]["statistic"]
         assert cell["sf"]["p_value"] == 1.0
 

@@ -8,15 +8,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairness_tests.core.paths import bbq_dir
 from fairness_tests.metrics.bbq import (
     bbq_metrics,
+    between_group_variance,
     differential_fairness,
+    empirical_bayes_differential_fairness,
     group_table,
     position_bias,
     smoothed_differential_fairness,
     subgroup_fairness,
 )
 from fairness_tests.metrics.consistency import consistency_metrics, per_item
+from fairness_tests.protocols.bbq.data import load_bbq
+from fairness_tests.protocols.bbq.filter import filter_items
+from fairness_tests.rules.evaluate import evaluate
+from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.stats.bootstrap import json_value, multiplicities
 
 NAN = float("nan")
@@ -279,6 +286,84 @@ def test_template_bootstrap_resamples_whole_templates():
         bbq_metrics(items, make_preds(ans), cluster="prompt")
 
 
+def test_empirical_bayes_df_by_hand():
+    eb, tau2 = empirical_bayes_differential_fairness, between_group_variance
+    # AMB's cell: G1 1 of 3 favourable, G2 0 of 3. N = 6, P = 1/6, P(1 - P) = 5/36;
+    # S = 3 (1/3 - 1/6)^2 + 3 (1/6)^2 = 1/6; tau^2 = (1/6 - 5/36) / (6 - 18/6 - 1) = 1/72;
+    # k = (5/36) / (1/72) - 1 = 9; rates (1 + 9/6) / 12 = 5/24 and (0 + 9/6) / 12 = 3/24:
+    # fav ln(5/3); not fav ln(21/19) -> ln(5/3)
+    assert tau2([3, 3], [1, 0])[0] == pytest.approx(1 / 72)
+    assert eb([3, 3], [1, 0])[0] == pytest.approx(math.log(5 / 3))
+    t = bbq_metrics(AMB, make_preds(AMB_ANS), n_boot=100)
+    assert val(t, "df_eb").value == pytest.approx(math.log(5 / 3))
+    # 12 of 20 vs 8 of 20: P = 1/2, S = 0.4, tau^2 = (0.4 - 0.25) / (40 - 20 - 1) = 0.15/19,
+    # k = 0.25 * 19 / 0.15 - 1 = 92/3: rates (12 + 46/3) / (152/3) = 41/76 and 35/76
+    assert eb([20, 20], [12, 8])[0] == pytest.approx(math.log(41 / 35))
+    # 8 of 10 vs 2 of 10: tau^2 = (1.8 - 0.25) / 9 = 0.172, k = 0.25 / 0.172 - 1 = 0.45 < c
+    # = 1, so k = 1: rates 8.5 / 11 and 2.5 / 11 -> ln 3.4
+    assert eb([10, 10], [8, 2])[0] == pytest.approx(math.log(3.4))
+    # 1 of 2 vs 1 of 4: S = 1/12 < (G - 1) P (1 - P) = 2/9: no spread beyond binomial
+    # noise, every group gets P = 1/3 -> 0 (the raw DF is ln 2)
+    assert eb([2, 4], [1, 1])[0] == 0.0
+    # equal rates whatever the sizes -> 0; smoothed DF grows with the size ratio
+    assert eb([16, 860], [4, 215])[0] == 0.0
+    assert smoothed_differential_fairness(np.array([[16.0, 860.0]]),
+                                          np.array([[4.0, 215.0]]))[0] > 0.05
+    # every rate 0 (a perfect model in ambiguous items) -> 0; one group -> undefined;
+    # two items, one group each: tau^2 undefined (denominator 0), k = c = 1 -> ln 3
+    assert eb([16, 860], [0, 0])[0] == 0.0 and eb([16, 860], [16, 860])[0] == 0.0
+    assert math.isnan(eb([3, 0], [1, 0])[0])
+    assert eb([1, 1], [1, 0])[0] == pytest.approx(math.log(3))
+    # vectorised over resample rows, absent groups dropped
+    assert eb(np.array([[3.0, 3.0, 0.0], [2.0, 4.0, 0.0]]),
+              np.array([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0]])) == pytest.approx(
+        [math.log(5 / 3), 0.0])
+
+
+@pytest.fixture(scope="module")
+def real_items():
+    return filter_items(load_bbq(bbq_dir()).items)
+
+
+def test_a_perfect_model_passes_the_default_df_rule_on_the_real_items(real_items):
+    # regression: every answer correct gave df_smoothed 1.31 (Race_x_SES/ambig) and 3.92
+    # (Race_x_gender/ambig) > 1.0, so df_bound failed a model without any disparity
+    preds = real_items[["dataset", "example_id"]].assign(
+        repeat=0, answer=real_items["label"].astype(float))
+    t = bbq_metrics(real_items, preds, n_boot=100)
+    all_ = t[t.polarity == "all"]
+    # ambiguous items answered "unknown": every group's favourable rate is 0, and the
+    # smoothed DF is ln((n_max + 1) / (n_min + 1)) of the group sizes alone (SES: 300
+    # and 80 items; gender: 860 and 16)
+    sm = all_[(all_.metric == "df_smoothed") & (all_.context == "ambig")].set_index("dataset")
+    assert sm.loc["Race_x_SES", "value"] == pytest.approx(math.log(301 / 81))
+    assert sm.loc["Race_x_gender", "value"] == pytest.approx(math.log(861 / 17))
+    eb = all_[all_.metric == "df_eb"]
+    assert len(eb) == 4 and (eb["value"] == 0).all() and (eb["p_value"] == 1).all()
+    verdicts = evaluate({"bbq": t}, load_rules(None))
+    df = verdicts[verdicts.rule == "df_bound"]
+    assert len(df) == 4 and (df.status == "pass").all(), df[["cell", "value", "status"]]
+    assert set(df.metric) == {"df_eb"}
+    assert (verdicts[verdicts.rule == "sf_bound"].status == "pass").all()
+
+
+def test_reported_estimates_lie_in_their_interval_or_the_note_says_why(real_items):
+    # regression: value_bc 2.32 was reported against [0.669, 2.165] without a word.
+    # A model answering at random on the real items: max-type rows have biased resamples
+    rng = np.random.default_rng(3)
+    preds = real_items[["dataset", "example_id"]].assign(
+        repeat=0, answer=rng.integers(0, 3, len(real_items)).astype(float))
+    t = bbq_metrics(real_items, preds, n_boot=200)
+    outside = 0
+    for r in t.itertuples(index=False):
+        for name in ("value", "value_bc"):
+            x = getattr(r, name)
+            if np.isfinite(x) and np.isfinite(r.ci_low) and not r.ci_low <= x <= r.ci_high:
+                outside += 1
+                assert f"{name} {x:.4g} is outside" in r.note, (r.metric, name, r.note)
+    assert outside > 0                                 # the case arises on real data
+
+
 def test_max_type_rows_carry_the_permutation_p_and_the_bias_corrected_value():
     # 4 templates x 10 items, groups G1 / G2 alternating inside every template; fav
     # answers (answer 1: non-unknown, not the target 0) only in G1: a group effect no
@@ -296,7 +381,7 @@ def test_max_type_rows_carry_the_permutation_p_and_the_bias_corrected_value():
     assert sf.value == pytest.approx(0.25)
     assert sf.p_value == pytest.approx(1 / 2001)
     assert not math.isnan(sf.value_bc)
-    for m in ("df", "df_smoothed"):
+    for m in ("df", "df_smoothed", "df_eb"):
         assert val(t, m).p_value <= 2 / 2001
     acc = val(t, "accuracy")
     assert math.isnan(acc.p_value) and math.isnan(acc.value_bc)

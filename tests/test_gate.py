@@ -39,7 +39,7 @@ def test_regression_fails_exactly_its_cell_and_exits_1(runs, tmp_path, capsys):
     # every gated metric is there, with raw and Holm-adjusted p-values and power
     metrics = {r["metric"] for r in out["rows"]}
     assert {"accuracy", "abs_s_dis", "abs_s_amb", "abs_acc_reinf_minus_counter", "sf",
-            "df_smoothed", "invalid_rate", "position_bias", "mfaa_mean",
+            "df_eb", "invalid_rate", "position_bias", "mfaa_mean",
             "gtc_mean"} <= metrics
     m = sum(r["p_value"] is not None for r in out["rows"])
     for r in out["rows"]:

@@ -6,13 +6,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairness_tests.core.paths import bbq_dir
 from fairness_tests.metrics.gate import (
+    AGREE,
     GateSetting,
     bbq_gate_metrics,
     decide,
     gate_table,
     generative_gate_metrics,
 )
+from fairness_tests.pipeline.gate import BBQ_KEY, ITEM_COLUMNS, bbq_frame, detectable_statement
+from fairness_tests.protocols.bbq.data import load_bbq
+from fairness_tests.protocols.bbq.filter import filter_items
 from fairness_tests.stats.significance import mcnemar_p, paired_rate_test
 
 N = 400
@@ -198,3 +203,76 @@ def test_a_clustered_accuracy_cell_is_tested_on_its_templates(mode):
     assert t["test"].startswith("cluster-robust Wald" if mode == "harm" else "cluster score")
     assert t["effective_clusters"] == pytest.approx(20.0)
     assert np.isfinite(t["detectable"])
+
+
+# ---------------------------------------------------------------- too few clusters
+
+@pytest.fixture(scope="module")
+def one_template():
+    """60 items of one real BBQ template (Race_x_SES question_index 2: Black:lowSES and
+    Latino:lowSES, both contexts) after the intersectional filter, and a function that
+    draws a first run on them: the label with probability 0.6, else one of the two other
+    options, seeded."""
+    items = filter_items(load_bbq(bbq_dir()).items)
+    items = items[(items.dataset == "Race_x_SES") & (items.question_index.astype(str) == "2")]
+    items = items.sort_values("example_id").groupby("context").head(30)[ITEM_COLUMNS]
+    assert len(items) == 60 and items.question_index.nunique() == 1
+
+    def run(seed):
+        rng = np.random.default_rng(seed)
+        label = items["label"].to_numpy(int)
+        other = (label + rng.integers(1, 3, len(items))) % 3
+        answer = np.where(rng.random(len(items)) < 0.6, label, other).astype(float)
+        return items.assign(repeat=0, rotation=0, answer=answer)
+    return run
+
+
+def gate_records(rb, rc, cluster="question_index", mode="harm"):
+    t = gate_table(bbq_frame(rb), bbq_frame(rc), BBQ_KEY, ["dataset", "context"],
+                   bbq_gate_metrics(), lambda m, key: GateSetting(mode, m.margin), cluster,
+                   ["group", "question_index"], n_boot=500, seed=0)
+    return decide(t)
+
+
+def test_one_template_cells_are_not_evaluable_never_p_zero(one_template):
+    # regression: two 60-item runs of equal expected accuracy from one template failed
+    # abs_s_dis and abs_acc_reinf_minus_counter in harm mode with p = 0 and a zero-width
+    # interval (one cluster resampled: every resample is the sample), and the gate said
+    # "the runs agree on every item here", which was false
+    rb, rc = one_template(1), one_template(2)
+    assert (rb.answer != rc.answer).sum() > 10
+    for mode in ("harm", "non_inferiority"):
+        t = gate_records(rb, rc, mode=mode)
+        assert set(t.cell) == {"Race_x_SES/ambig", "Race_x_SES/disambig"}
+        assert {"abs_s_dis", "abs_acc_reinf_minus_counter", "accuracy"} <= set(t.metric)
+        assert (t.verdict == "not_evaluable").all(), t[["metric", "cell", "p_value", "verdict"]]
+        assert t.p_value.isna().all() and t.ci_low.isna().all() and t.ci_high.isna().all()
+        assert (t.n_clusters == 1).all()
+        for r in t.to_dict(orient="records"):
+            assert r["note"].startswith("not evaluable: 1 cluster (question_index) in this "
+                                        "cell; a paired test and its interval need at least 2")
+            assert np.isfinite(r["delta"]) or r["metric"] in ("sf", "df_eb")  # one group
+            # both runs answer every item validly: only the invalid rate agrees
+            assert (AGREE in r["note"]) == (r["metric"] == "invalid_rate")
+            s = detectable_statement(r)
+            assert "not evaluable: 1 cluster" in s
+            assert ("agree on every item" in s) == (r["metric"] == "invalid_rate")
+    # the same runs with items resampled: 30 units per cell, every defined cell tested
+    items = gate_records(rb, rc, cluster=None)
+    assert items.loc[items.metric == "abs_s_dis", "p_value"].notna().all()
+
+
+def test_the_runs_agree_note_only_when_they_do(one_template):
+    rb = one_template(1)
+    rc = rb.copy()
+    # items resampled: identical answers agree on every item of every cell
+    t = gate_records(rb, rc, cluster=None)
+    assert t.note.str.contains(AGREE, regex=False).all()
+    acc = t[t.metric == "abs_s_dis"].iloc[0].to_dict()
+    assert acc["se"] == 0 and "agree on every item" in detectable_statement(acc)
+    # one disambiguated answer changed: that cell no longer agrees, the other still does
+    i = rc.index[(rc.context == "disambig")][0]
+    rc.loc[i, "answer"] = (rc.loc[i, "answer"] + 1) % 3
+    t = gate_records(rb, rc, cluster=None).set_index(["metric", "cell"])
+    assert AGREE not in t.loc[("accuracy", "Race_x_SES/disambig"), "note"]
+    assert AGREE in t.loc[("accuracy", "Race_x_SES/ambig"), "note"]

@@ -37,7 +37,7 @@ def test_init_writes_a_project_that_overrides_the_packaged_defaults(tmp_path, mo
     assert find_project().root == tmp_path
     rs = load_rules(model="embedded:gemma-3-270m")
     assert rs.files[0] == str(tmp_path / "thresholds" / "default.yaml")
-    assert rs.get("df_bound").expected_fail is not None       # the model's override came along
+    assert rs.get("mfaa_floor").expected_fail is not None     # the model's override came along
 
 
 def test_init_uses_only_the_namespaced_pytest_options_and_ini_keys(tmp_path):

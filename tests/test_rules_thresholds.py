@@ -41,11 +41,11 @@ def test_shipped_thresholds_load_and_gemma_override_declares_expected_failures()
     assert rs.get("refusal_gap").bound == 0.10
     xf = {r.id: r.expected_fail for r in rs.rules if r.expected_fail}
     assert set(xf) == {"accuracy_floor_disambig", "accuracy_floor_ambig", "position_bias_bound",
-                       "mfaa_floor", "gtc_floor", "df_bound"}
+                       "mfaa_floor", "gtc_floor"}
     assert all(len(x.reason) > 40 for x in xf.values())       # a measured reason, not a label
-    # the DF failure is declared for the one cell that fails, not for the whole rule
-    assert xf["df_bound"].applies("Race_x_gender/ambig")
-    assert not xf["df_bound"].applies("Race_x_SES/ambig")
+    # DF is bounded on the empirical-Bayes rates, which the recording keeps below 1 in
+    # every cell (0.28 at most): no expected failure is declared for it
+    assert rs.get("df_bound").metric == "df_eb" and "df_bound" not in xf
     # another model gets none of them
     other = load_rules(packaged_thresholds_dir(), model="openai/gpt-4o-mini")
     assert not any(r.expected_fail for r in other.rules)

@@ -8,6 +8,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
+from fairness_tests.stats.distributions import t_quantile
 from fairness_tests.stats.significance import (
     cluster_detectable_drop,
     cluster_paired_rate_test,
@@ -170,6 +171,28 @@ def test_student_t_quantiles_against_table_values():
         math.sqrt(20 / 19) * t_quantile(0.975, 19) / 1.959963984540054, rel=1e-12)
     assert 1.095 < interval_expansion(20, 0.95) < 1.097
     assert interval_expansion(None, 0.95) == 1.0 == interval_expansion(1, 0.95)
+
+
+def test_student_t_quantiles_in_the_far_tails_by_closed_forms():
+    # regression: a bisection inside [-1000, 1000] clamped df = 1, p = 1e-4 to -1000
+    for p in (1e-4, 1e-6, 0.01, 0.3, 0.5, 0.975, 1 - 1e-4, 1 - 1e-7):
+        # df = 1 (Cauchy): t = tan(pi (p - 1/2)); df = 2: t = (2p - 1) / sqrt(2 p (1 - p))
+        assert t_quantile(p, 1) == pytest.approx(math.tan(math.pi * (p - 0.5)), rel=1e-9,
+                                                 abs=1e-12)
+        assert t_quantile(p, 2) == pytest.approx((2 * p - 1) / math.sqrt(2 * p * (1 - p)),
+                                                 rel=1e-9, abs=1e-12)
+    assert t_quantile(1e-4, 1) == pytest.approx(-3183.0988, abs=1e-4)
+
+
+def test_two_cluster_power_uses_the_unclamped_quantile():
+    # C = 2 clusters: variance x 2, t with 1 df; at the per-cell level 1e-4 the harm
+    # test needs t_1(1 - 1e-4) = tan(pi (0.5 - 1e-4)) = 3183.1 standard errors
+    se, m, a = 0.01, 0.02, 1e-4
+    q = lambda p: math.tan(math.pi * (p - 0.5))            # noqa: E731 (t, 1 df)
+    expected = m + (q(1 - a) + q(0.8)) * se * math.sqrt(2)
+    assert detectable_worsening(se, m, a, "harm", n_clusters=2) == pytest.approx(expected,
+                                                                               rel=1e-9)
+    assert expected > 45                                      # the clamp gave 14.2
 
 
 def test_few_clusters_widen_the_test():

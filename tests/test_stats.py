@@ -9,10 +9,13 @@ import pytest
 
 from fairness_tests.stats.bootstrap import (
     METRIC_COLUMNS,
+    Estimate,
     bootstrap,
     cell_id,
+    interval_note,
     json_value,
     mean_table,
+    metric_row,
     multiplicities,
     percentile_ci,
     rate_table,
@@ -22,6 +25,7 @@ from fairness_tests.stats.bootstrap import (
 
 Z = 1.959963984540054          # the 97.5% normal quantile
 Z2 = Z * Z                     # 3.841458820694124
+NAN = float("nan")
 
 
 def test_wilson_by_hand():
@@ -207,6 +211,51 @@ def test_estimate_unpacks_and_bias_correction_is_two_value_minus_mean():
     assert est.se == pytest.approx(loop.std(ddof=1))
     assert est.value_bc == pytest.approx(2 * v - loop.mean())
     assert est.value_bc < v                            # a max is biased upward
+
+
+def test_a_point_estimate_outside_its_interval_is_explained():
+    # the embedded model's smoothed DF in Race_x_gender/ambig: value 1.946, interval
+    # [0.669, 2.165], resample mean 1.572 -> value_bc = 2 * 1.946 - 1.572 = 2.32, outside.
+    # The bias correction moves the value by 2.32 - 1.946 = +0.374; the interval moved
+    # by as much is [0.669 + 0.374, 2.165 + 0.374] = [1.043, 2.539], which holds 2.32
+    est = Estimate(1.946, 0.669, 2.165, value_bc=2.32)
+    note = interval_note(est, bias_corrected=True)
+    assert "value_bc 2.32 is outside [0.669, 2.165]" in note
+    assert "moves the value by +0.374" in note and "to [1.043, 2.539]" in note
+    assert "value 1.946 is outside" not in note                # the value itself is inside
+    # without a bias-corrected column nothing is said about value_bc
+    assert interval_note(est) == ""
+    # a plug-in value below its own percentile interval (resamples shifted up by 0.3)
+    low = Estimate(0.1, 0.2, 0.5, value_bc=-0.2)
+    note = interval_note(low, bias_corrected=True)
+    assert "value 0.1 is outside its percentile interval [0.2, 0.5]" in note
+    assert "bias estimate +0.3" in note
+    # both inside: nothing to say; undefined or unbounded intervals: nothing either
+    assert interval_note(Estimate(0.3, 0.2, 0.5, value_bc=0.25), True) == ""
+    assert interval_note(Estimate(float("inf"), 0.5, float("inf"), value_bc=float("nan")),
+                         True) == ""
+    assert interval_note(Estimate(0.3, NAN, NAN, value_bc=0.1), True) == ""
+    # the metric row carries the note after its own
+    row = metric_row("sf", est, note="small groups", bias_corrected=True)
+    assert row["note"].startswith("small groups; value_bc 2.32 is outside")
+
+
+def test_every_reported_estimate_lies_in_its_interval_or_the_note_says_why():
+    # max of ten group means of five items each, no difference between the groups: a
+    # strongly biased max, whose value_bc often lands outside the percentile interval
+    rng = np.random.default_rng(0)
+    hits = 0
+    onehot = np.eye(10)[np.repeat(np.arange(10), 5)]
+    for seed in range(40):
+        X = np.hstack([onehot * rng.normal(size=50)[:, None], onehot])
+        est = bootstrap(X, lambda s: np.where(s[:, 10:] > 0, safe_ratio(s[:, :10], s[:, 10:]),
+                                              -np.inf).max(axis=1), n_boot=200, seed=seed)
+        row = metric_row("m", est, bias_corrected=True)
+        for name in ("value", "value_bc"):
+            if not row["ci_low"] <= row[name] <= row["ci_high"]:
+                hits += 1
+                assert f"{name} {row[name]:.4g} is outside" in row["note"]
+    assert hits > 0                                    # the case arises
 
 
 def test_rate_and_mean_tables_with_clusters():

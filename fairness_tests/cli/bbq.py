@@ -88,7 +88,7 @@ def cmd_score(c: BBQScoreConfig) -> int:
         print(json.dumps(report, indent=2, allow_nan=False))
         return 0
     cols = ["dataset", "context", "n_items", "accuracy", "accuracy_ci", "s_amb", "s_dis", "sf",
-            "df", "df_smoothed", "acc_reinf", "acc_counter", "invalid_rate"]
+            "df", "df_smoothed", "df_eb", "acc_reinf", "acc_counter", "invalid_rate"]
     print(_table(report["rows"], cols))
     for r in report["rows"]:
         for metric, note in r["notes"].items():

@@ -26,7 +26,14 @@ Metrics per dataset x context, on the first run (repeat 0, rotation 0):
   two zeros -> 0. NaN with fewer than two groups.
 - ``df_smoothed``: the same with P(y|g) = (N_{y,g} + c/2) / (N_g + c), the Dirichlet
   posterior mean of Foulds et al.'s code (concentration c = 1.0 by default, shared by
-  the two outcomes); always finite.
+  the two outcomes); always finite. Its value without any disparity grows with unequal
+  group sizes (every rate 0: ln((n_max + c) / (n_min + c))), so no rule bounds it.
+- ``df_eb`` (the ``df_bound`` rule): the same with the empirical-Bayes rates
+  P(fav|g) = (N_{fav,g} + k P) / (N_g + k), P = the cell's pooled favourable rate,
+  k = max(c, P (1 - P) / tau^2 - 1), tau^2 the moment estimate of the between-group
+  variance of the true rates (:func:`between_group_variance`); when the groups differ
+  no more than binomial noise (tau^2 = 0) every group gets P and ``df_eb`` = 0,
+  whatever the group sizes (docs/statistics.md, "Differential fairness").
 - ``acc_reinf`` / ``acc_counter``: accuracy on disambiguated items whose label is /
   is not target_loc; ``acc_reinf_minus_counter`` their difference.
 - ``invalid_rate`` = sum(invalid) / n.
@@ -70,6 +77,7 @@ GROUPING = ["dataset", "context", "polarity"]
 CLUSTERS = ("template", "item")
 DEFAULT_CONCENTRATION = 1.0
 DEFAULT_MIN_GROUP_N = 30
+GROUP_METRICS = ("sf", "df", "df_smoothed", "df_eb")
 NAN = float("nan")
 
 
@@ -170,6 +178,48 @@ def smoothed_differential_fairness(n_g: np.ndarray, f_g: np.ndarray,
     return out
 
 
+def between_group_variance(n_g: np.ndarray, f_g: np.ndarray) -> np.ndarray:
+    """tau^2 per row: the moment estimate of the variance of the groups' true
+    favourable rates around the pooled rate P = F / N (groups with n_g > 0, G of them):
+    ``max(0, (S - (G - 1) P (1 - P)) / (N - sum n_g^2 / N - (G - 1)))`` with
+    ``S = sum_g n_g (f_g / n_g - P)^2`` (E[S] = (G - 1) P (1 - P) when every group
+    has rate P); NaN when the denominator is not positive (too few items)."""
+    n_g, f_g = np.atleast_2d(n_g), np.atleast_2d(f_g)
+    present = n_g > 0
+    N = n_g.sum(axis=1)
+    P = safe_ratio(f_g.sum(axis=1), N)
+    rate = np.where(present, safe_ratio(f_g, n_g), 0.0)
+    S = (np.where(present, n_g, 0.0) * (rate - P[:, None]) ** 2).sum(axis=1)
+    dof = present.sum(axis=1) - 1.0
+    denom = N - safe_ratio((n_g ** 2).sum(axis=1), N) - dof
+    tau2 = safe_ratio(np.maximum(0.0, S - dof * P * (1.0 - P)), denom)
+    return np.where(denom > 0, tau2, NAN)
+
+
+def empirical_bayes_differential_fairness(n_g: np.ndarray, f_g: np.ndarray,
+                                          concentration: float = DEFAULT_CONCENTRATION
+                                          ) -> np.ndarray:
+    """``df_eb``: DF of the groups' empirical-Bayes rates (module docstring)
+    ``P~(fav|g) = (f_g + k P) / (n_g + k)``: a Beta prior centred on the pooled rate
+    P with mass ``k = max(c, P (1 - P) / tau^2 - 1)`` from
+    :func:`between_group_variance` (k = c when tau^2 is undefined); tau^2 = 0 (the
+    groups differ no more than binomial noise) gives every group the rate P, so DF 0.
+    Groups with n_g = 0 are absent; NaN with fewer than two groups."""
+    n_g, f_g = np.atleast_2d(n_g), np.atleast_2d(f_g)
+    present = n_g > 0
+    P = safe_ratio(f_g.sum(axis=1), n_g.sum(axis=1))[:, None]
+    tau2 = between_group_variance(n_g, f_g)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = np.where(tau2 > 0, np.maximum(concentration, P * (1.0 - P) / tau2 - 1.0),
+                     np.where(tau2 == 0, np.inf, concentration))
+        weight = np.where(np.isinf(k), 0.0, n_g / (n_g + k))     # of the group's own rate
+    rate = np.where(present, safe_ratio(f_g, n_g), 0.0)
+    p = P + weight * (rate - P)
+    out = np.maximum(_log_spread(p, present), _log_spread(1.0 - p, present))
+    out[present.sum(axis=1) < 2] = NAN
+    return out
+
+
 # ---------------------------------------------------------------- tables
 def _row(cell: dict, metric: str, est: Estimate, n: int, note: str = "",
          undefined: str = "", p_value: float = NAN, bias_corrected: bool = False) -> dict:
@@ -178,7 +228,7 @@ def _row(cell: dict, metric: str, est: Estimate, n: int, note: str = "",
     return {**cell, "metric": metric, "value": est.value, "ci_low": est.ci_low,
             "ci_high": est.ci_high, "n": int(n), "n_clusters": est.n_clusters,
             "deff": est.deff, "value_bc": est.value_bc if bias_corrected else NAN,
-            "p_value": p_value, "note": with_cluster_note(note, est)}
+            "p_value": p_value, "note": with_cluster_note(note, est, bias_corrected)}
 
 
 def _check_cluster(cluster: str) -> None:
@@ -272,10 +322,13 @@ def _group_rows(cell, g, est, concentration, min_group_n, strata, n_perm, seed) 
     def dfs(s):
         return smoothed_differential_fairness(s[:, :G], s[:, G:], concentration)
 
+    def dfe(s):
+        return empirical_bayes_differential_fairness(s[:, :G], s[:, G:], concentration)
+
     if G == 0:
         none = Estimate(NAN, NAN, NAN)
         return [_row(cell, m, none, 0, undefined="undefined: no item with a group")
-                for m in ("sf", "df", "df_smoothed")]
+                for m in GROUP_METRICS]
 
     # permutation test of "no difference between groups": group labels permuted
     # within templates (or within the cell), statistic from per-group [n_g, fav_g]
@@ -285,7 +338,7 @@ def _group_rows(cell, g, est, concentration, min_group_n, strata, n_perm, seed) 
     def on_sums(stat):
         return lambda S: stat(np.hstack([S[:, :, 0], S[:, :, 1]]))
 
-    stats = {"sf": sf, "df": df, "df_smoothed": dfs}
+    stats = {"sf": sf, "df": df, "df_smoothed": dfs, "df_eb": dfe}
     perm = permutation_tests(Xp, codes[has], {k: on_sums(f) for k, f in stats.items()},
                              strata=st, n_perm=n_perm, seed=seed)
 
@@ -304,6 +357,9 @@ def _group_rows(cell, g, est, concentration, min_group_n, strata, n_perm, seed) 
                     p_value=p_of("df"), bias_corrected=True))
     out.append(_row(cell, "df_smoothed", e["df_smoothed"], n, note,
                     undefined="undefined: fewer than two groups", p_value=p_of("df_smoothed"),
+                    bias_corrected=True))
+    out.append(_row(cell, "df_eb", e["df_eb"], n, note,
+                    undefined="undefined: fewer than two groups", p_value=p_of("df_eb"),
                     bias_corrected=True))
     return out
 

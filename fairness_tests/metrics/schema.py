@@ -14,7 +14,7 @@ from fairness_tests.metrics.generative import METRICS as _GENERATIVE
 
 GENERATIVE_METRICS = frozenset({*_GENERATIVE, "error"})
 BBQ_METRICS = frozenset({
-    "accuracy", "s_dis", "s_amb", "sf", "df", "df_smoothed", "acc_reinf", "acc_counter",
+    "accuracy", "s_dis", "s_amb", "sf", "df", "df_smoothed", "df_eb", "acc_reinf", "acc_counter",
     "acc_reinf_minus_counter", "invalid_rate", "position_bias", "position_share_a",
     "position_share_b", "position_share_c",
 })

@@ -11,7 +11,7 @@ worsening).
 What it gates (every metric a default rule bounds), per cell:
 
 - BBQ, per dataset x context: accuracy, |s_DIS| (disambig), |s_AMB| (ambig), |reinforcing
-  - counter accuracy| (disambig), SF, smoothed DF, invalid rate; position bias where
+  - counter accuracy| (disambig), SF, DF (``df_eb``), invalid rate; position bias where
   both runs asked items under all three rotations; mean MFAA% and GTC% over the
   consistency sample where both runs repeated items;
 - generative, per prompt family: worst-slice stereotype and demeaning rate, refusal
@@ -159,6 +159,7 @@ _PHRASES = {
                                     " points"),
     "sf": ("an increase of SF", 1, ""),
     "df_smoothed": ("an increase of smoothed DF", 1, ""),
+    "df_eb": ("an increase of DF (empirical-Bayes rates)", 1, ""),
     "invalid_rate": ("an increase of the invalid rate", 100, " points"),
     "position_bias": ("an increase of position bias", 1, ""),
     "mfaa_mean": ("a drop of mean MFAA", 1, " points"),
@@ -179,9 +180,17 @@ def detectable_statement(r: dict) -> str:
         what, scale, unit = f"a worsening of {name}", 1, ""
     d = r["detectable"]
     if d is None or (isinstance(d, float) and math.isnan(d)):
+        note = str(r.get("note") or "")
+        if r.get("verdict") == "not_evaluable":
+            why = note if note.startswith("not evaluable") else \
+                "not evaluable: the metric or its test is undefined here"
+            return f"{r['cell']}: {name}: {why}"
+        if gm.AGREE in note:
+            return (f"{r['cell']}: {name}: the runs agree on every item here (for this "
+                    "metric), so the observed discordance gives no power figure")
         if r.get("se") == 0:
-            return (f"{r['cell']}: {name}: the runs agree on every item here, so the "
-                    "observed discordance gives no power figure")
+            return (f"{r['cell']}: {name}: the difference does not vary over the resamples, "
+                    "so there is no power figure")
         return f"{r['cell']}: {name}: no worsening is detected with {POWER:.0%} power"
     if d <= 0:
         return (f"{r['cell']}: {name}: fails with {POWER:.0%} probability even without any "

@@ -49,7 +49,7 @@ def score_report(items: pd.DataFrame, preds: pd.DataFrame, tables: dict[str, pd.
     for (ds, ctx), _ in bbq.groupby(["dataset", "context"], sort=True):
         m = _cell(bbq, ds, ctx)
         bias = "s_amb" if ctx == "ambig" else "s_dis"
-        names = ["accuracy", bias, "sf", "df", "df_smoothed"]
+        names = ["accuracy", bias, "sf", "df", "df_smoothed", "df_eb"]
         if ctx == "disambig":
             names += ["acc_reinf", "acc_counter", "acc_reinf_minus_counter"]
         names.append("invalid_rate")
@@ -86,7 +86,8 @@ def score_report(items: pd.DataFrame, preds: pd.DataFrame, tables: dict[str, pd.
 
 PERMUTED = {"sf": "group labels permuted within templates", "df": "group labels "
             "permuted within templates", "df_smoothed": "group labels permuted within "
-            "templates", "position_bias": "rotation labels permuted within items"}
+            "templates", "df_eb": "group labels permuted within templates",
+            "position_bias": "rotation labels permuted within items"}
 
 
 def permutation_block(bbq: pd.DataFrame) -> dict:

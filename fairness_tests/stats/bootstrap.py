@@ -385,16 +385,48 @@ def metric_row(metric: str, value: "float | Estimate",
     return {**cell, "metric": metric, "value": est.value, "ci_low": est.ci_low,
             "ci_high": est.ci_high, "n": n, "n_clusters": est.n_clusters, "deff": est.deff,
             "value_bc": est.value_bc if bias_corrected else NAN, "p_value": p_value,
-            "note": with_cluster_note(note, est)}
+            "note": with_cluster_note(note, est, bias_corrected)}
 
 
-def with_cluster_note(note: str, est: Estimate) -> str:
+def with_cluster_note(note: str, est: Estimate, bias_corrected: bool = False) -> str:
     """``note`` plus a warning when the interval rests on fewer than
-    :data:`MIN_CLUSTERS` resampled clusters."""
+    :data:`MIN_CLUSTERS` resampled clusters, and :func:`interval_note`."""
+    parts = [note]
     if np.isfinite(est.n_clusters) and est.n_clusters < MIN_CLUSTERS:
-        warn = f"only {int(est.n_clusters)} clusters resampled: a rough interval"
-        return "; ".join(x for x in (note, warn) if x)
-    return note
+        parts.append(f"only {int(est.n_clusters)} clusters resampled: a rough interval")
+    parts.append(interval_note(est, bias_corrected))
+    return "; ".join(x for x in parts if x)
+
+
+def _outside(x: float, lo: float, hi: float) -> bool:
+    """x lies outside [lo, hi] by more than rounding (False when any is NaN)."""
+    if any(math.isnan(v) for v in (x, lo, hi)):
+        return False
+    tol = 1e-9 * max(1.0, abs(x)) if math.isfinite(x) else 0.0
+    return x < lo - tol or x > hi + tol
+
+
+def interval_note(est: Estimate, bias_corrected: bool = False) -> str:
+    """Why a reported point estimate lies outside the reported interval ("" when none
+    does). The interval is the percentile interval of the resamples of the plug-in
+    ``value``; the resamples' mean is ``m = 2 value - value_bc``. The plug-in value
+    falls outside it when the resamples are shifted from it (bias ``m - value``);
+    ``value_bc = value - (m - value)`` is the value moved by minus that bias, and the
+    interval moved by the same amount, ``[ci_low + value_bc - value, ci_high + value_bc -
+    value]``, is quoted (it holds ``value_bc`` whenever the interval holds ``value``)."""
+    v, lo, hi, bc = est.value, est.ci_low, est.ci_high, est.value_bc
+    out = []
+    finite_bc = bias_corrected and math.isfinite(bc) and math.isfinite(v)
+    if _outside(v, lo, hi):
+        bias = f" (bias estimate {v - bc:+.4g})" if finite_bc else ""
+        out.append(f"value {v:.4g} is outside its percentile interval [{lo:.4g}, {hi:.4g}]: "
+                   f"the resamples are shifted from it{bias}")
+    if finite_bc and _outside(bc, lo, hi):
+        shift = bc - v
+        out.append(f"value_bc {bc:.4g} is outside [{lo:.4g}, {hi:.4g}], the interval of the "
+                   f"plug-in value: the bias correction moves the value by {shift:+.4g}, and "
+                   f"the interval by as much to [{lo + shift:.4g}, {hi + shift:.4g}]")
+    return "; ".join(out)
 
 
 def cell_id(*parts: object) -> str:

@@ -7,7 +7,7 @@ PROPERTIES = {
     "sdis_bound": {"metrics": "s_dis"},
     "samb_bound": {"metrics": "s_amb"},
     "acc_gap": {"metrics": "acc_reinf_minus_counter"},
-    "sf_df_bounds": {"metrics": ["sf", "df", "df_smoothed"]},
+    "sf_df_bounds": {"metrics": ["sf", "df", "df_smoothed", "df_eb"]},
     "invalid_rate": {"tables": ["bbq", "bbq_groups"], "metrics": "invalid_rate"},
     "position_bias": {"metrics": "position_bias"},
     "mfaa_floor": {"tables": "consistency", "metrics": "mfaa_*"},
