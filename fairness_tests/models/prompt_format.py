@@ -32,9 +32,10 @@ the answer letter. The same prompt is available to API models:
     the server's template cannot be the default.
 
 With an answer prefix a multiple-choice request is sent with ``stop`` = ``[")",
-"\\n"]`` (``["\\n"]`` when the prefix does not end with ``"("``), and the reply is cut
-at the first stop string here too, so a server that ignores ``stop`` gives the same
-answer text (the letter alone).
+"\\n"]`` (``["\\n"]`` when the prefix does not end with ``"("``; ``chat-prefill``
+sends only ``")"``, as some providers refuse a whitespace stop sequence), and the reply
+is cut at the first of ``")"`` / newline here too, so a server that ignores ``stop``
+gives the same answer text (the letter alone).
 
 The key (:meth:`Request.key`) carries the *resolved* format when it is not ``chat``,
 and the answer prefix when it is not :data:`DEFAULT_ANSWER_PREFIX` (:func:`key_fields`);
@@ -115,11 +116,22 @@ def key_fields(fmt: str, answer_prefix: str, kind: str) -> dict[str, str | None]
 
 
 def stop_sequences(fmt: str, answer_prefix: str, kind: str) -> list[str] | None:
-    """The ``stop`` sent with a request (None: none): after an answer prefix ending in
-    ``"("`` the letter is closed by ``")"``; a newline ends every prefixed answer."""
+    """Where a prefixed answer ends (None: no prefix, no stop): after an answer prefix
+    ending in ``"("`` the letter is closed by ``")"``; a newline ends every prefixed
+    answer. The reply is cut there (:func:`cut_at_stop`)."""
     if not uses_prefix(fmt, kind):
         return None
     return list(ANSWER_STOP) if answer_prefix.endswith("(") else ["\n"]
+
+
+def sent_stop(fmt: str, answer_prefix: str, kind: str) -> list[str] | None:
+    """The ``stop`` sent to the server: :func:`stop_sequences`, without whitespace-only
+    strings for ``chat-prefill`` (a provider such as Anthropic refuses them); None when
+    nothing is left."""
+    stop = stop_sequences(fmt, answer_prefix, kind)
+    if stop and fmt == "chat-prefill":
+        stop = [x for x in stop if x.strip()]
+    return stop or None
 
 
 def cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
@@ -132,12 +144,13 @@ def cut_at_stop(text: str, stop: Sequence[str] | None) -> str:
 
 @dataclass(frozen=True)
 class Rendered:
-    """What is sent: ``prompt`` (completion endpoints) or ``messages`` (chat), the
-    ``stop`` sequences, and whether the prompt ends with an open bracket (the next token
-    is then the bare answer letter)."""
+    """What is sent: ``prompt`` (completion endpoints) or ``messages`` (chat) and the
+    ``stop`` sequences; where the reply is ``cut`` (:func:`stop_sequences`); whether the
+    prompt ends with an open bracket (the next token is then the bare answer letter)."""
     prompt: str | None
     messages: list[dict[str, str]] | None
     stop: list[str] | None
+    cut: list[str] | None
     after_open_bracket: bool
 
 
@@ -146,7 +159,8 @@ def render(messages: Iterable[Message], fmt: str, answer_prefix: str, kind: str,
     """The request's messages in the concrete format ``fmt`` (see the module docstring)."""
     msgs = list(messages)
     prefixed = uses_prefix(fmt, kind)
-    stop = stop_sequences(fmt, answer_prefix, kind)
+    cut = stop_sequences(fmt, answer_prefix, kind)
+    stop = sent_stop(fmt, answer_prefix, kind)
     after_open = prefixed and answer_prefix.endswith("(")
     if completion:
         if fmt == "chat":
@@ -159,10 +173,10 @@ def render(messages: Iterable[Message], fmt: str, answer_prefix: str, kind: str,
         else:
             raise ConfigError(f"prompt_format {fmt!r} is not a completion format",
                               key="prompt_format")
-        return Rendered(text + (answer_prefix if prefixed else ""), None, stop, after_open)
+        return Rendered(text + (answer_prefix if prefixed else ""), None, stop, cut, after_open)
     out = [{"role": m.role, "content": m.content} for m in msgs]
     if fmt == "chat-prefill" and prefixed:
         out.append({"role": "assistant", "content": answer_prefix})
     elif fmt != "chat" and fmt != "chat-prefill":
         raise ConfigError(f"prompt_format {fmt!r} is not a chat format", key="prompt_format")
-    return Rendered(None, out, stop, after_open)
+    return Rendered(None, out, stop, cut, after_open)

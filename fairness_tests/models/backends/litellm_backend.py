@@ -111,6 +111,7 @@ import asyncio
 import hashlib
 import os
 import random
+import re
 import threading
 import time
 from typing import Any, Callable
@@ -246,6 +247,7 @@ class LiteLLMBackend:
         self._learned: list[CapabilityRecord] = []
         self._seen_models: dict[str, str | None] = {}                # model -> api_base asked
         self._clients: dict[tuple[str | None, str], Any] = {}        # text-completion clients
+        self._prefill_cache: dict[str, bool] = {}
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         # totals over the life of the backend
@@ -298,7 +300,22 @@ class LiteLLMBackend:
         request names its own."""
         model, _ = self._model_and_base(req)
         fmt = PF.resolve(req.prompt_format or self.prompt_format, model)
+        if fmt == "chat-prefill" and not self._prefill_ok(model):
+            raise ConfigError(f"prompt_format 'chat-prefill' needs a provider that continues "
+                              f"an assistant turn; litellm does not know {model!r} to (use "
+                              f"prompt_format chat, or a completion endpoint with "
+                              f"completion-gemma / completion-plain)", key="prompt_format")
         return PF.key_fields(fmt, req.answer_prefix or self.answer_prefix, req.kind)
+
+    def _prefill_ok(self, model: str) -> bool:
+        """litellm's ``supports_assistant_prefill`` for ``model`` (cached)."""
+        if model not in self._prefill_cache:
+            try:
+                ok = bool(_litellm().utils.supports_assistant_prefill(model))
+            except Exception:
+                ok = False
+            self._prefill_cache[model] = ok
+        return self._prefill_cache[model]
 
     def _prompt_of(self, req: Request, model: str) -> tuple[str, str]:
         """The concrete prompt format and the answer prefix ``req`` is sent with."""
@@ -726,20 +743,24 @@ class LiteLLMBackend:
         return client
 
     def _classify(self, litellm: Any, exc: Exception, sent: set[str] = frozenset()) -> None:
-        msg = scrub_text(f"{type(exc).__name__}: {exc}", self.secrets())
+        status = getattr(exc, "status_code", None)
+        if _no_answer(exc):            # litellm reports a refused connection as a 500
+            head, status = "no answer from the server: ", None
+        else:
+            head = f"HTTP {status}: " if isinstance(status, int) else ""
+        msg = scrub_text(f"{head}{type(exc).__name__}: {exc}", self.secrets())
         if isinstance(exc, getattr(litellm, "ContentPolicyViolationError", ())):
             raise _RefusedSignal(msg)
-        status = getattr(exc, "status_code", None)
         retry_after = _retry_after(exc)
         timeout_types = tuple(t for t in (getattr(litellm, "Timeout", None),
                                           getattr(litellm, "APIConnectionError", None)) if t)
-        transient = isinstance(exc, timeout_types) or status in (408, 429)
+        transient = (isinstance(exc, timeout_types) or head.startswith("no answer")
+                     or status in (408, 429))
         feature = None if transient else named_feature(msg, set(sent))
         if feature is not None and says_unsupported(msg):
-            where = f"HTTP {status}" if status else "an error"
             if feature == "top_logprobs":
-                raise _LimitExceeded(f"the server answered {where}: {msg}", limit_in(msg) or 0)
-            raise _Unsupported(f"the server answered {where}: {msg}", feature)
+                raise _LimitExceeded(f"the server answered {msg}", limit_in(msg) or 0)
+            raise _Unsupported(f"the server answered {msg}", feature)
         if transient or status in _RETRY_STATUS:
             raise _Retryable(msg, retry_after)
         if isinstance(exc, (ValueError, KeyError, TypeError)) and status is None:
@@ -771,7 +792,7 @@ class LiteLLMBackend:
         if mode == "logprobs":
             out = self._from_logprobs(reqs, choices[0], text_mode, max_tokens, rendered)
         else:
-            out = [self._from_choice(q, c, text_mode, max_tokens, rendered.stop)
+            out = [self._from_choice(q, c, text_mode, max_tokens, rendered.cut)
                    for q, c in zip(reqs, choices)]
         k = len(out)
         for i, r in enumerate(out):
@@ -922,6 +943,29 @@ def _logprob_positions(logprobs: Any, text_mode: bool
 
 class _RefusedSignal(_Permanent):
     pass
+
+
+_NO_ANSWER_TEXT = re.compile(r"OpenAIException - (?:Connection error|Request timed out)|"
+                             r"Cannot connect to host|Connection refused|Server disconnected")
+
+
+def _no_answer(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) is a connection that failed
+    or timed out: no HTTP answer at all, whatever status litellm gives it (litellm 1.110
+    reports openai's ``APIConnectionError`` as an ``InternalServerError`` with status
+    500, its cause sometimes lost: its text "Connection error." is then the sign)."""
+    if _NO_ANSWER_TEXT.search(str(exc)):
+        return True
+    seen = 0
+    while exc is not None and seen < 10:
+        name = type(exc).__name__
+        if name in ("APIConnectionError", "APITimeoutError", "ConnectError", "ConnectTimeout",
+                    "ReadTimeout", "RemoteProtocolError", "ClientConnectorError",
+                    "ServerDisconnectedError") or isinstance(exc, ConnectionError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 def _retry_after(exc: Exception) -> float | None:
