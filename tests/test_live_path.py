@@ -335,3 +335,21 @@ def test_backend_info_names_the_model_asked(store):
     assert info["prompt_format"] == "auto" and info["answer_prefix"] == "Answer: ("
     assert info["prompt_formats"] == {"text-completion-openai/gemma-x": "completion-gemma"}
     assert info["top_logprobs"] == 20 and info["min_letter_mass"] == 0.5
+
+
+def test_store_capabilities_command_lists_and_forgets(tmp_path, capsys):
+    from fairness_tests.cli import main
+    path = tmp_path / "c.sqlite"
+    with ResponseStore(path) as st:
+        st.remember_capabilities([
+            CapabilityRecord("openai/m", "http://h/v1", "logprobs", False, None,
+                             "HTTP 500: logprobs is not supported", 1.0),
+            CapabilityRecord("openai/m", "http://h/v1", "top_logprobs", None, 5, "", 1.0)])
+    assert main(["store", "capabilities", "--store", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["openai/m at http://h/v1: logprobs not supported - HTTP 500: logprobs is "
+                   "not supported", "openai/m at http://h/v1: top_logprobs limit 5"]
+    assert main(["store", "capabilities", "--store", str(path), "--forget"]) == 0
+    assert "forgot 2 capability record(s)" in capsys.readouterr().out
+    with ResponseStore(path) as st:
+        assert st.capabilities() == []

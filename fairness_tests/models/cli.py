@@ -1,4 +1,4 @@
-"""``fairness-tests store stats | export | import | prune | merge``."""
+"""``fairness-tests store stats | export | import | prune | merge | capabilities``."""
 from __future__ import annotations
 
 import json
@@ -54,6 +54,15 @@ def register(subparsers) -> None:
     p.add_argument("--older-than", default=None, help="age, e.g. 30m, 12h, 7d")
     p.set_defaults(func=cmd_prune)
 
+    p = sub.add_parser("capabilities", help="what servers were seen to support (n, logprobs, "
+                       "top_logprobs); --forget makes the next run ask them again")
+    common(p)
+    p.add_argument("--model", default=None)
+    p.add_argument("--server", default=None, help="the api_base as recorded")
+    p.add_argument("--forget", action="store_true", help="delete the (matching) records")
+    p.add_argument("--format", default="table", choices=("table", "json"))
+    p.set_defaults(func=cmd_capabilities)
+
     p = sub.add_parser("merge", help="combine stores recorded apart (e.g. --shard i/N) into one")
     p.add_argument("sources", nargs="+", help="SQLite stores to merge")
     p.add_argument("--into", required=True, help="the store they are merged into (created "
@@ -108,6 +117,27 @@ def cmd_prune(args) -> int:
         n = store.prune(model=args.model, backend=args.backend, status=args.status,
                         older_than_s=older)
     print(f"deleted {n} responses")
+    return 0
+
+
+def cmd_capabilities(args) -> int:
+    with _open(args) as store:
+        if args.forget:
+            n = store.forget_capabilities(model=args.model, server=args.server)
+            print(f"forgot {n} capability record(s); the next run asks those servers again")
+            return 0
+        recs = store.capabilities(model=args.model, server=args.server)
+    if args.format == "json":
+        print(json.dumps([r.to_dict() for r in recs], indent=2, sort_keys=True))
+        return 0
+    if not recs:
+        print("no capability records")
+        return 0
+    for r in recs:
+        words = [r.feature, {True: "supported", False: "not supported", None: ""}[r.supported],
+                 f"limit {r.value}" if r.value is not None else ""]
+        print(f"{r.model} at {r.server or '(provider)'}: {' '.join(w for w in words if w)}"
+              f"{' - ' + r.reason if r.reason else ''}")
     return 0
 
 
