@@ -134,3 +134,21 @@ def test_after_the_prefix_on_a_completion_endpoint_the_letters_are_exact(tmp_pat
         assert np.allclose(o.letter_probs, [0.2 / 0.9, 0.6 / 0.9, 0.1 / 0.9])
     assert (counts.letter_prompts, counts.low_mass_prompts, counts.invalid) == (1, 0, 0)
     assert be.totals()["top_logprobs_returned"] == 5        # the whole toy vocabulary
+
+
+def test_answer_states_for_the_rules_layer():
+    from fairness_tests.models.request import Response
+    from fairness_tests.models.runner import answer_state
+    q = Request(messages=chat(None, "q"), kind="choice", choices=L)
+    cases = [(Response(key="", status="error"), "error"),
+             (Response(key="", status="refused"), "refused"),
+             (Response(key="", status="truncated"), "truncated"),
+             (Response(key="", text="b", answer=1), "valid"),
+             (Response(key="", text="maybe"), "invalid"),
+             (Response(key="", letter_mass=0.1), "low_mass"),
+             (Response(key="", letter_mass=0.9, answer=2, letter_probs=[0, 0, 1]), "valid"),
+             # a local backend keeps its answer whatever the mass: it was measured
+             (Response(key="", letter_mass=0.1, answer=0, letter_probs=[1, 0, 0]), "valid")]
+    assert [answer_state(q, r) for r, _ in cases] == [s for _, s in cases]
+    gen = Request(messages=chat(None, "g"))
+    assert answer_state(gen, Response(key="", text="")) == "valid"

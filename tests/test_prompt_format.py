@@ -174,3 +174,15 @@ def test_the_same_base_model_without_the_prefix_answers_nothing_valid(tmp_path):
     assert all("stop" not in b and not b["prompt"].endswith("(") for b in bodies)
     assert all(o.status == "ok" and o.text for o in out)     # texts like "\n\nIn which city.."
     assert [o.answer for o in out] == [None] * 3 and counts.invalid == 3
+
+
+def test_the_dry_run_counts_the_prompt_that_is_sent():
+    from fairness_tests.models.cost import TokenCounter
+    req = Request(messages=MSGS, backend="litellm", model="text-completion-openai/gemma-x",
+                  kind="choice", choices=L)
+    counter = TokenCounter(req.model)
+    assert counter.prompt_text(req) == PF.render(MSGS, "completion-gemma", "Answer: (",
+                                                 "choice", completion=True).prompt
+    legacy = req.with_(prompt_format="chat")
+    assert counter.prompt_text(legacy) == "Be brief.\n\nWho? (a) x (b) y (c) z"
+    assert counter(req) > counter(legacy)          # the turn markers and the prefix count

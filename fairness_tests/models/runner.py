@@ -51,7 +51,7 @@ import dataclasses
 import importlib
 import threading
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 from ..errors import FairnessTestsError, MissingResponsesError
 from .choice import parse_position
@@ -119,6 +119,24 @@ class AskCounts:
         return d
 
 
+AnswerState = Literal["valid", "invalid", "low_mass", "error", "refused", "truncated"]
+
+
+def answer_state(request: Request, response: Response) -> AnswerState:
+    """What a response is worth to a rule: ``error`` / ``refused`` / ``truncated`` (its
+    status); for an ``ok`` multiple-choice response without an answer ``low_mass`` (its
+    letter distribution was below :data:`MIN_LETTER_MASS`: nothing was measured) or
+    ``invalid`` (the model answered something that is no option); else ``valid``. A rule
+    whose cell has no ``valid`` answer has nothing to be evaluated on."""
+    if response.status != "ok":
+        return response.status  # type: ignore[return-value]
+    if request.kind != "choice" or response.answer is not None:
+        return "valid"
+    if response.letter_mass is not None and response.letter_mass < MIN_LETTER_MASS:
+        return "low_mass"
+    return "invalid"
+
+
 def count_responses(requests: Sequence[Request], responses: Sequence[Response], *,
                     sent: int, label: str | None = None) -> AskCounts:
     """:class:`AskCounts` of ``responses`` (in the order of ``requests``), of which
@@ -140,7 +158,7 @@ def count_responses(requests: Sequence[Request], responses: Sequence[Response], 
             c.refused += 1
         elif r.status == "truncated":
             c.truncated += 1
-        elif q.kind == "choice" and r.answer is None:
+        elif answer_state(q, r) in ("invalid", "low_mass"):
             c.invalid += 1
         if r.letter_mass is not None:
             g = group_key(q)

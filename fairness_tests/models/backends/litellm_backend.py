@@ -246,7 +246,7 @@ class LiteLLMBackend:
         self._known: dict[tuple[str, str, str], CapabilityRecord] = {}  # (model, server, feature)
         self._learned: list[CapabilityRecord] = []
         self._seen_models: dict[str, str | None] = {}                # model -> api_base asked
-        self._clients: dict[tuple[str | None, str], Any] = {}        # text-completion clients
+        self._clients: dict[tuple[int, str | None, str], Any] = {}   # (loop, base, key): client
         self._prefill_cache: dict[str, bool] = {}
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -492,8 +492,11 @@ class LiteLLMBackend:
     async def _close_clients(self, litellm: Any) -> None:
         """Close the HTTP clients of this event loop: ours (text completions) and the
         ones litellm cached for it (its cache key ends with the loop's token)."""
-        clients, self._clients = self._clients, {}
-        for client in clients.values():
+        loop = id(asyncio.get_running_loop())
+        with self._lock:
+            mine_slots = [k for k in self._clients if k[0] == loop]
+            clients = [self._clients.pop(k) for k in mine_slots]
+        for client in clients:
             try:
                 await client.close()
             except Exception:
@@ -733,13 +736,15 @@ class LiteLLMBackend:
         if not model.startswith("text-completion-openai/"):
             return None
         key = kw.get("api_key") or os.environ.get("OPENAI_API_KEY") or "not-needed"
-        slot = (base, hashlib.sha256(key.encode("utf-8")).hexdigest())
-        client = self._clients.get(slot)
-        if client is None:
-            from openai import AsyncOpenAI
-            client = AsyncOpenAI(api_key=key, base_url=base, timeout=self.timeout_s,
-                                 max_retries=0)
-            self._clients[slot] = client
+        slot = (id(asyncio.get_running_loop()), base,
+                hashlib.sha256(key.encode("utf-8")).hexdigest())
+        with self._lock:
+            client = self._clients.get(slot)
+            if client is None:
+                from openai import AsyncOpenAI
+                client = AsyncOpenAI(api_key=key, base_url=base, timeout=self.timeout_s,
+                                     max_retries=0)
+                self._clients[slot] = client
         return client
 
     def _classify(self, litellm: Any, exc: Exception, sent: set[str] = frozenset()) -> None:
