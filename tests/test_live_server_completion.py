@@ -15,7 +15,10 @@ from fairness_tests.models.request import Decoding
 from fairness_tests.models.runner import ask_counted
 from fairness_tests.models.store import ResponseStore
 
-from test_live_server import _bbq_requests, server  # noqa: F401  (the fixture)
+import test_live_server as live
+
+server = live.server            # the module's fixture: transformers serve on 127.0.0.1
+_bbq_requests = live._bbq_requests
 
 pytestmark = pytest.mark.live_server
 

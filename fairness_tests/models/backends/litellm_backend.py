@@ -65,12 +65,15 @@ the requests of one prompt that differ only in ``repeat`` are one *unit*:
 ``calls`` asks each on its own; ``n`` asks the unit once with ``n`` = its size
 (choice ``i`` answers its ``i``-th repeat); ``logprobs`` asks it once with
 ``logprobs``/``top_logprobs`` and draws every repeat from the letter
-distribution. The first unit of a mode the backend has not yet seen honoured
-goes alone; a reply with fewer choices than ``n``, or without log-probabilities,
+distribution (a prompt whose letter mass is below ``MIN_LETTER_MASS`` is invalid).
+The first unit of a mode the backend has not yet seen honoured (in this process, or
+in the store's capability records the runner hands it) goes alone; a reply with fewer
+choices than ``n``, without log-probabilities, or an error naming the parameter,
 raises :class:`~fairness_tests.models.repeat_modes.RepeatModeUnsupported`
-(naming the provider) before anything else is asked or stored. A mode litellm
-itself would not send for the model (``get_supported_openai_params``) raises
-the same before any request. Tokens and cost of a unit are billed once and
+(naming the provider and the reason) before anything else is asked or stored, and
+the fact is remembered (:meth:`LiteLLMBackend.learned_capabilities`): a later run
+raises it before any request. A mode litellm itself would not send for the model
+(``get_supported_openai_params``) raises the same before any request. Tokens and cost of a unit are billed once and
 shared among its responses (``prompt_tokens`` on the first; completion tokens
 and cost split evenly, remainders to the first), so sums over responses are
 what the provider billed.
