@@ -114,19 +114,26 @@ def _old_key(r: Request) -> str:
 
 
 def test_chat_keys_unchanged_completion_keys_name_the_format():
-    be = LiteLLMBackend()
     chat_req = Request(messages=MSGS, backend="litellm", model="openai/x", kind="choice",
                        choices=L)
     text_req = chat_req.with_(model="text-completion-openai/gemma-3-270m")
-    [c, t] = stamp_requests([chat_req, text_req], be)
-    assert c.key() == chat_req.key() == _old_key(chat_req)
-    assert "prompt_format" not in c.key_fields()
-    assert t.key_fields()["prompt_format"] == "completion-gemma"
-    assert "answer_prefix" not in t.key_fields()            # the default prefix
-    assert t.key() != text_req.key() == _old_key(text_req)
+    # a chat request's key is what it always was
+    assert chat_req.key() == _old_key(chat_req)
+    assert "prompt_format" not in chat_req.key_fields()
+    # a completion request's key names the format auto resolves to, without stamping,
+    # so every caller computes it; the answer asked with the contents joined is another
+    assert text_req.key_fields()["prompt_format"] == "completion-gemma"
+    assert "answer_prefix" not in text_req.key_fields()        # the default prefix
+    assert text_req.key() != _old_key(text_req)
+    # the default options stamp nothing: the caller's keys are the store's
+    assert stamp_requests([chat_req, text_req], LiteLLMBackend()) == [chat_req, text_req]
+    assert [r.key() for r in stamp_requests([chat_req, text_req], LiteLLMBackend())] == \
+        [chat_req.key(), text_req.key()]
     # another prefix is another request
     [t2] = stamp_requests([text_req], LiteLLMBackend(answer_prefix="The answer is ("))
-    assert t2.key_fields()["answer_prefix"] == "The answer is (" and t2.key() != t.key()
+    assert t2.key_fields()["answer_prefix"] == "The answer is (" and t2.key() != text_req.key()
+    # explicitly the auto format: the same key as leaving it out
+    assert text_req.with_(prompt_format="completion-gemma").key() == text_req.key()
     # an open-ended request carries the format, never the prefix
     gen = text_req.with_(kind="generate", choices=())
     [g] = stamp_requests([gen], LiteLLMBackend(answer_prefix="The answer is ("))
@@ -134,7 +141,10 @@ def test_chat_keys_unchanged_completion_keys_name_the_format():
     assert "answer_prefix" not in g.key_fields()
     # explicit chat for a completion endpoint: the contents joined, the old key
     [legacy] = stamp_requests([text_req], LiteLLMBackend(prompt_format="chat"))
-    assert legacy.key() == _old_key(text_req)
+    assert legacy.prompt_format == "chat" and legacy.key() == _old_key(text_req)
+    # another backend's requests: the fields as set (none: the key as it was)
+    local = chat_req.with_(backend="transformers", model="embedded")
+    assert "prompt_format" not in local.key_fields()
 
 
 # ----------------------------------------------------------------------------- a base model

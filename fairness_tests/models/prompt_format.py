@@ -37,14 +37,19 @@ sends only ``")"``, as some providers refuse a whitespace stop sequence), and th
 is cut at the first of ``")"`` / newline here too, so a server that ignores ``stop``
 gives the same answer text (the letter alone).
 
-The key (:meth:`Request.key`) carries the *resolved* format when it is not ``chat``,
-and the answer prefix when it is not :data:`DEFAULT_ANSWER_PREFIX` (:func:`key_fields`);
-a chat request's key is unchanged.
+The key (:meth:`Request.key`) of a ``litellm`` request carries the *concrete* format
+it is sent in when that is not ``chat``, and the answer prefix when one is used and it
+is not :data:`DEFAULT_ANSWER_PREFIX` (:func:`request_key_fields`): a chat request's key
+is unchanged; a ``text-completion-*`` request's key names its format even when the
+request leaves it at ``auto`` (``None``), so an answer asked before the formats existed
+(the contents joined) is never served for it, and every caller computes the same key
+without knowing the backend's options. A backend option other than the default is put
+into the requests by the runner (:func:`~fairness_tests.models.runner.stamp_requests`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Literal, Sequence, get_args
+from typing import Any, Iterable, Literal, Sequence, get_args
 
 from ..errors import ConfigError
 from .request import Message
@@ -113,6 +118,16 @@ def key_fields(fmt: str, answer_prefix: str, kind: str) -> dict[str, str | None]
             "answer_prefix": answer_prefix if (uses_prefix(fmt, kind)
                                                and answer_prefix != DEFAULT_ANSWER_PREFIX)
             else None}
+
+
+def request_key_fields(req: Any) -> dict[str, str | None]:
+    """``{prompt_format, answer_prefix}`` as ``req``'s key holds them: for a ``litellm``
+    request the concrete format (``auto`` / ``None`` resolved from its model) and the
+    prefix through :func:`key_fields`; for another backend the fields as set."""
+    if req.backend != "litellm":
+        return {"prompt_format": req.prompt_format, "answer_prefix": req.answer_prefix}
+    fmt = resolve(req.prompt_format or DEFAULT_PROMPT_FORMAT, req.model)
+    return key_fields(fmt, req.answer_prefix or DEFAULT_ANSWER_PREFIX, req.kind)
 
 
 def stop_sequences(fmt: str, answer_prefix: str, kind: str) -> list[str] | None:

@@ -297,10 +297,13 @@ class LiteLLMBackend:
         return fp
 
     def request_fields(self, req: Request) -> dict[str, str | None]:
-        """``{prompt_format, answer_prefix}`` this backend's options give ``req`` (its key
-        fields; None = the default, left out of the key): the format resolved for the
-        request's model (:func:`~fairness_tests.models.prompt_format.resolve`), unless the
-        request names its own."""
+        """``{prompt_format, answer_prefix}``: this backend's options where they are not
+        the defaults (None where they are; the runner puts them into requests that do
+        not name their own, :func:`~fairness_tests.models.runner.stamp_requests`, so the
+        key says how the prompt is sent). Checks the format against the request's model:
+        a :class:`ConfigError` naming ``prompt_format`` for a completion format on a chat
+        endpoint, ``chat-prefill`` on a completion endpoint or for a provider litellm
+        does not know to continue an assistant turn."""
         model, _ = self._model_and_base(req)
         fmt = PF.resolve(req.prompt_format or self.prompt_format, model)
         if fmt == "chat-prefill" and not self._prefill_ok(model):
@@ -308,7 +311,17 @@ class LiteLLMBackend:
                               f"an assistant turn; litellm does not know {model!r} to (use "
                               f"prompt_format chat, or a completion endpoint with "
                               f"completion-gemma / completion-plain)", key="prompt_format")
-        return PF.key_fields(fmt, req.answer_prefix or self.answer_prefix, req.kind)
+        return {"prompt_format": None if self.prompt_format == PF.DEFAULT_PROMPT_FORMAT
+                else self.prompt_format,
+                "answer_prefix": None if self.answer_prefix == PF.DEFAULT_ANSWER_PREFIX
+                else self.answer_prefix}
+
+    def _prompt_of(self, req: Request, model: str) -> tuple[str, str]:
+        """The concrete prompt format and the answer prefix ``req`` is sent with: the
+        request's own, else this backend's options (checked: :meth:`request_fields`)."""
+        self.request_fields(req)
+        fmt = PF.resolve(req.prompt_format or self.prompt_format, model)
+        return fmt, req.answer_prefix or self.answer_prefix
 
     def _prefill_ok(self, model: str) -> bool:
         """litellm's ``supports_assistant_prefill`` for ``model`` (cached)."""
@@ -319,13 +332,6 @@ class LiteLLMBackend:
                 ok = False
             self._prefill_cache[model] = ok
         return self._prefill_cache[model]
-
-    def _prompt_of(self, req: Request, model: str) -> tuple[str, str]:
-        """The concrete prompt format and the answer prefix ``req`` is sent with."""
-        fields = self.request_fields(req)
-        fmt = fields["prompt_format"] or "chat"
-        prefix = req.answer_prefix or self.answer_prefix
-        return fmt, prefix
 
     def info(self) -> dict[str, Any]:
         """Backend name and litellm version; ``model`` / ``api_base``: the constructor's,
