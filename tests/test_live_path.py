@@ -69,6 +69,9 @@ def test_a_server_that_is_down_gives_errors_counted_with_the_first_message(store
     assert counts.first_error.startswith("no answer from the server: ")
     assert "Connection error" in counts.first_error
     assert not counts.complete and counts.invalid == 0
+    d = counts.to_dict()
+    assert d["failed"] == 6 and d["low_mass_share"] is None and d["first_error"] == \
+        counts.first_error
     assert store.stats()["by_status"]["error"] == 6        # kept as errors, not answers
 
 
