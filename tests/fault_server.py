@@ -52,6 +52,39 @@ A sampling model (``answers``), for the repeat modes
       ``completion_tokens`` summed over all choices, reasoning included, with
       ``completion_tokens_details.reasoning_tokens``.
 
+A base model (``base_model``), as a completion endpoint serves one
+    ``/v1/completions`` continues the prompt and runs on until ``stop`` or
+    ``max_tokens``: after a prompt ending in ``"("`` it answers the letter (sampled
+    from ``answers(prompt)``, default ``{"b": 1}``) and goes on ``") The cook.\n\n
+    Question: In which city ..."``; after any other prompt it starts a new line of
+    its own (``"\n\nIn which city ..."``, first-token distribution
+    :data:`BASE_FIRST_TOKEN`: a sentence-starting ``"A"`` among it). ``stop`` strings
+    cut the text before their first occurrence (finish ``stop``), as OpenAI and
+    llama.cpp do (``stop_support=False``: ignored, as by a server without it).
+
+What llama.cpp's server does (``llama-cpp-python[server]`` 0.3.x, read from its
+source: ``llama_cpp/server/app.py``, ``types.py``, ``errors.py``, ``llama.py``,
+``llama_chat_format.py``): :meth:`FaultServer.llama_cpp` sets these up.
+
+- ``n`` is dropped from the request (``exclude={"n", ...}``): one choice
+  (``n_support=False``);
+- a model loaded with ``logits_all=False`` raises ``ValueError("logprobs is not
+  supported for models created with logits_all=False")`` for any request with
+  logprobs, which the server wraps as ``HTTP 500 {"error": {"message": ..., "type":
+  "internal_server_error", "param": null, "code": null}}`` (``logprobs_error``);
+  a chat request with ``logprobs: true`` and no ``top_logprobs`` asks the model for
+  none (``logprobs=top_logprobs if logprobs else None``): no error, no logprobs;
+- ``top_logprobs`` (chat) / ``logprobs`` (completions) has no upper limit there: the
+  top ``k`` asked come back, keyed by token text (a dict: tokens with the same text
+  are one entry), the sampled token added; chat entries carry ``bytes: null``.
+
+Servers with a limit (``top_logprobs_limit``, ``top_logprobs_over``): ``"openai"``
+answers 400 ``"Invalid 'top_logprobs': integer above maximum value. Expected a value
+<= 20, but got 25 instead."`` (OpenAI's wording, ``code: integer_above_max_value``);
+``"vllm"`` answers 400 ``"Requested sample logprobs of 25, which is greater than max
+allowed: 20"`` (vLLM's); ``"clamp"`` gives at most the limit without a word (a server
+that gives top-5 only).
+
 A reasoning model (``reasoning``)
     ``{reasoning_effort: tokens}`` (key ``None`` for requests without one; a
     ``thinking.budget_tokens`` caps it): each choice spends that many tokens
@@ -73,6 +106,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
 _DIRECTIVE = re.compile(r"\[\[([a-z0-9_,]+)\]\]")
+
+#: a base model's first-token distribution after a prompt that does not end in "("
+BASE_FIRST_TOKEN = {"\n\n": 0.80, "\n": 0.10, "A": 0.04, "The": 0.03, "In": 0.03}
+_BASE_AFTER_LETTER = [")", " The", " cook", ".", "\n\n", "Question", ":", " In", " which",
+                      " city", " was", " the", " meeting", "?"]
+_BASE_OWN_LINE = ["In", " which", " city", " was", " the", " meeting", "?", "\n\n", "a",
+                  ")", " 2016", "\n", "b", ")", " 2018"]
+LLAMA_CPP_LOGPROBS_ERROR = "logprobs is not supported for models created with logits_all=False"
 
 
 @dataclass
@@ -109,7 +150,18 @@ class FaultServer:
                  tokenizer: Callable[[str], int] | None = None, chat_overhead: bool = False,
                  reasoning: dict[str | None, int] | None = None,
                  together: tuple[int, Callable[[dict], object]] | None = None,
-                 together_s: float = 30.0):
+                 together_s: float = 30.0, base_model: bool = False,
+                 logprobs_error: bool = False, top_logprobs_limit: int | None = None,
+                 top_logprobs_over: str = "clamp", null_bytes: bool = False,
+                 stop_support: bool = True):
+        if top_logprobs_over not in ("clamp", "openai", "vllm"):
+            raise ValueError(f"top_logprobs_over: clamp, openai or vllm, not {top_logprobs_over!r}")
+        self.base_model = base_model
+        self.logprobs_error = logprobs_error
+        self.top_logprobs_limit = top_logprobs_limit
+        self.top_logprobs_over = top_logprobs_over
+        self.null_bytes = null_bytes
+        self.stop_support = stop_support
         self.default = default
         self.together = together
         self.together_s = together_s
@@ -136,6 +188,15 @@ class FaultServer:
         self._stop = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    @classmethod
+    def llama_cpp(cls, *, logits_all: bool = False, **kw) -> "FaultServer":
+        """llama.cpp's server (``llama-cpp-python[server]`` 0.3.x) serving a base model:
+        ``n`` ignored, logprobs an HTTP 500 unless ``logits_all``, no top-logprobs limit,
+        chat logprobs with ``bytes: null``, completions that run on without ``stop``."""
+        kw.setdefault("n_support", False)
+        kw.setdefault("base_model", True)
+        return cls(logprobs_error=not logits_all, null_bytes=True, **kw)
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> "FaultServer":
@@ -283,8 +344,34 @@ class FaultServer:
         if fault == "hang":
             self._stop.wait(self.hang_s)
         n = max(1, int(body.get("n") or 1)) if self.n_support else 1
-        want_lp = bool(body.get("logprobs")) and self.logprobs_support
         top_k = int(body.get("top_logprobs") or 0) if chat else int(body.get("logprobs") or 0)
+        # llama.cpp asks its model for logprobs only with a count (chat: top_logprobs)
+        asks_lp = (bool(body.get("logprobs")) and body.get("top_logprobs") is not None) if chat \
+            else body.get("logprobs") is not None
+        if self.logprobs_error and asks_lp:
+            h._send(500, {"error": {"message": LLAMA_CPP_LOGPROBS_ERROR,
+                                    "type": "internal_server_error", "param": None,
+                                    "code": None}})
+            return
+        limit = self.top_logprobs_limit
+        if limit is not None and top_k > limit:
+            param = "top_logprobs" if chat else "logprobs"
+            if self.top_logprobs_over == "openai":
+                h._send(400, {"error": {
+                    "message": f"Invalid '{param}': integer above maximum value. Expected a "
+                               f"value <= {limit}, but got {top_k} instead.",
+                    "type": "invalid_request_error", "param": param,
+                    "code": "integer_above_max_value"}})
+                return
+            if self.top_logprobs_over == "vllm":
+                h._send(400, {"error": {
+                    "message": f"Requested sample logprobs of {top_k}, which is greater than "
+                               f"max allowed: {limit}", "type": "BadRequestError",
+                    "param": None, "code": 400}})
+                return
+            top_k = limit
+        want_lp = bool(body.get("logprobs")) and self.logprobs_support \
+            and not (self.logprobs_error and not asks_lp)
         choices, ct, rt = [], 0, 0
         for i in range(n):
             content, finish, tokens, reasoning = self._choice(body, prompt, i)
@@ -299,7 +386,8 @@ class FaultServer:
                 content, finish = "", "content_filter"
             ct += reasoning + (len(tokens) if content else 0)
             rt += reasoning
-            lp = self._logprobs(prompt, tokens if content else [], top_k, chat) if want_lp else None
+            lp = self._logprobs(prompt, tokens if content else [], top_k, chat,
+                                self._first_dist(body, prompt, chat)) if want_lp else None
             if chat:
                 msg = {"role": "assistant", "content": content}
                 if refusal:
@@ -348,21 +436,64 @@ class FaultServer:
             if budget is not None:
                 reasoning = min(reasoning, int(budget))
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
-        if self.answers is None:
+        if self.base_model and "messages" not in body:
+            tokens = self._base_tokens(body, prompt, i)
+            content = "".join(tokens)
+        elif self.answers is None:
             content = self.reply(prompt)
             tokens = content.split()
         else:
             tokens = [self._sample(body, prompt, i)]
             content = tokens[0]
+        tokens, content, stopped = self._apply_stop(body, tokens, content)
         if limit is not None and reasoning + len(tokens) > int(limit):
             if reasoning >= int(limit):
                 return "", "length", [], int(limit)
             tokens = tokens[:int(limit) - reasoning]
-            return " ".join(tokens), "length", tokens, reasoning
+            joiner = "" if self.base_model and "messages" not in body else " "
+            return joiner.join(tokens), "length", tokens, reasoning
         return content, "stop", tokens, reasoning
 
+    def _apply_stop(self, body: dict, tokens: list[str], content: str
+                    ) -> tuple[list[str], str, bool]:
+        """``stop`` as OpenAI and llama.cpp apply it: the text up to (without) the first
+        stop string; the tokens before the one that holds it (``stop_support=False``: a
+        server that ignores it)."""
+        stop = body.get("stop") if self.stop_support else None
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        if not stops or content is None:
+            return tokens, content, False
+        text = ""
+        for j, tok in enumerate(tokens):
+            joined = text + tok
+            hits = [joined.find(x) for x in stops if x and joined.find(x) >= 0]
+            if hits:
+                return tokens[:j], joined[:min(hits)], True
+            text = joined
+        return tokens, content, False
+
+    def _first_dist(self, body: dict, prompt: str, chat: bool) -> dict[str, float] | None:
+        """The model's distribution over its first reply token (None: no model)."""
+        if self.base_model and not chat:
+            if prompt.endswith("("):
+                return self.answers(prompt) if self.answers is not None else {"b": 1.0}
+            return BASE_FIRST_TOKEN
+        return self.answers(prompt) if self.answers is not None else None
+
+    def _base_tokens(self, body: dict, prompt: str, i: int) -> list[str]:
+        """A base model's continuation of ``prompt`` (see the module docstring)."""
+        first = self._sample_from(self._first_dist(body, prompt, False), body, prompt, i)
+        if prompt.endswith("("):
+            return [first, *_BASE_AFTER_LETTER]
+        if first.strip():
+            return [first, " city", " hosted", " the", " meeting", "?", "\n\n", "a", ")"]
+        return [first, *_BASE_OWN_LINE]
+
     def _sample(self, body: dict, prompt: str, i: int) -> str:
-        dist = self.answers(prompt)
+        return self._sample_from(self.answers(prompt), body, prompt, i)
+
+    @staticmethod
+    def _sample_from(dist: dict[str, float], body: dict, prompt: str, i: int) -> str:
         toks = list(dist)
         t = float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0)
         if t <= 0:
@@ -372,9 +503,11 @@ class FaultServer:
         rng = random.Random(f"{seed}|{prompt}|{i}") if seed is not None else random.Random()
         return rng.choices(toks, weights=w, k=1)[0]
 
-    def _logprobs(self, prompt: str, tokens: list[str], k: int, chat: bool):
-        dist = self.answers(prompt) if self.answers is not None else None
-
+    def _logprobs(self, prompt: str, tokens: list[str], k: int, chat: bool,
+                  dist: dict[str, float] | None = None):
+        """Log-probabilities of the reply: position 0 from ``dist`` (the model's first
+        token distribution: its top ``k`` and the sampled token); later positions give
+        the sampled token only (log-probability 0)."""
         def lp(tok: str) -> float:
             if dist is None:
                 return 0.0
@@ -387,10 +520,15 @@ class FaultServer:
             ranked = sorted(dist, key=lambda x: -dist[x])[:max(0, k)]
             return [(x, lp(x)) for x in ranked]
 
+        def chosen(j: int, tok: str) -> float:
+            return lp(tok) if j == 0 else 0.0
+
+        def raw(tok: str):
+            return None if self.null_bytes else list(tok.encode())
+
         if chat:
-            return {"content": [{"token": tok, "logprob": lp(tok), "bytes": list(tok.encode()),
-                                 "top_logprobs": [{"token": x, "logprob": v,
-                                                   "bytes": list(x.encode())}
+            return {"content": [{"token": tok, "logprob": chosen(j, tok), "bytes": raw(tok),
+                                 "top_logprobs": [{"token": x, "logprob": v, "bytes": raw(x)}
                                                   for x, v in (top() if j == 0 else [])]}
                                 for j, tok in enumerate(tokens)],
                     "refusal": None}
@@ -399,9 +537,14 @@ class FaultServer:
         for tok in tokens:
             offsets.append(offset)
             offset += len(tok)
-        return {"tokens": list(tokens), "token_logprobs": [lp(x) for x in tokens],
-                "top_logprobs": [dict(top()) if j == 0 else {} for j in range(len(tokens))],
-                "text_offset": offsets}
+        tops = []
+        for j, tok in enumerate(tokens):
+            entry = dict(top()) if j == 0 else {}
+            entry[tok] = chosen(j, tok)              # llama.cpp adds the sampled token
+            tops.append(entry)
+        return {"tokens": list(tokens), "token_logprobs": [chosen(j, x) for j, x in
+                                                           enumerate(tokens)],
+                "top_logprobs": tops, "text_offset": offsets}
 
 
 def letter_model(prompt: str) -> dict[str, float]:

@@ -8,9 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 import bbq_authors_reference as R
+import pytest
 
 OFFICIAL = Path(__file__).resolve().parents[1].parent / "shared" / "bbq_official"
 CATS = ["Age", "Disability_status", "Nationality", "Physical_appearance", "Religion",

@@ -66,8 +66,17 @@ def test_ok_batch_chat_and_choice_parsed(server, store):
 def test_text_completion_endpoint(server, store):
     r = req(server, "plain-text one", model="text-completion-openai/fault-model")
     out = ask([r], backend(), store, progress=False)
-    assert out[0].status == "ok" and out[0].text.startswith("(b) reply to: Be brief.")
-    assert [h.path for h in server.hits if "plain-text one" in h.prompt] == ["/v1/completions"]
+    # the default (auto) format for a completion endpoint: role-prefixed turns, the
+    # assistant turn opened (an open-ended request: no answer prefix, no stop)
+    assert out[0].status == "ok" and out[0].text.startswith("(b) reply to: system: Be brief.")
+    hits = [h for h in server.hits if "plain-text one" in h.prompt]
+    assert [h.path for h in hits] == ["/v1/completions"]
+    assert hits[0].body["prompt"] == "system: Be brief.\nuser: plain-text one\nassistant: "
+    assert "stop" not in hits[0].body
+    # prompt_format="chat": the contents joined by a blank line, as always (key unchanged)
+    legacy = ask([req(server, "plain-text two", model="text-completion-openai/fault-model")],
+                 backend(prompt_format="chat"), store, progress=False)
+    assert legacy[0].text.startswith("(b) reply to: Be brief.\n\nplain-text two")
 
 
 def test_429_honours_retry_after(server, store):

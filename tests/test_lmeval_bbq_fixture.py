@@ -15,9 +15,8 @@ import gzip
 import json
 from pathlib import Path
 
-import pytest
-
 import bbq_authors_reference as R
+import pytest
 
 HERE = Path(__file__).resolve().parent / "data" / "lmeval_bbq"
 UNKNOWNS = ["Unknown", "Cannot answer", "Can't be determined", "Cannot be determined",

@@ -16,14 +16,15 @@ from fairness_tests.models import repeat_modes as RM
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend, _share, provider_seed
 from fairness_tests.models.letters import draw_letter, letter_distribution
 from fairness_tests.models.request import Decoding, Request, chat
-from fairness_tests.models.runner import ask
+from fairness_tests.models.runner import ask, stamp_requests
 from fairness_tests.models.store import ResponseStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402
 
 LETTERS = ("a", "b", "c")
-# the loopback model's one-token reply: "B" and "b" are both letter b; "I" is no letter
+# the loopback model's one-token reply: "b" is letter b; "B" is not (letters are matched
+# as the prompt shows them, "(b)"); "I" is no letter
 DIST = {"a": 0.5, "b": 0.2, "B": 0.1, "c": 0.15, "I": 0.05}
 
 
@@ -64,12 +65,14 @@ def backend(**kw) -> LiteLLMBackend:
 
 # ----------------------------------------------------------------------------- pure parts
 
-def test_letter_scores_merge_case_and_brackets_and_ignore_other_tokens():
+def test_letter_scores_exact_letters_brackets_and_no_case_folding():
     top = [("a", math.log(0.5)), (" B", math.log(0.1)), ("(b", math.log(0.2)),
            ("c.", math.log(0.15)), ("I", math.log(0.05)), ("ab", math.log(0.01))]
+    # without an answer prefix: a .5, "(b" .2; " B" is not b (no case folding), "c." is
+    # no letter token (only brackets around the letter), "I" and "ab" are none
     s, mass = RM.letter_scores(top, LETTERS)
-    assert np.allclose(np.exp(s), [0.5, 0.3, 0.15])
-    assert mass == pytest.approx(0.95)
+    assert np.allclose(np.exp(s), [0.5, 0.2, 0.0])
+    assert mass == pytest.approx(0.7)
     s, mass = RM.letter_scores([("a", 0.0), ("x", -1.0)], LETTERS)
     assert s[0] == 0.0 and np.isneginf(s[1]) and np.isneginf(s[2]) and mass == 1.0
     # a letter at -9999 (OpenAI's "very unlikely" marker) counts as absent
@@ -77,11 +80,14 @@ def test_letter_scores_merge_case_and_brackets_and_ignore_other_tokens():
     assert mass == 0.0
 
 
-def test_answer_position_skips_punctuation_and_whitespace():
+def test_answer_position_skips_brackets_stars_and_whitespace():
     assert RM.answer_position(["(", "b", ")"]) == 1
     assert RM.answer_position(["**", " ", "c"]) == 2
     assert RM.answer_position(["b"]) == 0
     assert RM.answer_position([" ", "\n"]) is None
+    # after an open bracket the answer is the first token, whatever it is
+    assert RM.answer_position(["The", "b"], after_open_bracket=True) == 0
+    assert RM.answer_position([], after_open_bracket=True) is None
 
 
 def test_apply_mode_which_requests_and_keys():
@@ -192,7 +198,12 @@ def test_logprobs_mode_draws_repeats_from_the_letter_distribution(server, store,
     tag = f"lp-{model[:4]}-{temperature}"
     reqs = choice_reqs(server, tag, items=3, repeats=6, mode="logprobs", model=model,
                        temperature=temperature)
-    out = ask(reqs, backend(), store, progress=False)
+    be = backend()
+    out = ask(reqs, be, store, progress=False)
+    # a completion endpoint's requests carry the prompt format in their key (the runner
+    # stamps them); the draws are seeded by the stamped request's prompt key
+    reqs = stamp_requests(reqs, be)
+    assert [o.key for o in out] == [r.key() for r in reqs]
     hits = [h for h in server.hits if tag in h.prompt]
     assert len(hits) == 3
     body = hits[0].body
@@ -201,18 +212,18 @@ def test_logprobs_mode_draws_repeats_from_the_letter_distribution(server, store,
     else:
         assert body["logprobs"] is True and body["top_logprobs"] == RM.TOP_LOGPROBS
     assert body["max_tokens"] == 3
-    # letters from the top-5 raw logprobs: a .5, b .2 + B .1, c .15 (I is no letter);
+    # letters from the raw logprobs: a .5, b .2, c .15 ("B" is not b, "I" no letter);
     # temperature T applied here: p_l ~ q_l ** (1/T)
-    q = np.array([0.5, 0.3, 0.15]) ** (1.0 / temperature)
+    q = np.array([0.5, 0.2, 0.15]) ** (1.0 / temperature)
     expect = q / q.sum()
     for r, o in zip(reqs, out):
         assert o.status == "ok"
         assert np.allclose(o.letter_probs, expect)
-        assert o.letter_mass == pytest.approx(0.95)
+        assert o.letter_mass == pytest.approx(0.85)
         # the one implementation the local backends use
         assert o.answer == draw_letter(np.array(o.letter_probs), r.seed, r.prompt_key(), r.repeat)
         assert o.text == LETTERS[o.answer]
-    assert np.allclose(letter_distribution(np.log([0.5, 0.3, 0.15]), temperature), expect)
+    assert np.allclose(letter_distribution(np.log([0.5, 0.2, 0.15]), temperature), expect)
 
 
 def test_logprobs_draws_follow_the_distribution_over_many_repeats(server, store):

@@ -13,6 +13,7 @@ from fairness_tests.models.store import open_store
 from fairness_tests.models.store_merge import merge_stores
 from fairness_tests.pipeline.config_tools import (
     ModelPrepareConfig,
+    StoreCapabilitiesConfig,
     StoreExportConfig,
     StoreImportConfig,
     StoreMergeConfig,
@@ -50,6 +51,9 @@ def _register_store(subparsers) -> None:
                 help="read responses from JSONL (gzip if .gz)")
     add_command(sub, "prune", StorePruneConfig, cmd_prune,
                 help="delete rows matching all given conditions")
+    add_command(sub, "capabilities", StoreCapabilitiesConfig, cmd_capabilities,
+                help="what servers were seen to support (n, logprobs, top_logprobs); "
+                     "--forget makes the next run ask them again")
     add_command(sub, "merge", StoreMergeConfig, cmd_merge,
                 help="combine stores recorded apart (e.g. --shard i/N) into one")
 
@@ -96,6 +100,27 @@ def cmd_prune(c) -> int:
         n = store.prune(model=c.model, backend=c.backend, status=c.status,
                         older_than_s=older)
     print(f"deleted {n} responses")
+    return 0
+
+
+def cmd_capabilities(c) -> int:
+    with open_store(c.store) as store:
+        if c.forget:
+            n = store.forget_capabilities(model=c.model, server=c.server)
+            print(f"forgot {n} capability record(s); the next run asks those servers again")
+            return 0
+        recs = store.capabilities(model=c.model, server=c.server)
+    if c.format == "json":
+        print(json.dumps([r.to_dict() for r in recs], indent=2, sort_keys=True))
+        return 0
+    if not recs:
+        print("no capability records")
+        return 0
+    for r in recs:
+        words = [r.feature, {True: "supported", False: "not supported", None: ""}[r.supported],
+                 f"limit {r.value}" if r.value is not None else ""]
+        print(f"{r.model} at {r.server or '(provider)'}: {' '.join(w for w in words if w)}"
+              f"{' - ' + r.reason if r.reason else ''}")
     return 0
 
 

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Sequence
 
 from fairness_tests.core.errors import FairnessTestsError
+from fairness_tests.models import prompt_format as PF
 from fairness_tests.models.litellm_import import load_litellm
 from fairness_tests.models.repeat_modes import LOGPROBS_MAX_TOKENS, REPEAT_MODES, apply_mode, units
 from fairness_tests.models.request import Request
@@ -114,7 +115,10 @@ def tokenizer_of(model: str) -> tuple[str, bool]:
 
 
 class TokenCounter:
-    """Prompt tokens of a request, counted once per distinct prompt (kind and messages)."""
+    """Prompt tokens of a request, counted once per distinct prompt (kind, messages and
+    prompt format). For ``text-completion-*`` models the text counted is the prompt the
+    litellm backend sends (:mod:`.prompt_format`: the request's format, else what
+    ``auto`` resolves to for the model, with the answer prefix)."""
 
     def __init__(self, model: str):
         self.model = model
@@ -123,17 +127,23 @@ class TokenCounter:
         self._text_mode = model.startswith("text-completion")
 
     def __call__(self, req: Request) -> int:
-        k = (req.kind, tuple((m.role, m.content) for m in req.messages))
+        k = (req.kind, tuple((m.role, m.content) for m in req.messages), req.prompt_format,
+             req.answer_prefix)
         n = self._cache.get(k)
         if n is None:
             self._cache[k] = n = int(self._count(req))
         return n
 
+    def prompt_text(self, req: Request) -> str:
+        """The completion prompt the litellm backend sends for ``req`` (default options)."""
+        fmt = PF.resolve(req.prompt_format or PF.DEFAULT_PROMPT_FORMAT, self.model)
+        return PF.render(req.messages, fmt, req.answer_prefix or PF.DEFAULT_ANSWER_PREFIX,
+                         req.kind, completion=True).prompt or ""
+
     def _count(self, req: Request) -> int:
         litellm = load_litellm()
         if self._text_mode:
-            return litellm.token_counter(model=self.model,
-                                         text="\n\n".join(m.content for m in req.messages))
+            return litellm.token_counter(model=self.model, text=self.prompt_text(req))
         return litellm.token_counter(model=self.model, messages=[
             {"role": m.role, "content": m.content} for m in req.messages])
 

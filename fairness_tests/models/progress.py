@@ -16,7 +16,9 @@ A line::
     [gw0] bbq litellm:gpt-4o-mini  120/400  30%  8.1/s  ETA 35s  store 8.2k  cached 40  tok 52.1k  $0.0123
 
 ``store``: requests the store answered before asking (not counted in the total);
-``cached``: requests another process recorded while this one ran.
+``cached``: requests another process recorded while this one ran. The cost is ``$?``
+when no answer's cost is known (a model without a price), ``$0.0123+?`` when some
+are unknown: never a ``$0.0000`` that stands for "unknown".
 
 Phases and work. A backend with a setup of its own (loading a model) is shown as a
 separate phase line (:meth:`Progress.phase`), and the clock of the rate restarts when
@@ -63,6 +65,14 @@ def _fmt_count(n: float) -> str:
     return f"{int(n)}"
 
 
+def _fmt_cost(known_usd: float, unknown: int) -> str:
+    """``$0.0123``; ``$?`` when nothing priced was seen but unpriced answers were;
+    ``$0.0123+?`` when some answers are unpriced."""
+    if unknown and not known_usd:
+        return "$?"
+    return f"${known_usd:.4f}" + ("+?" if unknown else "")
+
+
 class Progress:
     """Counts completed items; ``update`` is thread-safe."""
 
@@ -83,6 +93,7 @@ class Progress:
         self.errors = 0
         self.tokens = 0
         self.cost_usd = 0.0
+        self.cost_unknown = 0          # answers whose cost is unknown
         self._own_file: IO[str] | None = None
         self.stream = stream if stream is not None else self._default_stream()
         self._tty = bool(self.stream is not None and getattr(self.stream, "isatty", lambda: False)())
@@ -134,9 +145,10 @@ class Progress:
     # -- updates ------------------------------------------------------------
     def update(self, n: int = 1, *, tokens: int | None = None, cost_usd: float | None = None,
                cached: bool = False, error: bool = False, errors: int = 0,
-               work: int | None = None) -> None:
+               work: int | None = None, cost_unknown: int = 0) -> None:
         """``n`` items done (``error``: all of them failed; ``errors``: that many did);
-        ``work``: units of the backend's work done since the last update."""
+        ``work``: units of the backend's work done since the last update;
+        ``cost_unknown``: of the ``n``, answers whose cost is unknown."""
         with self._lock:
             self.done += n
             if work:
@@ -150,6 +162,7 @@ class Progress:
                 self.tokens += int(tokens)
             if cost_usd:
                 self.cost_usd += float(cost_usd)
+            self.cost_unknown += int(cost_unknown)
             self._maybe_write()
 
     def line(self) -> str:
@@ -177,7 +190,7 @@ class Progress:
                          f" {self.work_unit}")
         elif not self.total_work and (self.show_tokens or self.tokens or self.cost_usd):
             parts.append(f"tok {_fmt_count(self.tokens)}")
-            parts.append(f"${self.cost_usd:.4f}")
+            parts.append(_fmt_cost(self.cost_usd, self.cost_unknown))
         return "  ".join(p for p in parts if p)
 
     def _pct(self) -> float:

@@ -35,6 +35,17 @@ changes how an answer is produced, so it is part of the key; like the reasoning
 settings of :class:`Decoding` it enters the key only when not at its default,
 so the keys of requests that do not use it are unchanged.
 
+``prompt_format`` and ``answer_prefix`` (see :mod:`fairness_tests.models.prompt_format`)
+say how an API backend turns the messages into the model's input (a turn format for a
+``/v1/completions`` endpoint, an answer prefix that makes the next token the answer
+letter); ``None`` means the default (``auto``, ``"Answer: ("``). The key holds the
+*concrete* format a ``litellm`` request is sent in when it is not ``chat`` (messages
+as given), so a ``text-completion-*`` request's key names its format even when the
+request leaves it at the default (:func:`~fairness_tests.models.prompt_format.request_key_fields`),
+and a chat request's key is unchanged. ``letter_rule`` (set with the ``logprobs``
+repeat mode) names how answer letters are read from log-probabilities, so answers read
+under an earlier rule are never served for it.
+
 Statuses: ``ok``; ``error`` (asked again on a re-run); ``refused`` (the
 provider refused); ``truncated`` (an empty answer with finish reason
 ``length``: the token budget went to reasoning; a re-run with a larger
@@ -49,6 +60,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from fairness_tests.core.errors import ConfigError
+from fairness_tests.models.prompt_format import request_key_fields
 
 Status = Literal["ok", "error", "refused", "truncated"]
 STATUSES = ("ok", "error", "refused", "truncated")
@@ -177,6 +189,9 @@ class Request:
     choices: tuple[str, ...] = ()
     repeat_mode: str = "calls"
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    prompt_format: str | None = None       # None: the default (auto)
+    answer_prefix: str | None = None       # None: the default ("Answer: (")
+    letter_rule: str | None = None         # logprobs mode: how letters are read (repeat_modes)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seed", _int(self.seed, "seed"))
@@ -187,8 +202,9 @@ class Request:
     def key_fields(self) -> dict[str, Any]:
         """The fields hashed into the key (canonical form): all that can change the
         output and is asked for, not how or where it is sent. Reasoning settings and a
-        repeat mode other than ``calls`` enter only when set, so keys of runs that use
-        neither are unchanged."""
+        repeat mode other than ``calls``, a ``letter_rule``, a prompt format other than
+        ``chat`` and an answer prefix other than the default (where one is used) enter
+        only when set, so keys of runs that use none of them are unchanged."""
         return canonical({
             "backend": self.backend,
             "model": self.model,
@@ -199,7 +215,13 @@ class Request:
             "seed": self.seed,
             "repeat": self.repeat,
             "repeat_mode": None if self.repeat_mode == "calls" else self.repeat_mode,
+            **self._format_fields(),
+            "letter_rule": self.letter_rule,
         })
+
+    def _format_fields(self) -> dict[str, Any]:
+        """``{prompt_format, answer_prefix}`` as the key holds them (None: left out)."""
+        return request_key_fields(self)
 
     def key(self) -> str:
         # computed once per request (the request is frozen; meta is not part of the key)
@@ -220,8 +242,8 @@ class Request:
         {max_tokens (int), temperature, top_p (floats)}, kind, messages, model}`` (the
         layout of the schema-1 request key without seed and repeat). The numbers are
         :class:`Decoding`'s normalised ones, so ``temperature=1`` samples as ``1.0``.
-        Reasoning settings and a repeat mode other than ``calls`` are added only when
-        set."""
+        Reasoning settings, a repeat mode other than ``calls``, and the key's
+        ``prompt_format``, ``answer_prefix`` and ``letter_rule`` are added only when set."""
         cached = self.__dict__.get("_prompt_key")
         if cached is None:
             f = {"api_base": None, "backend": self.backend, "choices": list(self.choices),
@@ -230,6 +252,8 @@ class Request:
                  "model": self.model}
             if self.repeat_mode != "calls":
                 f["repeat_mode"] = self.repeat_mode
+            extra = {**self._format_fields(), "letter_rule": self.letter_rule}
+            f.update({k: v for k, v in extra.items() if v is not None})
             blob = json.dumps(f, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             cached = hashlib.sha256(blob.encode("utf-8")).hexdigest()
             object.__setattr__(self, "_prompt_key", cached)

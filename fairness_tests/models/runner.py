@@ -26,6 +26,18 @@ whose recordings it replays), and a difference raises
 differ. Rows stored without a fingerprint (migrated from schema 1) are served
 unchecked.
 
+Backend options that are part of a request's key (the litellm backend's prompt
+format and answer prefix) are put into the requests first (:func:`stamp_requests`),
+so the keys say how each prompt was sent. What the store remembers about servers
+(:mod:`.capabilities`) is handed to the backend before it asks, and what it learned
+is stored after (also when it raises, e.g. a repeat mode the server rejected).
+
+Counts (:class:`AskCounts`, from :func:`ask_counted`): how many of the requests were
+sent to the backend, answered from the store, failed (with the first error message),
+refused, truncated, invalid, and how many prompts had a letter distribution and how
+many of those a letter mass below :data:`~.repeat_modes.MIN_LETTER_MASS`. Error rows
+are asked again on the next run (``retry_errors``), everything else is served.
+
 Multiple-choice parsing is pluggable: ``parse_choice(request, text) -> index |
 None`` is applied to responses of ``kind="choice"`` that carry text but no
 parsed answer (a backend that reads letter probabilities sets the answer
@@ -38,14 +50,14 @@ import dataclasses
 import importlib
 import threading
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
 from fairness_tests.core.errors import FairnessTestsError, MissingResponsesError
 from fairness_tests.models.backends.base import Reporter
 from fairness_tests.models.choice import parse_position
 from fairness_tests.models.fingerprint import fingerprint_id, mismatch_error, same_answerer
 from fairness_tests.models.progress import Progress
-from fairness_tests.models.repeat_modes import batches
+from fairness_tests.models.repeat_modes import MIN_LETTER_MASS, batches, group_key
 from fairness_tests.models.request import Request, Response
 from fairness_tests.models.store import ResponseStore, scrub
 
@@ -59,6 +71,130 @@ RECORD_HINT = ("record them with `fairness-tests audit --live --model {model} --
                "and list FILE in fixtures/recordings/manifest.yaml to commit them")
 
 PROGRESS_MIN_ITEMS = 20   # automatic progress bar only for at least this many misses
+
+
+# ----------------------------------------------------------------------------- counts
+
+@dataclasses.dataclass
+class AskCounts:
+    """What one :func:`ask_counted` call did, over its distinct request keys.
+
+    ``requests``: distinct keys; ``sent``: keys this process gave the backend (an
+    error row asked again counts); ``from_store``: keys answered without this process
+    asking (stored before, or recorded meanwhile by another process), so ``sent +
+    from_store == requests``. Over the final responses: ``failed`` (status ``error``:
+    the request failed after its retries; ``first_error`` is the first one's message,
+    in request order), ``refused``, ``truncated``, ``invalid`` (status ``ok`` but a
+    multiple-choice answer that is no option). ``letter_prompts``: prompts (requests
+    differing only in repeat share one) whose answers carry a ``letter_mass``;
+    ``low_mass_prompts``: of those, the ones below :data:`MIN_LETTER_MASS` (in the
+    API ``logprobs`` mode their answers are invalid; a local backend keeps them).
+    """
+    label: str | None = None
+    requests: int = 0
+    sent: int = 0
+    from_store: int = 0
+    failed: int = 0
+    first_error: str | None = None
+    refused: int = 0
+    truncated: int = 0
+    invalid: int = 0
+    letter_prompts: int = 0
+    low_mass_prompts: int = 0
+
+    @property
+    def low_mass_share(self) -> float | None:
+        """``low_mass_prompts / letter_prompts``; None without letter distributions."""
+        return self.low_mass_prompts / self.letter_prompts if self.letter_prompts else None
+
+    @property
+    def complete(self) -> bool:
+        """True when no request ended in an error."""
+        return self.failed == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["low_mass_share"] = self.low_mass_share
+        return d
+
+
+AnswerState = Literal["valid", "invalid", "low_mass", "error", "refused", "truncated"]
+
+
+def answer_state(request: Request, response: Response) -> AnswerState:
+    """What a response is worth to a rule: ``error`` / ``refused`` / ``truncated`` (its
+    status); for an ``ok`` multiple-choice response without an answer ``low_mass`` (its
+    letter distribution was below :data:`MIN_LETTER_MASS`: nothing was measured) or
+    ``invalid`` (the model answered something that is no option); else ``valid``. A rule
+    whose cell has no ``valid`` answer has nothing to be evaluated on."""
+    if response.status != "ok":
+        return response.status  # type: ignore[return-value]
+    if request.kind != "choice" or response.answer is not None:
+        return "valid"
+    if response.letter_mass is not None and response.letter_mass < MIN_LETTER_MASS:
+        return "low_mass"
+    return "invalid"
+
+
+def count_responses(requests: Sequence[Request], responses: Sequence[Response], *,
+                    sent: int, label: str | None = None) -> AskCounts:
+    """:class:`AskCounts` of ``responses`` (in the order of ``requests``), of which
+    ``sent`` keys were sent to the backend."""
+    c = AskCounts(label=label, sent=sent)
+    seen: set[str] = set()
+    masses: dict[tuple[str, int], float] = {}
+    for q, r in zip(requests, responses):
+        k = q.key()
+        if k in seen:
+            continue
+        seen.add(k)
+        c.requests += 1
+        if r.status == "error":
+            c.failed += 1
+            if c.first_error is None:
+                c.first_error = r.error or "error"
+        elif r.status == "refused":
+            c.refused += 1
+        elif r.status == "truncated":
+            c.truncated += 1
+        elif answer_state(q, r) in ("invalid", "low_mass"):
+            c.invalid += 1
+        if r.letter_mass is not None:
+            g = group_key(q)
+            masses[g] = min(masses.get(g, r.letter_mass), r.letter_mass)
+    c.from_store = c.requests - c.sent
+    c.letter_prompts = len(masses)
+    c.low_mass_prompts = sum(m < MIN_LETTER_MASS for m in masses.values())
+    return c
+
+
+def stamp_requests(requests: Sequence[Request], backend: Any) -> list[Request]:
+    """``requests`` with the key fields the backend's options give them
+    (``backend.request_fields(request)``; a backend without the hook, or a field a
+    request already has, leaves it as it is). Call it before computing keys that must
+    match the store (:func:`ask` does)."""
+    fields_of = getattr(backend, "request_fields", None)
+    if fields_of is None:
+        return list(requests)
+    out = []
+    for r in requests:
+        f = {k: v for k, v in fields_of(r).items() if getattr(r, k) is None and v is not None}
+        out.append(r.with_(**f) if f else r)
+    return out
+
+
+def _load_capabilities(backend: Any, store: ResponseStore) -> None:
+    load = getattr(backend, "load_capabilities", None)
+    if load is not None:
+        load(store.capabilities())
+
+
+def _save_capabilities(backend: Any, store: ResponseStore) -> None:
+    learned = getattr(backend, "learned_capabilities", None)
+    if learned is not None:
+        records = learned()
+        if records:
+            store.remember_capabilities(records)
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -218,8 +354,10 @@ class _Recorder(Reporter):
         if self.bar is not None:
             tok = sum((r.prompt_tokens or 0) + (r.completion_tokens or 0) for _, r in pairs)
             cost = sum(r.cost_usd or 0.0 for _, r in pairs)
+            unpriced = sum(r.cost_usd is None and r.status != "error" for _, r in pairs)
             errors = sum(r.status == "error" for _, r in pairs)
-            self.bar.update(len(pairs), tokens=tok, cost_usd=cost, errors=errors, work=work)
+            self.bar.update(len(pairs), tokens=tok, cost_usd=cost, errors=errors, work=work,
+                            cost_unknown=unpriced)
 
 
 class _Heartbeat(threading.Thread):
@@ -247,7 +385,20 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
         parse_choice: ParseChoice | None = None, retry_errors: bool = True,
         wait_timeout_s: float = 600.0, poll_s: float = 0.1,
         label: str | None = None) -> list[Response]:
-    """Responses to ``requests`` in order: stored ones, then the backend for misses.
+    """Responses to ``requests`` in order: stored ones, then the backend for misses
+    (:func:`ask_counted` without the counts)."""
+    return ask_counted(requests, backend, store, progress=progress, batch_size=batch_size,
+                       parse_choice=parse_choice, retry_errors=retry_errors,
+                       wait_timeout_s=wait_timeout_s, poll_s=poll_s, label=label)[0]
+
+
+def ask_counted(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
+                progress: Progress | bool | None = None, batch_size: int | None = None,
+                parse_choice: ParseChoice | None = None, retry_errors: bool = True,
+                wait_timeout_s: float = 600.0, poll_s: float = 0.1,
+                label: str | None = None) -> tuple[list[Response], AskCounts]:
+    """Responses to ``requests`` in order: stored ones, then the backend for misses;
+    and the :class:`AskCounts` of the call.
 
     ``backend`` follows :class:`~fairness_tests.models.backends.base.Backend`; a
     ``replay`` backend (``backend.name == "replay"``) never gets a request: misses
@@ -257,15 +408,17 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
     misses). ``batch_size``: at most this many requests per ``backend.answer`` call
     (default: all claimed misses in one call, so the backend batches across the whole
     list). Waiting for keys leased by other processes is bounded by ``wait_timeout_s``.
+    The requests are stamped with the backend's key fields first (:func:`stamp_requests`).
     """
-    requests = list(requests)
+    requests = stamp_requests(list(requests), backend)
     keys = [r.key() for r in requests]
     first: dict[str, Request] = {}
     for k, r in zip(keys, requests):
         first.setdefault(k, r)
     fingerprint = backend.fingerprint()
     if getattr(backend, "name", "") == "replay":
-        return replay(requests, store, parse_choice=parse_choice, fingerprint=fingerprint)
+        out = replay(requests, store, parse_choice=parse_choice, fingerprint=fingerprint)
+        return out, count_responses(requests, out, sent=0, label=label)
 
     got = store.get_many(first)
     results: dict[str, Response] = {k: v for k, v in got.items()
@@ -273,7 +426,8 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
     check_fingerprints(store, results, fingerprint, requests[0] if requests else None)
     todo = [k for k in first if k not in results]
     if not todo:
-        return [apply_parse(r, _copy(results[k]), parse_choice) for r, k in zip(requests, keys)]
+        out = [apply_parse(r, _copy(results[k]), parse_choice) for r, k in zip(requests, keys)]
+        return out, count_responses(requests, out, sent=0, label=label)
 
     bar: Progress | None
     if isinstance(progress, Progress):
@@ -292,6 +446,8 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
     recorder = _Recorder(store, secrets, parse_choice, results, pending, lock, bar,
                          fingerprint)
 
+    _load_capabilities(backend, store)
+    sent = 0
     heartbeat = _Heartbeat(store, pending, lock)
     heartbeat.start()
     deadline = time.monotonic() + wait_timeout_s
@@ -303,6 +459,7 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
                 pending.update(claimed)
             for chunk in batches(claimed, first, batch_size or max(len(claimed), 1)):
                 batch = [first[k] for k in chunk]
+                sent += len(batch)
                 try:
                     out = backend.answer(batch, on_response=recorder)
                 finally:
@@ -349,9 +506,11 @@ def ask(requests: Sequence[Request], backend: Any, store: ResponseStore, *,
             left = list(pending)
         if left:
             store.release(left)
+        _save_capabilities(backend, store)
         if bar is not None and not isinstance(progress, Progress):
             bar.close()
-    return [apply_parse(r, _copy(results[k]), parse_choice) for r, k in zip(requests, keys)]
+    out = [apply_parse(r, _copy(results[k]), parse_choice) for r, k in zip(requests, keys)]
+    return out, count_responses(requests, out, sent=sent, label=label)
 
 
 def missing_requests(requests: Iterable[Request], store: ResponseStore) -> list[Request]:

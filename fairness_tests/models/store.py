@@ -33,6 +33,13 @@ Secrets
     the values of ``*_API_KEY`` / ``*_TOKEN`` / ``*_SECRET`` environment
     variables in every stored string (error texts, meta, fingerprints).
 
+Capabilities
+    ``capabilities(model, server, feature, ...)``: what each server was seen to
+    support (:mod:`.capabilities`), so a re-run does not probe it again
+    (:meth:`ResponseStore.capabilities`, :meth:`~ResponseStore.remember_capabilities`,
+    :meth:`~ResponseStore.forget_capabilities`). Not exported: a recording holds
+    answers, not servers.
+
 JSONL export/import
     One JSON object per line, sorted by key (so committed recordings diff
     well): ``{schema, key, request, meta, response, fingerprint, created_at}``;
@@ -53,10 +60,11 @@ import time
 import uuid
 from dataclasses import fields as dc_fields
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.paths import default_store_path
+from fairness_tests.models.capabilities import CapabilityRecord
 from fairness_tests.models.fingerprint import fingerprint_id
 from fairness_tests.models.request import STATUSES, Request, Response, canonical_json, key_of
 from fairness_tests.models.store_schema import (
@@ -66,6 +74,9 @@ from fairness_tests.models.store_schema import (
     record_v1_to_v2,
     v1_key,
 )
+
+if TYPE_CHECKING:
+    from fairness_tests.models.capabilities import CapabilityRecord
 
 __all__ = ["ResponseStore", "open_store", "scrub", "scrub_text", "SCHEMA_VERSION"]
 
@@ -513,6 +524,65 @@ class ResponseStore:
                 if not _owner_dead(o):
                     out.add(k)
         return out
+
+    # -- capabilities -----------------------------------------------------------
+    def capabilities(self, model: str | None = None,
+                     server: str | None = None) -> list["CapabilityRecord"]:
+        """What servers were seen to support (:mod:`.capabilities`), sorted by model,
+        server and feature; only those of ``model`` / ``server`` when given. [] for a
+        store that keeps none (read-only, written before the table existed)."""
+        where, params = [], []
+        for col, val in (("model", model), ("server", server)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                params.append(val)
+        q = ("SELECT model, server, feature, supported, value, reason, updated_at "
+             "FROM capabilities" + (" WHERE " + " AND ".join(where) if where else "")
+             + " ORDER BY model, server, feature")
+        try:
+            rows = self._execute(q, params).fetchall()
+        except sqlite3.OperationalError:
+            return []
+        return [CapabilityRecord(m, s, f, None if sup is None else bool(sup), v, r, t)
+                for m, s, f, sup, v, r, t in rows]
+
+    def remember_capabilities(self, records: Iterable["CapabilityRecord"]) -> int:
+        """Store (replace) capability records, one per (model, server, feature), in one
+        transaction; the server and reason are scrubbed of secrets. Returns how many."""
+        scrubber = StoredTextScrubber()
+        rows = [(r.model, scrubber.text(r.server) or "", r.feature,
+                 None if r.supported is None else int(bool(r.supported)),
+                 None if r.value is None else int(r.value), scrubber.text(r.reason) or "",
+                 float(r.updated_at or time.time())) for r in records]
+        if not rows:
+            return 0
+        with self._lock:
+            conn = self._connect()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:
+                return 0                               # a read-only store keeps none
+            try:
+                conn.executemany("INSERT OR REPLACE INTO capabilities(model, server, feature, "
+                                 "supported, value, reason, updated_at) VALUES (?,?,?,?,?,?,?)",
+                                 rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return len(rows)
+
+    def forget_capabilities(self, model: str | None = None, server: str | None = None) -> int:
+        """Delete capability records (of ``model`` / ``server``, or all); the next run
+        probes those servers again. Returns how many."""
+        where, params = [], []
+        for col, val in (("model", model), ("server", server)):
+            if val is not None:
+                where.append(f"{col} = ?")
+                params.append(val)
+        q = "DELETE FROM capabilities" + (" WHERE " + " AND ".join(where) if where else "")
+        with self._lock:
+            return int(self._connect().execute(q, params).rowcount)
 
     def merged_from(self) -> list[dict[str, Any]]:
         """The stores merged into this one (``store merge``), oldest first: ``source``

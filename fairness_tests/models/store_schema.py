@@ -23,6 +23,15 @@ Versions
        fingerprint unknown (NULL: such rows are served without a check) and drops
        the leases (their keys changed).
 
+Additions that a reader of the same version can ignore do not bump the version; they
+are created when a store is opened (:func:`prepare`, under the write lock, once):
+
+- ``capabilities(model, server, feature, supported, value, reason, updated_at)``,
+  primary key (model, server, feature): what a server was seen to support
+  (:mod:`fairness_tests.models.capabilities`). A store without it (written before it
+  existed) gets it on open; an older fairness-tests reading a store with it ignores
+  it, so stores stay readable both ways and exported records are unchanged.
+
 JSONL records carry ``"schema"``; a record without it is version 1 and is
 migrated the same way on import (:func:`record_v1_to_v2`).
 """
@@ -82,6 +91,20 @@ CREATE TABLE IF NOT EXISTS leases (
 CREATE TABLE IF NOT EXISTS store_info (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
+_ADDED = """
+CREATE TABLE IF NOT EXISTS capabilities (
+    model      TEXT NOT NULL,
+    server     TEXT NOT NULL,
+    feature    TEXT NOT NULL,
+    supported  INTEGER,
+    value      INTEGER,
+    reason     TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (model, server, feature)
+);
+"""
+ADDED_TABLES = ("capabilities",)
+
 
 def _version(conn: sqlite3.Connection) -> str | None:
     """The recorded schema version; None for an empty database."""
@@ -95,10 +118,20 @@ def _version(conn: sqlite3.Connection) -> str | None:
     return None
 
 
+def _has_added(conn: sqlite3.Connection) -> bool:
+    marks = ",".join("?" * len(ADDED_TABLES))
+    n = conn.execute(f"SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name IN "
+                     f"({marks})", ADDED_TABLES).fetchone()[0]
+    return int(n) == len(ADDED_TABLES)
+
+
 def prepare(conn: sqlite3.Connection, path: Path) -> None:
     """Create, check or migrate the schema of the store at ``path`` (see the module
-    docstring). Raises :class:`DataError` for a version it cannot read."""
+    docstring), and add the tables added since (:data:`ADDED_TABLES`). Raises
+    :class:`DataError` for a version it cannot read."""
     if _version(conn) == str(SCHEMA_VERSION):
+        if not _has_added(conn):
+            _add_tables(conn)
         return
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -111,10 +144,25 @@ def prepare(conn: sqlite3.Connection, path: Path) -> None:
             _migrate_1_to_2(conn)
         elif version != str(SCHEMA_VERSION):
             raise DataError(_refusal(version), path=path)
+        _run(conn, _ADDED)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _add_tables(conn: sqlite3.Connection) -> None:
+    """Create the :data:`ADDED_TABLES` in a store of the current version; a store that
+    cannot be written (a read-only file) is left as it is (it keeps no capabilities)."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError:
+        return
+    try:
+        _run(conn, _ADDED)
+        conn.execute("COMMIT")
+    except sqlite3.OperationalError:
+        conn.execute("ROLLBACK")
 
 
 def _run(conn: sqlite3.Connection, script: str) -> None:

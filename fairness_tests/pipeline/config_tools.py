@@ -191,6 +191,18 @@ class StorePruneConfig(StoreOption):
 
 
 @dataclass(frozen=True, kw_only=True)
+class StoreCapabilitiesConfig(StoreOption):
+    model: str | None = opt(None, "records of this model", metavar="MODEL", pytest=False,
+                            toml=False)
+    server: str | None = opt(None, "records of this server (the api_base as recorded)",
+                             metavar="URL", pytest=False, toml=False)
+    forget: bool = opt(False, "delete the (matching) records: the next run asks those "
+                       "servers again", pytest=False, toml=False)
+    format: Literal["table", "json"] = opt("table", "output format", pytest=False,
+                                           toml=False)
+
+
+@dataclass(frozen=True, kw_only=True)
 class StoreMergeConfig(Checked):
     sources: tuple[str, ...] = opt(None, "SQLite stores to merge", positional=True,
                                    metavar="STORE", pytest=False, toml=False)
@@ -210,4 +222,5 @@ TOOLS: tuple[type, ...] = (SensitivityConfig, GridConfig, ProbeGridConfig, Probe
                            CardConfig, CardValidateConfig, CardRenderConfig, CardDiffConfig,
                            CompareConfig, InitConfig, StoreStatsConfig, StoreExportConfig,
                            StoreImportConfig, StorePruneConfig, StoreMergeConfig,
+                           StoreCapabilitiesConfig,
                            ModelPrepareConfig)

@@ -13,10 +13,22 @@ needs), :meth:`Reporter.batch_done` after each batch (the responses reported sin
 previous one are then committed in one transaction). A backend that reports one
 response at a time (concurrent API calls) calls none of these and each response is
 committed on its own. A plain callable still works as ``on_response``.
+
+Optional hooks (the runner uses them when a backend has them):
+
+- ``capabilities`` (property): a :class:`Capabilities`, what the backend can do;
+- ``request_fields(request) -> dict``: fields the backend's options put into a
+  request's key (the litellm backend's ``prompt_format`` / ``answer_prefix``); the
+  runner applies them (:func:`fairness_tests.models.runner.stamp_requests`) before it
+  computes keys;
+- ``load_capabilities(records)`` / ``learned_capabilities() -> records``: what the
+  store remembers about servers (:mod:`fairness_tests.models.capabilities`), handed
+  in before asking, and what the backend learned, stored after.
 """
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 
 from fairness_tests.core.errors import ConfigError
@@ -39,6 +51,20 @@ class Reporter:
 
     def batch_done(self, work: int) -> None:
         """A batch finished: ``work`` units computed since the previous call."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do. ``n`` / ``logprobs``: the repeats of a prompt can be asked
+    in one call (``n`` choices) / read from next-token log-probabilities; ``None`` when
+    it depends on the server and is detected on first use (an API backend). ``batch``:
+    many prompts in one forward pass; ``prefix_sharing``: shared prompt prefixes
+    computed once; ``replay``: answers only from recordings, asks no model."""
+    n: bool | None
+    logprobs: bool | None
+    batch: bool
+    prefix_sharing: bool
+    replay: bool
 
 
 @runtime_checkable

@@ -32,6 +32,7 @@ from typing import Any, Iterable
 
 from fairness_tests.core.errors import ConfigError, DataError
 from fairness_tests.core.locks import exclusive
+from fairness_tests.models.prompt_format import format_gemma
 
 ENV_CACHE = "FAIRNESS_CACHE"
 EMBEDDED = "embedded"
@@ -74,29 +75,6 @@ GEMMA_CHAT_TEMPLATE = (
 
 # --------------------------------------------------------------------------- prompts
 
-def format_gemma(messages: Iterable[Any], add_generation_prompt: bool = True) -> str:
-    """Gemma turn format, without the BOS token (the tokenizer adds it).
-
-    ``messages`` are :class:`~fairness_tests.models.request.Message` objects or
-    ``(role, content)`` pairs. A leading system message is folded into the first
-    user turn (``system + "\\n\\n" + user``); ``assistant`` becomes ``model``.
-    """
-    msgs = [(m.role, m.content) if hasattr(m, "role") else (m[0], m[1]) for m in messages]
-    if not msgs:
-        raise ConfigError("no messages to format")
-    prefix = ""
-    if msgs[0][0] == "system":
-        prefix = msgs[0][1] + "\n\n"
-        msgs = msgs[1:]
-    if not msgs:
-        raise ConfigError("a system message needs a user message after it")
-    out = []
-    for i, (role, content) in enumerate(msgs):
-        role = "model" if role == "assistant" else role
-        out.append(f"<start_of_turn>{role}\n{prefix if i == 0 else ''}{content.strip()}<end_of_turn>\n")
-    if add_generation_prompt:
-        out.append("<start_of_turn>model\n")
-    return "".join(out)
 
 
 def choice_prompt(messages: Iterable[Any], answer_prefix: str = ANSWER_PREFIX) -> str:

@@ -2,10 +2,17 @@
 server (vLLM, Ollama, llama.cpp server, ``transformers serve``) through ``api_base``.
 
 Model strings are litellm's: ``openai/<model>`` for an OpenAI-compatible chat
-endpoint, ``text-completion-openai/<model>`` for plain ``/v1/completions`` (the
-messages' contents are joined with blank lines into the prompt), or any
+endpoint, ``text-completion-openai/<model>`` for plain ``/v1/completions``, or any
 provider prefix (``anthropic/...``, ``gemini/...``). A bare model name with an
 ``api_base`` is sent as ``openai/<model>``.
+
+Prompt format (``prompt_format``, ``answer_prefix``; :mod:`~fairness_tests.models.prompt_format`):
+by default (``auto``) a chat endpoint gets the messages as given and a completion
+endpoint the local backend's prompt: the turns in Gemma's format (a model id naming
+Gemma) or as ``role: content`` lines, the model turn opened, and for a multiple-choice
+request the answer prefix ``"Answer: ("`` with ``stop`` at ``")"`` and newline, so a
+base model answers with the letter. The resolved format and a non-default prefix are
+part of the request key (:meth:`LiteLLMBackend.request_fields`, applied by the runner).
 
 Limits (all bounded, nothing can loop for ever):
 
@@ -24,7 +31,14 @@ Limits (all bounded, nothing can loop for ever):
   a failure is final at once.
 
 Retried: 429, 5xx, timeouts, connection errors, malformed replies, and a reply
-with no content at all (``null`` content, no refusal). Not retried: other 4xx.
+with no content at all (``null`` content, no refusal). Not retried: other 4xx, and
+an error (any status but 408/429) that names a parameter the request sent as not
+supported (``logprobs``, ``n``, ``response_format``; :mod:`~fairness_tests.models.capabilities`):
+the first unit of a repeat mode then raises
+:class:`~fairness_tests.models.repeat_modes.RepeatModeUnsupported` at once (the audit
+falls back to ``calls``), and the fact is remembered per model and server; an error
+naming a ``top_logprobs`` limit is asked again at once with that limit (not counted
+as a retry).
 A request that finally fails becomes ``Response(status="error")`` with the
 (scrubbed) error text; a provider refusal (``finish_reason ==
 "content_filter"``, a ``refusal`` message, or litellm's
@@ -36,8 +50,9 @@ Provider seeds: repeat ``r`` of a request with seed ``s`` is sent with the seed
 distinct provider seed for each (seed, repeat) pair.
 
 Fingerprint (:meth:`LiteLLMBackend.fingerprint`): the backend, how messages are
-sent (chat: as given; ``text-completion-*``: contents joined by a blank line),
-the provider-seed scheme, and a hash of any extra provider parameters. The
+sent when the request's key names no prompt format (chat: as given;
+``text-completion-*``: contents joined by a blank line; any other format is named in
+the key), the provider-seed scheme, and a hash of any extra provider parameters. The
 server's own chat template and weights are the provider's: the model id in the
 key names them.
 
@@ -50,12 +65,15 @@ the requests of one prompt that differ only in ``repeat`` are one *unit*:
 ``calls`` asks each on its own; ``n`` asks the unit once with ``n`` = its size
 (choice ``i`` answers its ``i``-th repeat); ``logprobs`` asks it once with
 ``logprobs``/``top_logprobs`` and draws every repeat from the letter
-distribution. The first unit of a mode the backend has not yet seen honoured
-goes alone; a reply with fewer choices than ``n``, or without log-probabilities,
+distribution (a prompt whose letter mass is below ``MIN_LETTER_MASS`` is invalid).
+The first unit of a mode the backend has not yet seen honoured (in this process, or
+in the store's capability records the runner hands it) goes alone; a reply with fewer
+choices than ``n``, without log-probabilities, or an error naming the parameter,
 raises :class:`~fairness_tests.models.repeat_modes.RepeatModeUnsupported`
-(naming the provider) before anything else is asked or stored. A mode litellm
-itself would not send for the model (``get_supported_openai_params``) raises
-the same before any request. Tokens and cost of a unit are billed once and
+(naming the provider and the reason) before anything else is asked or stored, and
+the fact is remembered (:meth:`LiteLLMBackend.learned_capabilities`): a later run
+raises it before any request. A mode litellm itself would not send for the model
+(``get_supported_openai_params``) raises the same before any request. Tokens and cost of a unit are billed once and
 shared among its responses (``prompt_tokens`` on the first; completion tokens
 and cost split evenly, remainders to the first), so sums over responses are
 what the provider billed.
@@ -76,6 +94,16 @@ finish and are reported, the rest are not asked, and :meth:`answer` raises
 already stored by the runner, so a re-run resumes). The cost can pass the
 budget by at most the replies in flight (``max_concurrency``).
 
+Cost: litellm's ``completion_cost`` of each reply; a model litellm has no price for
+costs ``None`` (unknown, never 0), and :meth:`LiteLLMBackend.totals` reports
+``cost_usd`` None when any reply's cost was unknown (``cost_unknown_calls``).
+
+HTTP clients: ``text-completion-openai/`` requests go through an ``AsyncOpenAI``
+client this backend owns, one per event loop and server, closed when
+:meth:`LiteLLMBackend.answer` returns (litellm 1.110 builds a new, never-closed
+aiohttp session for each such request otherwise: the ``Unclosed client session``
+warnings); litellm's cached clients of the loop are closed too.
+
 litellm is imported lazily, with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` (its
 bundled price map, never the network) and ``LITELLM_OFFLINE_MODE=true`` (its
 bundled tokenizers only), so that importing it never touches the network.
@@ -86,17 +114,27 @@ import asyncio
 import hashlib
 import os
 import random
+import re
 import threading
 import time
 from typing import Any, Callable
 
 from fairness_tests.core.errors import ConfigError
+from fairness_tests.models import prompt_format as PF
+from fairness_tests.models.backends.base import Capabilities
+from fairness_tests.models.capabilities import (
+    CapabilityRecord,
+    limit_in,
+    named_feature,
+    says_unsupported,
+)
 from fairness_tests.models.cost import BudgetReached
 from fairness_tests.models.letters import draw_letter, letter_distribution
 from fairness_tests.models.litellm_import import load_litellm
 from fairness_tests.models.ratelimit import RateLimiter, estimate_tokens
 from fairness_tests.models.repeat_modes import (
     LOGPROBS_MAX_TOKENS,
+    MIN_LETTER_MASS,
     TOP_LOGPROBS,
     RepeatModeUnsupported,
     answer_position,
@@ -136,7 +174,20 @@ class _Permanent(Exception):
 
 
 class _Unsupported(Exception):
-    """The reply does not honour the unit's repeat mode."""
+    """The reply does not honour a feature the request used (``feature``: a repeat mode,
+    or ``structured_output``)."""
+
+    def __init__(self, message: str, feature: str | None = None):
+        super().__init__(message)
+        self.feature = feature
+
+
+class _LimitExceeded(Exception):
+    """The server named a lower ``top_logprobs`` limit than was asked."""
+
+    def __init__(self, message: str, limit: int):
+        super().__init__(message)
+        self.limit = limit
 
 
 class _Retryable(Exception):
@@ -145,7 +196,21 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
+_OPTIONS = ("model", "api_base", "api_key", "max_concurrency", "rpm", "tpm", "rate_limit_path",
+            "timeout_s", "max_retries", "retry_budget", "backoff_base_s", "backoff_max_s",
+            "max_retry_after_s", "parse_choice", "seed", "extra", "max_cost_usd",
+            "top_logprobs", "prompt_format", "answer_prefix")
+
+
 class LiteLLMBackend:
+    """See the module docstring. Options (all keyword except the first three):
+    ``model``, ``api_base``, ``api_key``; limits ``max_concurrency``, ``rpm``, ``tpm``,
+    ``rate_limit_path``, ``timeout_s``, ``max_retries``, ``retry_budget``,
+    ``backoff_base_s``, ``backoff_max_s``, ``max_retry_after_s``, ``max_cost_usd``;
+    answers ``parse_choice``, ``seed`` (backoff jitter), ``extra`` (provider
+    parameters), ``top_logprobs`` (asked in the logprobs mode: :data:`TOP_LOGPROBS`,
+    lowered to a server's named limit), ``prompt_format`` (:data:`PF.PROMPT_FORMATS`)
+    and ``answer_prefix``. An unknown option is a :class:`ConfigError` naming it."""
     name = "litellm"
 
     def __init__(self, model: str | None = None, api_base: str | None = None,
@@ -158,7 +223,13 @@ class LiteLLMBackend:
                  parse_choice: Callable[[Request, str], int | None] | None = None,
                  seed: int | None = None, extra: dict[str, Any] | None = None,
                  max_cost_usd: float | None = None, top_logprobs: int = TOP_LOGPROBS,
-                 **_ignored: Any):
+                 prompt_format: PF.PromptFormat = PF.DEFAULT_PROMPT_FORMAT,
+                 answer_prefix: str = PF.DEFAULT_ANSWER_PREFIX,
+                 **unknown: Any):
+        if unknown:
+            name = sorted(unknown)[0]
+            raise ConfigError(f"unknown option {name!r} for the litellm backend; it takes "
+                              f"{', '.join(_OPTIONS)}", key=name)
         self.model = model
         self.api_base = api_base
         self._api_key = api_key
@@ -175,8 +246,19 @@ class LiteLLMBackend:
         self.parse_choice = parse_choice
         self.extra = dict(extra or {})
         self.max_cost_usd = float(max_cost_usd) if max_cost_usd is not None else None
+        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int) \
+                or top_logprobs < 1:
+            raise ConfigError(f"top_logprobs must be a positive integer, got {top_logprobs!r}",
+                              key="top_logprobs")
         self.top_logprobs = int(top_logprobs)
+        self.prompt_format = PF.check_format(prompt_format)
+        self.answer_prefix = PF.check_prefix(answer_prefix)
         self._modes_seen: set[tuple[str, str | None, str]] = set()   # (model, base, mode) honoured
+        self._known: dict[tuple[str, str, str], CapabilityRecord] = {}  # (model, server, feature)
+        self._learned: list[CapabilityRecord] = []
+        self._seen_models: dict[str, str | None] = {}                # model -> api_base asked
+        self._clients: dict[tuple[int, str | None, str], Any] = {}   # (loop, base, key): client
+        self._prefill_cache: dict[str, bool] = {}
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         # totals over the life of the backend
@@ -185,12 +267,29 @@ class LiteLLMBackend:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.reasoning_tokens = 0
-        self.cost_usd = 0.0
+        self.cost_usd = 0.0                     # of the replies whose cost is known
+        self.cost_unknown_calls = 0             # replies litellm could not price
         self.calls = 0                          # replies received (one per unit asked)
         self.truncated = 0
+        self.letter_prompts = 0                 # logprobs units read
+        self.low_mass_prompts = 0               # ... of which below MIN_LETTER_MASS (invalid)
+        self.top_logprobs_returned = 0          # most candidates a reply gave at a position
         self.sleeps: list[float] = []          # backoff waits taken (for tests / logs)
 
     # -- interface ------------------------------------------------------------
+    @property
+    def capabilities(self) -> Capabilities:
+        """``n`` / ``logprobs``: as learned for ``model`` at ``api_base`` (None: not yet
+        known, detected on first use); no batching, no prefix sharing, not a replay."""
+        def known(feature: str) -> bool | None:
+            if not self.model:
+                return None
+            model, base = self._model_and_base(Request(messages=(), model=self.model))
+            rec = self._known.get((model, self._server(base), feature))
+            return None if rec is None else rec.supported
+        return Capabilities(n=known("n"), logprobs=known("logprobs"), batch=False,
+                            prefix_sharing=False, replay=False)
+
     def secrets(self) -> list[str]:
         """Values the store must mask if they ever show up (the API key)."""
         return [self._api_key] if self._api_key else []
@@ -205,21 +304,126 @@ class LiteLLMBackend:
                 canonical_json(scrub(self.extra)).encode("utf-8")).hexdigest()
         return fp
 
+    def request_fields(self, req: Request) -> dict[str, str | None]:
+        """``{prompt_format, answer_prefix}``: this backend's options where they are not
+        the defaults (None where they are; the runner puts them into requests that do
+        not name their own, :func:`~fairness_tests.models.runner.stamp_requests`, so the
+        key says how the prompt is sent). Checks the format against the request's model:
+        a :class:`ConfigError` naming ``prompt_format`` for a completion format on a chat
+        endpoint, ``chat-prefill`` on a completion endpoint or for a provider litellm
+        does not know to continue an assistant turn."""
+        model, _ = self._model_and_base(req)
+        fmt = PF.resolve(req.prompt_format or self.prompt_format, model)
+        if fmt == "chat-prefill" and not self._prefill_ok(model):
+            raise ConfigError(f"prompt_format 'chat-prefill' needs a provider that continues "
+                              f"an assistant turn; litellm does not know {model!r} to (use "
+                              f"prompt_format chat, or a completion endpoint with "
+                              f"completion-gemma / completion-plain)", key="prompt_format")
+        return {"prompt_format": None if self.prompt_format == PF.DEFAULT_PROMPT_FORMAT
+                else self.prompt_format,
+                "answer_prefix": None if self.answer_prefix == PF.DEFAULT_ANSWER_PREFIX
+                else self.answer_prefix}
+
+    def _prompt_of(self, req: Request, model: str) -> tuple[str, str]:
+        """The concrete prompt format and the answer prefix ``req`` is sent with: the
+        request's own, else this backend's options (checked: :meth:`request_fields`)."""
+        self.request_fields(req)
+        fmt = PF.resolve(req.prompt_format or self.prompt_format, model)
+        return fmt, req.answer_prefix or self.answer_prefix
+
+    def _prefill_ok(self, model: str) -> bool:
+        """litellm's ``supports_assistant_prefill`` for ``model`` (cached)."""
+        if model not in self._prefill_cache:
+            try:
+                ok = bool(load_litellm().utils.supports_assistant_prefill(model))
+            except Exception:
+                ok = False
+            self._prefill_cache[model] = ok
+        return self._prefill_cache[model]
+
     def info(self) -> dict[str, Any]:
+        """Backend name and litellm version; ``model`` / ``api_base``: the constructor's,
+        else what was asked (one model: its id; several: the sorted list); the prompt
+        options and the format each model was sent with."""
         try:
             from importlib.metadata import version
             v = version("litellm")
         except Exception:  # pragma: no cover
             v = "?"
-        return {"backend": "litellm", "litellm_version": v, "model": self.model,
-                "api_base": scrub_text(self.api_base or "") or None}
+        with self._lock:
+            seen = dict(self._seen_models)
+        models = sorted(seen)
+        model = self.model or (models[0] if len(models) == 1 else (models or None))
+        bases = sorted({b for b in seen.values() if b})
+        base = self.api_base or (bases[0] if len(bases) == 1 else (bases or None))
+        if isinstance(base, list):
+            base = [scrub_text(b, self.secrets()) for b in base]
+        elif base:
+            base = scrub_text(base, self.secrets())
+        formats = {}
+        for m in models:
+            try:
+                formats[m] = PF.resolve(self.prompt_format, m)
+            except ConfigError:
+                formats[m] = "?"
+        return {"backend": "litellm", "litellm_version": v, "model": model,
+                "api_base": base or None, "prompt_format": self.prompt_format,
+                "answer_prefix": self.answer_prefix, "prompt_formats": formats,
+                "top_logprobs": self.top_logprobs, "min_letter_mass": MIN_LETTER_MASS}
 
     def totals(self) -> dict[str, Any]:
-        return {"attempts": self.attempts, "retries": self.retries_used,
-                "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens,
-                "reasoning_tokens": self.reasoning_tokens, "cost_usd": self.cost_usd,
-                "calls": self.calls, "truncated": self.truncated}
+        """Usage over the backend's life. ``cost_usd``: None when any reply's cost was
+        unknown (a model litellm has no price for), never a 0 standing for unknown;
+        ``cost_known_usd``: the sum over the replies whose cost is known."""
+        with self._lock:
+            unknown = self.cost_unknown_calls
+            return {"attempts": self.attempts, "retries": self.retries_used,
+                    "prompt_tokens": self.prompt_tokens,
+                    "completion_tokens": self.completion_tokens,
+                    "reasoning_tokens": self.reasoning_tokens,
+                    "cost_usd": None if unknown else self.cost_usd,
+                    "cost_known_usd": self.cost_usd, "cost_unknown_calls": unknown,
+                    "calls": self.calls, "truncated": self.truncated,
+                    "letter_prompts": self.letter_prompts,
+                    "low_mass_prompts": self.low_mass_prompts,
+                    "top_logprobs_returned": self.top_logprobs_returned}
+
+    # -- capabilities (what the store remembers about servers) -----------------
+    def load_capabilities(self, records) -> None:
+        """Take what the store remembers (:class:`CapabilityRecord` s); a remembered
+        unsupported repeat mode raises :class:`RepeatModeUnsupported` before any request,
+        a supported one is not probed again, a ``top_logprobs`` limit is asked within."""
+        with self._lock:
+            for r in records:
+                self._known[(r.model, r.server, r.feature)] = r
+
+    def learned_capabilities(self) -> list[CapabilityRecord]:
+        """What this backend learned since the last call (the runner stores it)."""
+        with self._lock:
+            out, self._learned = self._learned, []
+        return out
+
+    def _server(self, base: str | None) -> str:
+        return scrub_text(base or "", self.secrets())
+
+    def _learn(self, model: str, base: str | None, feature: str, supported: bool | None,
+               value: int | None = None, reason: str = "") -> None:
+        rec = CapabilityRecord(model, self._server(base), feature, supported, value,
+                               scrub_text(reason, self.secrets())[:500], time.time())
+        key = (rec.model, rec.server, feature)
+        with self._lock:
+            old = self._known.get(key)
+            if old is not None and (old.supported, old.value) == (supported, value):
+                return
+            self._known[key] = rec
+            self._learned.append(rec)
+
+    def _top_k(self, model: str, base: str | None) -> int:
+        """``top_logprobs`` to ask: :attr:`top_logprobs`, within a limit the server named."""
+        rec = self._known.get((model, self._server(base), "top_logprobs"))
+        if rec is not None and rec.value is not None:
+            return max(1, min(self.top_logprobs, int(rec.value)))
+        return self.top_logprobs
 
     def answer(self, requests: list[Request],
                on_response: Callable[[Request, Response], None] | None = None) -> list[Response]:
@@ -250,6 +454,18 @@ class LiteLLMBackend:
                           on_response: Callable[[Request, Response], None] | None
                           ) -> list[Response]:
         litellm = load_litellm()
+        try:
+            return await self._answer_units(litellm, requests, on_response)
+        finally:
+            await self._close_clients(litellm)
+
+    async def _answer_units(self, litellm: Any, requests: list[Request],
+                            on_response: Callable[[Request, Response], None] | None
+                            ) -> list[Response]:
+        with self._lock:
+            for r in requests:
+                model, base = self._model_and_base(r)
+                self._seen_models.setdefault(model, base)
         self._check_params(litellm, requests)
         sem = asyncio.Semaphore(self.max_concurrency)
         out: list[Response | None] = [None] * len(requests)
@@ -289,6 +505,39 @@ class LiteLLMBackend:
             raise BudgetReached(self.cost_usd, self.max_cost_usd or 0.0, len(not_asked))
         return out  # type: ignore[return-value]
 
+    async def _close_clients(self, litellm: Any) -> None:
+        """Close the HTTP clients of this event loop: ours (text completions) and the
+        ones litellm cached for it (its cache key ends with the loop's token)."""
+        loop = id(asyncio.get_running_loop())
+        with self._lock:
+            mine_slots = [k for k in self._clients if k[0] == loop]
+            clients = [self._clients.pop(k) for k in mine_slots]
+        for client in clients:
+            try:
+                await client.close()
+            except Exception:
+                pass
+        try:
+            from litellm.caching.evicted_client_closer import running_loop_token
+            token = running_loop_token()
+            cache = litellm.in_memory_llm_clients_cache
+            mine = [k for k in list(getattr(cache, "cache_dict", {}))
+                    if token is not None and str(k).endswith(f"-{token}")]
+        except Exception:
+            return
+        for key in mine:
+            client = cache.cache_dict.pop(key, None)
+            getattr(cache, "ttl_dict", {}).pop(key, None)
+            close = getattr(client, "close", None) or getattr(client, "aclose", None)
+            if close is None:
+                continue
+            try:
+                result = close()
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                pass
+
     def _budget_spent(self) -> bool:
         with self._lock:
             return self.max_cost_usd is not None and self.cost_usd >= self.max_cost_usd
@@ -315,6 +564,16 @@ class LiteLLMBackend:
                 continue
             seen.add(k)
             model = k[0]
+            mode = r.repeat_mode
+            if mode in ("n", "logprobs"):
+                rec = self._known.get((model, self._server(k[1]), mode))
+                if rec is not None and rec.supported is False:
+                    raise RepeatModeUnsupported(
+                        mode, self.provider_name(r),
+                        f"{rec.reason} (remembered in the store from an earlier run; "
+                        f"`fairness-tests store capabilities --forget` asks again)")
+                if rec is not None and rec.supported:
+                    self._modes_seen.add((model, k[1], mode))
             try:
                 name, provider = litellm.get_llm_provider(model)[:2]
                 supported = set(litellm.get_supported_openai_params(
@@ -367,13 +626,19 @@ class LiteLLMBackend:
                     self.limiter.settle(tokens, used, scope=model)
                 if req.repeat_mode != "calls":
                     self._modes_seen.add((model, base, req.repeat_mode))
+                    self._learn(model, base, req.repeat_mode, True,
+                                reason=f"honoured ({len(reqs)} repeats in one request)")
                 return resps
+            except _LimitExceeded as exc:
+                asked = self._top_k(model, base)
+                if 1 <= exc.limit < asked:      # ask again at once within the named limit
+                    self._learn(model, base, "top_logprobs", None, value=exc.limit,
+                                reason=str(exc))
+                    continue
+                unsupported = _Unsupported(str(exc), "logprobs")
+                return self._unsupported(req, reqs, model, base, unsupported, probe, t0)
             except _Unsupported as exc:
-                if probe:
-                    raise RepeatModeUnsupported(req.repeat_mode, self.provider_name(req),
-                                                str(exc)) from None
-                return [self._error(r, f"repeat mode {req.repeat_mode!r} not honoured: {exc}",
-                                    t0) for r in reqs]
+                return self._unsupported(req, reqs, model, base, exc, probe, t0)
             except _RefusedSignal as exc:
                 return [self._error(r, str(exc), t0, status="refused") for r in reqs]
             except _Permanent as exc:
@@ -392,6 +657,20 @@ class LiteLLMBackend:
                 self.sleeps.append(delay)
                 await asyncio.sleep(delay)
                 attempt += 1
+
+    def _unsupported(self, req: Request, reqs: list[Request], model: str, base: str | None,
+                     exc: _Unsupported, probe: bool, t0: float) -> list[Response]:
+        """A feature the unit used is not supported: remembered; the first unit of a repeat
+        mode raises :class:`RepeatModeUnsupported` (nothing of it is stored), any other
+        unit becomes error rows (asked again on a re-run)."""
+        feature = exc.feature or req.repeat_mode
+        self._learn(model, base, feature, False, reason=str(exc))
+        if probe and feature == req.repeat_mode:
+            raise RepeatModeUnsupported(req.repeat_mode, self.provider_name(req),
+                                        str(exc)) from None
+        what = (f"repeat mode {req.repeat_mode!r}" if feature == req.repeat_mode
+                else f"{feature}")
+        return [self._error(r, f"{what} not honoured: {exc}", t0) for r in reqs]
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -431,39 +710,78 @@ class LiteLLMBackend:
         req = reqs[0]
         kw = self._kwargs(req, model, base)
         text_mode = model.startswith("text-completion")
+        fmt, prefix = self._prompt_of(req, model)
+        rendered = PF.render(req.messages, fmt, prefix, req.kind, text_mode)
+        if rendered.stop and "stop" not in self.extra:
+            kw["stop"] = rendered.stop
+        sent: set[str] = set()
         if req.repeat_mode == "n":
             kw["n"] = len(reqs)
+            sent.add("n")
         elif req.repeat_mode == "logprobs":
             kw["max_tokens"] = min(int(req.decoding.max_tokens), LOGPROBS_MAX_TOKENS)
+            k = self._top_k(model, base)
             if text_mode:
-                kw["logprobs"] = self.top_logprobs
+                kw["logprobs"] = k
             else:
                 kw["logprobs"] = True
-                kw["top_logprobs"] = self.top_logprobs
+                kw["top_logprobs"] = k
+            sent.update(("logprobs", "top_logprobs"))
+        if kw.get("response_format") is not None:
+            sent.add("structured_output")
         try:
             if text_mode:
-                prompt = "\n\n".join(m.content for m in req.messages)
-                coro = litellm.atext_completion(prompt=prompt, **kw)
+                client = self._text_client(model, base, kw)
+                if client is not None:
+                    kw["client"] = client
+                coro = litellm.atext_completion(prompt=rendered.prompt, **kw)
             else:
-                msgs = [{"role": m.role, "content": m.content} for m in req.messages]
-                coro = litellm.acompletion(messages=msgs, **kw)
+                coro = litellm.acompletion(messages=rendered.messages, **kw)
             raw = await asyncio.wait_for(coro, timeout=self.timeout_s + 5.0)
         except asyncio.TimeoutError:
             raise _Retryable(f"timed out after {self.timeout_s:g}s") from None
         except Exception as exc:
-            self._classify(litellm, exc)
+            self._classify(litellm, exc, sent)
             raise  # unreachable: _classify always raises
-        return self._parse(litellm, reqs, raw, text_mode, kw["max_tokens"])
+        return self._parse(litellm, reqs, raw, text_mode, kw["max_tokens"], rendered)
 
-    def _classify(self, litellm: Any, exc: Exception) -> None:
-        msg = scrub_text(f"{type(exc).__name__}: {exc}", self.secrets())
+    def _text_client(self, model: str, base: str | None, kw: dict[str, Any]) -> Any:
+        """This loop's ``AsyncOpenAI`` client for ``text-completion-openai/`` at ``base``
+        (closed by :meth:`_close_clients`); None for other providers (litellm's own)."""
+        if not model.startswith("text-completion-openai/"):
+            return None
+        key = kw.get("api_key") or os.environ.get("OPENAI_API_KEY") or "not-needed"
+        slot = (id(asyncio.get_running_loop()), base,
+                hashlib.sha256(key.encode("utf-8")).hexdigest())
+        with self._lock:
+            client = self._clients.get(slot)
+            if client is None:
+                from openai import AsyncOpenAI
+                client = AsyncOpenAI(api_key=key, base_url=base, timeout=self.timeout_s,
+                                     max_retries=0)
+                self._clients[slot] = client
+        return client
+
+    def _classify(self, litellm: Any, exc: Exception, sent: set[str] = frozenset()) -> None:
+        status = getattr(exc, "status_code", None)
+        if _no_answer(exc):            # litellm reports a refused connection as a 500
+            head, status = "no answer from the server: ", None
+        else:
+            head = f"HTTP {status}: " if isinstance(status, int) else ""
+        msg = scrub_text(f"{head}{type(exc).__name__}: {exc}", self.secrets())
         if isinstance(exc, getattr(litellm, "ContentPolicyViolationError", ())):
             raise _RefusedSignal(msg)
-        status = getattr(exc, "status_code", None)
         retry_after = _retry_after(exc)
         timeout_types = tuple(t for t in (getattr(litellm, "Timeout", None),
                                           getattr(litellm, "APIConnectionError", None)) if t)
-        if isinstance(exc, timeout_types) or status in _RETRY_STATUS:
+        transient = (isinstance(exc, timeout_types) or head.startswith("no answer")
+                     or status in (408, 429))
+        feature = None if transient else named_feature(msg, set(sent))
+        if feature is not None and says_unsupported(msg):
+            if feature == "top_logprobs":
+                raise _LimitExceeded(f"the server answered {msg}", limit_in(msg) or 0)
+            raise _Unsupported(f"the server answered {msg}", feature)
+        if transient or status in _RETRY_STATUS:
             raise _Retryable(msg, retry_after)
         if isinstance(exc, (ValueError, KeyError, TypeError)) and status is None:
             raise _Retryable(msg)                   # a malformed reply
@@ -472,7 +790,7 @@ class LiteLLMBackend:
         raise _Retryable(msg, retry_after)
 
     def _parse(self, litellm: Any, reqs: list[Request], raw: Any, text_mode: bool,
-               max_tokens: int) -> list[Response]:
+               max_tokens: int, rendered: PF.Rendered) -> list[Response]:
         try:
             choices = sorted(raw.choices, key=lambda c: getattr(c, "index", 0) or 0)
             choices[0]
@@ -480,7 +798,7 @@ class LiteLLMBackend:
             raise _Retryable("reply without choices") from None
         mode = reqs[0].repeat_mode
         if mode == "n" and len(choices) < len(reqs):
-            raise _Unsupported(f"returned {len(choices)} choice(s) for n={len(reqs)}")
+            raise _Unsupported(f"returned {len(choices)} choice(s) for n={len(reqs)}", "n")
         usage = getattr(raw, "usage", None)
         pt = getattr(usage, "prompt_tokens", None) if usage is not None else None
         ct = getattr(usage, "completion_tokens", None) if usage is not None else None
@@ -492,9 +810,9 @@ class LiteLLMBackend:
         except Exception:  # unknown model price: no cost
             cost = None
         if mode == "logprobs":
-            out = self._from_logprobs(reqs, choices[0], text_mode, max_tokens)
+            out = self._from_logprobs(reqs, choices[0], text_mode, max_tokens, rendered)
         else:
-            out = [self._from_choice(q, c, text_mode, max_tokens)
+            out = [self._from_choice(q, c, text_mode, max_tokens, rendered.cut)
                    for q, c in zip(reqs, choices)]
         k = len(out)
         for i, r in enumerate(out):
@@ -507,7 +825,10 @@ class LiteLLMBackend:
             self.prompt_tokens += pt or 0
             self.completion_tokens += ct or 0
             self.reasoning_tokens += rt or 0
-            self.cost_usd += cost or 0.0
+            if cost is None:
+                self.cost_unknown_calls += 1
+            else:
+                self.cost_usd += cost
             self.truncated += sum(r.status == "truncated" for r in out)
         return out
 
@@ -521,7 +842,7 @@ class LiteLLMBackend:
         return content, refusal, finish
 
     def _from_choice(self, req: Request, choice: Any, text_mode: bool,
-                     max_tokens: int) -> Response:
+                     max_tokens: int, stop: list[str] | None = None) -> Response:
         content, refusal, finish = self._content(choice, text_mode)
         common = dict(key=req.key(), finish_reason=finish)
         if finish == "content_filter" or refusal:
@@ -532,15 +853,17 @@ class LiteLLMBackend:
             return Response(text="", status="truncated", error=_truncated(max_tokens), **common)
         if content is None and not text_mode:
             raise _Retryable("reply with no content and no refusal")
-        resp = Response(text=content or "", status="ok", **common)
+        # a server that ignores `stop` runs on after the letter: cut where it would stop
+        resp = Response(text=PF.cut_at_stop(content or "", stop), status="ok", **common)
         if req.kind == "choice" and self.parse_choice is not None and resp.text:
             resp.answer = self.parse_choice(req, resp.text)
         return resp
 
     def _from_logprobs(self, reqs: list[Request], choice: Any, text_mode: bool,
-                       max_tokens: int) -> list[Response]:
+                       max_tokens: int, rendered: PF.Rendered) -> list[Response]:
         """Every repeat of the unit drawn from the letter distribution of the reply's
-        answer position (see :mod:`fairness_tests.models.repeat_modes`)."""
+        answer position; a prompt whose letter mass is below :data:`MIN_LETTER_MASS`
+        is invalid (see :mod:`fairness_tests.models.repeat_modes`)."""
         content, refusal, finish = self._content(choice, text_mode)
         first = reqs[0]
         if finish == "content_filter" or refusal:
@@ -554,16 +877,29 @@ class LiteLLMBackend:
                              finish_reason=finish) for q in reqs]
         positions = _logprob_positions(getattr(choice, "logprobs", None), text_mode)
         if positions is None or (not positions and (content or "").strip()):
-            raise _Unsupported("no logprobs in the reply")
-        j = answer_position([tok for tok, _ in positions])
+            raise _Unsupported("no logprobs in the reply", "logprobs")
+        j = answer_position([tok for tok, _ in positions], rendered.after_open_bracket)
         if j is None:
-            scores, mass = None, 0.0
+            scores, mass, returned = None, 0.0, 0
         else:
-            scores, mass = letter_scores(positions[j][1], first.choices)
-        if scores is None or mass <= 0.0:
-            note = (f"no answer letter among the top {self.top_logprobs} log-probabilities at "
-                    f"the answer position (reply {(content or '')[:40]!r})")
-            return [Response(key=q.key(), text="", status="ok", letter_mass=0.0, error=note,
+            returned = len(positions[j][1])
+            scores, mass = letter_scores(positions[j][1], first.choices,
+                                         rendered.after_open_bracket)
+        with self._lock:
+            self.letter_prompts += 1
+            self.low_mass_prompts += mass < MIN_LETTER_MASS
+            self.top_logprobs_returned = max(self.top_logprobs_returned, returned)
+        if scores is None or mass < MIN_LETTER_MASS:
+            where = ("the first token after the answer prefix" if rendered.after_open_bracket
+                     else "the answer position")
+            if mass <= 0.0:
+                note = (f"no answer letter among the {returned} log-probabilities at {where} "
+                        f"(reply {(content or '')[:40]!r})")
+            else:
+                note = (f"letter mass {mass:.3f} below {MIN_LETTER_MASS:g} at {where} among "
+                        f"{returned} log-probabilities (reply {(content or '')[:40]!r}): the "
+                        f"letter distribution is unusable, the answer invalid")
+            return [Response(key=q.key(), text="", status="ok", letter_mass=mass, error=note,
                              finish_reason=finish) for q in reqs]
         probs = letter_distribution(scores, first.decoding.temperature, first.decoding.top_p)
         lp = [float(x) for x in probs]
@@ -627,6 +963,29 @@ def _logprob_positions(logprobs: Any, text_mode: bool
 
 class _RefusedSignal(_Permanent):
     pass
+
+
+_NO_ANSWER_TEXT = re.compile(r"OpenAIException - (?:Connection error|Request timed out)|"
+                             r"Cannot connect to host|Connection refused|Server disconnected")
+
+
+def _no_answer(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) is a connection that failed
+    or timed out: no HTTP answer at all, whatever status litellm gives it (litellm 1.110
+    reports openai's ``APIConnectionError`` as an ``InternalServerError`` with status
+    500, its cause sometimes lost: its text "Connection error." is then the sign)."""
+    if _NO_ANSWER_TEXT.search(str(exc)):
+        return True
+    seen = 0
+    while exc is not None and seen < 10:
+        name = type(exc).__name__
+        if name in ("APIConnectionError", "APITimeoutError", "ConnectError", "ConnectTimeout",
+                    "ReadTimeout", "RemoteProtocolError", "ClientConnectorError",
+                    "ServerDisconnectedError") or isinstance(exc, ConnectionError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
 
 
 def _retry_after(exc: Exception) -> float | None:

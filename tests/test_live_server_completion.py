@@ -1,0 +1,84 @@
+"""A model served over ``/v1/completions`` by the real ``transformers serve`` (the
+embedded Gemma 3 270M on 127.0.0.1, started as in tests/test_live_server.py) answers
+BBQ prompts with valid letters through the litellm backend: the completion prompt is
+the local backend's (Gemma turns, then ``"Answer: ("``), ``stop`` ends the letter.
+The same server's answers to the contents joined without a prefix (what this path sent
+before) are checked too, and the server's own answer to a logprobs / ``n`` probe is
+read as what it is (``transformers serve`` ignores both)."""
+from __future__ import annotations
+
+import pytest
+import test_live_server as live
+
+from fairness_tests.models import repeat_modes as RM
+from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
+from fairness_tests.models.request import Decoding
+from fairness_tests.models.runner import ask_counted
+from fairness_tests.models.store import ResponseStore
+
+server = live.server            # the module's fixture: transformers serve on 127.0.0.1
+_bbq_requests = live._bbq_requests
+
+pytestmark = pytest.mark.live_server
+
+
+def _requests(server, n_items, repeats=1):
+    model = f"text-completion-openai/{server['model_dir']}"
+    reqs = _bbq_requests(model, server["api_base"], n_items=n_items, repeats=repeats)
+    return [r.with_(decoding=Decoding(temperature=0.0, max_tokens=16)) for r in reqs]
+
+
+def test_served_base_path_answers_bbq_with_valid_letters(server, tmp_path):
+    reqs = _requests(server, n_items=4)
+    backend = LiteLLMBackend(max_concurrency=2, timeout_s=120, max_retries=1,
+                             prompt_format="completion-gemma")
+    with ResponseStore(tmp_path / "s.sqlite") as st:
+        out, counts = ask_counted(reqs, backend, st, progress=False)
+        again, counts2 = ask_counted(reqs, backend, st, progress=False)
+    assert [o.status for o in out] == ["ok"] * 4, [o.error for o in out]
+    # the reply is the letter alone: the stop (or the cut at ")") ends it
+    assert all(o.text in ("a", "b", "c") for o in out), [o.text for o in out]
+    assert all(o.answer in (0, 1, 2) for o in out)
+    assert (counts.sent, counts.invalid, counts.failed) == (4, 0, 0)
+    assert (counts2.sent, counts2.from_store) == (0, 4)        # the store answers a re-run
+    assert [o.text for o in again] == [o.text for o in out]
+    assert backend.info()["prompt_formats"] == {reqs[0].model: "completion-gemma"}
+
+
+def test_served_without_the_prefix_the_same_model_is_not_read_as_a_letter(server, tmp_path):
+    """What the path sent before: the contents joined, no prefix, no stop."""
+    reqs = _requests(server, n_items=2)
+    backend = LiteLLMBackend(max_concurrency=2, timeout_s=120, max_retries=1,
+                             prompt_format="chat")
+    with ResponseStore(tmp_path / "s.sqlite") as st:
+        out, counts = ask_counted(reqs, backend, st, progress=False)
+    assert [o.status for o in out] == ["ok"] * 2
+    assert all(o.text not in ("a", "b", "c") for o in out), [o.text for o in out]
+
+
+@pytest.mark.parametrize("mode, reason", [("logprobs", "no logprobs in the reply"),
+                                          ("n", "returned 1 choice(s) for n=2")])
+def test_served_probe_reads_what_the_server_ignores(server, tmp_path, mode, reason):
+    reqs = RM.apply_mode(_requests(server, n_items=1, repeats=2), mode)
+    with ResponseStore(tmp_path / "s.sqlite") as st:
+        with pytest.raises(RM.RepeatModeUnsupported, match=reason.replace("(", r"\(")
+                           .replace(")", r"\)")):
+            ask_counted(reqs, LiteLLMBackend(timeout_s=120, max_retries=1,
+                                             prompt_format="completion-gemma"),
+                        st, progress=False)
+        assert len(st) == 0
+        assert [(r.feature, r.supported) for r in st.capabilities()] == [(mode, False)]
+
+
+def test_served_greedy_letters_match_the_in_process_backend(server, tmp_path):
+    """The same prompt, the same weights: the served model's greedy letter after
+    "Answer: (" is the local backend's most likely letter (T = 0)."""
+    from fairness_tests.models.backends import embedded as emb
+    from fairness_tests.models.backends.transformers_backend import TransformersBackend
+    reqs = _requests(server, n_items=4)
+    served = LiteLLMBackend(max_concurrency=2, timeout_s=120, max_retries=1,
+                            prompt_format="completion-gemma").answer(reqs)
+    local_reqs = [r.with_(backend="transformers", model=emb.EMBEDDED_MODEL_ID, api_base=None)
+                  for r in reqs]
+    local = TransformersBackend("embedded", batch_size=4, threads=1).answer(local_reqs)
+    assert [s.text for s in served] == [("a", "b", "c")[x.answer] for x in local]
