@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from fairness_tests.plugin.session import Unavailable
+from fairness_tests.rules.reasons import fill_reason
 from fairness_tests.stats.bootstrap import shown
 
 
@@ -107,7 +108,7 @@ def verdict_params(session, selector: dict) -> list:
                 pid = "-".join(x for x in (_short(model), rule.id if multi_rule else "",
                                            str(row["cell"])) if x)
                 marks = []
-                reason = rule.expected_fail_reason(str(row["cell"]))
+                reason = fill_reason(rule.expected_fail_reason(str(row["cell"])), row.to_dict())
                 if reason and row["status"] != "not_evaluable":
                     marks.append(pytest.mark.xfail(strict=True, reason=reason))
                 params.append(pytest.param(v, id=pid, marks=marks))

@@ -11,7 +11,12 @@ first reduced over that column (``max``/``min``: the worst row, with its CI;
              "not_evaluable" when q is undefined (NaN), the table/metric is absent,
                              or the cell has fewer than ``min_n`` items
 
-Undefined is never a pass. The output has exactly :data:`VERDICT_COLUMNS`.
+Undefined is never a pass. The output has exactly :data:`VERDICT_COLUMNS`; ``abs``,
+``across`` and ``reduce`` repeat the rule's own (what was compared: ``|metric|``, the
+worst or the range over a column), so a reader of the verdicts alone (the card) can
+say it. A declared
+expected-failure reason has its placeholders filled from the row
+(:func:`fairness_tests.rules.reasons.fill_reason`).
 """
 from __future__ import annotations
 
@@ -21,13 +26,14 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from fairness_tests.rules.reasons import fill_reason
 from fairness_tests.rules.thresholds import Rule, RuleSet
 from fairness_tests.stats.bootstrap import METRIC_COLUMNS, cell_id
 
 #: the verdict table's columns: one row per (rule, cell)
 VERDICT_COLUMNS = [
     "rule", "metric", "cell", "value", "ci_low", "ci_high", "compared", "op", "bound",
-    "status", "rationale", "why",
+    "status", "rationale", "why", "abs", "across", "reduce",
 ]
 
 
@@ -146,7 +152,8 @@ def _cells(rows: pd.DataFrame, rule: Rule, cols: list[str]) -> list[dict]:
 
 def evaluate_rule(tables: Mapping[str, pd.DataFrame], rule: Rule) -> list[dict]:
     base = dict(rule=rule.id, metric=rule.metric, compared=rule.compare, op=rule.op,
-                bound=rule.bound, rationale=rule.rationale)
+                bound=rule.bound, rationale=rule.rationale, abs=bool(rule.abs),
+                across=rule.across or "", reduce=rule.reduce if rule.across else "")
     table = tables.get(rule.table)
     if table is None or len(table) == 0:
         return [dict(base, cell="all", value=np.nan, ci_low=np.nan, ci_high=np.nan,
@@ -175,7 +182,7 @@ def evaluate_rule(tables: Mapping[str, pd.DataFrame], rule: Rule) -> list[dict]:
             ok = q <= rule.bound if rule.op == "<=" else q >= rule.bound
             cmp = f"{rule.compare} {_fmt(q)} {'satisfies' if ok else 'violates'} " \
                   f"{rule.op} {rule.bound:g}"
-            xf = rule.expected_fail_reason(c["cell"])
+            xf = fill_reason(rule.expected_fail_reason(c["cell"]), row)
             if ok:
                 row.update(status="pass", why=cmp + detail +
                            (f"; declared expected_fail ({xf}) but it passed" if xf else ""))

@@ -36,7 +36,9 @@ match (``fnmatch`` / ``re.fullmatch`` on the model id)::
 
 ``expected_fail: {reason, cells: [globs]}`` declares a known failure (optionally
 only for some cells): it is reported as ``expected_fail`` and run as a strict
-xfail by the pytest plugin, never a silent pass.
+xfail by the pytest plugin, never a silent pass. Its reason quotes the run's figures
+only through placeholders (``{value}``, ``{ci}``, ...; :mod:`.reasons`), filled in from
+each run: a literal decimal figure or percentage in it is an error.
 
 Everything is validated on load by the one validator (:mod:`fairness_tests.core.validate`:
 the JSON Schema ``data/schemas/thresholds.yaml``, then the checks against the metric
@@ -58,6 +60,7 @@ from fairness_tests.core.errors import ConfigError, suggest
 from fairness_tests.core.project import find_project
 from fairness_tests.core.validate import Problem, error, load_file, load_schema, nearest_line
 from fairness_tests.metrics import schema as known_metrics
+from fairness_tests.rules.reasons import reason_problems
 
 OPS = ("<=", ">=")
 COMPARES = ("value", "ci_low", "ci_high", "p_value")
@@ -245,6 +248,20 @@ def _drift_check(doc: Any, lines: dict[str, int]):
     return out
 
 
+def _reason_check(doc: Any, lines: dict[str, int]):
+    """Each ``expected_fail.reason``: known placeholders, no literal figure
+    (:func:`fairness_tests.rules.reasons.reason_problems`)."""
+    out = []
+    for i, item in _rule_items(doc):
+        xf = item.get("expected_fail")
+        reason = xf.get("reason") if isinstance(xf, dict) else None
+        if isinstance(reason, str):
+            k = f"rules[{i}].expected_fail.reason"
+            out += [_named(Problem(k, f"expected_fail.reason {msg}", nearest_line(k, lines)), doc)
+                    for msg in reason_problems(reason)]
+    return out
+
+
 def _regex_check(doc: Any, lines: dict[str, int]):
 
     regex = doc.get("model_regex") if isinstance(doc, dict) else None
@@ -262,7 +279,8 @@ def _read(path: Path, kind: str, base: dict[str, dict]) -> dict:
 
     try:
         doc, lines = load_file(path, _schema(kind),
-                               checks=[_rule_checks(base), _drift_check, _regex_check],
+                               checks=[_rule_checks(base), _drift_check, _regex_check,
+                                       _reason_check],
                                what="thresholds file")
     except ConfigError as exc:
         if exc.problems:
