@@ -11,12 +11,15 @@ from __future__ import annotations
 import dataclasses
 from html import escape
 
-from fairness_tests.card import layout as L
+from fairness_tests.card import blocks as L
 from fairness_tests.card import svg
+from fairness_tests.card.layout import build
 
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
+CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
+       "form-action 'none'")
 
-LONG_TABLE = 16   # longer tables are folded in a <details> element (no script needed)
+LONG_TABLE = 16   # longer tables are folded in a <details> element (no script needed),
+                  # except those marked fold=False (decision rules, failing verdicts)
 
 CSS = """
 :root{--ink:#1f2933;--muted:#6b7785;--line:#d9dee4;--bg:#f7f8fa;--accent:#1f5fa8;
@@ -35,6 +38,9 @@ p.note{color:var(--muted);font-style:italic}
 p.label{font-weight:600;margin-top:12px}
 p.warn{border-left:4px solid var(--xfail);background:#fff8e6;padding:6px 10px}
 p.summary{border:1px solid var(--line);background:var(--bg);padding:10px 12px;font-weight:500}
+p.alert{border:2px solid var(--fail);background:#fdf1f0;color:var(--fail);padding:8px 12px;
+font-weight:600}
+figcaption{flex-basis:100%;color:var(--muted);font-size:12.5px}
 nav.toc{font-size:13px;margin:10px 0 4px}
 nav.toc a{margin-right:12px;color:var(--accent);text-decoration:none}
 dl.kv{display:grid;grid-template-columns:220px 1fr;gap:2px 16px;margin:8px 0}
@@ -56,15 +62,28 @@ color:var(--fail)}
 .missing code{font-weight:700}
 .plots{display:flex;flex-wrap:wrap;gap:12px 24px;margin:8px 0}
 figure{margin:0;display:flex;flex-wrap:wrap;gap:12px 24px}
-svg.plot{background:#fff;border:1px solid var(--line)}
+svg.plot{background:#fff;border:1px solid var(--line);max-width:100%;height:auto}
 details{margin:6px 0 12px}
 summary{cursor:pointer;color:var(--accent);font-size:13px}
 footer{margin-top:40px;color:var(--muted);font-size:12px}
+@page{margin:12mm}
+@media print{
+body{background:#fff;font-size:11px}
+main{max-width:none;margin:0;padding:0;border:0}
+nav.toc{display:none}
+h1,h2,h3,h4{break-after:avoid}
+h2{margin-top:18px}
+.table-wrap{overflow:visible}
+table{width:100%;min-width:0;font-size:8.5px}
+th,td{white-space:normal !important;overflow-wrap:anywhere;padding:2px 4px}
+tr,svg.plot,p.alert{break-inside:avoid}
+summary{color:var(--muted)}
+}
 """
 
 
 def render_html(card: dict) -> str:
-    blocks = L.build(card)
+    blocks = build(card)
     system = card.get("system") or {}
     title = f"Fairness Card — {system.get('name') or 'model'}"
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
@@ -164,7 +183,7 @@ def _block(b) -> str:
                     cells.append(f"<td>{escape(c)}</td>")
             parts.append("<tr>" + "".join(cells) + "</tr>")
         parts.append("</tbody></table></div>")
-        if len(b.rows) > LONG_TABLE:
+        if b.fold and len(b.rows) > LONG_TABLE:
             return (f"<details><summary>Table: {len(b.rows)} rows</summary>"
                     + "".join(parts) + "</details>")
         return "".join(parts)
@@ -173,16 +192,23 @@ def _block(b) -> str:
 
 def _plot(p: L.Plot) -> str:
     d = p.data
+    cap = f"<figcaption>{escape(p.note)}</figcaption>" if p.note else ""
     if p.kind in ("slice_rates", "bbq"):
-        figs = [svg.dot_ci(panel["metric"], panel["points"], kind=p.kind)
+        figs = [svg.dot_ci(panel["metric"], panel["points"], kind=p.kind,
+                           domain=panel.get("domain"), bounds=panel.get("bounds"))
                 for panel in d.get("panels", [])]
         return (f'<figure data-figure="{escape(p.kind)}" role="group" '
-                f'aria-label="{escape(p.title)}">' + "".join(figs) + "</figure>")
+                f'aria-label="{escape(p.title)}">' + "".join(figs) + cap + "</figure>")
     if p.kind == "heatmap":
         return ('<figure data-figure="heatmap">'
-                + svg.heatmap(p.title, d["rows"], d["cols"], d["values"]) + "</figure>")
+                + svg.heatmap(p.title, d["rows"], d["cols"], d["values"], vmax=d.get("vmax"),
+                              bound=d.get("bound"), bound_label=d.get("bound_label", ""))
+                + cap + "</figure>")
     if p.kind == "histogram":
         return ('<figure data-figure="histogram">'
                 + svg.histogram(p.title, d["bin_edges"], d["counts"],
-                                xlabel=f"{d.get('metric', '').upper()}% (bins of 10)") + "</figure>")
+                                xlabel=f"{d.get('metric', '').upper()}% (bins of 10)",
+                                ymax=d.get("ymax"), ref=d.get("ref"),
+                                ref_label=d.get("ref_label", ""), mean=d.get("mean"))
+                + cap + "</figure>")
     raise ValueError(f"unknown plot kind {p.kind!r}")

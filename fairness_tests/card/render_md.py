@@ -14,7 +14,8 @@ import csv
 import io
 import json
 
-from fairness_tests.card import layout as L
+from fairness_tests.card import blocks as L
+from fairness_tests.card.layout import build
 from fairness_tests.card.values import ci, num
 
 INLINE_ROWS = 12          # longer result tables go to tables/<name>.csv
@@ -46,7 +47,7 @@ def csv_path(b: L.Table) -> str:
 
 def render_markdown(card: dict) -> str:
     out: list[str] = []
-    for block in L.build(card):
+    for block in build(card):
         out.extend(_block(block))
     text = "\n".join(out).rstrip("\n") + "\n"
     while "\n\n\n" in text:
@@ -66,6 +67,8 @@ def _block(b) -> list[str]:
             return [f"> **Note:** {_esc(b.text)}", ""]
         if b.style == "summary":
             return [f"> {_esc(b.text)}", ""]
+        if b.style == "alert":
+            return [f"> **{_esc(b.text)}**", ""]
         return [_esc(b.text), ""]
     if isinstance(b, L.KV):
         return [f"- **{_esc(k)}:** {_esc(v)}" for k, v in b.pairs] + [""]
@@ -92,7 +95,9 @@ def _block(b) -> list[str]:
             lines.append("| " + " | ".join(cells) + " |")
         return lines + [""]
     if isinstance(b, L.Plot):
-        return [f"_Plot in card.html: {_esc(b.title)}; its numbers:_", "", *_plot_numbers(b), ""]
+        note = [f"_{_esc(b.note)}_", ""] if b.note else []
+        return [f"_Plot in card.html: {_esc(b.title)}; its numbers:_", "", *_plot_numbers(b), "",
+                *note]
     raise TypeError(f"unknown block {b!r}")
 
 
@@ -117,7 +122,7 @@ def _plot_numbers(p: L.Plot) -> list[str]:
     if p.kind == "heatmap":
         return _table_lines(["slice", *map(str, d["cols"])],
                             [[str(r), *(num(v) for v in row)]
-                             for r, row in zip(d["rows"], d["values"])])
+                             for r, row in zip(d["rows"], d["values"], strict=True)])
     if p.kind == "histogram":
         edges, counts = d["bin_edges"], d["counts"]
         return _table_lines([f"{d.get('metric', '').upper()}% bin", "items"],
@@ -140,7 +145,7 @@ def markdown_tables(card: dict) -> dict[str, str]:
     """``{tables/<name>.csv: CSV text}`` for every table the Markdown card links: the
     rows as recorded in the card, columns in the order the card shows them."""
     out = {}
-    for b in L.build(card):
+    for b in build(card):
         if not _linked(b):
             continue
         keys = list(dict.fromkeys(k for r in b.records for k in r))

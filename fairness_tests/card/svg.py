@@ -30,6 +30,7 @@ INK = "#1f2933"
 MUTED = "#6b7785"
 ACCENT = "#1f5fa8"
 GRID = "#e3e7ec"
+FAIL = "#b3261e"
 
 
 def _f(x: float) -> str:
@@ -91,16 +92,40 @@ def _ticks(lo: float, hi: float, step: float) -> list[float]:
     return [lo + i * step for i in range(n + 1)]
 
 
+def _label_lines(labels: list[tuple[float, str]], lo: float, hi: float
+                 ) -> list[tuple[float, float, str, str]]:
+    """Place labels (x, text) at size 10 on as few lines as keep them apart and inside
+    [lo, hi]: (x, line, anchor, text) each."""
+    out, ends = [], []
+    for x, t in sorted(labels):
+        w = text_width(t, 10)
+        anchor, left = "middle", x - w / 2
+        if left < lo:
+            anchor, left = "start", x
+        elif x + w / 2 > hi:
+            anchor, left = "end", x - w
+        line = next((k for k, e in enumerate(ends) if left > e + 4), len(ends))
+        if line == len(ends):
+            ends.append(0.0)
+        ends[line] = left + w
+        out.append((x, line, anchor, t))
+    return out
+
+
 def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
-           kind: str = "dot_ci") -> str:
-    """Dots with 95% CI bars, one row per point (``label, value, lo, hi``)."""
-    top, row_h, pad = 30, 22, 8
+           kind: str = "dot_ci", domain: list[float] | None = None,
+           bounds: list[dict[str, Any]] | None = None) -> str:
+    """Dots with 95% CI bars, one row per point (``label, value, lo, hi``). ``domain``:
+    [min, max] of the value axis shared with other panels (else the points' own);
+    ``bounds``: dashed lines ``{value, label, rows}`` (a decision rule's bound; ``rows``:
+    the labels of the rows it applies to, None: every row), labelled above the plot."""
+    row_h, pad = 22, 8
+    bounds = bounds or []
     label_w = pad + max([text_width(p.get("label", ""), 11) for p in points] + [40]) + 8
     right = max([text_width(num(p.get("value")), 9) for p in points] + [text_width("UB", 10)]) + 12
     plot_w = max(200.0, width - label_w - right)
     width = max(label_w + plot_w + right, text_width(title, 13, bold=True) + 2 * pad)
-    h = top + row_h * max(1, len(points)) + 30
-    finite_vals = []
+    finite_vals = [b["value"] for b in bounds] + list(domain or [])
     for p in points:
         for k in ("value", "lo", "hi"):
             v = finite(p.get(k))
@@ -112,12 +137,20 @@ def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
         v = max(lo_d, min(hi_d, v))
         return label_w + (v - lo_d) / (hi_d - lo_d) * plot_w
 
+    placed = _label_lines(list({(x(b["value"]), b["label"]) for b in bounds}), 2, width - 2)
+    n_lines = 1 + max([line for _, line, _, _ in placed], default=-1)
+    top = 30 + (12 * n_lines + 6 if n_lines else 0)
+    h = top + row_h * max(1, len(points)) + 30
     out = _svg_open(kind, title, width, h)
     y_end = top + row_h * max(1, len(points))
     out += _title_and_x_grid(title, pad, x, (lo_d, hi_d, step), top, y_end)
     if lo_d < 0 < hi_d:
         out.append(f'<line x1="{_f(x(0))}" y1="{top - 4}" x2="{_f(x(0))}" y2="{y_end}" '
                    f'stroke="{MUTED}" stroke-width="1"/>')
+    out += _bound_lines(bounds, points, x, top, row_h, y_end)
+    for bx, line, anchor, t in placed:
+        out.append(f'<text class="bound-label" x="{_f(bx)}" y="{34 + 12 * line}" '
+                   f'font-size="10" fill="{FAIL}" text-anchor="{anchor}">{escape(t)}</text>')
     for i, p in enumerate(points):
         cy = top + row_h * i + row_h / 2
         out.append(f'<text x="{_f(label_w - 8)}" y="{_f(cy + 4)}" font-size="11" fill="{INK}" '
@@ -142,14 +175,32 @@ def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
         elif v == "UB":
             xe = label_w + plot_w
             out.append(f'<path class="point" d="M{_f(xe - 8)},{_f(cy - 5)} L{_f(xe)},{_f(cy)} '
-                       f'L{_f(xe - 8)},{_f(cy + 5)} Z" fill="#b3261e"/>')
+                       f'L{_f(xe - 8)},{_f(cy + 5)} Z" fill="{FAIL}"/>')
             out.append(f'<text x="{_f(xe + 4)}" y="{_f(cy + 4)}" font-size="10" '
-                       f'fill="#b3261e">UB</text>')
+                       f'fill="{FAIL}">UB</text>')
         else:
             out.append(f'<text x="{_f(label_w + 4)}" y="{_f(cy + 4)}" font-size="10" '
                        f'fill="{MUTED}">n/a (undefined)</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _bound_lines(bounds: list[dict[str, Any]], points: list[dict[str, Any]], x, top: float,
+                 row_h: float, y_end: float) -> list[str]:
+    """Dashed red segments at each bound: the whole plot height, or the rows it names."""
+    out = []
+    labels = [str(p.get("label", "")) for p in points]
+    for b in bounds:
+        xb = _f(x(b["value"]))
+        spans = [(top - 4, y_end)] if b.get("rows") is None else [
+            (top + row_h * i, top + row_h * (i + 1)) for i, lab in enumerate(labels)
+            if lab in b["rows"]]
+        for y0, y1 in spans:
+            out.append(f'<line class="bound" data-bound="{b["value"]:g}" x1="{xb}" '
+                       f'y1="{_f(y0)}" x2="{xb}" y2="{_f(y1)}" stroke="{FAIL}" '
+                       f'stroke-width="1.5" stroke-dasharray="4 3"><title>'
+                       f'{escape(str(b.get("rule", "")))}: {escape(b["label"])}</title></line>')
+    return out
 
 
 def _title_and_x_grid(title: str, pad: float, x, domain: tuple[float, float, float],
@@ -177,18 +228,25 @@ def _heat_colour(v: float, vmax: float) -> str:
     """White -> dark red, linear in v / vmax."""
     r = 0.0 if vmax <= 0 else max(0.0, min(1.0, v / vmax))
     c0, c1 = (255, 247, 243), (165, 15, 21)
-    rgb = [round(a + (b - a) * r) for a, b in zip(c0, c1)]
+    rgb = [round(a + (b - a) * r) for a, b in zip(c0, c1, strict=True)]
     return "#" + "".join(f"{c:02x}" for c in rgb)
 
 
-def heatmap(title: str, rows: list[str], cols: list[str], values: list[list[Any]]) -> str:
+def heatmap(title: str, rows: list[str], cols: list[str], values: list[list[Any]],
+            vmax: float | None = None, bound: float | None = None, bound_label: str = "") -> str:
+    """Rows x columns of cells coloured white -> dark red over [0, ``vmax``] (shared by
+    the heatmaps of one figure; default: the largest value); a cell above ``bound`` is
+    outlined, and the legend says so."""
     top, cell_h, pad = 44, 28, 8
     label_w = pad + max([text_width(r, 11) for r in rows] + [40]) + 8
     cell_w = max([70.0] + [text_width(c, 11) + 8 for c in cols]
                  + [text_width(num(v), 11) + 8 for row in values for v in row])
     vals = [finite(v) for row in values for v in row]
-    vmax = max([v for v in vals if v is not None] or [1.0]) or 1.0
+    if vmax is None or vmax <= 0:
+        vmax = max([v for v in vals if v is not None] or [1.0]) or 1.0
     legend = f"colour: 0 (white) to {num(vmax)} (dark red)"
+    if bound is not None:
+        legend += f"; outlined: above {bound_label or num(bound)}"
     width = max(label_w + cell_w * max(1, len(cols)) + 20, text_width(title, 13, True) + 2 * pad,
                 label_w + text_width(legend, 10) + pad)
     h = top + cell_h * max(1, len(rows)) + 28
@@ -208,9 +266,12 @@ def heatmap(title: str, rows: list[str], cols: list[str], values: list[list[Any]
             fill = _heat_colour(fv, vmax) if fv is not None else "#f0f0f0"
             text_fill = "#ffffff" if fv is not None and fv / vmax > 0.55 else INK
             xx = label_w + cell_w * j
-            out.append(f'<rect class="cell" x="{_f(xx)}" y="{y}" width="{_f(cell_w - 2)}" '
-                       f'height="{cell_h - 2}" fill="{fill}"><title>{escape(str(r))} x '
-                       f'{escape(str(c))}: {escape(num(v))}</title></rect>')
+            over = bound is not None and fv is not None and fv > bound
+            edge = f' stroke="{INK}" stroke-width="2"' if over else ""
+            out.append(f'<rect class="cell{" over" if over else ""}" x="{_f(xx)}" y="{y}" '
+                       f'width="{_f(cell_w - 2)}" height="{cell_h - 2}" fill="{fill}"{edge}>'
+                       f'<title>{escape(str(r))} x {escape(str(c))}: {escape(num(v))}</title>'
+                       "</rect>")
             out.append(f'<text x="{_f(xx + cell_w / 2 - 1)}" y="{_f(y + cell_h / 2 + 3)}" '
                        f'font-size="11" fill="{text_fill}" text-anchor="middle">'
                        f"{escape(num(v))}</text>")
@@ -220,11 +281,22 @@ def heatmap(title: str, rows: list[str], cols: list[str], values: list[list[Any]
     return "\n".join(out)
 
 
-def histogram(title: str, bin_edges: list[float], counts: list[int], xlabel: str = "") -> str:
-    left, top, bottom, h = 44, 30, 40, 200
-    width = max(420.0, text_width(title, 13, True) + left + 8, text_width(xlabel, 11) + 2 * left)
+def histogram(title: str, bin_edges: list[float], counts: list[int], xlabel: str = "",
+              ymax: float | None = None, ref: float | None = None, ref_label: str = "",
+              mean: float | None = None) -> str:
+    """Bars over ``bin_edges``; ``ymax``: the count axis shared with other histograms;
+    ``ref``: a dashed red line at a rule's bound (``ref_label``); ``mean``: a solid line
+    at the items' mean, both labelled above the plot."""
+    marks = [(v, t, c) for v, t, c in ((ref, ref_label or f"{ref}", FAIL),
+                                        (mean, f"mean {num(mean, 1)}", INK))
+             if finite(v) is not None]
+    left, bottom = 44, 40
+    top = 30 + 12 * len(marks) + (6 if marks else 0)
+    h = top + 130 + bottom
+    width = max(420.0, text_width(title, 13, True) + left + 8, text_width(xlabel, 11) + 2 * left,
+                *(text_width(t, 10) + 2 * left for _, t, _ in marks))
     plot_w, plot_h = width - left - 16, h - top - bottom
-    cmax = max(counts or [0]) or 1
+    cmax = max([*(counts or [0]), ymax or 0]) or 1
     n_bins = max(1, len(counts))
     bw = plot_w / n_bins
     out = _svg_open("histogram", title, width, h)
@@ -253,6 +325,18 @@ def histogram(title: str, bin_edges: list[float], counts: list[int], xlabel: str
     if xlabel:
         out.append(f'<text x="{_f(left + plot_w / 2)}" y="{h - 6}" font-size="11" fill="{INK}" '
                    f'text-anchor="middle">{escape(xlabel)}</text>')
+    lo, hi = bin_edges[0], bin_edges[-1]
+    for k, (v, t, colour) in enumerate(marks):
+        xv = left + (max(lo, min(hi, float(v))) - lo) / ((hi - lo) or 1) * plot_w
+        dash = ' stroke-dasharray="4 3"' if colour == FAIL else ""
+        out.append(f'<line class="{"bound" if colour == FAIL else "mean"}" x1="{_f(xv)}" '
+                   f'y1="{top - 4}" x2="{_f(xv)}" y2="{_f(top + plot_h)}" stroke="{colour}" '
+                   f'stroke-width="1.5"{dash}/>')
+        w = text_width(t, 10)
+        anchor = "end" if xv + w / 2 > width - 2 else "start" if xv - w / 2 < 2 else "middle"
+        out.append(f'<text class="{"bound-label" if colour == FAIL else "mean-label"}" '
+                   f'x="{_f(xv)}" y="{34 + 12 * k}" font-size="10" fill="{colour}" '
+                   f'text-anchor="{anchor}">{escape(t)}</text>')
     out.append("</svg>")
     return "\n".join(out)
 
@@ -348,7 +432,7 @@ def grouped_bars(title: str, groups: list[str], series: list[str],
     out = _svg_open("grouped_bars", title, width, h)
     out.append(f'<text x="{pad}" y="16" font-size="13" font-weight="600" fill="{INK}">'
                f"{escape(title)}</text>")
-    for j, (s, (lx, ly)) in enumerate(zip(series, legend)):
+    for j, (s, (lx, ly)) in enumerate(zip(series, legend, strict=True)):
         out.append(f'<rect x="{_f(lx)}" y="{_f(ly - 9)}" width="10" height="10" '
                    f'fill="{SERIES[j % len(SERIES)]}"/>')
         out.append(f'<text class="legend" x="{_f(lx + 14)}" y="{_f(ly)}" font-size="10" '

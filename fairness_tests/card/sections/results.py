@@ -98,15 +98,39 @@ def _rule_outcome(statuses: pd.Series) -> str:
     return "not_evaluable"
 
 
+def _flag(x: Any) -> bool:
+    """A verdict's ``abs`` as read back from CSV (bool, "True", NaN when absent)."""
+    return x is True or str(x).lower() == "true"
+
+
+def _word(x: Any) -> str | None:
+    return None if x is None or (isinstance(x, float) and x != x) or str(x) in ("", "nan") \
+        else str(x)
+
+
+def quantity(metric: str, abs_: bool = False, across: str | None = None,
+             reduce: str | None = None) -> str:
+    """What a rule compares: ``|s_dis|``, ``max over slice of stereotype``, ``range
+    (max - min) over slice of refusal``."""
+    q = f"|{metric}|" if abs_ else str(metric)
+    if across:
+        q = (f"range (max - min) over {across} of {q}" if reduce == "range"
+             else f"{reduce or 'max'} over {across} of {q}")
+    return q
+
+
 def decision_rules(f: RunFacts) -> list[dict]:
     out = []
     for rule, g in f.verdicts.groupby("rule", sort=True):
         first = g.iloc[0]
         metric, op, compared = first["metric"], first["op"], first["compared"]
+        abs_ = _flag(first.get("abs"))
+        across, reduce = _word(first.get("across")), _word(first.get("reduce"))
         bounds = g["bound"].dropna().unique()
         single = len(bounds) == 1 and finite(bounds[0]) is not None
         bound_txt = f"{float(bounds[0]):g}" if single else "per-cell bounds"
-        text = (f"{metric}: {COMPARED_TEXT.get(str(compared), str(compared))} {op} {bound_txt} "
+        text = (f"{quantity(str(metric), abs_, across, reduce)}: "
+                f"{COMPARED_TEXT.get(str(compared), str(compared))} {op} {bound_txt} "
                 f"in every cell ({len(g)} cell(s)).")
         rationales = sorted({str(r) for r in g["rationale"].dropna() if str(r)})
         entry: dict[str, Any] = {
@@ -115,6 +139,10 @@ def decision_rules(f: RunFacts) -> list[dict]:
             "cells": {s: int((g["status"] == s).sum()) for s in STATUSES},
             "failing_cells": sorted(str(c) for c in g.loc[g["status"] == "fail", "cell"]),
         }
+        if abs_:
+            entry["abs"] = True
+        if across:
+            entry["across"], entry["reduce"] = across, reduce or "max"
         if rationales:
             entry["rationale"] = " ".join(rationales)
         if op in ("<=", ">="):
@@ -134,6 +162,11 @@ def verdict_rows(f: RunFacts) -> list[dict]:
             if r.get(k) is None:
                 r[k] = ""
         r["cell"] = "" if r.get("cell") is None else str(r["cell"])
+        if "abs" in r:                    # the rule's shape (runs before it was recorded lack it)
+            r["abs"] = _flag(r["abs"])
+        for k in ("across", "reduce"):
+            if k in r and _word(r[k]) is None:
+                del r[k]
     return rows
 
 

@@ -1,0 +1,219 @@
+"""What the card's plots draw, as data (:class:`~fairness_tests.card.blocks.Plot`):
+the panels with their points, one shared scale per unit and the decision rules'
+bounds. :mod:`.svg` draws them; :mod:`.render_md` prints their numbers.
+
+Scales: the panels of one figure that show metrics of the same unit (every rate, every
+signed score, every ratio) share one value axis, and that axis always covers the
+bounds drawn on it, so a difference of 0.001 looks as small as it is next to a bound of
+0.05 (each panel used to zoom onto its own values).
+
+Bounds (from the card's verdicts; nothing recomputed): a rule on the panel's metric
+is drawn as a dashed line at its bound, labelled with its comparison (``<= 0.05``):
+
+- a rule without ``across``: on the rows whose cell id is one of the rule's cells
+  (e.g. ``accuracy >= 0.6`` on the disambiguated rows only);
+- a rule reducing ``across`` a column with ``max`` or ``min`` (the worst slice): on
+  every row, when the panel's rows vary along that column, since every row of it must
+  then satisfy the bound;
+- ``abs: true``: at -bound and +bound;
+- a ``range`` rule (max - min over a column) bounds a difference, not a value: it is
+  not drawn, and the plot's note says so.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from fairness_tests.card.schema import metric_definitions
+from fairness_tests.card.values import finite, num
+
+RATE_METRICS_ORDER = ("stereotype", "demeaning", "pilot_harm", "refusal", "deflection",
+                      "identity_salience", "title_mention", "religion_mention")
+HEATMAP_METRICS = ("stereotype", "pilot_harm", "refusal")
+BBQ_PLOT_METRICS = ("accuracy", "s_amb", "s_dis", "acc_reinf", "acc_counter",
+                    "acc_reinf_minus_counter", "sf", "df", "df_smoothed", "df_eb",
+                    "position_bias", "invalid_rate")
+BBQ_ROW_COLUMNS = ("dataset", "context", "polarity")
+OP_TEXT = {"<=": "\u2264", ">=": "\u2265"}
+POOLED = (None, "", "all", "nan", "None")
+
+
+def row_cell(row: dict, columns: tuple[str, ...]) -> str:
+    """A table row's cell id as the rules name it: its grouping values in table order,
+    pooled ones ("all", empty) left out (:func:`fairness_tests.rules.evaluate._cell`)."""
+    parts = [str(row[c]) for c in columns if row.get(c) not in POOLED]
+    return "/".join(parts) or "all"
+
+
+def _rules_on(card: dict, metric: str) -> dict[str, list[dict]]:
+    """The verdict rows of each rule on ``metric``, by rule id (sorted)."""
+    out: dict[str, list[dict]] = {}
+    for v in card.get("verdicts") or []:
+        if v.get("metric") == metric and finite(v.get("bound")) is not None:
+            out.setdefault(str(v.get("rule")), []).append(v)
+    return dict(sorted(out.items()))
+
+
+def _label(v: dict, sign: float = 1.0) -> str:
+    op = OP_TEXT.get(str(v.get("op")), str(v.get("op")))
+    what = "" if v.get("compared") in (None, "value") else "CI low " \
+        if v.get("compared") == "ci_low" else "CI high "
+    return f"{what}{'|x| ' if v.get('abs') else ''}{op} {float(v['bound']) * sign:.4g}"
+
+
+def bounds(card: dict, metric: str, cells: dict[str, str], across_dims: tuple[str, ...]
+           ) -> tuple[list[dict], list[str]]:
+    """(bounds to draw, rules not drawn) for a panel of ``metric`` whose rows are
+    ``cells`` (label -> cell id) and vary along ``across_dims``. A bound:
+    ``{value, label, rule, rows}`` (``rows`` None: every row)."""
+    out, skipped = [], []
+    for rule, rows in _rules_on(card, metric).items():
+        first = rows[0]
+        across, reduce = first.get("across"), first.get("reduce")
+        if across and reduce == "range":
+            skipped.append(f"{rule} (range over {across} <= {num(first['bound'])})")
+            continue
+        by_bound: dict[float, list[dict]] = {}
+        for v in rows:
+            by_bound.setdefault(float(v["bound"]), []).append(v)
+        for b, vs in sorted(by_bound.items()):
+            if across:
+                if across not in across_dims:
+                    continue
+                on = None
+            else:
+                want = {str(v.get("cell")) for v in vs}
+                on = [lab for lab, c in cells.items() if c in want]
+                if not on:
+                    continue
+            signs = (-1.0, 1.0) if vs[0].get("abs") and b != 0 else (1.0,)
+            for s in signs:
+                out.append({"value": b * s, "label": _label(vs[0], s), "rule": rule,
+                            "rows": on})
+    return out, skipped
+
+
+def _extent(panels: list[dict]) -> list[float]:
+    vals = []
+    for p in panels:
+        for pt in p["points"]:
+            vals += [v for v in (finite(pt.get(k)) for k in ("value", "lo", "hi")) if v is not None]
+        vals += [b["value"] for b in p.get("bounds", [])]
+    return vals
+
+
+def share_scales(panels: list[dict]) -> list[dict]:
+    """Give every panel the raw domain [min, max] over all panels of its unit (values,
+    CI ends and bounds); the renderer rounds it to the same nice axis for each."""
+    defs = metric_definitions()
+    units: dict[str, list[dict]] = {}
+    for p in panels:
+        units.setdefault((defs.get(p["metric"]) or {}).get("unit") or p["metric"], []).append(p)
+    for group in units.values():
+        vals = _extent(group)
+        if vals:
+            for p in group:
+                p["domain"] = [min(vals + [0.0]), max(vals + [0.0])]
+    return panels
+
+
+def note(panels: list[dict], skipped: list[str]) -> str:
+    """One sentence under a figure: the shared scale and the bounds drawn or not."""
+    drawn = sorted({f"{b['rule']} ({b['label']})" for p in panels for b in p.get("bounds", [])})
+    parts = ["Panels of the same unit share one axis, which covers the bounds drawn"
+             if len(panels) > 1 else "The axis covers the bound drawn"]
+    parts.append("bounds drawn as dashed lines: " + ", ".join(drawn) if drawn
+                 else "no decision rule bounds these values directly")
+    if skipped:
+        parts.append("not drawn (they bound a difference between rows, not a value): "
+                     + ", ".join(sorted(set(skipped))))
+    return "; ".join(parts) + "."
+
+
+def slice_panels(card: dict, rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """Per-slice rate panels (one per rate metric) with their bounds, sharing one scale."""
+    defs = metric_definitions()
+    metrics = sorted({r.get("metric") for r in rows if r.get("metric")},
+                     key=lambda m: (RATE_METRICS_ORDER.index(m) if m in RATE_METRICS_ORDER
+                                    else 99, m))
+    panels, skipped = [], []
+    for m in metrics:
+        if (defs.get(m) or {}).get("unit") != "rate":
+            continue
+        sel = [r for r in rows if r.get("metric") == m]
+        pts = sorted(({"label": str(r.get("slice")), "value": r.get("value"),
+                       "lo": r.get("ci_low"), "hi": r.get("ci_high")} for r in sel),
+                     key=lambda p: p["label"])
+        cells = {str(r.get("slice")): row_cell(r, ("slice",)) for r in sel}
+        bs, sk = bounds(card, m, cells, ("slice",))
+        skipped += sk
+        panels.append({"metric": m, "points": pts, "bounds": bs})
+    return share_scales(panels), skipped
+
+
+def bbq_panels(card: dict, rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """BBQ metric panels, rows dataset/context/polarity, with their bounds."""
+    panels, skipped = [], []
+    for m in BBQ_PLOT_METRICS:
+        sel = [r for r in rows if r.get("metric") == m]
+        if not sel:
+            continue
+        pts, cells = [], {}
+        for r in sel:
+            label = "/".join(str(r[k]) for k in BBQ_ROW_COLUMNS if r.get(k) not in (None, ""))
+            pts.append({"label": label, "value": r.get("value"), "lo": r.get("ci_low"),
+                        "hi": r.get("ci_high")})
+            cells[label] = row_cell(r, BBQ_ROW_COLUMNS)
+        bs, sk = bounds(card, m, cells, BBQ_ROW_COLUMNS)
+        skipped += sk
+        panels.append({"metric": m, "points": pts, "bounds": bs})
+    return share_scales(panels), skipped
+
+
+def heatmaps(card: dict, rows: list[dict]) -> list[dict]:
+    """Slice x family heatmaps, one per metric of :data:`HEATMAP_METRICS`, sharing one
+    colour scale (0 to the largest value or bound); a cell beyond a worst-slice bound
+    (a ``max`` over slices rule on the metric) is outlined."""
+    maps = []
+    for metric in HEATMAP_METRICS:
+        sel = [r for r in rows if r.get("metric") == metric]
+        if not sel:
+            continue
+        slices = sorted({str(r.get("slice")) for r in sel})
+        fams = sorted({str(r.get("family")) for r in sel})
+        cells = {(str(r.get("slice")), str(r.get("family"))): r.get("value") for r in sel}
+        bs, _ = bounds(card, metric, {}, ("slice",))
+        upper = [b for b in bs if b["label"].startswith(OP_TEXT["<="]) and b["value"] >= 0]
+        hm = {"metric": metric, "rows": slices, "cols": fams,
+              "values": [[cells.get((s, f)) for f in fams] for s in slices]}
+        if upper:
+            b = min(upper, key=lambda x: x["value"])
+            hm["bound"], hm["bound_label"] = b["value"], f"{b['label']} ({b['rule']})"
+        maps.append(hm)
+    top = [v for hm in maps for row in hm["values"] for v in (finite(x) for x in row)
+           if v is not None] + [hm["bound"] for hm in maps if "bound" in hm]
+    for hm in maps:
+        hm["vmax"] = max(top) if top and max(top) > 0 else 1.0
+    return maps
+
+
+def histograms(card: dict, dist: dict) -> list[dict]:
+    """MFAA% and GTC% per-item histograms with one count axis, each with the floor the
+    rules put on its per-cell mean (``mfaa_mean``, ``gtc_mean``) and the items' mean."""
+    out = []
+    for m in ("mfaa", "gtc"):
+        if m not in dist:
+            continue
+        h: dict[str, Any] = {"metric": m, **dist[m]}
+        vs = [v for rows in _rules_on(card, f"{m}_mean").values() for v in rows
+              if not v.get("across")]
+        floors = sorted({float(v["bound"]) for v in vs})
+        if len(floors) == 1:
+            ops = {OP_TEXT.get(str(v.get("op")), "") for v in vs}
+            h["ref"] = floors[0]
+            h["ref_label"] = (f"rule: mean per cell {ops.pop() if len(ops) == 1 else ''} "
+                              f"{floors[0]:.4g}").replace("  ", " ")
+        out.append(h)
+    ymax = max([max(h.get("counts") or [0]) for h in out] + [0])
+    for h in out:
+        h["ymax"] = ymax
+    return out
