@@ -69,10 +69,15 @@ def _rules(b: Builder) -> None:
                    "warn"))
 
 
+def _bound(x: object) -> str:
+    """A rule's bound as written in its thresholds file (0.1, 50), not at 3 decimals."""
+    return f"{x:g}" if isinstance(x, (int, float)) and not isinstance(x, bool) else text(x)
+
+
 def _verdict_row(v: dict) -> list[str]:
     return [text(v.get("rule")), text(v.get("cell")), text(v.get("value")),
             ci(v.get("ci_low"), v.get("ci_high")), text(v.get("compared")),
-            f"{text(v.get('op'))} {text(v.get('bound'))}".strip(), text(v.get("status")),
+            f"{text(v.get('op'))}\u00a0{_bound(v.get('bound'))}".strip(), text(v.get("status")),
             text(v.get("why"))]
 
 

@@ -2,10 +2,11 @@
 the panels with their points, one shared scale per unit and the decision rules'
 bounds. :mod:`.svg` draws them; :mod:`.render_md` prints their numbers.
 
-Scales: the panels of one figure that show metrics of the same unit (every rate, every
-signed score, every ratio) share one value axis, and that axis always covers the
-bounds drawn on it, so a difference of 0.001 looks as small as it is next to a bound of
-0.05 (each panel used to zoom onto its own values).
+Scales: the panels of one figure that show metrics of the same unit (rates, signed
+scores, ratios) share one value axis (the metrics some decision rule bounds on one, the
+others on another), and that axis always covers the bounds drawn on it, so a
+difference of 0.001 looks as small as it is next to a bound of 0.05 (each panel used to
+zoom onto its own values).
 
 Bounds (from the card's verdicts; nothing recomputed): a rule on the panel's metric
 is drawn as a dashed line at its bound, labelled with its comparison (``<= 0.05``):
@@ -24,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from fairness_tests.card.schema import metric_definitions
-from fairness_tests.card.values import finite, num
+from fairness_tests.card.values import finite
 
 RATE_METRICS_ORDER = ("stereotype", "demeaning", "pilot_harm", "refusal", "deflection",
                       "identity_salience", "title_mention", "religion_mention")
@@ -53,24 +54,26 @@ def _rules_on(card: dict, metric: str) -> dict[str, list[dict]]:
     return dict(sorted(out.items()))
 
 
-def _label(v: dict, sign: float = 1.0) -> str:
+def _label(v: dict) -> str:
+    """``<= 0.05``, ``CI low >= 0.6``, ``CI low |x| <= 0.1`` (with the signs as symbols)."""
     op = OP_TEXT.get(str(v.get("op")), str(v.get("op")))
-    what = "" if v.get("compared") in (None, "value") else "CI low " \
-        if v.get("compared") == "ci_low" else "CI high "
-    return f"{what}{'|x| ' if v.get('abs') else ''}{op} {float(v['bound']) * sign:.4g}"
+    what = {"ci_low": "CI low ", "ci_high": "CI high "}.get(str(v.get("compared")), "")
+    return f"{what}{'|x| ' if v.get('abs') else ''}{op} {float(v['bound']):.4g}"
 
 
 def bounds(card: dict, metric: str, cells: dict[str, str], across_dims: tuple[str, ...]
            ) -> tuple[list[dict], list[str]]:
     """(bounds to draw, rules not drawn) for a panel of ``metric`` whose rows are
     ``cells`` (label -> cell id) and vary along ``across_dims``. A bound:
-    ``{value, label, rule, rows}`` (``rows`` None: every row)."""
+    ``{value, label, text, rule, rows}`` (``label`` above the line, ``text`` the rule's
+    comparison, ``rows`` None: every row)."""
     out, skipped = [], []
     for rule, rows in _rules_on(card, metric).items():
         first = rows[0]
         across, reduce = first.get("across"), first.get("reduce")
         if across and reduce == "range":
-            skipped.append(f"{rule} (range over {across} <= {num(first['bound'])})")
+            skipped.append(f"{rule} (range over {across} {first.get('op')} "
+                           f"{float(first['bound']):g})")
             continue
         by_bound: dict[float, list[dict]] = {}
         for v in rows:
@@ -86,9 +89,9 @@ def bounds(card: dict, metric: str, cells: dict[str, str], across_dims: tuple[st
                 if not on:
                     continue
             signs = (-1.0, 1.0) if vs[0].get("abs") and b != 0 else (1.0,)
-            for s in signs:
-                out.append({"value": b * s, "label": _label(vs[0], s), "rule": rule,
-                            "rows": on})
+            for s in signs:               # abs: the negative line labelled by its value
+                out.append({"value": b * s, "rule": rule, "rows": on, "text": _label(vs[0]),
+                            "label": _label(vs[0]) if s > 0 else f"{-b:g}"})
     return out, skipped
 
 
@@ -101,14 +104,17 @@ def _extent(panels: list[dict]) -> list[float]:
     return vals
 
 
-def share_scales(panels: list[dict]) -> list[dict]:
-    """Give every panel the raw domain [min, max] over all panels of its unit (values,
-    CI ends and bounds); the renderer rounds it to the same nice axis for each."""
+def share_scales(card: dict, panels: list[dict]) -> list[dict]:
+    """Give every panel the raw domain [min, max] (values, CI ends, bounds, 0) over all
+    panels of its scale group: the same unit, and the metrics the decision rules bound
+    apart from the others (so a descriptive rate near 0.9 does not squeeze a bounded
+    harm rate near 0.01 onto one pixel). The renderer rounds it to the same axis."""
     defs = metric_definitions()
-    units: dict[str, list[dict]] = {}
+    groups: dict[tuple[str, bool], list[dict]] = {}
     for p in panels:
-        units.setdefault((defs.get(p["metric"]) or {}).get("unit") or p["metric"], []).append(p)
-    for group in units.values():
+        unit = (defs.get(p["metric"]) or {}).get("unit") or p["metric"]
+        groups.setdefault((unit, bool(_rules_on(card, p["metric"]))), []).append(p)
+    for group in groups.values():
         vals = _extent(group)
         if vals:
             for p in group:
@@ -118,8 +124,9 @@ def share_scales(panels: list[dict]) -> list[dict]:
 
 def note(panels: list[dict], skipped: list[str]) -> str:
     """One sentence under a figure: the shared scale and the bounds drawn or not."""
-    drawn = sorted({f"{b['rule']} ({b['label']})" for p in panels for b in p.get("bounds", [])})
-    parts = ["Panels of the same unit share one axis, which covers the bounds drawn"
+    drawn = sorted({f"{b['rule']} ({b['text']})" for p in panels for b in p.get("bounds", [])})
+    parts = ["Panels of the same unit share one axis (those of metrics a decision rule "
+             "bounds apart from the others), which covers the bounds drawn"
              if len(panels) > 1 else "The axis covers the bound drawn"]
     parts.append("bounds drawn as dashed lines: " + ", ".join(drawn) if drawn
                  else "no decision rule bounds these values directly")
@@ -147,7 +154,7 @@ def slice_panels(card: dict, rows: list[dict]) -> tuple[list[dict], list[str]]:
         bs, sk = bounds(card, m, cells, ("slice",))
         skipped += sk
         panels.append({"metric": m, "points": pts, "bounds": bs})
-    return share_scales(panels), skipped
+    return share_scales(card, panels), skipped
 
 
 def bbq_panels(card: dict, rows: list[dict]) -> tuple[list[dict], list[str]]:
@@ -166,7 +173,7 @@ def bbq_panels(card: dict, rows: list[dict]) -> tuple[list[dict], list[str]]:
         bs, sk = bounds(card, m, cells, BBQ_ROW_COLUMNS)
         skipped += sk
         panels.append({"metric": m, "points": pts, "bounds": bs})
-    return share_scales(panels), skipped
+    return share_scales(card, panels), skipped
 
 
 def heatmaps(card: dict, rows: list[dict]) -> list[dict]:
@@ -181,19 +188,32 @@ def heatmaps(card: dict, rows: list[dict]) -> list[dict]:
         slices = sorted({str(r.get("slice")) for r in sel})
         fams = sorted({str(r.get("family")) for r in sel})
         cells = {(str(r.get("slice")), str(r.get("family"))): r.get("value") for r in sel}
-        bs, _ = bounds(card, metric, {}, ("slice",))
-        upper = [b for b in bs if b["label"].startswith(OP_TEXT["<="]) and b["value"] >= 0]
         hm = {"metric": metric, "rows": slices, "cols": fams,
               "values": [[cells.get((s, f)) for f in fams] for s in slices]}
-        if upper:
-            b = min(upper, key=lambda x: x["value"])
-            hm["bound"], hm["bound_label"] = b["value"], f"{b['label']} ({b['rule']})"
+        worst = _worst_slice_rule(card, metric, fams)
+        if worst:
+            hm["bound"], rule = worst
+            hm["bound_label"] = f"the bound {hm['bound']:g} of {rule}"
         maps.append(hm)
     top = [v for hm in maps for row in hm["values"] for v in (finite(x) for x in row)
            if v is not None] + [hm["bound"] for hm in maps if "bound" in hm]
     for hm in maps:
         hm["vmax"] = max(top) if top and max(top) > 0 else 1.0
     return maps
+
+
+def _worst_slice_rule(card: dict, metric: str, families: list[str]
+                      ) -> tuple[float, str] | None:
+    """(bound, rule) of a ``max`` over slices ``<=`` rule on ``metric``, preferring the
+    one whose cells are the prompt families (the heatmap's columns)."""
+    found = []
+    for rule, rows in _rules_on(card, metric).items():
+        v = rows[0]
+        if v.get("across") == "slice" and v.get("reduce") == "max" and v.get("op") == "<=" \
+                and not v.get("abs"):
+            per_family = {str(r.get("cell")) for r in rows} <= set(families)
+            found.append((not per_family, float(v["bound"]), rule))
+    return min(found)[1:] if found else None
 
 
 def histograms(card: dict, dist: dict) -> list[dict]:

@@ -18,6 +18,7 @@ from fairness_tests.card.layout import build
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
        "form-action 'none'")
 
+WIDE_TABLE = 10   # tables with this many columns print in a smaller font
 LONG_TABLE = 16   # longer tables are folded in a <details> element (no script needed),
                   # except those marked fold=False (decision rules, failing verdicts)
 
@@ -61,13 +62,15 @@ td.status{font-weight:700;white-space:nowrap}
 color:var(--fail)}
 .missing code{font-weight:700}
 .plots{display:flex;flex-wrap:wrap;gap:12px 24px;margin:8px 0}
-figure{margin:0;display:flex;flex-wrap:wrap;gap:12px 24px}
+figure{margin:0;display:flex;flex-wrap:wrap;gap:12px 24px;align-items:flex-start}
 svg.plot{background:#fff;border:1px solid var(--line);max-width:100%;height:auto}
 details{margin:6px 0 12px}
 summary{cursor:pointer;color:var(--accent);font-size:13px}
 footer{margin-top:40px;color:var(--muted);font-size:12px}
+wbr{display:none}
 @page{margin:12mm}
 @media print{
+wbr{display:inline}
 body{background:#fff;font-size:11px}
 main{max-width:none;margin:0;padding:0;border:0}
 nav.toc{display:none}
@@ -75,7 +78,9 @@ h1,h2,h3,h4{break-after:avoid}
 h2{margin-top:18px}
 .table-wrap{overflow:visible}
 table{width:100%;min-width:0;font-size:8.5px}
-th,td{white-space:normal !important;overflow-wrap:anywhere;padding:2px 4px}
+th,td{white-space:normal !important;overflow-wrap:break-word;padding:2px 4px}
+table.wide{font-size:7.5px}
+table.compare td,table.compare th{overflow-wrap:anywhere}
 tr,svg.plot,p.alert{break-inside:avoid}
 summary{color:var(--muted)}
 }
@@ -169,10 +174,11 @@ def _block(b) -> str:
         return (f'<div class="missing" data-missing="{escape(b.field)}">MISSING '
                 f"<code>{escape(b.field)}</code> ({src}){hint}</div>")
     if isinstance(b, L.Table):
-        parts = ['<div class="table-wrap"><table>']
+        wide = ' class="wide"' if len(b.columns) >= WIDE_TABLE else ""
+        parts = [f'<div class="table-wrap"><table{wide}>']
         if b.caption:
             parts.append(f"<caption>{escape(b.caption)}</caption>")
-        parts.append("<thead><tr>" + "".join(f"<th>{escape(c)}</th>" for c in b.columns)
+        parts.append("<thead><tr>" + "".join(f"<th>{_breakable(c)}</th>" for c in b.columns)
                      + "</tr></thead><tbody>")
         for row in b.rows:
             cells = []
@@ -180,7 +186,7 @@ def _block(b) -> str:
                 if j == b.status_col:
                     cells.append(f'<td class="status st-{escape(c)}">{escape(c)}</td>')
                 else:
-                    cells.append(f"<td>{escape(c)}</td>")
+                    cells.append(f"<td>{_breakable(c)}</td>")
             parts.append("<tr>" + "".join(cells) + "</tr>")
         parts.append("</tbody></table></div>")
         if b.fold and len(b.rows) > LONG_TABLE:
@@ -188,6 +194,13 @@ def _block(b) -> str:
                     + "".join(parts) + "</details>")
         return "".join(parts)
     raise TypeError(f"unknown block {b!r}")
+
+
+def _breakable(text: str) -> str:
+    """Escaped table text that may wrap after "_" and "/" (identifiers such as
+    ``dominant_across_decoding`` or ``Race_x_gender/disambig``), so a wide table fits a
+    printed page without breaking words mid-letter."""
+    return escape(text).replace("_", "_<wbr>").replace("/", "/<wbr>")
 
 
 def _plot(p: L.Plot) -> str:
