@@ -52,7 +52,7 @@ def records(df: pd.DataFrame) -> list[dict]:
     cols = list(df.columns)
     for row in df.itertuples(index=False, name=None):
         rec = {}
-        for c, v in zip(cols, row):
+        for c, v in zip(cols, row, strict=True):
             v = clean(v)
             if v == "":
                 v = None

@@ -36,7 +36,8 @@ def protected_attributes(f: RunFacts, user: dict) -> dict[str, Any]:
                    else f.unknown("the attribute insertion rule"))
     groups = f.tables.get("bbq_groups")
     if groups is not None:
-        for ds, grp in sorted(set(zip(groups["dataset"].astype(str), groups["group"].astype(str)))):
+        pairs = zip(groups["dataset"].astype(str), groups["group"].astype(str), strict=True)
+        for ds, grp in sorted(set(pairs)):
             slices.append({"protocol": "bbq", "dataset": ds, "group": grp})
     if b is not None:
         ops.append("Intersectional BBQ: the group is the intersectional identity (race x gender "

@@ -12,7 +12,8 @@ from fairness_tests.run.metadata import BBQInfo, GenerativeInfo, RunMetadata
 from fairness_tests.run.result import RunResult
 
 SOURCE_NOUN = {"predictions": "BBQ predictions", "outputs": "generations"}
-SCORE_COMMAND = {"predictions": "fairness-tests bbq score", "outputs": "fairness-tests generative score"}
+SCORE_COMMAND = {"predictions": "fairness-tests bbq score",
+                 "outputs": "fairness-tests generative score"}
 
 
 @dataclass
@@ -24,7 +25,8 @@ class RunFacts:
 
     @classmethod
     def of(cls, run: RunResult) -> "RunFacts":
-        verdicts = run.verdicts if run.verdicts is not None else pd.DataFrame(columns=VERDICT_COLUMNS)
+        verdicts = (run.verdicts if run.verdicts is not None
+                    else pd.DataFrame(columns=VERDICT_COLUMNS))
         return cls(run.metadata, dict(run.tables), verdicts)
 
     @property

@@ -3,8 +3,9 @@ decided for the run the card is of (the candidate), with its family of compariso
 its correction, each cell's mode and margin, raw and Holm-adjusted p-values, and the
 smallest worsening each cell detects with 80% power (what this gate cannot see).
 
-Input: the gate's own record (``gate.json``, :meth:`fairness_tests.pipeline.gate.GateReport.to_dict`),
-copied by selection; nothing is recomputed.
+Input: the gate's own record (``gate.json``,
+:meth:`fairness_tests.pipeline.gate.GateReport.to_dict`), copied by selection; nothing is
+recomputed.
 """
 from __future__ import annotations
 

@@ -25,7 +25,8 @@ def identification(f: RunFacts, user: dict, user_source: str | None) -> dict[str
         out["evaluation_date"] = m.evaluation_date
     else:
         f.lack("evaluation_date", "identification",
-               "run metadata evaluation_date" if f.asked else f.unknown("the date the answers were made"))
+               "run metadata evaluation_date" if f.asked
+               else f.unknown("the date the answers were made"))
     out["system"] = _system(f, user, user_source)
     addendum = dict(user.get("served_system_addendum") or {})
     if f.gen is not None and f.gen.system_prompt is not None:

@@ -200,7 +200,8 @@ def worst_slices(tables: dict) -> list[dict]:
             continue
         t = t[pd.to_numeric(t["value"], errors="coerce").notna()]
         for key, g in t.groupby(keys, sort=True):
-            top = g.sort_values(["value", "slice"], ascending=[False, True], kind="mergesort").iloc[0]
+            top = g.sort_values(["value", "slice"], ascending=[False, True],
+                                kind="mergesort").iloc[0]
             out.append(clean({"metric": str(key[0]),
                               "scope": f"family {key[1]}" if scope else "overall",
                               "slice": str(top["slice"]), "value": top["value"],
@@ -230,7 +231,8 @@ def protocol_dependence(table: pd.DataFrame) -> list[dict]:
             said = "no protocol cell is evaluable"
         else:
             said = DISAGREEMENT_TEXT[r["disagreement"]]
-        counts = f"{n_pass} cell(s) pass, {n_fail} fail" + (f", {n_ne} not evaluable" if n_ne else "")
+        counts = (f"{n_pass} cell(s) pass, {n_fail} fail"
+                  + (f", {n_ne} not evaluable" if n_ne else ""))
         text = f"{r['rule']}: {said} ({counts}; overall {r['overall']})"
         if r.get("disagreeing"):
             text += f"; differing from the overall verdict: {r['disagreeing'].replace(';', ', ')}"

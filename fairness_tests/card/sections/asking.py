@@ -1,0 +1,151 @@
+"""Section 5's record of how the model was asked (run metadata ``asking``): the repeat
+mode and its fallback, token / reasoning / cost budgets and what was spent, the shard
+and merged stores; per protocol the requests sent, answered from the store, failed
+(with the first error) and invalid; the share of prompts whose letter mass was below
+the floor. Read defensively: a run recorded before a field existed simply lacks it
+(nothing is shown for it, nothing invented). A cost the provider did not price is
+"unknown", never 0.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from fairness_tests.models.repeat_modes import MIN_LETTER_MASS
+
+COUNT_KEYS = ("requests", "sent", "from_store", "failed", "invalid", "refused", "truncated",
+              "letter_prompts", "low_mass_prompts")
+
+
+def request_counts(a) -> list[dict[str, Any]]:
+    """Per protocol, what the asking did (``asking.counts``: protocol -> AskCounts or its
+    dict, or a list of them with a ``label``; absent in runs before it was recorded: [])."""
+    raw = getattr(a, "counts", None) or {}
+    items = list(raw.items()) if isinstance(raw, dict) else [(None, c) for c in raw]
+    out = []
+    for name, c in items:
+        d = c if isinstance(c, dict) else (c.to_dict() if hasattr(c, "to_dict") else vars(c))
+        row: dict[str, Any] = {"protocol": str(name or d.get("label") or "all")}
+        row.update({k: int(d.get(k) or 0) for k in COUNT_KEYS})
+        if d.get("first_error"):
+            row["first_error"] = str(d["first_error"])
+        if row["letter_prompts"]:
+            row["low_mass_share"] = row["low_mass_prompts"] / row["letter_prompts"]
+        out.append(row)
+    return sorted(out, key=lambda r: r["protocol"])
+
+
+def letter_mass(rows: list[dict[str, Any]], floor: float = MIN_LETTER_MASS) -> dict | None:
+    """The share of prompts asked for letter probabilities whose letter mass (the
+    probability of the answer letters together) was below ``floor``; None when no
+    prompt carried a letter distribution."""
+    prompts = sum(r["letter_prompts"] for r in rows)
+    if not prompts:
+        return None
+    below = sum(r["low_mass_prompts"] for r in rows)
+    share = below / prompts
+    everywhere = below == prompts
+    statement = (f"{'all' if everywhere else below} of {prompts} prompt(s) asked for letter "
+                 f"probabilities ({share:.0%}) had a letter mass below {floor:g}: "
+                 + ("the model's probability sits almost entirely outside the answer letters, "
+                    "so no letter distribution of this run is usable (through an API with "
+                    "logprobs such answers count as invalid)" if everywhere else
+                    "their letter distributions are unusable (through an API with logprobs "
+                    "such answers count as invalid)" if below else "every distribution usable"))
+    return {"floor": floor, "prompts": prompts, "below": below, "share": share,
+            "everywhere": everywhere, "statement": statement + "."}
+
+
+def _cost(usage: dict | None) -> float | str | None:
+    """The cost of a live run: a number, or "unknown" when any reply had no price
+    (never 0 standing for unknown); None when the run recorded no usage."""
+    if not usage or "cost_usd" not in usage:
+        return None
+    c = usage["cost_usd"]
+    return "unknown" if c is None or usage.get("cost_unknown_calls") else float(c)
+
+
+def _spent(usage: dict) -> str:
+    """What a live run used, cost included ("cost unknown" when it is)."""
+    parts = [f"{k} {usage[k]:g}" if isinstance(usage[k], float) else f"{k} {usage[k]}"
+             for k in sorted(usage) if isinstance(usage[k], (int, float))
+             and not isinstance(usage[k], bool) and not k.startswith("cost_")]
+    cost = _cost(usage)
+    if cost == "unknown":
+        known = usage.get("cost_known_usd")
+        n = usage.get("cost_unknown_calls")
+        parts.append("cost unknown" + (f" ({n} call(s) without a price" if n else " (")
+                     + (f"; {known:.4f} USD for the priced ones)" if known else ")"))
+    elif cost is not None:
+        parts.append(f"cost {cost:.4f} USD")
+    return ", ".join(parts)
+
+
+def asking(a) -> dict[str, Any]:
+    """How the model was asked (:class:`~fairness_tests.run.metadata.AskingInfo`) and
+    one statement of it: the repeat mode used (and any fallback), whether repeats
+    share one server-side forward pass, the token, reasoning and cost budgets, what was
+    spent (a cost without a price is "unknown"), the shard, the stores merged into the
+    one the run read; per protocol the requests sent, answered from the store, failed
+    (the run is then incomplete) and invalid, and the share of prompts whose letter
+    mass was below the floor."""
+    mode = dict(a.repeat_mode or {})
+    parts = []
+    used, req = mode.get("used"), mode.get("requested")
+    if used == "local":
+        parts.append("repeats drawn from the letter distribution of one local forward pass")
+    elif used:
+        parts.append(f"repeat mode {used}" + (f" (asked for {req})" if req and req != used else ""))
+        if mode.get("fallback"):
+            parts.append(f"fallback: {mode['fallback']}")
+        parts.append("repeats share one server-side forward pass, so between-call "
+                     "nondeterminism is not measured" if mode.get("shared_forward_pass") else
+                     "one request per repeat, so between-call nondeterminism is measured")
+    parts.append(f"max_tokens {a.max_tokens}")
+    if a.reasoning_effort:
+        parts.append(f"reasoning effort {a.reasoning_effort}")
+    if a.thinking_budget:
+        parts.append(f"thinking budget {a.thinking_budget} tokens")
+    parts.append(f"cost budget {a.max_cost_usd:g} USD" if a.max_cost_usd is not None
+                 else "no cost budget")
+    if a.usage and _spent(a.usage):
+        parts.append(f"spent: {_spent(a.usage)}")
+    trunc = {k: v for k, v in (a.truncated or {}).items() if v}
+    if trunc:
+        parts.append("truncated answers: "
+                     + ", ".join(f"{k} {v}" for k, v in sorted(trunc.items())))
+    if a.shard:
+        parts.append(f"recorded as shard {a.shard}")
+    if a.merged_from:
+        parts.append("store merged from " + ", ".join(
+            f"{x.get('source')} ({x.get('rows')} rows, {x.get('added')} new)"
+            for x in a.merged_from))
+    counts = request_counts(a)
+    if counts:
+        parts.append("requests: " + "; ".join(
+            f"{r['protocol']} {r['requests']} ({r['sent']} sent, {r['from_store']} from the "
+            f"store, {r['failed']} failed, {r['invalid']} invalid)" for r in counts))
+    out: dict[str, Any] = {"repeat_mode": mode, "max_tokens": a.max_tokens,
+                           "statement": "; ".join(parts) + "."}
+    for key in ("reasoning_effort", "thinking_budget", "max_cost_usd", "shard", "usage"):
+        if getattr(a, key) is not None:
+            out[key] = getattr(a, key)
+    if trunc:
+        out["truncated"] = trunc
+    if a.merged_from:
+        out["merged_from"] = list(a.merged_from)
+    cost = _cost(a.usage)
+    if cost is not None:
+        out["cost_usd"] = cost
+    if counts:
+        out["requests"] = counts
+        failed = sum(r["failed"] for r in counts)
+        if failed:
+            inc = {"failed": failed, "requests": sum(r["requests"] for r in counts)}
+            first = [r["first_error"] for r in counts if r.get("first_error")]
+            if first:
+                inc["first_error"] = first[0]
+            out["incomplete"] = inc
+        lm = letter_mass(counts)
+        if lm:
+            out["letter_mass"] = lm
+    return out
