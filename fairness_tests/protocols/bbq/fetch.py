@@ -16,8 +16,8 @@ release's (known for all twelve files) and its sha256 too where that is known
 lies and then copied the same way. A wrong file is refused with a
 :class:`DataError` naming it and leaves nothing behind. A file already in ``dest``
 that verifies is kept. The metadata file is optional: when the source has none (HTTP
-404, or no file in the local copy) the loader derives ``target_loc`` by the BBQ
-authors' rule, and the log says so.
+404, a network error, or no file in the local copy) the loader derives ``target_loc``
+by the BBQ authors' rule, and the log says so.
 """
 from __future__ import annotations
 
@@ -137,16 +137,15 @@ def _download(name: str, base_url: str, target: Path, timeout: float,
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp, open(part, "wb") as fh:
             shutil.copyfileobj(resp, fh, 1 << 20)
-    except urllib.error.HTTPError as exc:
-        part.unlink(missing_ok=True)
-        if exc.code == 404 and name == METADATA_FILE:
-            log(f"{ref.path}: not on {base_url} (HTTP 404; target_loc will be derived by the "
-                "BBQ authors' rule)")
-            return None
-        raise DataError(f"download failed: HTTP {exc.code} {exc.reason}", path=url) from None
     except (urllib.error.URLError, OSError) as exc:
         part.unlink(missing_ok=True)
-        raise DataError(f"download failed: {getattr(exc, 'reason', exc)}", path=url) from None
+        why = (f"HTTP {exc.code} {exc.reason}" if isinstance(exc, urllib.error.HTTPError)
+               else str(getattr(exc, "reason", exc)))
+        if name == METADATA_FILE:
+            log(f"{ref.path}: not installed ({why} from {url}); target_loc will be derived by "
+                "the BBQ authors' rule")
+            return None
+        raise DataError(f"download failed: {why}", path=url) from None
     try:
         sha, blob = _put(part, target)
     except DataError as exc:

@@ -52,6 +52,7 @@ _IDENTITY = ITEM_FIELDS[:4]
 _NOT_ANSWERS = {"category", "dataset", "example_id", "repeat", "rotation", "letter_probs",
                 "additional_metadata", *ITEM_FIELDS}
 MAX_LISTED = 50
+_INTS = ("example_id", "repeat", "rotation", "line")
 MAX_ID = 2 ** 63 - 1
 
 
@@ -146,11 +147,12 @@ def read_predictions(path: str | Path, answer_field: str | None = None) -> Predi
     field = answer_field or (lmeval.FIELD if fmt == "lm-eval" else ANSWER)
     rows = [(_lm_row if fmt == "lm-eval" else _row)(r, int(no), path, field, bool(answer_field))
             for r, no in zip(records, numbers, strict=True)]
-    df = pd.DataFrame(rows, columns=["dataset", "example_id", "repeat", "rotation", "value",
-                                     "kind", "option", "letter_probs", "line", "item"])
-    for c in ("example_id", "repeat", "rotation", "line"):
-        df[c] = df[c].astype(np.int64)
-    kinds = df["kind"].dropna()
+    names = ["dataset", "example_id", "repeat", "rotation", "value", "kind", "option",
+             "letter_probs", "line", "item"]
+    cols = list(zip(*rows, strict=True))
+    df = pd.DataFrame({n: np.array(c, dtype=np.int64) if n in _INTS else
+                       pd.Series(c, dtype=object) for n, c in zip(names, cols, strict=True)})
+    kinds = df["kind"][df["kind"].map(lambda k: k is not None)]
     if kinds.nunique() > 1:
         first = kinds.iloc[0]
         row = df[df["kind"].notna() & (df["kind"] != first)].iloc[0]
