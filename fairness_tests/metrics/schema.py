@@ -30,7 +30,7 @@ SLICE_VIEWS = {
 
 # table name -> (grouping columns a rule's scope/across may name, metric names)
 TABLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
-    "bbq": (("dataset", "context", "polarity", "proxy"), BBQ_METRICS),
+    "bbq": (("dataset", "context", "polarity"), BBQ_METRICS),
     "bbq_groups": (("dataset", "context", "group"), frozenset({"fav_rate", "invalid_rate"})),
     "consistency": (("dataset", "context", "polarity"), CONSISTENCY_METRICS),
     **{name: (cols, GENERATIVE_METRICS) for name, cols in SLICE_VIEWS.items()},
