@@ -51,7 +51,6 @@ from fairness_tests.protocols.bbq.official import (
 
 #: the categories loaded when none are named (the intersectional audit)
 DATASETS = DEFAULT_CATEGORIES
-FILES = tuple(f"{d}.jsonl" for d in DATASETS) + (METADATA_FILE,)
 #: where the metadata file may sit, first found wins
 METADATA_PLACES = (f"supplemental/{METADATA_FILE}", METADATA_FILE,
                    f"analysis_scripts/{METADATA_FILE}")
@@ -203,7 +202,7 @@ def read_items(path: str | Path, dataset: str, derive: bool = False) -> pd.DataF
     if not records:
         raise DataError("no items", path=path)
     cols: dict[str, list] = {c: [] for c in ITEM_COLUMNS if c not in ("unknown_loc",)}
-    for r, no in zip(records, numbers):
+    for r, no in zip(records, numbers, strict=True):
         missing = [k for k in _REQUIRED if k not in r]
         if missing:
             raise DataError(f"item lacks field(s) {missing}", path=path, line=int(no))

@@ -99,7 +99,7 @@ def annotate(items: pd.DataFrame) -> pd.DataFrame:
     group = np.full(len(out), None, dtype=object)
     r, v = races[rows, s], var2s[rows, s]
     good = pd.notna(r) & pd.notna(v)
-    group[rows[good]] = [f"{a}:{b}" for a, b in zip(r[good], v[good])]
+    group[rows[good]] = [f"{a}:{b}" for a, b in zip(r[good], v[good], strict=True)]
     single = ~out["dataset"].isin(INTERSECTIONAL).to_numpy()[rows]
     if single.any():
         tags = out[["info_tag0", "info_tag1", "info_tag2"]].to_numpy(dtype=object)[rows, s]

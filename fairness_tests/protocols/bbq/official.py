@@ -99,31 +99,17 @@ def resolve_categories(names: tuple[str, ...] | list[str] | None,
     return tuple(c for c in CATEGORIES if c in wanted)
 
 
-class _Hasher:
-    """sha256 and the git blob id of a byte stream of known size, in one pass."""
-
-    def __init__(self, size: int):
-        self.sha256 = hashlib.sha256()
-        self.blob = hashlib.sha1(f"blob {size}\0".encode())  # noqa: S324  (git's id)
-
-    def update(self, block: bytes) -> None:
-        self.sha256.update(block)
-        self.blob.update(block)
-
-
 def digests(path: str | Path, chunk: int = 1 << 20) -> tuple[str, str]:
-    """(sha256, git blob id) of a file."""
+    """(sha256, git blob id) of a file, in one pass; the blob id is
+    ``sha1(b"blob <size>\\0" + bytes)``, what ``git hash-object`` prints."""
     path = Path(path)
-    h = _Hasher(path.stat().st_size)
+    sha256 = hashlib.sha256()
+    blob = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
     with open(path, "rb") as fh:
         while block := fh.read(chunk):
-            h.update(block)
-    return h.sha256.hexdigest(), h.blob.hexdigest()
-
-
-def hasher(size: int) -> _Hasher:
-    """A hasher for ``size`` bytes arriving in blocks (a download)."""
-    return _Hasher(size)
+            sha256.update(block)
+            blob.update(block)
+    return sha256.hexdigest(), blob.hexdigest()
 
 
 def verify(name: str, sha256: str, blob: str) -> str | None:
