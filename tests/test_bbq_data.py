@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+import bbq_authors_reference as R
 import pandas as pd
 import pytest
 
@@ -198,7 +199,6 @@ def test_missing_items_file_is_one_line_naming_fetch_and_the_variable(small):
 def test_without_metadata_target_loc_is_derived_and_stated(small):
     """No additional_metadata.csv: target_loc by the BBQ authors' rule, stated per
     category; the derived values equal the independent reference's."""
-    import bbq_authors_reference as R  # noqa: PLC0415  (tests/ helper)
     with_meta = load_bbq(small)
     (small / "additional_metadata.csv").unlink()
     data = load_bbq(small)
