@@ -240,8 +240,9 @@ def _protocol(b: Builder, titles: dict) -> None:
     if bbq:
         b.add(Heading(3, "BBQ data and settings", "bbq_protocol"))
         b.add(KV([(k, text(bbq[k])) for k in (
-            "data_dir", "filter", "n_items", "repeats", "rotations", "temperature", "seed",
-            "bootstrap", "consistency", "answer_parser") if k in bbq]))
+            "data_dir", "categories", "filter", "target_loc", "conventions", "n_items",
+            "repeats", "rotations", "temperature", "seed", "bootstrap", "consistency",
+            "answer_parser") if k in bbq]))
         sha = bbq.get("data_sha256") or {}
         if sha:
             b.add(Table(["data file", "sha256"], [[k, v] for k, v in sorted(sha.items())],

@@ -3,6 +3,7 @@ outputs, probe outputs) goes through :func:`json_lines`, so every bad line gets 
 same clear error naming the file and line."""
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -12,13 +13,17 @@ from fairness_tests.core.errors import DataError
 
 
 def json_lines(path: str | Path) -> tuple[list[dict], np.ndarray]:
-    """Parse a JSONL file; returns records and their 1-based line numbers.
-    Fast path: one ``json.loads`` of the joined lines; on failure, locate the line."""
+    """Parse a JSONL file (``.gz``: gzip-compressed); returns records and their 1-based
+    line numbers. Fast path: one ``json.loads`` of the joined lines; on failure, locate
+    the line."""
     path = Path(path)
     try:
         raw = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read: {exc.strerror}", path=path) from None
+        if path.suffix == ".gz":
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError) as exc:
+        raise DataError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", path=path) \
+            from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

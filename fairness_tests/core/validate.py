@@ -18,29 +18,16 @@ A subschema may carry ``x-message`` to replace the message of any error it raise
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import yaml
 
-from fairness_tests.core.errors import ConfigError, suggest
+from fairness_tests.core.errors import ConfigError, Problem, suggest
 from fairness_tests.core.paths import data_path
 
 SCHEMA_DIR = data_path("schemas")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong in an input: where (key path, line) and what."""
-    key: str                 # key path, e.g. rules[2].bound; "(top level)" for the root
-    message: str
-    line: int | None = None
-
-    def __str__(self) -> str:
-        where = f"line {self.line}, " if self.line else ""
-        return f"{where}key {self.key!r}: {self.message}"
 
 
 Check = Callable[[Any, dict[str, int]], Iterable[Problem]]
