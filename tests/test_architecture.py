@@ -124,7 +124,8 @@ def test_no_import_cycles():
 
 TOO_LONG_YET = {"fairness_tests.models.store",
                 "fairness_tests.models.backends.litellm_backend",
-                "fairness_tests.models.backends.transformers_backend", "fairness_tests.models.runner"}
+                "fairness_tests.models.backends.transformers_backend",
+                "fairness_tests.models.runner"}
 
 
 @pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.xfail(

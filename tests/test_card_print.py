@@ -27,8 +27,8 @@ from browser import CLIPPED_PROBE, Opened, launch  # noqa: E402
 from card_testdata import USER  # noqa: E402
 from test_card_plots import _many_failures  # noqa: E402
 
-from fairness_tests.card.fill import fill_card  # noqa: E402
 from fairness_tests.card.files import render_card_files  # noqa: E402
+from fairness_tests.card.fill import fill_card  # noqa: E402
 from fairness_tests.card.schema import load_card  # noqa: E402
 from fairness_tests.compare.render import to_html  # noqa: E402
 from fairness_tests.compare.tables import Display, Section  # noqa: E402
@@ -52,7 +52,8 @@ WIDTHS = """(openAll) => {
     const w = wrap.getBoundingClientRect();
     const scrolls = ['auto', 'scroll'].includes(getComputedStyle(wrap).overflowX);
     let right = -Infinity;
-    for (const c of t.querySelectorAll('th,td')) right = Math.max(right, c.getBoundingClientRect().right);
+    for (const c of t.querySelectorAll('th,td'))
+      right = Math.max(right, c.getBoundingClientRect().right);
     tables.push({head: t.rows[0].cells[0].textContent + '/' + t.rows[0].cells.length,
                  wrapRight: w.right, reach: scrolls ? w.left + wrap.scrollWidth : w.right,
                  right, scrolls, hidden: wrap.scrollWidth - wrap.clientWidth});
