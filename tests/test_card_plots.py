@@ -70,7 +70,7 @@ def test_rate_panels_under_rules_share_one_axis_and_draw_the_bound(html):
     assert BOUND.findall(panels["refusal"]) == []
     cap = re.search(r'data-figure="slice_rates".*?<figcaption>([^<]*)</figcaption>', html,
                     re.S).group(1)
-    assert "worst_slice_stereotype_per_family (\u2264 0.05)" in cap
+    assert "dashed: the bounds of worst_slice_stereotype_per_family;" in cap
     assert "refusal_gap (range over slice &lt;= 0.1)" in cap
 
 

@@ -153,14 +153,17 @@ def test_markdown_card_is_small_and_links_its_tables_as_csv(tmp_path):
     card = load_card(COMMITTED)
     paths = render_card_files(card, tmp_path, kinds=("md",))
     md = paths["md"].read_text(encoding="utf-8")
-    assert len(md.encode()) < 40_000
+    # tens of KB, not hundreds (the open verdict tables, rule sentences and plot notes
+    # of the printable card add about 1 KB to a regenerated embedded-model card)
+    assert len(md.encode()) < 45_000
     links = re.findall(r"\]\((tables/[a-z_]+\.csv)\)", md)
     assert len(links) >= 10 and len(set(links)) == len(links)
     for rel in links:
         assert (tmp_path / rel).is_file(), rel
     # the summary, the verdicts, the plots' numbers and the method stay in the Markdown
     assert "> Verdicts:" in md
-    assert "### Verdicts other than pass" in md and "df\\_bound | Race\\_x\\_gender/ambig" in md
+    assert "### Verdicts other than pass" in md
+    assert "position\\_bias\\_bound | Race\\_x\\_gender/ambig" in md
     assert "## 5. Evaluation protocol" in md
     assert "| cell | accuracy |" in md                      # the BBQ accuracy panel's numbers
     # a linked CSV holds the table as recorded in the card: every row, full precision

@@ -124,14 +124,13 @@ def share_scales(card: dict, panels: list[dict]) -> list[dict]:
 
 def note(panels: list[dict], skipped: list[str]) -> str:
     """One sentence under a figure: the shared scale and the bounds drawn or not."""
-    drawn = sorted({f"{b['rule']} ({b['text']})" for p in panels for b in p.get("bounds", [])})
-    parts = ["Panels of the same unit share one axis (those of metrics a decision rule "
-             "bounds apart from the others), which covers the bounds drawn"
-             if len(panels) > 1 else "The axis covers the bound drawn"]
-    parts.append("bounds drawn as dashed lines: " + ", ".join(drawn) if drawn
+    drawn = sorted({b["rule"] for p in panels for b in p.get("bounds", [])})
+    parts = ["One axis per unit (bounded metrics apart), covering the bounds"
+             if len(panels) > 1 else "The axis covers the bound"]
+    parts.append("dashed: the bounds of " + ", ".join(drawn) if drawn
                  else "no decision rule bounds these values directly")
     if skipped:
-        parts.append("not drawn (they bound a difference between rows, not a value): "
+        parts.append("not drawn (they bound a difference between rows): "
                      + ", ".join(sorted(set(skipped))))
     return "; ".join(parts) + "."
 
