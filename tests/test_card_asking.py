@@ -94,7 +94,7 @@ def test_letter_mass_share_and_a_run_low_everywhere():
     html = render_html(low)
     assert low["evaluation_protocol"]["asking"]["letter_mass"]["everywhere"] is True
     banner = re.search(r'<p class="alert">([^<]*)</p>', html).group(1)
-    assert banner.startswith("LETTER MASS LOW EVERYWHERE: all of 448 prompt(s) asked for "
+    assert banner.startswith("LETTER MASS LOW EVERYWHERE: all 448 prompt(s) asked for "
                              "letter probabilities (100%) had a letter mass below 0.5")
     assert validate_card(low).errors == []
 

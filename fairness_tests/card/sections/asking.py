@@ -44,7 +44,8 @@ def letter_mass(rows: list[dict[str, Any]], floor: float = MIN_LETTER_MASS) -> d
     below = sum(r["low_mass_prompts"] for r in rows)
     share = below / prompts
     everywhere = below == prompts
-    statement = (f"{'all' if everywhere else below} of {prompts} prompt(s) asked for letter "
+    statement = (f"{f'all {prompts}' if everywhere else f'{below} of {prompts}'} prompt(s) "
+                 "asked for letter "
                  f"probabilities ({share:.0%}) had a letter mass below {floor:g}: "
                  + ("the model's probability sits almost entirely outside the answer letters, "
                     "so no letter distribution of this run is usable (through an API with "
