@@ -53,13 +53,13 @@ provider refused); ``truncated`` (an empty answer with finish reason
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.io import sha256_text
 from fairness_tests.models.prompt_format import request_key_fields
 
 Status = Literal["ok", "error", "refused", "truncated"]
@@ -122,7 +122,7 @@ def canonical_json(value: Any) -> str:
 
 def key_of(key_fields: dict[str, Any]) -> str:
     """sha256 of :func:`canonical_json` of a request's key fields (hex)."""
-    return hashlib.sha256(canonical_json(key_fields).encode("utf-8")).hexdigest()
+    return sha256_text(canonical_json(key_fields))
 
 
 def _float(value: Any, where: str) -> float:
@@ -255,7 +255,7 @@ class Request:
             extra = {**self._format_fields(), "letter_rule": self.letter_rule}
             f.update({k: v for k, v in extra.items() if v is not None})
             blob = json.dumps(f, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-            cached = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+            cached = sha256_text(blob)
             object.__setattr__(self, "_prompt_key", cached)
         return cached
 

@@ -59,7 +59,8 @@ from fairness_tests.models.fingerprint import fingerprint_id, mismatch_error, sa
 from fairness_tests.models.progress import Progress
 from fairness_tests.models.repeat_modes import MIN_LETTER_MASS, batches, group_key
 from fairness_tests.models.request import Request, Response
-from fairness_tests.models.store import ResponseStore, scrub
+from fairness_tests.models.scrub import scrub
+from fairness_tests.models.store import ResponseStore
 
 ParseChoice = Callable[[Request, str], "int | None"]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.core.io import sha256_file
 from fairness_tests.core.paths import display_path
-from fairness_tests.protocols.bbq.data import sha256_file
 from fairness_tests.run.metadata import Bootstrap, GenerativeInfo
 from fairness_tests.scoring.rubric import Rubric
 from fairness_tests.stats.permutation import DEFAULT_N_PERM

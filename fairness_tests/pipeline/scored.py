@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.core.io import sha256_file
 from fairness_tests.core.paths import display_path
 from fairness_tests.core.version import __version__
-from fairness_tests.protocols.bbq.data import sha256_file
 from fairness_tests.rules.apply import apply_to_run
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.metadata import RunMetadata, Source

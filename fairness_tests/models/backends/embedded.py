@@ -21,7 +21,6 @@ Nothing here imports torch/transformers or touches the disk at import time.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from fairness_tests.core.errors import ConfigError, DataError
+from fairness_tests.core.io import sha256_file
 from fairness_tests.core.locks import exclusive
 from fairness_tests.models.prompt_format import format_gemma
 
@@ -90,13 +90,6 @@ def cache_root() -> Path:
     env = os.environ.get(ENV_CACHE)
     return Path(env).expanduser() if env else Path.home() / ".cache" / "fairness_tests"
 
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _atomic_dir(final: Path, build) -> Path:

@@ -142,7 +142,7 @@ from fairness_tests.models.repeat_modes import (
     units,
 )
 from fairness_tests.models.request import Request, Response, canonical_json
-from fairness_tests.models.store import scrub, scrub_text
+from fairness_tests.models.scrub import scrub, scrub_text
 
 _RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 

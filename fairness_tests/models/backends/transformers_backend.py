@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fairness_tests.core.errors import ConfigError, DataError
+from fairness_tests.core.io import sha256_file, sha256_text
 from fairness_tests.models.backends import blas_linear
 from fairness_tests.models.backends import embedded as emb
 from fairness_tests.models.backends.base import Reporter
@@ -716,8 +717,7 @@ def checkpoint_facts(model: str | os.PathLike) -> dict[str, str]:
     Memoised per process (by path and the size and modification time of its files)."""
     if str(model) == emb.EMBEDDED:
         return {"prompt_format": "chat_template",
-                "chat_template_sha256": hashlib.sha256(
-                    emb.GEMMA_CHAT_TEMPLATE.encode("utf-8")).hexdigest(),
+                "chat_template_sha256": sha256_text(emb.GEMMA_CHAT_TEMPLATE),
                 "weights_sha256": emb.EMBEDDED_GGUF_SHA256}
     p = Path(model).expanduser()
     memo = _stat_key(p)
@@ -753,7 +753,7 @@ def _dir_facts(path: Path) -> dict[str, str]:
             encoding="utf-8")).get("chat_template")
     if template:
         text = template if isinstance(template, str) else json.dumps(template, sort_keys=True)
-        fmt, sha = "chat_template", hashlib.sha256(text.encode("utf-8")).hexdigest()
+        fmt, sha = "chat_template", sha256_text(text)
     else:
         cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
         fmt = "gemma_turns" if str(cfg.get("model_type", "")).startswith("gemma") \
@@ -763,6 +763,6 @@ def _dir_facts(path: Path) -> dict[str, str]:
     if not weights:
         digest = hashlib.sha256()
         for f in sorted(x for x in path.iterdir() if x.suffix in WEIGHT_SUFFIXES):
-            digest.update(f"{f.name}\0{emb.sha256_file(f)}\n".encode("utf-8"))
+            digest.update(f"{f.name}\0{sha256_file(f)}\n".encode("utf-8"))
         weights = digest.hexdigest()
     return {"prompt_format": fmt, "chat_template_sha256": sha, "weights_sha256": weights}

@@ -18,7 +18,6 @@ exactly one option is); ``target_loc`` is NaN where the metadata leaves it empty
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from fairness_tests.core.errors import DataError
-from fairness_tests.core.io import json_lines
+from fairness_tests.core.io import json_lines, sha256_file
 
 DATASETS = ("Race_x_SES", "Race_x_gender")
 METADATA_FILE = "additional_metadata.csv"
@@ -65,14 +64,6 @@ class BBQData:
     def provenance(self) -> dict:
         return {"directory": str(self.directory), "sha256": dict(self.sha256),
                 "official": self.official}
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def load_bbq(directory: str | Path, datasets: tuple[str, ...] = DATASETS,

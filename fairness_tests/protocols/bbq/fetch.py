@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Callable
 
 from fairness_tests.core.errors import DataError
-from fairness_tests.protocols.bbq.data import OFFICIAL_SHA256, sha256_file
+from fairness_tests.core.io import sha256_file
+from fairness_tests.protocols.bbq.data import OFFICIAL_SHA256
 
 COMMIT = "bea11bd97d79217245b5871acd247b9d6eb24598"
 BASE_URL = f"https://raw.githubusercontent.com/nyu-mll/BBQ/{COMMIT}"
