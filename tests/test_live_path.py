@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from fairness_tests.models import repeat_modes as RM
+from fairness_tests.models.answers import AskCounts
 from fairness_tests.models.backends.base import Capabilities
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
 from fairness_tests.models.capabilities import CapabilityRecord, limit_in, named_feature
 from fairness_tests.models.progress import Progress
 from fairness_tests.models.request import Decoding, Request, Response, chat
-from fairness_tests.models.runner import AskCounts, ask, ask_counted
+from fairness_tests.models.runner import ask, ask_counted
 from fairness_tests.models.store import ResponseStore
 
 HERE = Path(__file__).resolve().parent

@@ -30,8 +30,15 @@ from typing import Any, Iterable, Sequence
 
 from fairness_tests.core.errors import FairnessTestsError
 from fairness_tests.models import prompt_format as PF
+from fairness_tests.models.backends.base import Capabilities
 from fairness_tests.models.litellm_import import load_litellm
-from fairness_tests.models.repeat_modes import LOGPROBS_MAX_TOKENS, REPEAT_MODES, apply_mode, units
+from fairness_tests.models.repeat_modes import (
+    LOGPROBS_MAX_TOKENS,
+    REPEAT_MODES,
+    RepeatMode,
+    apply_mode,
+    units,
+)
 from fairness_tests.models.request import Request
 
 EXIT_BUDGET = 4
@@ -212,15 +219,16 @@ class OwnTokenizerCounter(TokenCounter):
 
 
 def dry_run_rows(by_protocol: dict[str, list[Request]], store: Any, model: str,
-                 selected_mode: str, priced: bool = True,
-                 counter: TokenCounter | None = None,
-                 all_modes: bool = True) -> list[EstimateRow]:
-    """Rows for every protocol x repeat mode (modes only where the protocol has
-    multiple-choice prompts; only ``selected_mode`` without ``all_modes``), then, for
-    more than one protocol, ``total`` rows for the whole run (requests shared between
-    protocols counted once). ``counter``: litellm's :class:`TokenCounter` by default."""
+                 selected_mode: RepeatMode, capabilities: Capabilities,
+                 counter: TokenCounter | None = None) -> list[EstimateRow]:
+    """Rows for every protocol x repeat mode, then, for more than one protocol, ``total``
+    rows for the whole run (requests shared between protocols counted once). A remote
+    backend (``capabilities.remote``) is priced from litellm's cost map and shown in every
+    repeat mode where the protocol has multiple-choice prompts; any other only in
+    ``selected_mode``, unpriced. ``counter``: litellm's :class:`TokenCounter` by default."""
     counter = counter or TokenCounter(model)
-    price = model_price(model) if priced else None
+    all_modes = capabilities.remote
+    price = model_price(model) if capabilities.remote else None
     rows = []
     everything: dict[str, Request] = {}
     for proto, reqs in by_protocol.items():

@@ -121,7 +121,7 @@ from typing import Any, Callable
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models import prompt_format as PF
-from fairness_tests.models.backends.base import Capabilities
+from fairness_tests.models.backends.base import Capabilities, unknown_option
 from fairness_tests.models.capabilities import (
     CapabilityRecord,
     limit_in,
@@ -226,10 +226,7 @@ class LiteLLMBackend:
                  prompt_format: PF.PromptFormat = PF.DEFAULT_PROMPT_FORMAT,
                  answer_prefix: str = PF.DEFAULT_ANSWER_PREFIX,
                  **unknown: Any):
-        if unknown:
-            name = sorted(unknown)[0]
-            raise ConfigError(f"unknown option {name!r} for the litellm backend; it takes "
-                              f"{', '.join(_OPTIONS)}", key=name)
+        unknown_option(self.name, unknown, _OPTIONS)
         self.model = model
         self.api_base = api_base
         self._api_key = api_key
@@ -280,7 +277,8 @@ class LiteLLMBackend:
     @property
     def capabilities(self) -> Capabilities:
         """``n`` / ``logprobs``: as learned for ``model`` at ``api_base`` (None: not yet
-        known, detected on first use); no batching, no prefix sharing, not a replay."""
+        known, detected on first use); no provider batch jobs, no prefix sharing, not a
+        replay; a remote server."""
         def known(feature: str) -> bool | None:
             if not self.model:
                 return None
@@ -288,7 +286,7 @@ class LiteLLMBackend:
             rec = self._known.get((model, self._server(base), feature))
             return None if rec is None else rec.supported
         return Capabilities(n=known("n"), logprobs=known("logprobs"), batch=False,
-                            prefix_sharing=False, replay=False)
+                            prefix_sharing=False, replay=False, remote=True)
 
     def secrets(self) -> list[str]:
         """Values the store must mask if they ever show up (the API key)."""
