@@ -149,7 +149,8 @@ def test_a_mode_honoured_is_remembered_and_shown_as_a_capability(store):
     with FaultServer(answers=letters) as s:
         be = backend(model="openai/m", api_base=s.url)
         assert be.capabilities == Capabilities(n=None, logprobs=None, batch=False,
-                                               prefix_sharing=False, replay=False)
+                                               prefix_sharing=False, replay=False,
+                                               remote=True)
         ask(reqs(s.url, "honoured", mode="n"), be, store, progress=False)
         assert be.capabilities.n is True and be.capabilities.logprobs is None
         [rec] = store.capabilities(model="openai/m")

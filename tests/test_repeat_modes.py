@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from fairness_tests.models import repeat_modes as RM
-from fairness_tests.models.backends.litellm_backend import LiteLLMBackend, _share, provider_seed
+from fairness_tests.models.backends.litellm_backend import LiteLLMBackend, provider_seed
+from fairness_tests.models.backends.litellm_replies import share as _share
 from fairness_tests.models.letters import draw_letter, letter_distribution
 from fairness_tests.models.request import Decoding, Request, chat
 from fairness_tests.models.runner import ask, stamp_requests

@@ -114,7 +114,6 @@ import asyncio
 import hashlib
 import os
 import random
-import re
 import threading
 import time
 from typing import Any, Callable
@@ -122,14 +121,19 @@ from typing import Any, Callable
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models import prompt_format as PF
 from fairness_tests.models.backends.base import Capabilities, unknown_option
+from fairness_tests.models.backends.litellm_errors import (
+    LimitExceeded,
+    Permanent,
+    Refused,
+    Retryable,
+    Unsupported,
+    classify,
+)
+from fairness_tests.models.backends.litellm_replies import from_choice, from_logprobs, share
 from fairness_tests.models.capabilities import (
     CapabilityRecord,
-    limit_in,
-    named_feature,
-    says_unsupported,
 )
 from fairness_tests.models.cost import BudgetReached
-from fairness_tests.models.letters import draw_letter, letter_distribution
 from fairness_tests.models.litellm_import import load_litellm
 from fairness_tests.models.ratelimit import RateLimiter, estimate_tokens
 from fairness_tests.models.repeat_modes import (
@@ -137,17 +141,10 @@ from fairness_tests.models.repeat_modes import (
     MIN_LETTER_MASS,
     TOP_LOGPROBS,
     RepeatModeUnsupported,
-    answer_position,
-    letter_scores,
     units,
 )
 from fairness_tests.models.request import Request, Response, canonical_json
 from fairness_tests.models.scrub import scrub, scrub_text
-
-_RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
-
-
-
 
 PROVIDER_SEED = "cantor(zigzag(seed), repeat)"
 _MAX_SEED = 2 ** 63 - 1
@@ -167,33 +164,6 @@ def provider_seed(seed: int, repeat: int) -> int:
         raise ConfigError(f"seed {seed} with repeat {repeat} gives a provider seed above "
                           f"2**63 - 1; use a smaller seed")
     return value
-
-
-class _Permanent(Exception):
-    """A failure not worth retrying."""
-
-
-class _Unsupported(Exception):
-    """The reply does not honour a feature the request used (``feature``: a repeat mode,
-    or ``structured_output``)."""
-
-    def __init__(self, message: str, feature: str | None = None):
-        super().__init__(message)
-        self.feature = feature
-
-
-class _LimitExceeded(Exception):
-    """The server named a lower ``top_logprobs`` limit than was asked."""
-
-    def __init__(self, message: str, limit: int):
-        super().__init__(message)
-        self.limit = limit
-
-
-class _Retryable(Exception):
-    def __init__(self, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 _OPTIONS = ("model", "api_base", "api_key", "max_concurrency", "rpm", "tpm", "rate_limit_path",
@@ -627,21 +597,21 @@ class LiteLLMBackend:
                     self._learn(model, base, req.repeat_mode, True,
                                 reason=f"honoured ({len(reqs)} repeats in one request)")
                 return resps
-            except _LimitExceeded as exc:
+            except LimitExceeded as exc:
                 asked = self._top_k(model, base)
                 if 1 <= exc.limit < asked:      # ask again at once within the named limit
                     self._learn(model, base, "top_logprobs", None, value=exc.limit,
                                 reason=str(exc))
                     continue
-                unsupported = _Unsupported(str(exc), "logprobs")
+                unsupported = Unsupported(str(exc), "logprobs")
                 return self._unsupported(req, reqs, model, base, unsupported, probe, t0)
-            except _Unsupported as exc:
+            except Unsupported as exc:
                 return self._unsupported(req, reqs, model, base, exc, probe, t0)
-            except _RefusedSignal as exc:
+            except Refused as exc:
                 return [self._error(r, str(exc), t0, status="refused") for r in reqs]
-            except _Permanent as exc:
+            except Permanent as exc:
                 return [self._error(r, str(exc), t0) for r in reqs]
-            except _Retryable as exc:
+            except Retryable as exc:
                 last_error = str(exc)
                 with self._lock:
                     can = attempt < self.max_retries and self.retries_used < self.retry_budget
@@ -657,7 +627,7 @@ class LiteLLMBackend:
                 attempt += 1
 
     def _unsupported(self, req: Request, reqs: list[Request], model: str, base: str | None,
-                     exc: _Unsupported, probe: bool, t0: float) -> list[Response]:
+                     exc: Unsupported, probe: bool, t0: float) -> list[Response]:
         """A feature the unit used is not supported: remembered; the first unit of a repeat
         mode raises :class:`RepeatModeUnsupported` (nothing of it is stored), any other
         unit becomes error rows (asked again on a re-run)."""
@@ -737,10 +707,9 @@ class LiteLLMBackend:
                 coro = litellm.acompletion(messages=rendered.messages, **kw)
             raw = await asyncio.wait_for(coro, timeout=self.timeout_s + 5.0)
         except asyncio.TimeoutError:
-            raise _Retryable(f"timed out after {self.timeout_s:g}s") from None
+            raise Retryable(f"timed out after {self.timeout_s:g}s") from None
         except Exception as exc:
-            self._classify(litellm, exc, sent)
-            raise  # unreachable: _classify always raises
+            classify(litellm, exc, sent, self.secrets())
         return self._parse(litellm, reqs, raw, text_mode, kw["max_tokens"], rendered)
 
     def _text_client(self, model: str, base: str | None, kw: dict[str, Any]) -> Any:
@@ -760,43 +729,16 @@ class LiteLLMBackend:
                 self._clients[slot] = client
         return client
 
-    def _classify(self, litellm: Any, exc: Exception, sent: set[str] = frozenset()) -> None:
-        status = getattr(exc, "status_code", None)
-        if _no_answer(exc):            # litellm reports a refused connection as a 500
-            head, status = "no answer from the server: ", None
-        else:
-            head = f"HTTP {status}: " if isinstance(status, int) else ""
-        msg = scrub_text(f"{head}{type(exc).__name__}: {exc}", self.secrets())
-        if isinstance(exc, getattr(litellm, "ContentPolicyViolationError", ())):
-            raise _RefusedSignal(msg)
-        retry_after = _retry_after(exc)
-        timeout_types = tuple(t for t in (getattr(litellm, "Timeout", None),
-                                          getattr(litellm, "APIConnectionError", None)) if t)
-        transient = (isinstance(exc, timeout_types) or head.startswith("no answer")
-                     or status in (408, 429))
-        feature = None if transient else named_feature(msg, set(sent))
-        if feature is not None and says_unsupported(msg):
-            if feature == "top_logprobs":
-                raise _LimitExceeded(f"the server answered {msg}", limit_in(msg) or 0)
-            raise _Unsupported(f"the server answered {msg}", feature)
-        if transient or status in _RETRY_STATUS:
-            raise _Retryable(msg, retry_after)
-        if isinstance(exc, (ValueError, KeyError, TypeError)) and status is None:
-            raise _Retryable(msg)                   # a malformed reply
-        if isinstance(status, int) and 400 <= status < 500:
-            raise _Permanent(msg)
-        raise _Retryable(msg, retry_after)
-
     def _parse(self, litellm: Any, reqs: list[Request], raw: Any, text_mode: bool,
                max_tokens: int, rendered: PF.Rendered) -> list[Response]:
         try:
             choices = sorted(raw.choices, key=lambda c: getattr(c, "index", 0) or 0)
             choices[0]
         except (AttributeError, IndexError, TypeError):
-            raise _Retryable("reply without choices") from None
+            raise Retryable("reply without choices") from None
         mode = reqs[0].repeat_mode
         if mode == "n" and len(choices) < len(reqs):
-            raise _Unsupported(f"returned {len(choices)} choice(s) for n={len(reqs)}", "n")
+            raise Unsupported(f"returned {len(choices)} choice(s) for n={len(reqs)}", "n")
         usage = getattr(raw, "usage", None)
         pt = getattr(usage, "prompt_tokens", None) if usage is not None else None
         ct = getattr(usage, "completion_tokens", None) if usage is not None else None
@@ -807,16 +749,19 @@ class LiteLLMBackend:
             cost = float(litellm.completion_cost(completion_response=raw))
         except Exception:  # unknown model price: no cost
             cost = None
+        read = None
         if mode == "logprobs":
-            out = self._from_logprobs(reqs, choices[0], text_mode, max_tokens, rendered)
+            out, read = from_logprobs(reqs, choices[0], text_mode, max_tokens, rendered,
+                                      self.secrets())
         else:
-            out = [self._from_choice(q, c, text_mode, max_tokens, rendered.cut)
-                   for q, c in zip(reqs, choices)]
+            out = [from_choice(q, c, text_mode, max_tokens, rendered.cut, self.secrets(),
+                               self.parse_choice)
+                   for q, c in zip(reqs, choices[:len(reqs)], strict=True)]
         k = len(out)
         for i, r in enumerate(out):
             r.prompt_tokens = pt if (i == 0 or pt is None) else 0
-            r.completion_tokens = _share(ct, k, i)
-            r.reasoning_tokens = _share(rt, k, i)
+            r.completion_tokens = share(ct, k, i)
+            r.reasoning_tokens = share(rt, k, i)
             r.cost_usd = None if cost is None else cost / k
         with self._lock:
             self.calls += 1
@@ -828,188 +773,8 @@ class LiteLLMBackend:
             else:
                 self.cost_usd += cost
             self.truncated += sum(r.status == "truncated" for r in out)
+            if read is not None:
+                self.letter_prompts += 1
+                self.low_mass_prompts += read.mass < MIN_LETTER_MASS
+                self.top_logprobs_returned = max(self.top_logprobs_returned, read.returned)
         return out
-
-    def _content(self, choice: Any, text_mode: bool) -> tuple[str | None, str | None, str | None]:
-        finish = getattr(choice, "finish_reason", None)
-        if text_mode:
-            return getattr(choice, "text", None), None, finish
-        msg = getattr(choice, "message", None)
-        content = getattr(msg, "content", None) if msg is not None else None
-        refusal = getattr(msg, "refusal", None) if msg is not None else None
-        return content, refusal, finish
-
-    def _from_choice(self, req: Request, choice: Any, text_mode: bool,
-                     max_tokens: int, stop: list[str] | None = None) -> Response:
-        content, refusal, finish = self._content(choice, text_mode)
-        common = dict(key=req.key(), finish_reason=finish)
-        if finish == "content_filter" or refusal:
-            return Response(text=content or "", status="refused",
-                            error=scrub_text(refusal or f"finish_reason={finish}",
-                                             self.secrets()), **common)
-        if finish == "length" and not (content or "").strip():
-            return Response(text="", status="truncated", error=_truncated(max_tokens), **common)
-        if content is None and not text_mode:
-            raise _Retryable("reply with no content and no refusal")
-        # a server that ignores `stop` runs on after the letter: cut where it would stop
-        resp = Response(text=PF.cut_at_stop(content or "", stop), status="ok", **common)
-        if req.kind == "choice" and self.parse_choice is not None and resp.text:
-            resp.answer = self.parse_choice(req, resp.text)
-        return resp
-
-    def _from_logprobs(self, reqs: list[Request], choice: Any, text_mode: bool,
-                       max_tokens: int, rendered: PF.Rendered) -> list[Response]:
-        """Every repeat of the unit drawn from the letter distribution of the reply's
-        answer position; a prompt whose letter mass is below :data:`MIN_LETTER_MASS`
-        is invalid (see :mod:`fairness_tests.models.repeat_modes`)."""
-        content, refusal, finish = self._content(choice, text_mode)
-        first = reqs[0]
-        if finish == "content_filter" or refusal:
-            err = scrub_text(refusal or f"finish_reason={finish}", self.secrets())
-            return [Response(key=q.key(), text=content or "", status="refused", error=err,
-                             finish_reason=finish) for q in reqs]
-        if finish == "length" and not (content or "").strip():
-            err = (f"finish_reason=length with no answer within the {max_tokens} tokens the "
-                   f"logprobs mode asks for: a reasoning model needs --repeat-mode n or calls")
-            return [Response(key=q.key(), status="truncated", error=err,
-                             finish_reason=finish) for q in reqs]
-        positions = _logprob_positions(getattr(choice, "logprobs", None), text_mode)
-        if positions is None or (not positions and (content or "").strip()):
-            raise _Unsupported("no logprobs in the reply", "logprobs")
-        j = answer_position([tok for tok, _ in positions], rendered.after_open_bracket)
-        if j is None:
-            scores, mass, returned = None, 0.0, 0
-        else:
-            returned = len(positions[j][1])
-            scores, mass = letter_scores(positions[j][1], first.choices,
-                                         rendered.after_open_bracket)
-        with self._lock:
-            self.letter_prompts += 1
-            self.low_mass_prompts += mass < MIN_LETTER_MASS
-            self.top_logprobs_returned = max(self.top_logprobs_returned, returned)
-        if scores is None or mass < MIN_LETTER_MASS:
-            where = ("the first token after the answer prefix" if rendered.after_open_bracket
-                     else "the answer position")
-            if mass <= 0.0:
-                note = (f"no answer letter among the {returned} log-probabilities at {where} "
-                        f"(reply {(content or '')[:40]!r})")
-            else:
-                note = (f"letter mass {mass:.3f} below {MIN_LETTER_MASS:g} at {where} among "
-                        f"{returned} log-probabilities (reply {(content or '')[:40]!r}): the "
-                        f"letter distribution is unusable, the answer invalid")
-            return [Response(key=q.key(), text="", status="ok", letter_mass=mass, error=note,
-                             finish_reason=finish) for q in reqs]
-        probs = letter_distribution(scores, first.decoding.temperature, first.decoding.top_p)
-        lp = [float(x) for x in probs]
-        out = []
-        for q in reqs:
-            a = draw_letter(probs, q.seed, q.prompt_key(), q.repeat)
-            out.append(Response(key=q.key(), text=q.choices[a], answer=a, letter_probs=list(lp),
-                                letter_mass=mass, finish_reason=finish, status="ok"))
-        return out
-
-
-def _share(total: int | None, k: int, i: int) -> int | None:
-    """Response ``i``'s share of ``total`` split over ``k`` (remainders to the first)."""
-    if total is None:
-        return None
-    base, rem = divmod(int(total), k)
-    return base + (1 if i < rem else 0)
-
-
-def _truncated(max_tokens: int) -> str:
-    return (f"finish_reason=length with no answer: the max_tokens budget ({max_tokens}) was "
-            f"spent (on reasoning); raise --max-tokens or lower the reasoning effort")
-
-
-def _get(obj: Any, name: str) -> Any:
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
-def _logprob_positions(logprobs: Any, text_mode: bool
-                       ) -> list[tuple[str, list[tuple[str, float]]]] | None:
-    """``[(token, [(candidate, logprob), ...]), ...]`` per generated position (the
-    chosen token included among the candidates); None when the reply has no logprobs.
-
-    Chat: ``choices[i].logprobs.content[j] = {token, logprob, top_logprobs: [{token,
-    logprob}]}``; completions: ``choices[i].logprobs = {tokens, token_logprobs,
-    top_logprobs: [{token: logprob}]}``."""
-    if logprobs is None:
-        return None
-    out: list[tuple[str, list[tuple[str, float]]]] = []
-    if text_mode:
-        tokens = _get(logprobs, "tokens") or []
-        chosen = _get(logprobs, "token_logprobs") or []
-        tops = _get(logprobs, "top_logprobs") or []
-        for j, tok in enumerate(tokens):
-            top = tops[j] if j < len(tops) and tops[j] else {}
-            cands = [(str(t), float(v)) for t, v in dict(top).items()]
-            if tok not in dict(cands) and j < len(chosen) and chosen[j] is not None:
-                cands.append((str(tok), float(chosen[j])))
-            out.append((str(tok), cands))
-    else:
-        content = _get(logprobs, "content")
-        for entry in content or []:
-            tok = str(_get(entry, "token"))
-            cands = [(str(_get(t, "token")), float(_get(t, "logprob")))
-                     for t in (_get(entry, "top_logprobs") or [])]
-            if tok not in dict(cands) and _get(entry, "logprob") is not None:
-                cands.append((tok, float(_get(entry, "logprob"))))
-            out.append((tok, cands))
-    return out
-
-
-class _RefusedSignal(_Permanent):
-    pass
-
-
-_NO_ANSWER_TEXT = re.compile(r"OpenAIException - (?:Connection error|Request timed out)|"
-                             r"Cannot connect to host|Connection refused|Server disconnected")
-
-
-def _no_answer(exc: BaseException) -> bool:
-    """Whether ``exc`` (or an exception it was raised from) is a connection that failed
-    or timed out: no HTTP answer at all, whatever status litellm gives it (litellm 1.110
-    reports openai's ``APIConnectionError`` as an ``InternalServerError`` with status
-    500, its cause sometimes lost: its text "Connection error." is then the sign)."""
-    if _NO_ANSWER_TEXT.search(str(exc)):
-        return True
-    seen = 0
-    while exc is not None and seen < 10:
-        name = type(exc).__name__
-        if name in ("APIConnectionError", "APITimeoutError", "ConnectError", "ConnectTimeout",
-                    "ReadTimeout", "RemoteProtocolError", "ClientConnectorError",
-                    "ServerDisconnectedError") or isinstance(exc, ConnectionError):
-            return True
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return False
-
-
-def _retry_after(exc: Exception) -> float | None:
-    """Seconds from a Retry-After (or retry-after-ms) header on a failed call."""
-    headers = None
-    for attr in ("litellm_response_headers", "headers"):
-        headers = getattr(exc, attr, None)
-        if headers:
-            break
-    if not headers:
-        response = getattr(exc, "response", None)
-        headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    try:
-        get = headers.get
-        ms = get("retry-after-ms") or get("Retry-After-Ms")
-        if ms:
-            return float(ms) / 1000.0
-        val = get("retry-after") or get("Retry-After")
-        if val is None:
-            return None
-        try:
-            return float(val)
-        except ValueError:
-            from email.utils import parsedate_to_datetime
-            return max(0.0, parsedate_to_datetime(val).timestamp() - time.time())
-    except Exception:
-        return None
