@@ -122,8 +122,7 @@ def test_no_import_cycles():
             visit(m)
 
 
-TOO_LONG_YET = {"fairness_tests.card.layout",
-                "fairness_tests.models.backends.litellm_backend"}
+TOO_LONG_YET = {"fairness_tests.card.layout"}
 
 
 @pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.xfail(

@@ -173,7 +173,7 @@ def test_n_mode_one_request_per_prompt_and_billing_adds_up(server, store):
     assert sum(o.prompt_tokens for o in out) == server.prompt_tokens
     assert sum(o.completion_tokens for o in out) == server.completion_tokens == 20
     assert [o.prompt_tokens > 0 for o in out[:5]] == [True, False, False, False, False]
-    assert be.calls == 4
+    assert be.totals().calls == 4
     assert all(store.get(r.key()) is not None for r in reqs)
 
 

@@ -241,7 +241,7 @@ def test_cached_conversion_is_reused(backend, monkeypatch):
     assert emb.prepare() == path and marker.stat().st_mtime_ns == mtime
     # the model is loaded once per process
     assert tl.load("embedded") is backend.loaded()
-    assert backend.info()["revision"] == path.name
+    assert backend.info().revision == path.name
 
 
 def test_model_prepare_cli_reuses_a_complete_cache_entry(tmp_path, capsys):

@@ -10,7 +10,8 @@ Layout (``schema_version`` 2)::
     schema_version, model, backend, mode ("live" | "replay" | "scored"),
     source {kind: "audit" | "predictions" | "outputs", file, sha256},
     fairness_tests_version, evaluation_date, config {the options as run},
-    thresholds [files], regen_command, model_version, backend_info, requests, store,
+    thresholds [files], regen_command, model_version, backend_info {BackendInfo} | null,
+    requests, store, asking {AskingInfo, its usage {Usage} | null} | null,
     notes [what the run wants a reader to know, e.g. a fallback it took],
     bbq {BBQInfo} | null, generative {GenerativeInfo} | null,
     counterfactual {CounterfactualInfo} | null
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fairness_tests.core.errors import DataError
+from fairness_tests.models.backends.base import BackendInfo, Usage
 
 RUN_SCHEMA_VERSION = 2
 
@@ -138,7 +140,7 @@ class AskingInfo:
     max_cost_usd: float | None = None
     truncated: dict[str, int] = field(default_factory=dict)
     shard: str | None = None
-    usage: dict | None = None
+    usage: Usage | None = None
     merged_from: list[dict] = field(default_factory=list)   # stores merged into the store
 
 
@@ -154,7 +156,7 @@ class RunMetadata:
     thresholds: list[str] = field(default_factory=list)
     regen_command: str | None = None
     model_version: str | None = None
-    backend_info: dict | None = None
+    backend_info: BackendInfo | None = None
     requests: dict[str, int] = field(default_factory=dict)
     store: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -178,7 +180,17 @@ class RunMetadata:
                             f"fairness_tests reads version {RUN_SCHEMA_VERSION}: re-create the "
                             "run with this version (fairness-tests audit, bbq score or "
                             "generative score --out)", path=path, key="schema_version")
-        return _build(cls, d, path, "")
+        return _build(cls, _renamed(d), path, "")
+
+
+def _renamed(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` with the keys older writers of version 2 spelled otherwise: the litellm
+    backend's ``backend_info.litellm_version`` is ``backend_info.version``."""
+    info = d.get("backend_info")
+    if isinstance(info, dict) and "litellm_version" in info and "version" not in info:
+        info = {("version" if k == "litellm_version" else k): v for k, v in info.items()}
+        return {**d, "backend_info": info}
+    return d
 
 
 def _build(cls: type, d: Any, path: Any, prefix: str) -> Any:

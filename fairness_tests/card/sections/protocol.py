@@ -344,7 +344,7 @@ def asking(a) -> dict[str, Any]:
     parts.append(f"cost budget {a.max_cost_usd:g} USD" if a.max_cost_usd is not None
                  else "no cost budget")
     if a.usage:
-        u = a.usage
+        u = asdict(a.usage)
         spent = ", ".join(f"{k} {u[k]:g}" if isinstance(u[k], float) else f"{k} {u[k]}"
                           for k in sorted(u) if isinstance(u[k], (int, float)))
         if spent:
@@ -359,9 +359,11 @@ def asking(a) -> dict[str, Any]:
             f"{x.get('source')} ({x.get('rows')} rows, {x.get('added')} new)" for x in a.merged_from))
     out: dict[str, Any] = {"repeat_mode": mode, "max_tokens": a.max_tokens,
                            "statement": "; ".join(parts) + "."}
-    for key in ("reasoning_effort", "thinking_budget", "max_cost_usd", "shard", "usage"):
+    for key in ("reasoning_effort", "thinking_budget", "max_cost_usd", "shard"):
         if getattr(a, key) is not None:
             out[key] = getattr(a, key)
+    if a.usage is not None:
+        out["usage"] = asdict(a.usage)
     if trunc:
         out["truncated"] = trunc
     if a.merged_from:

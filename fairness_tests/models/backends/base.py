@@ -30,7 +30,7 @@ Optional hooks (the runner uses them when a backend has them):
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
 
 from fairness_tests.core.errors import ConfigError
@@ -81,6 +81,58 @@ class Capabilities:
     remote: bool = False
 
 
+@dataclass
+class BackendInfo:
+    """What a run records about the backend that answered (``Backend.info()``): its name
+    and its library's ``version`` (litellm's, transformers'); the ``model`` and server
+    (``api_base``) asked (a sorted list when several were); how prompts were sent
+    (``prompt_format``, ``answer_prefix``; ``prompt_formats``: the format each model was
+    sent with); the litellm backend's ``top_logprobs`` and ``min_letter_mass``; a local
+    model's ``device``, ``dtype``, ``path``, ``revision`` (its GGUF's sha256) and
+    ``source`` (embedded, gguf, checkpoint); the replay backend's ``store``."""
+    backend: str
+    version: str | None = None
+    model: str | list[str] | None = None
+    api_base: str | list[str] | None = None
+    prompt_format: str | None = None
+    answer_prefix: str | None = None
+    prompt_formats: dict[str, str] = field(default_factory=dict)
+    top_logprobs: int | None = None
+    min_letter_mass: float | None = None
+    device: str | None = None
+    dtype: str | None = None
+    path: str | None = None
+    revision: str | None = None
+    source: str | None = None
+    store: str | None = None
+
+
+@dataclass
+class Usage:
+    """What a remote backend spent over its life: ``attempts`` (HTTP calls, retries
+    included), ``retries``, ``calls`` (replies received: one per unit asked), the tokens
+    billed (``prompt_tokens``, ``completion_tokens``, of which ``reasoning_tokens``),
+    ``cost_usd`` (None when any reply's cost was unknown: never a 0 standing for unknown),
+    ``cost_known_usd`` (the sum over the replies whose cost is known),
+    ``cost_unknown_calls``, ``truncated`` answers, and in the logprobs repeat mode the
+    prompts read (``letter_prompts``), those below the letter-mass floor
+    (``low_mass_prompts``) and the most candidates a reply gave at one position
+    (``top_logprobs_returned``)."""
+    attempts: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | None = 0.0
+    cost_known_usd: float = 0.0
+    cost_unknown_calls: int = 0
+    calls: int = 0
+    truncated: int = 0
+    letter_prompts: int = 0
+    low_mass_prompts: int = 0
+    top_logprobs_returned: int = 0
+
+
 #: a backend that declares nothing: a live one answering each request on its own
 PLAIN = Capabilities(n=False, logprobs=False, batch=False, prefix_sharing=False, replay=False)
 
@@ -115,7 +167,7 @@ class Backend(Protocol):
         one completes (the runner stores it at once, so a crash loses nothing done)."""
         ...
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> BackendInfo:
         """What the card records: backend name and version, model id, revision."""
         ...
 

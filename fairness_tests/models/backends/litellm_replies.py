@@ -25,11 +25,63 @@ from fairness_tests.models.scrub import scrub_text
 
 
 @dataclass(frozen=True)
+class Reply:
+    """One reply read: a response per request of the unit, and what the provider billed
+    for it (None where the reply does not say; ``cost_usd`` None when litellm cannot
+    price the model), and for a logprobs reply what was read at the answer position."""
+    responses: list[Response]
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    reasoning_tokens: int | None
+    cost_usd: float | None
+    letters: LetterRead | None
+
+
+@dataclass(frozen=True)
 class LetterRead:
     """What a logprobs reply gave at its answer position: the letters' probability mass
     and how many candidates it listed."""
     mass: float
     returned: int
+
+
+def read_reply(litellm: Any, reqs: list[Request], raw: Any, text_mode: bool,
+               max_tokens: int, rendered: PF.Rendered, secrets: list[str],
+               parse_choice: Callable[[Request, str], int | None] | None) -> Reply:
+    """The responses to the unit ``reqs`` from litellm's reply ``raw``, each with its
+    share of the billed tokens and cost (:func:`share`). A reply without choices is
+    :class:`Retryable`; fewer choices than ``n`` asked, or a logprobs reply without
+    log-probabilities, :class:`Unsupported`."""
+    try:
+        choices = sorted(raw.choices, key=lambda c: getattr(c, "index", 0) or 0)
+        choices[0]
+    except (AttributeError, IndexError, TypeError):
+        raise Retryable("reply without choices") from None
+    mode = reqs[0].repeat_mode
+    if mode == "n" and len(choices) < len(reqs):
+        raise Unsupported(f"returned {len(choices)} choice(s) for n={len(reqs)}", "n")
+    usage = getattr(raw, "usage", None)
+    pt = getattr(usage, "prompt_tokens", None) if usage is not None else None
+    ct = getattr(usage, "completion_tokens", None) if usage is not None else None
+    details = getattr(usage, "completion_tokens_details", None) if usage is not None else None
+    rt = getattr(details, "reasoning_tokens", None) if details is not None else None
+    try:
+        cost: float | None = float(litellm.completion_cost(completion_response=raw))
+    except Exception:  # unknown model price: no cost
+        cost = None
+    read = None
+    if mode == "logprobs":
+        out, read = from_logprobs(reqs, choices[0], text_mode, max_tokens, rendered, secrets)
+    else:
+        out = [from_choice(q, c, text_mode, max_tokens, rendered.cut, secrets, parse_choice)
+               for q, c in zip(reqs, choices[:len(reqs)], strict=True)]
+    k = len(out)
+    for i, r in enumerate(out):
+        r.prompt_tokens = pt if (i == 0 or pt is None) else 0
+        r.completion_tokens = share(ct, k, i)
+        r.reasoning_tokens = share(rt, k, i)
+        r.cost_usd = None if cost is None else cost / k
+    return Reply(out, pt, ct, rt, cost, read)
 
 
 def content_of(choice: Any, text_mode: bool) -> tuple[str | None, str | None, str | None]:

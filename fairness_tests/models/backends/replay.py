@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from fairness_tests.models.backends.base import Capabilities, unknown_option
+from fairness_tests.models.backends.base import BackendInfo, Capabilities, unknown_option
 from fairness_tests.models.replaying import replay
 from fairness_tests.models.request import Request, Response
 from fairness_tests.models.store import ResponseStore, open_store
@@ -59,5 +59,5 @@ class ReplayBackend:
         """The replayed backend's fingerprint (``{}``: not checked)."""
         return dict(self._fingerprint)
 
-    def info(self) -> dict[str, Any]:
-        return {"backend": "replay", "store": str(self.store.path)}
+    def info(self) -> BackendInfo:
+        return BackendInfo(backend=self.name, store=str(self.store.path))

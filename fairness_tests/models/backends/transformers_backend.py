@@ -59,14 +59,19 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.backends import blas_linear
 from fairness_tests.models.backends import embedded as emb
-from fairness_tests.models.backends.base import Capabilities, Reporter, unknown_option
+from fairness_tests.models.backends.base import (
+    BackendInfo,
+    Capabilities,
+    Reporter,
+    unknown_option,
+)
 from fairness_tests.models.backends.prefix_tree import BATCH_OVERHEAD, PrefixTree
 from fairness_tests.models.backends.transformers_compute import forward_nodes, generate_batch
 from fairness_tests.models.backends.transformers_load import (
@@ -162,17 +167,21 @@ class TransformersBackend:
             self._loaded = load(self.model, self.device, self.dtype)
         return self._loaded
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> BackendInfo:
+        """Backend name and transformers' version, the model, answer prefix, device and
+        dtype; once loaded, where from, the dtype and device in force, the prompt format
+        and the revision (the GGUF's sha256)."""
         import transformers  # noqa: PLC0415  heavy optional dependency (the [local] extra)
-        d: dict[str, Any] = {"backend": self.name, "version": transformers.__version__,
-                             "model": self.model_id, "answer_prefix": self.answer_prefix,
-                             "device": self.device, "dtype": self.dtype}
+        info = BackendInfo(backend=self.name, version=transformers.__version__,
+                           model=self.model_id, answer_prefix=self.answer_prefix,
+                           device=self.device, dtype=self.dtype)
         if self._loaded is not None:
             L = self._loaded
-            d.update(path=str(L.path), device=L.device, dtype=L.dtype,
-                     prompt_format=self._prompt_format(),
-                     revision=L.source.get("gguf_sha256", ""), source=L.source.get("kind"))
-        return d
+            info = replace(info, path=str(L.path), device=L.device, dtype=L.dtype,
+                           prompt_format=self._prompt_format(),
+                           revision=L.source.get("gguf_sha256", ""),
+                           source=L.source.get("kind"))
+        return info
 
     def fingerprint(self) -> dict[str, str]:
         """``backend``, ``prompt_format`` (``chat_template``, or without one
