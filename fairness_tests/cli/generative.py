@@ -15,6 +15,7 @@ import json
 import sys
 
 from fairness_tests.cli.command import add_command
+from fairness_tests.core.fmt import shown, text_table
 from fairness_tests.core.paths import display_path
 from fairness_tests.metrics.counterfactual import consistency, verdict_shares
 from fairness_tests.metrics.generative import METRICS
@@ -177,16 +178,9 @@ def cmd_probe_score(c: ProbeScoreConfig) -> int:
 
 
 def _fmt(x: object) -> str:
-    if x is None:
-        return "NA"
-    if isinstance(x, float):
-        return f"{x:.4g}"
-    return str(x)
+    """A cell: a float to 4 significant digits, a missing value as NA."""
+    return shown(x, ".4g", undefined="NA") if x is None or isinstance(x, float) else str(x)
 
 
 def _table(rows: list[list[object]], header: list[str]) -> str:
-    cells = [header] + [[_fmt(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines) + "\n"
+    return text_table(header, [[_fmt(c) for c in r] for r in rows]) + "\n"

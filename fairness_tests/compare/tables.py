@@ -33,8 +33,9 @@ import numpy as np
 import pandas as pd
 
 from fairness_tests.compare.models import Entry
+from fairness_tests.core.fmt import fixed
 from fairness_tests.metrics.generative import RATE_METRICS
-from fairness_tests.stats.bootstrap import cell_id, shown
+from fairness_tests.stats.bootstrap import cell_id
 
 LONG_COLUMNS = ["section", "model", "versus", "cell", "metric", "value", "ci_low", "ci_high",
                 "n", "p_value", "p_adjusted", "note"]
@@ -111,10 +112,9 @@ def _missing(x) -> bool:
 # ---------------------------------------------------------------- formatting
 
 def fmt(v, digits: int = 3) -> str:
-    """A number as the report prints it (:func:`fairness_tests.stats.bootstrap.shown`): NaN ->
+    """A number as the report prints it (:func:`fairness_tests.core.fmt.fixed`): NaN ->
     "n/a", +inf -> "UB", else ``digits`` decimals (never "-0.000")."""
-    s = shown(_float(v), f".{digits}f", undefined="n/a")
-    return s[1:] if s.startswith("-") and set(s[1:]) <= set("0.") else s
+    return fixed(_float(v), digits)
 
 
 def fmt_ci(value, lo, hi, digits: int = 3) -> str:

@@ -38,6 +38,7 @@ from typing import Any
 import pandas as pd
 
 from fairness_tests.core.errors import ConfigError, DataError
+from fairness_tests.core.fmt import json_value, shown, shown_p
 from fairness_tests.metrics import gate as gm
 from fairness_tests.metrics.bbq import first_run, join_answers, position_counts
 from fairness_tests.metrics.bbq_tables import repeated_items
@@ -45,7 +46,7 @@ from fairness_tests.metrics.consistency import per_item
 from fairness_tests.metrics.generative import with_cells
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
-from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, json_value, shown, shown_p
+from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT
 from fairness_tests.stats.significance import ALPHA, MODES, POWER
 
 BBQ_KEY = ["dataset", "example_id"]

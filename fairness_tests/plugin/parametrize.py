@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from fairness_tests.core.fmt import shown
 from fairness_tests.plugin.session import Unavailable
-from fairness_tests.stats.bootstrap import shown
 
 
 @dataclass

@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.core.fmt import shown
 from fairness_tests.plugin.parametrize import Verdict
 from fairness_tests.plugin.session import Unavailable
-from fairness_tests.stats.bootstrap import shown
 
 ENV_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 

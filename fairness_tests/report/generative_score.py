@@ -18,7 +18,7 @@ of the one rule engine (:func:`fairness_tests.rules.apply.apply_rules`).
                      "p_value", "n_permutations"}}}
 
 Decoding cells are the label ``t<temperature>_p<top_p>`` (the one grouping).
-Values are :func:`fairness_tests.stats.bootstrap.json_value` (NaN -> null).
+Values are :func:`fairness_tests.core.fmt.json_value` (NaN -> null).
 """
 from __future__ import annotations
 
@@ -26,13 +26,14 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.core.fmt import json_value
 from fairness_tests.metrics import generative as G
 from fairness_tests.metrics.generative_tables import generative_tables
 from fairness_tests.rules.apply import apply_rules
 from fairness_tests.rules.thresholds import RuleSet
 from fairness_tests.scoring.lexical import score
 from fairness_tests.scoring.rubric import Rubric, load_rubric
-from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED, json_value
+from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED
 from fairness_tests.stats.permutation import DEFAULT_N_PERM
 
 VIEWS = {"by_slice": [], "by_slice_family": ["family"], "by_slice_decoding": ["decoding"]}
