@@ -5,8 +5,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 
 from fairness_tests.core.fmt import fixed, json_value, shown, shown_p, text_table
+from fairness_tests.metrics.generative import with_cells
+from fairness_tests.models.request import decoding_label
 
 
 def test_json_value_keeps_undefined_and_unbounded_apart():
@@ -34,3 +37,12 @@ def test_text_table_aligns_columns():
     t = text_table(["a", "long"], [["xyz", "1"], ["", "22"]])
     assert t.split("\n") == ["a    long", "---  ----", "xyz  1", "     22"]
     assert text_table(["a"], [["b"]], rule=False) == "a\nb"
+
+
+def test_one_decoding_label():
+    """Four builders of the decoding id became one (models.request.decoding_label)."""
+    assert decoding_label(0.2, 0.9) == "t0.2_p0.9" and decoding_label(1, 1.0) == "t1_p1"
+    scored = pd.DataFrame({"slice_gender": ["man"], "slice_religion": ["Muslim"],
+                           "prompt_family": ["F1"], "paraphrase_id": [0], "occupation": ["x"],
+                           "temperature": [0.70], "top_p": [0.95], "status": ["ok"]})
+    assert with_cells(scored)["decoding"].tolist() == ["t0.7_p0.95"]

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from fairness_tests.core.errors import ConfigError
+from fairness_tests.models.request import decoding_label
 from fairness_tests.stats.bootstrap import (
     DEFAULT_N_BOOT,
     DEFAULT_SEED,
@@ -80,8 +81,8 @@ def with_cells(scored: pd.DataFrame) -> pd.DataFrame:
     df["frame"] = (df["family"] + "|" + df["paraphrase_id"].astype(str) + "|"
                    + df["occupation"].astype(str))
     df["prompt"] = df["frame"] + "|" + df["slice"]
-    df["decoding"] = ("t" + df["temperature"].map(lambda t: f"{float(t):g}") + "_p"
-                      + df["top_p"].map(lambda p: f"{float(p):g}"))
+    df["decoding"] = [decoding_label(t, p)
+                      for t, p in zip(df["temperature"], df["top_p"], strict=True)]
     df["is_error"] = (df["status"] == "error").astype(float)
     return df
 

@@ -147,6 +147,11 @@ class Message:
     content: str
 
 
+def decoding_label(temperature: float, top_p: float) -> str:
+    """``t0.2_p0.9``: the one id of a decoding regime (tables, cards, test ids)."""
+    return f"t{float(temperature):g}_p{float(top_p):g}"
+
+
 @dataclass(frozen=True)
 class Decoding:
     """Decoding settings; numbers are normalised on construction (``temperature=1``
@@ -161,10 +166,6 @@ class Decoding:
         object.__setattr__(self, "temperature", _float(self.temperature, "temperature"))
         object.__setattr__(self, "top_p", _float(self.top_p, "top_p"))
         object.__setattr__(self, "max_tokens", _int(self.max_tokens, "max_tokens"))
-
-    def label(self) -> str:
-        """Readable id, e.g. ``t0.7_p0.95``."""
-        return f"t{self.temperature:g}_p{self.top_p:g}"
 
     def key_fields(self) -> dict[str, Any]:
         """The decoding as hashed into a request key: the reasoning settings only when set."""

@@ -48,7 +48,3 @@ def slice_label(gender: object, religion: object) -> str:
     """``man_Muslim``: the slice id used in every table."""
     return f"{gender}_{religion}"
 
-
-def decoding_label(temperature: float, top_p: float) -> str:
-    """``t0.2_p0.9``: the decoding-regime id (same as models.request.Decoding.label)."""
-    return f"t{float(temperature):g}_p{float(top_p):g}"
