@@ -63,7 +63,8 @@ class CandidateIsBaselineError(ConfigError):
 
 
 class ProtocolChangeError(ConfigError):
-    """The two runs were not made under the same protocol."""
+    """The runs were not made under the same protocol (the gate's two runs, or the runs
+    ``compare`` puts side by side): the one class both raise."""
 
 
 # ---------------------------------------------------------------- the report
