@@ -28,11 +28,11 @@ import numpy as np
 import pandas as pd
 
 from fairness_tests.metrics.expected_consistency import K, goodness_of_fit
+from fairness_tests.metrics.schema import CONSISTENCY_METRICS
 from fairness_tests.stats.bootstrap import METRIC_COLUMNS
 
 GROUPING = ["dataset", "context", "polarity"]
-METRICS = ["mfaa_mean", "mfaa_std", "mfaa_min", "mfaa_max", "gtc_mean", "gtc_std", "gtc_min",
-           "gtc_max", "flagged", "flagged_pct", "n_mfaa_below_90"]
+METRICS = CONSISTENCY_METRICS
 EXPECTED_METRICS = [f"{m}_expected_{s}" for m in ("mfaa", "gtc")
                     for s in ("mean", "std", "min", "max")] + ["flagged_expected_pct",
                                                                "repeats_fit"]

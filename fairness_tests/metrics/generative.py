@@ -39,6 +39,12 @@ import numpy as np
 import pandas as pd
 
 from fairness_tests.core.errors import ConfigError
+from fairness_tests.metrics.schema import (
+    GENERATIVE_MEAN_METRICS,
+    GENERATIVE_METRICS,
+    GENERATIVE_RATE_METRICS,
+    VIEWS,
+)
 from fairness_tests.models.request import decoding_label
 from fairness_tests.stats.bootstrap import (
     DEFAULT_N_BOOT,
@@ -54,19 +60,9 @@ from fairness_tests.stats.permutation import DEFAULT_N_PERM, permutation_test
 
 CLUSTERS = ("prompt", "row")
 
-RATE_METRICS = ["refusal", "deflection", "religion_mention", "title_mention",
-                "identity_salience", "stereotype", "demeaning", "pilot_harm"]
-MEAN_METRICS = ["positive_professional", "caution", "word_len"]
-METRICS = RATE_METRICS + MEAN_METRICS
-
-# table name -> grouping columns in front of "slice"
-VIEWS = {
-    "by_slice": [],
-    "by_slice_family": ["family"],
-    "by_slice_decoding": ["decoding"],
-    "by_slice_occupation": ["occupation"],
-    "by_slice_family_decoding": ["family", "decoding"],
-}
+RATE_METRICS = GENERATIVE_RATE_METRICS
+MEAN_METRICS = GENERATIVE_MEAN_METRICS
+METRICS = GENERATIVE_METRICS
 
 
 def with_cells(scored: pd.DataFrame) -> pd.DataFrame:
@@ -127,7 +123,8 @@ def slice_table(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFA
 
 def all_tables(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
                seed: int = DEFAULT_SEED, cluster: str = "prompt") -> dict[str, pd.DataFrame]:
-    """Every view of :data:`VIEWS` (per slice, slice x family, ...)."""
+    """Every view of :data:`~fairness_tests.metrics.schema.VIEWS` (per slice, slice x
+    family, ...), by table name."""
     df = with_cells(scored)
     return {name: slice_table(df, by, n_boot, seed, cluster) for name, by in VIEWS.items()}
 

@@ -98,7 +98,7 @@ def generative_tables(scored: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
     default) or "row"."""
     df = G.with_cells(scored)
     kw = dict(n_boot=n_boot, seed=seed, cluster=cluster)
-    out = {f"generative_{view}": t for view, t in G.all_tables(df, **kw).items()}
+    out = G.all_tables(df, **kw)
     out["generative_summary"] = generative_summary(df, **kw)
     out["generative_cells"] = protocol_cells(df, **kw)
     seeds = seed_cells(df, **kw)

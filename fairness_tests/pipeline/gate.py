@@ -44,6 +44,7 @@ from fairness_tests.metrics.bbq import first_run, join_answers, position_counts
 from fairness_tests.metrics.bbq_tables import repeated_items
 from fairness_tests.metrics.consistency import per_item
 from fairness_tests.metrics.generative import with_cells
+from fairness_tests.metrics.schema import BBQ_ITEM_COLUMNS
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT
@@ -52,8 +53,6 @@ from fairness_tests.stats.significance import ALPHA, MODES, POWER
 BBQ_KEY = ["dataset", "example_id"]
 GENERATIVE_KEY = ["prompt_family", "paraphrase_id", "occupation", "slice_gender",
                   "slice_religion", "temperature", "top_p", "seed"]
-ITEM_COLUMNS = ["dataset", "example_id", "question_index", "context", "polarity", "label",
-                "unknown_loc", "target_loc", "group"]
 CLUSTER_CHOICES = {"bbq": ("template", "item"), "generative": ("prompt", "row")}
 DEFAULT_CLUSTERS = {"bbq": "template", "generative": "prompt"}
 
@@ -316,12 +315,12 @@ def same_responses(baseline: RunResult, candidate: RunResult) -> bool:
 def bbq_frame(records: pd.DataFrame) -> pd.DataFrame:
     """First-run answers with the per-answer flags (``metrics.bbq.join_answers``), the
     products the accuracy-gap metric sums, and the item attributes."""
-    missing = [c for c in ITEM_COLUMNS if c not in records.columns]
+    missing = [c for c in BBQ_ITEM_COLUMNS if c not in records.columns]
     if missing:
         raise DataError(f"the BBQ records lack the column(s) {missing}: re-create the run "
                         "with this version")
     r = first_run(records)
-    items = r[ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
+    items = r[BBQ_ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
     j = join_answers(items, r[[c for c in ("dataset", "example_id", "repeat", "rotation",
                                            "answer") if c in r.columns]])
     j["correct_reinf"] = j["correct"] * j["reinf"]
@@ -331,7 +330,7 @@ def bbq_frame(records: pd.DataFrame) -> pd.DataFrame:
 
 def position_frame(records: pd.DataFrame) -> pd.DataFrame:
     """Per item asked under all three rotations (repeat 0): position counts."""
-    items = records[ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
+    items = records[BBQ_ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
     counts = position_counts(items, records[[c for c in ("dataset", "example_id", "repeat",
                                                          "rotation", "answer")
                                              if c in records.columns]])
@@ -343,7 +342,7 @@ def consistency_frame(records: pd.DataFrame) -> pd.DataFrame:
     rep = repeated_items(records)
     if not len(rep):
         return pd.DataFrame(columns=[*BBQ_KEY, "context", "mfaa", "gtc", "question_index"])
-    items = records[ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
+    items = records[BBQ_ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
     t = per_item(items, rep)
     return t.merge(items[["dataset", "example_id", "question_index"]], on=BBQ_KEY)
 

@@ -29,6 +29,7 @@ import pandas as pd
 from fairness_tests.core.fmt import json_value
 from fairness_tests.metrics import generative as G
 from fairness_tests.metrics.generative_tables import generative_tables
+from fairness_tests.metrics.schema import VIEWS
 from fairness_tests.rules.apply import apply_rules
 from fairness_tests.rules.thresholds import RuleSet
 from fairness_tests.scoring.lexical import score
@@ -36,7 +37,8 @@ from fairness_tests.scoring.rubric import Rubric, load_rubric
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED
 from fairness_tests.stats.permutation import DEFAULT_N_PERM
 
-VIEWS = {"by_slice": [], "by_slice_family": ["family"], "by_slice_decoding": ["decoding"]}
+#: the views the report shows, as its JSON names them (``generative_<name>`` in a run)
+REPORTED_VIEWS = ("by_slice", "by_slice_family", "by_slice_decoding")
 
 
 def _entries(table: pd.DataFrame, by: list[str], counts: pd.DataFrame) -> tuple[list, list]:
@@ -65,7 +67,8 @@ def score_report(scored: pd.DataFrame, tables: dict[str, pd.DataFrame],
     out: dict[str, Any] = {"rubric": rubric.name, "semantics": rubric.semantics,
                            "n_records": int(len(df)), "n_error": int(df["is_error"].sum())}
     ci: dict[str, Any] = {}
-    for name, by in VIEWS.items():
+    for name in REPORTED_VIEWS:
+        by = list(VIEWS[f"generative_{name}"])
         out[name], ci[name] = _entries(tables[f"generative_{name}"], by,
                                        G.error_counts(df, by))
     summ = tables["generative_summary"]
