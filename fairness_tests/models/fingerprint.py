@@ -23,8 +23,6 @@ from fairness_tests.core.errors import FingerprintMismatchError
 from fairness_tests.core.io import sha256_text
 from fairness_tests.models.request import canonical_json
 
-Fingerprint = dict[str, str]
-
 #: entries a backend's fingerprint gained after rows were recorded without them: such a
 #: row is unknown on that entry (recorded before it was kept), so it is compared on the
 #: other entries only, as a row without any fingerprint is served unchecked

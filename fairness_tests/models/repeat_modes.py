@@ -61,7 +61,6 @@ from fairness_tests.models.request import Request
 
 RepeatMode = Literal["calls", "n", "logprobs"]
 REPEAT_MODES: tuple[RepeatMode, ...] = get_args(RepeatMode)
-DEFAULT_REPEAT_MODE: RepeatMode = "calls"
 TOP_LOGPROBS = 20           # the most OpenAI's chat API allows; a lower server limit is learned
 LOGPROBS_MAX_TOKENS = 3     # room for "(b" or "**b" before the letter; the letter is usually first
 MIN_LETTER_MASS = 0.5       # below it a prompt's letter distribution is unusable (invalid)

@@ -59,10 +59,6 @@ from fairness_tests.core.project import find_project
 from fairness_tests.core.validate import Problem, error, load_file, load_schema, nearest_line
 from fairness_tests.metrics import schema as known_metrics
 
-OPS = ("<=", ">=")
-COMPARES = ("value", "ci_low", "ci_high", "p_value")
-REDUCES = ("max", "min", "range")
-GATE_MODES = ("harm", "non_inferiority")
 REQUIRED_KEYS = ("table", "metric", "op", "bound", "rationale")
 
 
