@@ -54,6 +54,8 @@ SF / DF permute the group labels within templates (within the cell with
 """
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import numpy as np
 import pandas as pd
 
@@ -74,7 +76,9 @@ from fairness_tests.stats.permutation import DEFAULT_N_PERM, permutation_test, p
 
 CELL = ["dataset", "context"]
 GROUPING = ["dataset", "context", "polarity"]
-CLUSTERS = ("template", "item")
+#: the BBQ bootstrap's resampling unit: the template (question_index) or the item
+BBQCluster = Literal["template", "item"]
+CLUSTERS: tuple[BBQCluster, ...] = get_args(BBQCluster)
 DEFAULT_CONCENTRATION = 1.0
 DEFAULT_MIN_GROUP_N = 30
 GROUP_METRICS = ("sf", "df", "df_smoothed", "df_eb")
@@ -231,12 +235,12 @@ def _row(cell: dict, metric: str, est: Estimate, n: int, note: str = "",
             "p_value": p_value, "note": with_cluster_note(note, est, bias_corrected)}
 
 
-def _check_cluster(cluster: str) -> None:
+def _check_cluster(cluster: BBQCluster) -> None:
     if cluster not in CLUSTERS:
         raise ConfigError(f"BBQ cluster must be one of {', '.join(CLUSTERS)}, got {cluster!r}")
 
 
-def _templates(g: pd.DataFrame, cluster: str) -> np.ndarray | None:
+def _templates(g: pd.DataFrame, cluster: BBQCluster) -> np.ndarray | None:
     """The template of each row (``cluster="template"``), or None (items resampled)."""
     if cluster == "item":
         return None
@@ -249,7 +253,7 @@ def _templates(g: pd.DataFrame, cluster: str) -> np.ndarray | None:
 def bbq_metrics(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
                 seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL,
                 concentration: float = DEFAULT_CONCENTRATION,
-                min_group_n: int = DEFAULT_MIN_GROUP_N, cluster: str = "template",
+                min_group_n: int = DEFAULT_MIN_GROUP_N, cluster: BBQCluster = "template",
                 n_perm: int = DEFAULT_N_PERM) -> pd.DataFrame:
     """First-run metrics per dataset x context (polarity "all") and per polarity
     (accuracy, bias score, invalid rate); see the module docstring for definitions."""
@@ -365,7 +369,7 @@ def _group_rows(cell, g, est, concentration, min_group_n, strata, n_perm, seed) 
 
 
 def group_table(items: pd.DataFrame, preds: pd.DataFrame,
-                min_group_n: int = DEFAULT_MIN_GROUP_N, cluster: str = "template",
+                min_group_n: int = DEFAULT_MIN_GROUP_N, cluster: BBQCluster = "template",
                 n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED) -> pd.DataFrame:
     """Per dataset x context x group (first run): ``fav_rate`` and ``invalid_rate``
     with CIs (cluster bootstrap over templates, or Wilson with ``cluster="item"``) and
@@ -429,7 +433,7 @@ def _position_bias_of_rotations(S: np.ndarray) -> np.ndarray:
 
 def position_bias(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
                   seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL,
-                  cluster: str = "template", n_perm: int = DEFAULT_N_PERM) -> pd.DataFrame:
+                  cluster: BBQCluster = "template", n_perm: int = DEFAULT_N_PERM) -> pd.DataFrame:
     """Position bias on repeat 0 of items asked under all three cyclic rotations.
 
     Over the three rotations each option sits once at each position, so a model that

@@ -41,7 +41,7 @@ def repeated_items(preds: pd.DataFrame) -> pd.DataFrame:
 def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
                seed: int = DEFAULT_SEED, concentration: float = M.DEFAULT_CONCENTRATION,
                min_group_n: int = M.DEFAULT_MIN_GROUP_N,
-               cluster: str = "template") -> dict[str, pd.DataFrame]:
+               cluster: M.BBQCluster = "template") -> dict[str, pd.DataFrame]:
     """Every BBQ metric table the predictions support (see the module docstring).
 
     ``items``: the filtered items (``protocols.bbq.filter.filter_items``);

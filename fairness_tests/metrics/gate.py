@@ -73,6 +73,7 @@ from fairness_tests.stats.significance import (
     ALPHA,
     MODES,
     POWER,
+    GateMode,
     cluster_detectable_drop,
     cluster_paired_rate_test,
     cluster_spread,
@@ -270,7 +271,7 @@ def align(base: pd.DataFrame, cand: pd.DataFrame, key: Sequence[str]) -> tuple[p
 @dataclass(frozen=True)
 class GateSetting:
     """The decision setting of one cell: mode and margin."""
-    mode: str
+    mode: GateMode
     margin: float
 
 
@@ -294,7 +295,7 @@ class AccuracyTest:
 
 
 def accuracy_test(right_b: np.ndarray, right_c: np.ndarray, clusters: np.ndarray | None,
-                  margin: float, mode: str) -> AccuracyTest:
+                  margin: float, mode: GateMode) -> AccuracyTest:
     """One paired accuracy cell: ``right_b``/``right_c`` per item; ``clusters`` the
     cluster of each item (None: items resampled, the score test; else the mode's test
     on the per-cluster balances b_t - c_t, :func:`fairness_tests.stats.significance.

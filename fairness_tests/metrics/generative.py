@@ -33,7 +33,7 @@ rows with ``cluster="row"``.
 from __future__ import annotations
 
 import warnings
-from typing import Sequence
+from typing import Literal, Sequence, get_args
 
 import numpy as np
 import pandas as pd
@@ -58,7 +58,9 @@ from fairness_tests.stats.bootstrap import (
 )
 from fairness_tests.stats.permutation import DEFAULT_N_PERM, permutation_test
 
-CLUSTERS = ("prompt", "row")
+#: the generative bootstrap's resampling unit: the prompt (frame x slice) or the row
+GenerativeCluster = Literal["prompt", "row"]
+CLUSTERS: tuple[GenerativeCluster, ...] = get_args(GenerativeCluster)
 
 RATE_METRICS = GENERATIVE_RATE_METRICS
 MEAN_METRICS = GENERATIVE_MEAN_METRICS
@@ -83,7 +85,7 @@ def with_cells(scored: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _check_cluster(cluster: str) -> str | None:
+def _check_cluster(cluster: GenerativeCluster) -> str | None:
     """The cluster column for ``cluster`` ("prompt" -> "prompt", "row" -> None)."""
     if cluster not in CLUSTERS:
         raise ConfigError(f"generative cluster must be one of {', '.join(CLUSTERS)}, "
@@ -92,7 +94,7 @@ def _check_cluster(cluster: str) -> str | None:
 
 
 def slice_table(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFAULT_N_BOOT,
-                seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
+                seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt") -> pd.DataFrame:
     """Metric table grouped by ``[*by, "slice"]``: every metric + ``error``."""
     cl = _check_cluster(cluster)
     df = scored if "prompt" in scored else with_cells(scored)
@@ -122,7 +124,7 @@ def slice_table(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFA
 
 
 def all_tables(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-               seed: int = DEFAULT_SEED, cluster: str = "prompt") -> dict[str, pd.DataFrame]:
+               seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt") -> dict[str, pd.DataFrame]:
     """Every view of :data:`~fairness_tests.metrics.schema.VIEWS` (per slice, slice x
     family, ...), by table name."""
     df = with_cells(scored)
@@ -166,7 +168,7 @@ def _slice_stat(k: int, reduce: str):
 def max_over_slices(scored: pd.DataFrame, by: Sequence[str] = (),
                     metrics: Sequence[str] = METRICS, reduce: str = "range",
                     n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
-                    cluster: str = "prompt", n_perm: int = DEFAULT_N_PERM) -> pd.DataFrame:
+                    cluster: GenerativeCluster = "prompt", n_perm: int = DEFAULT_N_PERM) -> pd.DataFrame:
     """Metric table ``[*by, metric, ...]`` of a max-type statistic over the slices of each
     cell of ``by`` (ok rows): ``reduce="range"`` = max - min (disparity), ``"max"`` =
     the worst slice's value. Bootstrap CI (one multiplicity matrix per cell, shared by
@@ -201,13 +203,13 @@ def max_over_slices(scored: pd.DataFrame, by: Sequence[str] = (),
 
 def disparity(scored: pd.DataFrame, by: Sequence[str] = (), metrics: Sequence[str] = METRICS,
               n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
-              cluster: str = "prompt") -> pd.DataFrame:
+              cluster: GenerativeCluster = "prompt") -> pd.DataFrame:
     """max - min across slices per cell of ``by`` (:func:`max_over_slices`)."""
     return max_over_slices(scored, by, metrics, "range", n_boot, seed, cluster)
 
 
 def refusal_gap(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFAULT_N_BOOT,
-                seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
+                seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt") -> pd.DataFrame:
     """max over slice pairs |P(refusal|g) - P(refusal|g')| (= max - min), with CI;
     metric name ``refusal_gap``."""
     t = disparity(scored, by, ["refusal"], n_boot, seed, cluster)

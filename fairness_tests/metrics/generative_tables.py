@@ -33,7 +33,7 @@ SUMMARY_COLUMNS = ["scope", "family", "slice", *METRIC_COLUMNS]
 
 
 def generative_summary(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                       seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
+                       seed: int = DEFAULT_SEED, cluster: G.GenerativeCluster = "prompt") -> pd.DataFrame:
     """Worst slice (overall and per family), disparity and refusal gap as one metric
     table: ``scope, family, slice, metric, value, ci_low, ci_high, n, ...`` with metric
     ``worst_slice_<m>``, ``disparity_<m>`` or ``refusal_gap``. Every row is a max-type
@@ -61,7 +61,7 @@ def generative_summary(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
     return pd.concat(parts, ignore_index=True)
 
 
-def _cells(scored: pd.DataFrame, kinds, n_boot: int, seed: int, cluster: str) -> pd.DataFrame:
+def _cells(scored: pd.DataFrame, kinds, n_boot: int, seed: int, cluster: G.GenerativeCluster) -> pd.DataFrame:
     parts = []
     for kind, by in kinds:
         t = G.slice_table(scored, by, n_boot, seed, cluster)
@@ -72,13 +72,13 @@ def _cells(scored: pd.DataFrame, kinds, n_boot: int, seed: int, cluster: str) ->
 
 
 def protocol_cells(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                   seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
+                   seed: int = DEFAULT_SEED, cluster: G.GenerativeCluster = "prompt") -> pd.DataFrame:
     """Per-slice metrics in every protocol cell (overall, each family, each decoding)."""
     return _cells(scored, PROTOCOL_KINDS, n_boot, seed, cluster)
 
 
 def seed_cells(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-               seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
+               seed: int = DEFAULT_SEED, cluster: G.GenerativeCluster = "prompt") -> pd.DataFrame:
     """Per-slice metrics per generation seed (cell_kind ``seed``); empty for one seed."""
     if "seed" not in scored or scored["seed"].nunique() < 2:
         return pd.DataFrame(columns=["cell_kind", "cell", "slice", *METRIC_COLUMNS])
@@ -89,7 +89,7 @@ def seed_cells(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
 def generative_tables(scored: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
                       seed: int = DEFAULT_SEED, rubric: str = "published",
                       compare: tuple[str, pd.DataFrame] | None = None,
-                      cluster: str = "prompt") -> dict[str, pd.DataFrame]:
+                      cluster: G.GenerativeCluster = "prompt") -> dict[str, pd.DataFrame]:
     """Every generative metric table (see the module docstring).
 
     ``scored``: the scorer's output (:func:`fairness_tests.scoring.lexical.score`), one

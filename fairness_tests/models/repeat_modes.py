@@ -54,12 +54,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Sequence, get_args
+from typing import Any, Iterable, Sequence, get_args
 
 from fairness_tests.core.errors import ConfigError, FairnessTestsError
-from fairness_tests.models.request import Request
+from fairness_tests.models.request import RepeatMode, Request
 
-RepeatMode = Literal["calls", "n", "logprobs"]
 REPEAT_MODES: tuple[RepeatMode, ...] = get_args(RepeatMode)
 TOP_LOGPROBS = 20           # the most OpenAI's chat API allows; a lower server limit is learned
 LOGPROBS_MAX_TOKENS = 3     # room for "(b" or "**b" before the letter; the letter is usually first

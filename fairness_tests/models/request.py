@@ -63,6 +63,8 @@ from fairness_tests.core.io import sha256_text
 from fairness_tests.models.prompt_format import request_key_fields
 
 Status = Literal["ok", "error", "refused", "truncated"]
+#: how the repeats of a prompt are asked (:mod:`.repeat_modes`)
+RepeatMode = Literal["calls", "n", "logprobs"]
 STATUSES = ("ok", "error", "refused", "truncated")
 
 
@@ -188,7 +190,7 @@ class Request:
     api_base: str | None = field(default=None, compare=False, hash=False)
     kind: Literal["choice", "generate"] = "generate"
     choices: tuple[str, ...] = ()
-    repeat_mode: str = "calls"
+    repeat_mode: RepeatMode = "calls"
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     prompt_format: str | None = None       # None: the default (auto)
     answer_prefix: str | None = None       # None: the default ("Answer: (")

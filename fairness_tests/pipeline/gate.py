@@ -40,20 +40,22 @@ import pandas as pd
 from fairness_tests.core.errors import ConfigError, DataError
 from fairness_tests.core.fmt import json_value, shown, shown_p
 from fairness_tests.metrics import gate as gm
+from fairness_tests.metrics.bbq import CLUSTERS as BBQ_CLUSTERS
 from fairness_tests.metrics.bbq import first_run, join_answers, position_counts
 from fairness_tests.metrics.bbq_tables import repeated_items
 from fairness_tests.metrics.consistency import per_item
+from fairness_tests.metrics.generative import CLUSTERS as GENERATIVE_CLUSTERS
 from fairness_tests.metrics.generative import with_cells
 from fairness_tests.metrics.schema import BBQ_ITEM_COLUMNS
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT
-from fairness_tests.stats.significance import ALPHA, MODES, POWER
+from fairness_tests.stats.significance import ALPHA, MODES, POWER, GateMode
 
 BBQ_KEY = ["dataset", "example_id"]
 GENERATIVE_KEY = ["prompt_family", "paraphrase_id", "occupation", "slice_gender",
                   "slice_religion", "temperature", "top_p", "seed"]
-CLUSTER_CHOICES = {"bbq": ("template", "item"), "generative": ("prompt", "row")}
+CLUSTER_CHOICES = {"bbq": BBQ_CLUSTERS, "generative": GENERATIVE_CLUSTERS}
 DEFAULT_CLUSTERS = {"bbq": "template", "generative": "prompt"}
 
 
@@ -355,7 +357,7 @@ def generative_frame(records: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- the gate
 
-def gate_runs(baseline: RunResult, candidate: RunResult, *, mode: str | None = None,
+def gate_runs(baseline: RunResult, candidate: RunResult, *, mode: GateMode | None = None,
               seed: int = 0, cluster: dict[str, str] | None = None,
               n_boot: int = DEFAULT_N_BOOT, alpha: float = ALPHA, rules: Any = None,
               allow_protocol_change: bool = False) -> GateReport:
@@ -446,7 +448,7 @@ def candidate_pair(baseline: RunResult, candidate: RunResult, name: str):
     return rb, rc
 
 
-def _settings(rules: Any, mode: str | None):
+def _settings(rules: Any, mode: GateMode | None):
     """setting(metric, cell key) -> GateSetting from the metric's rule's gate spec."""
     by_id = {r.id: r for r in rules.rules} if rules is not None else {}
 
