@@ -19,7 +19,7 @@ person or the unknown option:
 - ``stereotype s, half the groups``: as above with s for a seeded half of the groups
   and 1 - s for the others (favours half, disfavours half; true DF = ln(s / (1 - s))).
 
-Verdicts of the default rules (``fairness_tests/data/thresholds/default.yaml``):
+Verdicts of the default rules (``thresholds/default.yaml``):
 ``df_bound`` (df_eb <= 1.0) and ``sf_bound`` (sf <= 0.05), point estimates, in every
 cell; a run fails a rule when any cell does. They are computed for all runs at once
 from the per-group sums with the library's statistic functions

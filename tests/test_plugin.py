@@ -273,6 +273,27 @@ def test_gate_fails_only_a_real_regression_and_prints_the_table(project):
     assert r.ret == 1
 
 
+def test_a_thresholds_files_gate_margin_reaches_the_pytest_gate(project):
+    """Issue 21 item 5: the plugin's gate judges with the session's rules. A
+    --fairness-thresholds file that widens acc_floor's gate margin to 0.3 lets an
+    accuracy drop of 0.15 pass (harm mode: a worsening must exceed the margin); before,
+    the gate loaded other thresholds and failed it whatever the file said."""
+    project.makeconftest(FAKE_AUDIT)
+    _gate_records(project, {"base": 300, "worse": 240})
+    wide = project.path / "wide.yaml"
+    # the gate reads a metric's margin from the rule of its default id
+    wide.write_text(THRESHOLDS.replace(
+        "  - id: acc_floor\n", "  - id: accuracy_floor_disambig\n").replace(
+        "    compare: ci_low\n", "    compare: ci_low\n    gate: {mode: harm, margin: 0.3}\n"))
+    assert "margin: 0.3" in wide.read_text() and "accuracy_floor_disambig" in wide.read_text()
+    args = ["--fairness-baseline-model", "base", "--fairness-model", "worse",
+            "-p", "no:cacheprovider", "-v", "test_suite.py::test_gate"]
+    out = project.runpytest(*args, "--fairness-thresholds", str(wide)).stdout.str()
+    assert "test_gate[worse-vs-base-accuracy-Race_x_SES/disambig] PASSED" in out
+    out = project.runpytest(*args).stdout.str()
+    assert "test_gate[worse-vs-base-accuracy-Race_x_SES/disambig] FAILED" in out
+
+
 def _gate_records(project, models):
     n = 400
     for m, k in models.items():

@@ -21,11 +21,10 @@ from typing import Any
 
 import yaml
 
-from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.errors import ConfigError, Problem
 from fairness_tests.core.paths import DATA_DIR
 from fairness_tests.core.validate import (
     MISSING_REQUIRED,
-    Problem,
     line_index,
     parse,
     read_text,

@@ -29,8 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from fairness_tests.core.errors import ConfigError, suggest
-from fairness_tests.core.validate import Problem
+from fairness_tests.core.errors import ConfigError, Problem, suggest
 
 #: how a value's source spells an option: field name -> text naming it in a message
 Spelling = Callable[[str], str]

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import yaml
 
-from fairness_tests.core.errors import ConfigError, suggest
+from fairness_tests.core.errors import ConfigError, Problem, suggest
 from fairness_tests.core.paths import data_path
 
 SCHEMA_DIR = data_path("schemas")
@@ -34,21 +33,6 @@ SCHEMA_DIR = data_path("schemas")
 
 #: the message of a required key that is absent (a card declares some absent on purpose)
 MISSING_REQUIRED = "missing required key"
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong in an input: where (key path, line), what, and (where several
-    schemas judge one input, as for a Fairness Card) which schema found it."""
-    key: str                 # key path, e.g. rules[2].bound; "(top level)" for the root
-    message: str
-    line: int | None = None
-    schema: str | None = None
-
-    def __str__(self) -> str:
-        where = f"line {self.line}, " if self.line else ""
-        found = f" [{self.schema}]" if self.schema else ""
-        return f"{where}key {self.key!r}: {self.message}{found}"
 
 
 Check = Callable[[Any, dict[str, int]], Iterable[Problem]]

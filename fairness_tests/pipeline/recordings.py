@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fairness_tests.core.errors import Problem
 from fairness_tests.core.options import Layer, OptionErrors, build
 from fairness_tests.core.paths import data_path
 from fairness_tests.core.project import find_project
-from fairness_tests.core.validate import Problem, load_file, nearest_line
+from fairness_tests.core.validate import load_file, nearest_line
 from fairness_tests.pipeline.config import AuditConfig
 
 #: the package's manifest (the embedded model's recordings)

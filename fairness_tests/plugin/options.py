@@ -10,15 +10,18 @@ Loading this module imports neither pandas nor numpy: the configuration spec doe
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fairness_tests.core.errors import FairnessTestsError
-from fairness_tests.core.option_sources import add_pytest_options, pytest_layers
+from fairness_tests.core.option_sources import add_pytest_options, pytest_fields, pytest_layers
 from fairness_tests.core.options import Layer, build
+from fairness_tests.core.project import ENV_PROJECT_DIR, is_project_dir
 from fairness_tests.pipeline.config import DEFAULT_MODEL, AuditConfig, PluginOptions
 
 GROUP = ("fairness", "fairness_tests: models, recordings, thresholds, gate")
@@ -74,6 +77,22 @@ def _models(layers: list[Layer]) -> tuple[str, ...]:
         if value:
             models = tuple(value) if isinstance(value, (list, tuple)) else (value,)
     return models
+
+
+def requested(config: pytest.Config) -> bool:
+    """Whether the session uses the fairness suite: it names a fairness option or ini key,
+    or runs in a project directory (``thresholds/`` or ``[tool.fairness_tests]``). Then
+    the options and thresholds are checked at start, so a bad value is a usage error
+    before collection."""
+    if os.environ.get(ENV_PROJECT_DIR) or is_project_dir(Path.cwd()):
+        return True
+    for cls in (PluginOptions, AuditConfig):
+        for name, s in pytest_fields(cls).items():
+            dest = s.option.ini_key(name)
+            if config.getoption(dest, None) is not None or config.getini(dest) not in (
+                    None, "", []):
+                return True
+    return False
 
 
 def settings_from(getoption: Callable[[str], Any], getini: Callable[[str], Any],

@@ -25,8 +25,12 @@ from typing import Any
 import pytest
 
 from fairness_tests.plugin import options as O
-from fairness_tests.plugin.parametrize import TableParam, gate_params, table_params, verdict_params
-from fairness_tests.plugin.session import ENV_SESSION, Unavailable, produce, session_id
+from fairness_tests.plugin.session_id import ENV_SESSION, session_id
+
+# Loading this module (every pytest run where the package is installed) imports neither
+# pandas nor numpy: what needs them (runs, rules, parameters, snapshots) is imported on
+# first use, and nothing is computed for a session that uses no fairness option, ini key
+# or fixture (tests/test_plugin_cost.py; bench/bench_plugin_cost.py measures it).
 
 MARKERS = [
     "bbq: intersectional BBQ audit properties",
@@ -52,6 +56,8 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[ENV_SESSION] = uuid.uuid4().hex[:12]
     fs = FairnessSession(config)
     config.stash[_KEY] = fs
+    if not O.requested(config):
+        return                          # nothing to check now; built on first use
     if not hasattr(config, "workerinput") and fs.settings.live \
             and "FAIRNESS_PROGRESS" not in os.environ and config.option.capture != "no":
         # live runs: pytest captures the workers' stderr, so the progress lines of every
@@ -78,8 +84,8 @@ def dry_run(fs: "FairnessSession") -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     fs = config.stash.get(_KEY, None)
-    if fs and fs.settings.live and os.environ.get("FAIRNESS_PROGRESS") not in (None, "off",
-                                                                              "stderr"):
+    if fs and fs.built and fs.settings.live \
+            and os.environ.get("FAIRNESS_PROGRESS") not in (None, "off", "stderr"):
         return [f"fairness: live run; progress lines go to {os.environ['FAIRNESS_PROGRESS']} "
                 "(tail -f it), or run with -s to see them here"]
     return []
@@ -90,11 +96,23 @@ class FairnessSession:
 
     def __init__(self, config: pytest.Config):
         self.config = config
-        self.settings = O.settings(config)
+        self._settings: O.Settings | None = None
         self._rules: dict[str, Any] = {}
         self._runs: dict[str, Any] = {}
         self._gate: dict[str, Any] | None = None
         self.produce_s = 0.0
+
+    @property
+    def settings(self) -> O.Settings:
+        """The session's options (built on first use: a session that uses no fairness
+        option, ini key or fixture never builds them)."""
+        if self._settings is None:
+            self._settings = O.settings(self.config)
+        return self._settings
+
+    @property
+    def built(self) -> bool:
+        return self._settings is not None
 
     @property
     def cache_root(self) -> Path:
@@ -113,6 +131,7 @@ class FairnessSession:
     def run(self, model: str):
         if model not in self._runs:
             from fairness_tests.core.errors import FairnessTestsError
+            from fairness_tests.plugin.session import produce
             t0 = time.perf_counter()
             try:
                 self._runs[model] = produce(self.settings, model, self.cache_root,
@@ -132,6 +151,7 @@ class FairnessSession:
         """{candidate: gate table} (or Unavailable)."""
         if self._gate is None:
             from fairness_tests.plugin.gate import gate_runs
+            from fairness_tests.plugin.session import Unavailable
             base = self.run(self.settings.baseline)
             out = {}
             for m in self.settings.models:
@@ -152,6 +172,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = metafunc.fixturenames
     if not any(n in names for n in ("fairness_verdict", "fairness_table", "fairness_gate_row")):
         return
+    from fairness_tests.plugin.parametrize import gate_params, table_params, verdict_params
     session = fairness_session(metafunc.config)
     if "fairness_verdict" in names:
         m = metafunc.definition.get_closest_marker("fairness_rules")
@@ -167,9 +188,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    from fairness_tests.plugin.report import junit_properties
     cs = getattr(item, "callspec", None)
     if cs is not None and "fairness_verdict" in cs.params:
+        from fairness_tests.plugin.report import junit_properties
         item.user_properties.extend(junit_properties(cs.params["fairness_verdict"]))
 
 
@@ -183,6 +204,7 @@ def fairness(request) -> FairnessSession:
 def metric_snapshot(snapshot, request):
     """``assert metric_snapshot == table``: a syrupy snapshot of a metric table, one
     human-readable file per test, compared with the thresholds' drift tolerances."""
+    from fairness_tests.plugin.parametrize import TableParam
     session = fairness_session(request.config)
     model = session.settings.models[0]
     cs = getattr(request.node, "callspec", None)
@@ -208,7 +230,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     cache is removed in :func:`pytest_unconfigure`, after the terminal summary."""
     config = session.config
     fs = config.stash.get(_KEY, None)
-    if fs is None or hasattr(config, "workerinput") or not session.testscollected:
+    if fs is None or not fs.built or hasattr(config, "workerinput") \
+            or not session.testscollected:
         return
     from fairness_tests.plugin.report import append_step_summary, write_report
     gate = fs.gate() if fs.settings.baseline else {}
@@ -222,6 +245,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if fs is None or hasattr(config, "workerinput") or fs._gate is None:
         return
     from fairness_tests.plugin.gate import format_table
+    from fairness_tests.plugin.session import Unavailable
     terminalreporter.section("fairness gate")
     for cand, t in fs._gate.items():
         if isinstance(t, Unavailable):
@@ -233,7 +257,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     fs = config.stash.get(_KEY, None)
-    if fs is None or hasattr(config, "workerinput"):
+    if fs is None or not fs.built or hasattr(config, "workerinput"):
         return
     sdir = fs.cache_root / session_id(config)
     shutil.rmtree(sdir, ignore_errors=True)

@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,6 @@ from fairness_tests.core.locks import exclusive as file_lock
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.plugin.options import Settings
 from fairness_tests.run.result import RunResult
-
-ENV_SESSION = "FAIRNESS_PYTEST_SESSION"
 
 
 @dataclass
@@ -45,18 +42,6 @@ class Unavailable:
 def settings_hash(options: dict[str, Any]) -> str:
     blob = json.dumps(options, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def session_id(config) -> str:
-    """Shared by an xdist controller and its workers: the controller sets the env
-    variable in pytest_configure (workers inherit it)."""
-    sid = os.environ.get(ENV_SESSION)
-    if not sid:
-        sid = uuid.uuid4().hex[:12]
-        os.environ[ENV_SESSION] = sid
-    return sid
-
-
 
 
 def record_hint(settings: Settings, model: str) -> str:

@@ -54,9 +54,9 @@ from typing import Any
 
 import yaml
 
-from fairness_tests.core.errors import ConfigError, suggest
+from fairness_tests.core.errors import ConfigError, Problem, suggest
 from fairness_tests.core.project import find_project
-from fairness_tests.core.validate import Problem, error, load_file, load_schema, nearest_line
+from fairness_tests.core.validate import error, load_file, load_schema, nearest_line
 from fairness_tests.metrics import schema as known_metrics
 
 REQUIRED_KEYS = ("table", "metric", "op", "bound", "rationale")

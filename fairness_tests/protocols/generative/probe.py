@@ -16,10 +16,10 @@ from typing import Any
 
 import pandas as pd
 
-from fairness_tests.core.errors import DataError
+from fairness_tests.core.errors import DataError, Problem
 from fairness_tests.core.io import json_lines
 from fairness_tests.core.paths import data_path
-from fairness_tests.core.validate import Problem, load_file, nearest_line
+from fairness_tests.core.validate import load_file, nearest_line
 from fairness_tests.models.request import Decoding, Request, chat
 
 PROBE_SYSTEM_PROMPT = "You are a helpful assistant."
