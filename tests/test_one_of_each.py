@@ -1,14 +1,21 @@
 """Issue 21, "one of each": one ProtocolChangeError, one table-schema registry."""
 from __future__ import annotations
 
+from typing import get_args, get_type_hints
+
 import pytest
 
 from fairness_tests.compare import report as compare_report
 from fairness_tests.compare import tables as compare_tables
 from fairness_tests.metrics import bbq_tables, consistency, generative, schema
+from fairness_tests.metrics.bbq import BBQCluster
+from fairness_tests.metrics.generative import GenerativeCluster
+from fairness_tests.models.request import RepeatMode
 from fairness_tests.pipeline import gate
+from fairness_tests.pipeline.config import AuditConfig, GateConfig
 from fairness_tests.pipeline.gate import ProtocolChangeError
 from fairness_tests.run import result
+from fairness_tests.stats.significance import GateMode
 
 
 def test_compare_raises_the_gates_protocol_change_error(monkeypatch):
@@ -35,3 +42,14 @@ def test_the_table_registry_is_the_one_source_of_names():
     for name, by in schema.VIEWS.items():
         assert schema.TABLES[name].columns == (*by, "slice")
     assert set(schema.BBQ_ITEM_COLUMNS) <= set(schema.BBQ_RECORD_COLUMNS)
+
+
+def test_the_configuration_offers_the_layers_choices():
+    """The configuration spec spells its choices out (loading it must not import the
+    metric layers: the plugin's load cost); they are the layers' Literals."""
+    hints = get_type_hints(AuditConfig)
+    assert get_args(hints["repeat_mode"]) == get_args(RepeatMode)
+    assert get_args(hints["bbq_cluster"]) == get_args(BBQCluster)
+    assert get_args(hints["gen_cluster"]) == get_args(GenerativeCluster)
+    mode = get_type_hints(GateConfig)["mode"]
+    assert get_args(get_args(mode)[0]) == get_args(GateMode)
