@@ -84,8 +84,8 @@ def cmd_score(c: GenerativeScoreConfig) -> int:
     cols = ["slice", "n", "n_error", *METRICS]
     w(_table([[e.get(col) for col in cols] for e in rep["by_slice"]], cols))
     w("\n")
-    rows = [[m, rep["worst_slice"][m]["overall"]["slice"], rep["worst_slice"][m]["overall"]["value"],
-             rep["disparity"][m]] for m in METRICS]
+    worst = {m: rep["worst_slice"][m]["overall"] for m in METRICS}
+    rows = [[m, worst[m]["slice"], worst[m]["value"], rep["disparity"][m]] for m in METRICS]
     w(_table(rows, ["metric", "worst_slice", "worst_value", "disparity"]))
     w(f"\nrefusal gap {_fmt(rep['refusal_gap'])} (95% CI {_fmt(rep['ci']['refusal_gap'][0])}"
       f"-{_fmt(rep['ci']['refusal_gap'][1])})\n")
@@ -170,7 +170,8 @@ def cmd_probe_score(c: ProbeScoreConfig) -> int:
         print(json.dumps(rep, indent=1))
         return 0
     sys.stdout.write(_table([[r["decoding"], r["context"], r["metric"], r["value"], r["n"]]
-                             for r in rep["shares"]], ["decoding", "context", "share", "value", "n"]))
+                             for r in rep["shares"]],
+                            ["decoding", "context", "share", "value", "n"]))
     sys.stdout.write("\n" + _table([[r["swap"], r["metric"], r["value"], r["ci_low"], r["ci_high"],
                                      r["n"]] for r in rep["consistency"]],
                                    ["swap", "metric", "value", "ci_low", "ci_high", "n"]))

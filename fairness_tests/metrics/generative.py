@@ -113,7 +113,7 @@ def slice_table(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFA
     missing = (full.merge(have, how="left", indicator=True).query("_merge == 'left_only'")
                if len(have) else full)
     if len(missing):
-        extra = [{**dict(zip(keys, r)), "metric": m, "value": np.nan, "ci_low": np.nan,
+        extra = [{**dict(zip(keys, r, strict=True)), "metric": m, "value": np.nan, "ci_low": np.nan,
                   "ci_high": np.nan, "n": 0, "note": "no ok rows"}
                  for r in missing[keys].itertuples(index=False) for m in METRICS]
         out = pd.concat([out, pd.DataFrame(extra)], ignore_index=True)
@@ -124,7 +124,8 @@ def slice_table(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFA
 
 
 def all_tables(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-               seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt") -> dict[str, pd.DataFrame]:
+               seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt"
+               ) -> dict[str, pd.DataFrame]:
     """Every view of :data:`~fairness_tests.metrics.schema.VIEWS` (per slice, slice x
     family, ...), by table name."""
     df = with_cells(scored)
@@ -168,7 +169,8 @@ def _slice_stat(k: int, reduce: str):
 def max_over_slices(scored: pd.DataFrame, by: Sequence[str] = (),
                     metrics: Sequence[str] = METRICS, reduce: str = "range",
                     n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
-                    cluster: GenerativeCluster = "prompt", n_perm: int = DEFAULT_N_PERM) -> pd.DataFrame:
+                    cluster: GenerativeCluster = "prompt",
+                    n_perm: int = DEFAULT_N_PERM) -> pd.DataFrame:
     """Metric table ``[*by, metric, ...]`` of a max-type statistic over the slices of each
     cell of ``by`` (ok rows): ``reduce="range"`` = max - min (disparity), ``"max"`` =
     the worst slice's value. Bootstrap CI (one multiplicity matrix per cell, shared by
@@ -192,12 +194,12 @@ def max_over_slices(scored: pd.DataFrame, by: Sequence[str] = (),
             est = bootstrap(X, stat, n_boot, seed, clusters=clusters)
             perm = permutation_test(
                 np.column_stack([y, np.ones_like(y)]), g["slice"].to_numpy(),
-                lambda S: stat(np.hstack([S[:, :, 0], S[:, :, 1]])),
+                lambda S, stat=stat: stat(np.hstack([S[:, :, 0], S[:, :, 1]])),
                 strata=g["frame"].to_numpy() if cl else None,
                 units=clusters, n_perm=n_perm, seed=seed)
             note = "" if k >= (1 if reduce == "max" else 2) else "fewer than two slices"
             rows.append(metric_row(m, est, n=len(g), note=note, p_value=perm.p_value,
-                                   bias_corrected=True, **dict(zip(by, key))))
+                                   bias_corrected=True, **dict(zip(by, key, strict=True))))
     return pd.DataFrame(rows, columns=[*by, *METRIC_COLUMNS])
 
 

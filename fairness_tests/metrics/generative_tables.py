@@ -33,7 +33,8 @@ SUMMARY_COLUMNS = ["scope", "family", "slice", *METRIC_COLUMNS]
 
 
 def generative_summary(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                       seed: int = DEFAULT_SEED, cluster: G.GenerativeCluster = "prompt") -> pd.DataFrame:
+                       seed: int = DEFAULT_SEED, cluster: G.GenerativeCluster = "prompt"
+                       ) -> pd.DataFrame:
     """Worst slice (overall and per family), disparity and refusal gap as one metric
     table: ``scope, family, slice, metric, value, ci_low, ci_high, n, ...`` with metric
     ``worst_slice_<m>``, ``disparity_<m>`` or ``refusal_gap``. Every row is a max-type
@@ -61,7 +62,8 @@ def generative_summary(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
     return pd.concat(parts, ignore_index=True)
 
 
-def _cells(scored: pd.DataFrame, kinds, n_boot: int, seed: int, cluster: G.GenerativeCluster) -> pd.DataFrame:
+def _cells(scored: pd.DataFrame, kinds, n_boot: int, seed: int,
+           cluster: G.GenerativeCluster) -> pd.DataFrame:
     parts = []
     for kind, by in kinds:
         t = G.slice_table(scored, by, n_boot, seed, cluster)
@@ -72,7 +74,8 @@ def _cells(scored: pd.DataFrame, kinds, n_boot: int, seed: int, cluster: G.Gener
 
 
 def protocol_cells(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                   seed: int = DEFAULT_SEED, cluster: G.GenerativeCluster = "prompt") -> pd.DataFrame:
+                   seed: int = DEFAULT_SEED, cluster: G.GenerativeCluster = "prompt"
+                   ) -> pd.DataFrame:
     """Per-slice metrics in every protocol cell (overall, each family, each decoding)."""
     return _cells(scored, PROTOCOL_KINDS, n_boot, seed, cluster)
 
@@ -93,9 +96,9 @@ def generative_tables(scored: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
     """Every generative metric table (see the module docstring).
 
     ``scored``: the scorer's output (:func:`fairness_tests.scoring.lexical.score`), one
-    row per generation, scored by the rubric named ``rubric``; ``compare``: ``(rubric name, the same generations scored by
-    that rubric)`` for scorer sensitivity; ``cluster``: "prompt" (resample prompts, the
-    default) or "row"."""
+    row per generation, scored by the rubric named ``rubric``; ``compare``: ``(rubric name,
+    the same generations scored by that rubric)`` for scorer sensitivity; ``cluster``:
+    "prompt" (resample prompts, the default) or "row"."""
     df = G.with_cells(scored)
     kw = dict(n_boot=n_boot, seed=seed, cluster=cluster)
     out = G.all_tables(df, **kw)

@@ -26,6 +26,7 @@ For one protocol's requests and one repeat mode (:func:`estimate`):
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Iterable, Sequence
 
 from fairness_tests.core.errors import FairnessTestsError
@@ -49,14 +50,17 @@ _BUNDLED_TOKENIZERS = {"anthropic", "deepseek"}
 class BudgetReached(FairnessTestsError):
     """The running cost reached ``--max-cost``; no new request was started after it."""
 
-    def __init__(self, spent_usd: float, limit_usd: float, not_asked: int, recorded: int | None = None):
+    def __init__(self, spent_usd: float, limit_usd: float, not_asked: int,
+                 recorded: int | None = None):
         self.spent_usd, self.limit_usd, self.not_asked = spent_usd, limit_usd, not_asked
         self.recorded = recorded
         super().__init__(self._message())
 
     def _message(self) -> str:
-        kept = "" if self.recorded is None else f"; the {self.recorded} responses recorded by this run are kept"
-        return (f"budget reached: ${self.spent_usd:.4f} spent of --max-cost ${self.limit_usd:.4f}{kept}; "
+        kept = "" if self.recorded is None else \
+            f"; the {self.recorded} responses recorded by this run are kept"
+        return (f"budget reached: ${self.spent_usd:.4f} spent of --max-cost "
+                f"${self.limit_usd:.4f}{kept}; "
                 f"requests not yet started were not asked. Run the same command again (with a "
                 f"higher --max-cost) to resume: the store answers everything already recorded")
 
@@ -90,9 +94,8 @@ def model_price(model: str) -> Price | None:
 
 def _version() -> str:
     try:
-        from importlib.metadata import version
         return version("litellm")
-    except Exception:  # pragma: no cover
+    except PackageNotFoundError:  # pragma: no cover - litellm is what prices
         return "?"
 
 
@@ -102,19 +105,20 @@ def tokenizer_of(model: str) -> tuple[str, bool]:
     load_litellm()
     name = model.split("/", 1)[1] if "/" in model else model
     try:
-        from litellm.utils import huggingface_tokenizer_kind
+        from litellm.utils import huggingface_tokenizer_kind  # noqa: PLC0415  heavy, optional
         kind = huggingface_tokenizer_kind(name)
     except Exception:
         kind = None
     if kind in _BUNDLED_TOKENIZERS:
         return f"litellm token_counter ({kind} tokenizer)", True
     try:
-        from litellm.litellm_core_utils.token_counter import (
+        from litellm.litellm_core_utils.token_counter import (  # noqa: PLC0415  heavy
             is_openai_model,
             openai_tokenizer_encoding_name,
         )
         if kind is None and is_openai_model(model):
-            return f"litellm token_counter (tiktoken {openai_tokenizer_encoding_name(model)})", True
+            enc = openai_tokenizer_encoding_name(model)
+            return f"litellm token_counter (tiktoken {enc})", True
     except Exception:
         pass
     return ("estimate: litellm token_counter's default tiktoken cl100k_base "

@@ -56,6 +56,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence, get_args
 
+import numpy as np
+
 from fairness_tests.core.errors import ConfigError, FairnessTestsError
 from fairness_tests.models.request import RepeatMode, Request
 
@@ -193,7 +195,6 @@ def letter_scores(top: Iterable[tuple[str, float]], choices: Sequence[str],
     (numpy, ``-inf`` for a letter not among ``top``) and ``letter_mass = sum_l exp(s_l)``,
     from the ``(token, logprob)`` candidates at the answer position (:func:`letter_index`;
     a log-probability at or below -9999, OpenAI's "very unlikely" marker, counts as 0)."""
-    import numpy as np
     letters = list(choices)
     p = np.zeros(len(letters))
     for token, logprob in top:

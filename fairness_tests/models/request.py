@@ -162,7 +162,8 @@ class Decoding:
     top_p: float = 1.0
     max_tokens: int = 16
     reasoning_effort: str | None = None   # litellm's reasoning_effort ("low", "medium", "high")
-    thinking_budget: int | None = None    # litellm's thinking={"type": "enabled", "budget_tokens": N}
+    #: litellm's thinking={"type": "enabled", "budget_tokens": N}
+    thinking_budget: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "temperature", _float(self.temperature, "temperature"))
@@ -281,7 +282,8 @@ class Response:
     text: str = ""
     answer: int | None = None                   # parsed choice index; None = invalid / n.a.
     letter_probs: list[float] | None = None     # P(letter) for each choice, when known
-    letter_mass: float | None = None            # P(any letter) over the full vocabulary at T=1, when known
+    #: P(any letter) over the full vocabulary at T=1, when known
+    letter_mass: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None     # includes reasoning_tokens (as providers bill them)
     reasoning_tokens: int | None = None      # of completion_tokens, spent reasoning (when reported)

@@ -81,14 +81,14 @@ def merge_stores(sources: Iterable[str | os.PathLike], into: str | os.PathLike,
         conn.create_function("scrub_json", 1, scrubber.json_text, deterministic=True)
         conn.create_function("same_answerer", 2, _same_answerer_json, deterministic=True)
         aliases = [f"src{i}" for i in range(len(paths))]
-        for alias, p in zip(aliases, paths):
+        for alias, p in zip(aliases, paths, strict=True):
             conn.execute(f"ATTACH DATABASE ? AS {alias}", (str(p),))
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conflicts: list[tuple[str, Path]] = []
                 provenance = []
-                for alias, p in zip(aliases, paths):
+                for alias, p in zip(aliases, paths, strict=True):
                     before = counts["added"]
                     found = _merge_one(conn, alias, counts)
                     conflicts += [(k, p) for k in found]
@@ -179,7 +179,7 @@ def _conflict_error(conn, conflicts: list[tuple[str, Path]], aliases: list[str],
                          (key,)).fetchone()
         b = conn.execute("SELECT text, status, answer FROM main.responses WHERE key = ?",
                          (key,)).fetchone()
-        other = [str(p) for al, p in zip(aliases, paths) if p != src and conn.execute(
+        other = [str(p) for al, p in zip(aliases, paths, strict=True) if p != src and conn.execute(
             f"SELECT 1 FROM {al}.responses WHERE key = ?", (key,)).fetchone()]
         where = ", ".join(other) if other else str(target)
         lines.append(f"  key {key}: {src} has {a[1]} {a[0][:60]!r} (answer {a[2]}), "

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -115,10 +116,10 @@ class GateReport:
                  _f(r["margin"]), _p(r["p_value"]), _p(r["p_adjusted"]),
                  _f(r["detectable"]), r["verdict"]]
                 for r in self.table.to_dict(orient="records")]
-        widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+        widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
 
         def line(cells):
-            return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+            return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
         out = [f"fairness gate: candidate {self.candidate} vs baseline {self.baseline}",
                line(head), line(["-" * w for w in widths]), *[line(b) for b in body], "",
                self.family]
@@ -480,7 +481,6 @@ def family_statement(table: pd.DataFrame, alpha: float, clusters: dict[str, str]
 
 def write_report(report: GateReport, out) -> None:
     """``gate.csv``, ``gate.json`` and ``gate.md`` in ``out``."""
-    from pathlib import Path
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
     report.table.to_csv(d / "gate.csv", index=False, float_format="%.10g")

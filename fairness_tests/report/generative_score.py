@@ -48,7 +48,7 @@ def _entries(table: pd.DataFrame, by: list[str], counts: pd.DataFrame) -> tuple[
     counts = counts.set_index(keys)
     for key, g in t.groupby(keys, sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        cell = {k: json_value(v) for k, v in zip(keys, key)}
+        cell = {k: json_value(v) for k, v in zip(keys, key, strict=True)}
         c = counts.loc[key if len(key) > 1 else key[0]]
         entry = {**cell, "n": int(c["n_ok"]), "n_error": int(c["n_error"])}
         ci = dict(cell)
@@ -79,14 +79,15 @@ def score_report(scored: pd.DataFrame, tables: dict[str, pd.DataFrame],
         fam = rows[rows["scope"] == "family"]
         worst[m] = {"overall": {"slice": r["slice"], "value": json_value(r["value"])},
                     "by_family": {f: {"slice": s, "value": json_value(v)}
-                                  for f, s, v in zip(fam["family"], fam["slice"], fam["value"])}}
+                                  for f, s, v in zip(fam["family"], fam["slice"], fam["value"],
+                                                     strict=True)}}
     out["worst_slice"] = worst
     overall = summ[summ["scope"] == "overall"]
     d = overall[overall["metric"].str.startswith("disparity_")]
     names = d["metric"].str[len("disparity_"):]
-    out["disparity"] = {m: json_value(v) for m, v in zip(names, d["value"])}
+    out["disparity"] = {m: json_value(v) for m, v in zip(names, d["value"], strict=True)}
     ci["disparity"] = {m: [json_value(lo), json_value(hi)]
-                       for m, lo, hi in zip(names, d["ci_low"], d["ci_high"])}
+                       for m, lo, hi in zip(names, d["ci_low"], d["ci_high"], strict=True)}
     gap = overall[overall["metric"] == "refusal_gap"].iloc[0]
     out["refusal_gap"] = json_value(gap["value"])
     ci["refusal_gap"] = [json_value(gap["ci_low"]), json_value(gap["ci_high"])]
@@ -126,8 +127,8 @@ def sensitivity_report(records: pd.DataFrame, rules: RuleSet,
     return {
         "rubrics": list(names),
         "by_slice_delta": _records(ta["scorer_sensitivity"]),
-        "verdicts": {names[0]: _records(oa.tables["protocol_verdicts"].drop(columns=["rationale"])),
-                     names[1]: _records(ob.tables["protocol_verdicts"].drop(columns=["rationale"]))},
+        "verdicts": {n: _records(o.tables["protocol_verdicts"].drop(columns=["rationale"]))
+                     for n, o in zip(names, (oa, ob), strict=True)},
         "flipped_verdicts": _records(oa.tables["rubric_flips"]),
         "protocol_dependence": {names[0]: _records(oa.tables["protocol_sensitivity"]),
                                 names[1]: _records(ob.tables["protocol_sensitivity"])},

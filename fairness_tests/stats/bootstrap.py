@@ -59,6 +59,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -302,7 +303,6 @@ def wilson_ci(k: float, n: float, level: float = DEFAULT_LEVEL) -> tuple[float, 
 
 def _z(level: float) -> float:
     # inverse normal CDF via the error function (no scipy dependency)
-    from statistics import NormalDist
 
     return NormalDist().inv_cdf(0.5 + level / 2.0)
 
@@ -330,7 +330,7 @@ def rate_table(
             col = g[flag]
             defined = col.notna().to_numpy()
             k, n = float(col[defined].astype(float).sum()), int(defined.sum())
-            cell = dict(zip(by, key))
+            cell = dict(zip(by, key, strict=True))
             if n == 0:
                 rows.append(metric_row(flag, NAN, n=0, note="no rows", **cell))
                 continue
@@ -361,7 +361,7 @@ def mean_table(df: pd.DataFrame, by: Sequence[str], columns: Iterable[str],
     grouped = df.groupby(list(by), sort=True, dropna=False) if by else [((), df)]
     for key, g in grouped:
         key = key if isinstance(key, tuple) else (key,)
-        cell = dict(zip(by, key))
+        cell = dict(zip(by, key, strict=True))
         for c in columns:
             defined = g[c].notna().to_numpy()
             x = g[c].to_numpy(dtype=np.float64)[defined]
