@@ -161,8 +161,9 @@ class TokenCounter:
 
 @dataclass
 class EstimateRow:
+    """One row of the dry run (see the module docstring)."""
     protocol: str
-    repeat_mode: str
+    repeat_mode: RepeatMode
     selected: bool
     responses: int
     in_store: int
@@ -189,7 +190,7 @@ def still_to_ask(requests: Iterable[Request], store: Any) -> tuple[int, list[Req
 
 
 def estimate(protocol: str, requests: Sequence[Request], store: Any, counter: TokenCounter,
-             price: Price | None, mode: str, selected: bool) -> EstimateRow:
+             price: Price | None, mode: RepeatMode, selected: bool) -> EstimateRow:
     """One row of the dry run (see the module docstring)."""
     distinct, missing = still_to_ask(apply_mode(requests, mode), store)
     calls = inp = out = 0
@@ -246,7 +247,8 @@ def dry_run_rows(by_protocol: dict[str, list[Request]], store: Any, model: str,
     return rows
 
 
-def _modes_for(requests: Iterable[Request], selected: str, all_modes: bool) -> tuple[str, ...]:
+def _modes_for(requests: Iterable[Request], selected: RepeatMode,
+               all_modes: bool) -> tuple[RepeatMode, ...]:
     if not any(r.kind == "choice" for r in requests):
         return ("calls",)
     return REPEAT_MODES if all_modes else (selected,)

@@ -61,7 +61,7 @@ import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.backends import blas_linear
@@ -86,6 +86,15 @@ from fairness_tests.models.request import Request, Response
 
 #: memory for the cached keys/values of one chunk of the prefix tree
 KV_CACHE_BYTES = 1 << 30
+
+
+class PromptPlan(NamedTuple):
+    """What a dry run reports of a local model's multiple-choice prompts still to ask:
+    distinct ``prompts``, their ``tokens``, and the tokens the prefix tree ``computed``
+    (each shared prefix once)."""
+    prompts: int
+    tokens: int
+    computed: int
 
 
 @dataclass
@@ -332,15 +341,16 @@ class TransformersBackend:
         return len(self.loaded().tokenizer(self.prompt_text(req),
                                            add_special_tokens=True)["input_ids"])
 
-    def plan_tokens(self, requests: list[Request]) -> tuple[int, int, int]:
+    def plan_tokens(self, requests: list[Request]) -> PromptPlan:
         """(distinct prompts, prompt tokens, tokens computed) of the multiple-choice
         requests among ``requests``: the prefix tree :meth:`answer` would compute, built
         the same way, without a forward pass (the dry run's figure)."""
         idxs = [i for i, r in enumerate(requests) if r.kind == "choice" and r.choices]
         plan = self._plan_choice(requests, idxs, lambda i, resp: None) if idxs else None
-        if plan is None:
-            return 0, 0, 0
-        return plan.tree.n_prompts, plan.tree.prompt_tokens, plan.tree.tokens_computed
+        if plan is None or plan.tree is None:
+            return PromptPlan(0, 0, 0)
+        return PromptPlan(plan.tree.n_prompts, plan.tree.prompt_tokens,
+                          plan.tree.tokens_computed)
 
     def _run_choice(self, requests, plan: "_ChoicePlan", done, batch_done,
                     workers: Workers) -> None:
