@@ -22,12 +22,15 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from fairness_tests.core.errors import DataError
 from fairness_tests.models.backends.base import BackendInfo, Usage
 
 RUN_SCHEMA_VERSION = 2
+#: how the answers were had: asked now, served by the store, or read from a file
+RunMode = Literal["live", "replay", "scored"]
+SourceKind = Literal["audit", "predictions", "outputs"]
 
 
 @dataclass
@@ -47,7 +50,7 @@ class Bootstrap:
 class Source:
     """Where the answers came from: the audit asked the model (``audit``), or a score
     command read someone's predictions (``predictions``) or generations (``outputs``)."""
-    kind: str
+    kind: SourceKind
     file: str | None = None
     sha256: str | None = None
 
@@ -148,7 +151,7 @@ class AskingInfo:
 class RunMetadata:
     model: str | None                     # None: a scored run whose model was not named
     backend: str | None
-    mode: str
+    mode: RunMode
     source: Source
     fairness_tests_version: str
     evaluation_date: str | None = None
