@@ -1,22 +1,15 @@
-"""``fairness-tests bbq filter|score`` and ``data fetch`` (against a real HTTP server
-on 127.0.0.1)."""
+"""``fairness-tests bbq filter|score`` on the intersectional stand-in (``data fetch``:
+tests/test_bbq_fetch.py)."""
 from __future__ import annotations
 
-import functools
-import hashlib
-import http.server
 import json
-import shutil
 import subprocess
 import sys
-import threading
 
 import pytest
 
 from fairness_tests.cli.main import main
-from fairness_tests.core.errors import DataError
 from fairness_tests.core.paths import bbq_dir
-from fairness_tests.protocols.bbq.fetch import REMOTE_PATHS, fetch
 
 SHARED = bbq_dir()
 pytestmark = pytest.mark.skipif(not (SHARED / "Race_x_SES.jsonl").exists(),
@@ -183,66 +176,6 @@ def test_score_table_format(small_dir, tmp_path, capsys):
     header = out.splitlines()[0].split()
     assert header[:4] == ["dataset", "context", "n_items", "accuracy"]
     assert "invalid_rate" in header
-
-
-# ---------------------------------------------------------------- fetch
-@pytest.fixture
-def mirror(tmp_path, small_dir):
-    """A real HTTP server on 127.0.0.1 serving the BBQ repository layout."""
-    d, _ = small_dir
-    root = tmp_path / "mirror"
-    for name, remote in REMOTE_PATHS.items():
-        (root / remote).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(d / name, root / remote)
-    handler = functools.partial(_QuietHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", root
-    server.shutdown()
-    server.server_close()
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-def test_fetch_verifies_sha256(mirror, tmp_path):
-    url, root = mirror
-    expected = {n: hashlib.sha256((root / r).read_bytes()).hexdigest()
-                for n, r in REMOTE_PATHS.items()}
-    dest = tmp_path / "dest"
-    got = fetch(dest, base_url=url, expected=expected)
-    assert got == expected
-    for n, r in REMOTE_PATHS.items():
-        assert (dest / n).read_bytes() == (root / r).read_bytes()
-    assert not list(dest.glob("*.part"))
-    # a second run finds the files in place and verified: the server is not needed
-    assert fetch(dest, base_url="http://127.0.0.1:9", expected=expected) == expected
-
-
-def test_fetch_mismatch_is_an_error_and_saves_nothing(mirror, tmp_path):
-    url, _ = mirror
-    dest = tmp_path / "dest"
-    # default expectation = the official release's sha256; the stand-in files differ
-    with pytest.raises(DataError, match="sha256 mismatch"):
-        fetch(dest, base_url=url)
-    assert list(dest.iterdir()) == []
-
-
-def test_fetch_cli(mirror, tmp_path, capsys):
-    url, _ = mirror
-    rc, out, err = run(["data", "fetch", "--dest", str(tmp_path / "d"), "--base-url", url],
-                       capsys)
-    assert rc == 2
-    assert "sha256 mismatch" in err and f"{url}/data/Race_x_SES.jsonl" in err
-
-
-def test_fetch_http_error(mirror, tmp_path):
-    url, _ = mirror
-    with pytest.raises(DataError, match="HTTP 404"):
-        fetch(tmp_path / "d", base_url=url + "/nowhere")
 
 
 def test_score_misspelt_category_names_the_line_and_the_closest_name(small_dir, tmp_path, capsys):

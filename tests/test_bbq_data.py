@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+import bbq_authors_reference as R
 import pandas as pd
 import pytest
 
@@ -185,10 +186,39 @@ def test_truncated_jsonl_is_not_a_silent_partial_load(small):
         load_bbq(small)
 
 
-def test_missing_file(small):
-    (small / "additional_metadata.csv").unlink()
-    with pytest.raises(DataError, match="additional_metadata.csv: missing BBQ file"):
+def test_missing_items_file_is_one_line_naming_fetch_and_the_variable(small):
+    (small / "Race_x_SES.jsonl").unlink()
+    with pytest.raises(DataError) as e:
         load_bbq(small)
+    msg = str(e.value)
+    assert "\n" not in msg and "BBQ data not found" in msg and "Race_x_SES.jsonl" in msg
+    assert "fairness-tests data fetch --categories Race_x_SES" in msg
+    assert "FAIRNESS_BBQ_DIR" in msg
+
+
+def test_without_metadata_target_loc_is_derived_and_stated(small):
+    """No additional_metadata.csv: target_loc by the BBQ authors' rule, stated per
+    category; the derived values equal the independent reference's."""
+    with_meta = load_bbq(small)
+    (small / "additional_metadata.csv").unlink()
+    data = load_bbq(small)
+    assert data.target_loc == {"Race_x_SES": "derived", "Race_x_gender": "derived"}
+    assert with_meta.target_loc == {"Race_x_SES": "metadata", "Race_x_gender": "metadata"}
+    assert "target_loc" in data.provenance() and "target_loc" not in with_meta.provenance()
+    templates = {}
+    for ds in ("Race_x_SES", "Race_x_gender"):
+        templates[ds] = R.load_intersectional_templates(
+            SHARED / "templates" / f"new_templates - {ds}.csv")
+    for ds in ("Race_x_SES", "Race_x_gender"):
+        lines = (small / f"{ds}.jsonl").read_text(encoding="utf-8").splitlines()
+        got = data.items[data.items.dataset == ds].set_index("example_id")
+        for line in lines:
+            it = json.loads(line)
+            var2, names = templates[ds][str(it["question_index"])]
+            want = R.derive_target_loc(it, var2)
+            t = got.at[it["example_id"], "target_loc"]
+            assert (pd.isna(t) and want is None) or t == want
+            assert got.at[it["example_id"], "label_type"] == R.label_type(it, names)
 
 
 def test_item_without_metadata_row(small):
@@ -246,6 +276,11 @@ def test_missing_directory(tmp_path):
 
 def test_official_sha_table_matches_readme():
     readme = (SHARED / "README.md").read_text(encoding="utf-8")
-    for digest in OFFICIAL_SHA256.values():
-        assert digest in readme
+    official = SHARED.parent / "bbq_official" / "README.md"
+    if official.exists():
+        readme += official.read_text(encoding="utf-8")
+    for name, digest in OFFICIAL_SHA256.items():
+        if official.exists() or name in ("Race_x_SES.jsonl", "Race_x_gender.jsonl",
+                                         "additional_metadata.csv"):
+            assert digest in readme, name
 

@@ -137,8 +137,8 @@ def test_after_the_prefix_on_a_completion_endpoint_the_letters_are_exact(tmp_pat
 
 
 def test_answer_states_for_the_rules_layer():
-    from fairness_tests.models.request import Response
     from fairness_tests.models.answers import answer_state
+    from fairness_tests.models.request import Response
     q = Request(messages=chat(None, "q"), kind="choice", choices=L)
     cases = [(Response(key="", status="error"), "error"),
              (Response(key="", status="refused"), "refused"),

@@ -301,7 +301,8 @@ def _protocol(b: _Builder, titles: dict) -> None:
     bbq = ep.get("bbq") or {}
     if bbq:
         b.add(Heading(3, "BBQ data and settings", "bbq_protocol"))
-        b.add(KV([(k, _s(bbq[k])) for k in ("data_dir", "filter", "n_items", "repeats", "rotations",
+        b.add(KV([(k, _s(bbq[k])) for k in ("data_dir", "categories", "filter", "target_loc",
+                                             "conventions", "n_items", "repeats", "rotations",
                                              "temperature", "seed", "bootstrap", "consistency",
                                              "answer_parser") if k in bbq]))
         sha = bbq.get("data_sha256") or {}

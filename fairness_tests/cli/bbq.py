@@ -13,15 +13,17 @@ from fairness_tests.pipeline.bbq_info import bbq_info
 from fairness_tests.pipeline.config import BBQFilterConfig, BBQScoreConfig, DataFetchConfig
 from fairness_tests.pipeline.configure import command_line, recorded_config
 from fairness_tests.pipeline.scored import write_scored_run
+from fairness_tests.protocols.bbq.answers import BBQ_AUTHORS, question_only, resolve
 from fairness_tests.protocols.bbq.data import load_bbq
 from fairness_tests.protocols.bbq.fetch import BASE_URL, fetch
 from fairness_tests.protocols.bbq.filter import filter_counts, filter_items
-from fairness_tests.protocols.bbq.predictions import check_against, read_predictions
-from fairness_tests.report.bbq_score import score_report
+from fairness_tests.protocols.bbq.official import resolve_categories
+from fairness_tests.protocols.bbq.predictions import read_predictions
+from fairness_tests.report.bbq_score import answers_lines, score_report
 
 
 def register(subparsers) -> None:
-    bbq = subparsers.add_parser("bbq", help="intersectional BBQ audit: filter counts, scoring")
+    bbq = subparsers.add_parser("bbq", help="BBQ: filter counts, scoring predictions")
     sub = bbq.add_subparsers(dest="bbq_command", required=True)
 
     add_command(sub, "filter", BBQFilterConfig, cmd_filter,
@@ -31,12 +33,29 @@ def register(subparsers) -> None:
     data = subparsers.add_parser("data", help="data sets")
     dsub = data.add_subparsers(dest="data_command", required=True)
     add_command(dsub, "fetch", DataFetchConfig, cmd_fetch,
-                help="download the official BBQ files and verify sha256")
+                help="install the official BBQ files (download, or --from a local copy), "
+                     "verified by git blob id and sha256")
 
 
-def _load(c: BBQFilterConfig):
-    data = load_bbq(bbq_dir(c.bbq_dir), require_official=c.require_official)
+def _load(c: BBQFilterConfig, categories: tuple[str, ...] | None = None):
+    data = load_bbq(bbq_dir(c.bbq_dir), categories or c.categories,
+                    require_official=c.require_official)
     return data, filter_items(data.items, c.bbq_filter)
+
+
+def _score_inputs(c: BBQScoreConfig):
+    """The data, the scored items and the resolved predictions of ``bbq score``: the
+    categories asked (default: those the predictions name), every answer mapped to an
+    option (:func:`fairness_tests.protocols.bbq.answers.resolve`); the authors'
+    question-only baseline is scored on ambiguous items only, as they do."""
+    raw = read_predictions(c.predictions, c.answer_field)
+    categories = resolve_categories(c.categories) if c.categories else raw.categories()
+    data, items = _load(c, categories)
+    qonly = c.conventions == BBQ_AUTHORS and question_only(raw.field)
+    resolved = resolve(raw, data.items, c.conventions, drop_disambiguated=qonly)
+    if qonly:
+        items = items[items["context"] == "ambig"].reset_index(drop=True)
+    return data, items, resolved
 
 
 def _cell(v: object) -> str:
@@ -74,24 +93,28 @@ def cmd_filter(c: BBQFilterConfig) -> int:
 
 
 def cmd_score(c: BBQScoreConfig) -> int:
-    data, items = _load(c)
-    preds = read_predictions(c.predictions)
-    check_against(preds, data.items, c.predictions)
+    data, items, resolved = _score_inputs(c)
+    preds = resolved.table
     tables = bbq_tables(items, preds, n_boot=c.n_boot, seed=c.seed,
                         concentration=c.concentration, min_group_n=c.min_group_n,
-                        cluster=c.bbq_cluster)
+                        cluster=c.bbq_cluster, conventions=c.conventions)
     if c.out:
-        _write_run(c, data, items, preds, tables, bbq_records(items, preds))
-    report = score_report(items, preds, tables, provenance=data.provenance())
+        _write_run(c, data, items, resolved, tables, bbq_records(items, preds))
+    report = score_report(items, preds, tables, provenance=data.provenance(),
+                          answers=resolved.report, notes=data.notes)
     if c.format == "json":
         print(json.dumps(report, indent=2, allow_nan=False))
         return 0
-    cols = ["dataset", "context", "n_items", "accuracy", "accuracy_ci", "s_amb", "s_dis", "sf",
-            "df", "df_smoothed", "df_eb", "acc_reinf", "acc_counter", "invalid_rate"]
+    cols = ["dataset", "context", *(["proxy"] if c.conventions == BBQ_AUTHORS else []),
+            "n_items", "accuracy", "accuracy_ci", "s_amb", "s_dis", "sf", "df", "df_smoothed",
+            "df_eb", "acc_reinf", "acc_counter", "invalid_rate"]
     print(_table(report["rows"], cols))
+    for line in answers_lines(report):
+        print(line)
     for r in report["rows"]:
         for metric, note in r["notes"].items():
-            print(f"note: {r['dataset']}/{r['context']} {metric}: {note}")
+            proxy = "" if r["proxy"] == "all" else f"/{r['proxy']}"
+            print(f"note: {r['dataset']}/{r['context']}{proxy} {metric}: {note}")
     miss = report["missing"]
     if miss["n_items"]:
         print(f"missing: {miss['n_items']} items have no answer (not scored): "
@@ -111,22 +134,28 @@ def cmd_score(c: BBQScoreConfig) -> int:
     return 0
 
 
-def _write_run(c: BBQScoreConfig, data, items, preds, tables, records) -> None:
+def _write_run(c: BBQScoreConfig, data, items, resolved, tables, records) -> None:
     """The run directory of someone's predictions (:mod:`fairness_tests.pipeline.scored`)."""
     write_scored_run(
         c.out, model=c.model, kind="predictions", file=c.predictions,
         command=command_line(c, ("fairness-tests", "bbq", "score")),
         config=recorded_config(c), thresholds=c.thresholds, tables=tables,
         records={"bbq": records},
-        bbq=bbq_info(data, items, preds, filter=c.bbq_filter, seed=c.seed, n_boot=c.n_boot,
-                     data_dir=display_path(data.directory), asked=False,
-                     cluster=c.bbq_cluster))
+        bbq=bbq_info(data, items, resolved.table, filter=c.bbq_filter, seed=c.seed,
+                     n_boot=c.n_boot, data_dir=display_path(data.directory), asked=False,
+                     cluster=c.bbq_cluster, conventions=c.conventions,
+                     answers=resolved.report))
 
 
 def cmd_fetch(c: DataFetchConfig) -> int:
-    digests = fetch(c.dest, base_url=c.base_url or BASE_URL, timeout=c.timeout,
-                    log=lambda m: print(m, file=sys.stderr))
-    print(json.dumps({"dest": c.dest, "sha256": digests}, indent=2))
+    dest = bbq_dir(c.dest)
+    files = fetch(dest, categories=c.categories, base_url=c.base_url or BASE_URL,
+                  source=c.from_dir, timeout=c.timeout, log=lambda m: print(m, file=sys.stderr))
+    print(json.dumps({"dest": display_path(dest),
+                      "files": {n: f.to_dict() for n, f in files.items()}}, indent=2))
+    if dest != bbq_dir():
+        print(f"BBQ data in {display_path(dest)}: set FAIRNESS_BBQ_DIR={display_path(dest)} "
+              f"or pass --data {display_path(dest)}", file=sys.stderr)
     return 0
 
 

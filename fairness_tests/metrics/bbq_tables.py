@@ -10,6 +10,11 @@ numbers. What is computed follows from what the predictions hold:
   ``position_share_<p>`` rows per dataset x context when some items were asked under
   all three rotations (repeat 0) (:func:`~fairness_tests.metrics.bbq.position_bias`);
 - ``bbq_groups``: favourable-outcome and invalid rates per intersectional group;
+- under ``conventions="bbq-authors"`` the ``bbq`` table follows the BBQ authors'
+  analysis (:mod:`fairness_tests.metrics.bbq_conventions`: unmatched answers and items
+  without a target dropped, "unknown" by the chosen option's tag, a ``proxy`` column
+  for name and label items) and ``bbq_groups`` is computed on the same answers;
+  position bias and consistency are the same under both conventions;
 - ``consistency`` and ``consistency_items``: MFAA / GTC over the items that have MORE
   THAN ONE repeat at rotation 0 (the consistency sample); single-answer items are
   not consistency data and never enter these tables. When predictions carry
@@ -23,6 +28,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fairness_tests.metrics import bbq as M
+from fairness_tests.metrics import bbq_conventions as A
 from fairness_tests.metrics import consistency as C
 from fairness_tests.metrics import expected_consistency as E
 from fairness_tests.metrics.schema import BBQ_LETTER_COLUMNS, BBQ_RECORD_COLUMNS
@@ -40,8 +46,8 @@ def repeated_items(preds: pd.DataFrame) -> pd.DataFrame:
 
 def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
                seed: int = DEFAULT_SEED, concentration: float = M.DEFAULT_CONCENTRATION,
-               min_group_n: int = M.DEFAULT_MIN_GROUP_N,
-               cluster: M.BBQCluster = "template") -> dict[str, pd.DataFrame]:
+               min_group_n: int = M.DEFAULT_MIN_GROUP_N, cluster: M.BBQCluster = "template",
+               conventions: str = M.PROJECT) -> dict[str, pd.DataFrame]:
     """Every BBQ metric table the predictions support (see the module docstring).
 
     ``items``: the filtered items (``protocols.bbq.filter.filter_items``);
@@ -55,7 +61,17 @@ def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAUL
     preds = preds.sort_values([c for c in ORDER if c in preds], kind="stable",
                               ignore_index=True)
     first = M.first_run(preds)
-    if len(first):
+    if len(first) and conventions == M.BBQ_AUTHORS:
+        table = A.authors_bbq_table(items, first, concentration=concentration,
+                                    min_group_n=min_group_n, **kw)
+        pb = M.position_bias(items, preds[preds["repeat"] == 0], **kw)
+        if len(pb):
+            pb.insert(3, "proxy", "all")
+        out["bbq"] = pd.concat([table, pb], ignore_index=True) if len(pb) else table
+        out["bbq_groups"] = M.group_table(A.scored_items(items), first[first["answer"].notna()],
+                                          min_group_n=min_group_n, conventions=conventions,
+                                          **kw)
+    elif len(first):
         table = M.bbq_metrics(items, first, concentration=concentration,
                               min_group_n=min_group_n, **kw)
         pb = M.position_bias(items, preds[preds["repeat"] == 0], **kw)
@@ -82,7 +98,8 @@ def bbq_records(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     j = M.join_answers(items, preds)
     out = j[[c for c in BBQ_RECORD_COLUMNS if c in j.columns]].copy()
     if "letter_probs" in j and j["letter_probs"].map(E.has_distribution).any():
-        lp = [list(v) if E.has_distribution(v) else [float("nan")] * E.N_OPTIONS for v in j["letter_probs"]]
+        lp = [list(v) if E.has_distribution(v) else [float("nan")] * E.N_OPTIONS
+              for v in j["letter_probs"]]
         for k, col in enumerate(BBQ_LETTER_COLUMNS):
             out[col] = [float(v[k]) for v in lp]
     return out.sort_values(ORDER, kind="stable").reset_index(drop=True)

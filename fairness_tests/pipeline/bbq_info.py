@@ -40,10 +40,12 @@ def bbq_info(data: BBQData, items: pd.DataFrame, preds: pd.DataFrame, *, filter:
              seed: int, n_boot: int, data_dir: str, temperature: float | None = None,
              max_tokens: int | None = None, limit: int | None = None,
              sample: dict | None = None, asked: bool = True,
-             cluster: str = "template") -> BBQInfo:
+             cluster: str = "template", conventions: str = "project",
+             answers: dict | None = None) -> BBQInfo:
     """``asked``: the prompts are this package's (the audit); False for predictions
     made by another tool (then the prompt is not described). Item counts are of the
-    items that have an answer."""
+    items that have an answer. ``conventions``: the scoring conventions (``bbq score
+    --conventions``); ``answers``: how a score command read and mapped the answers."""
     rep = preds[preds["rotation"] == 0].groupby(["dataset", "example_id"]).size()
     repeated = rep[rep > 1]
     mode = rotations_mode(preds)
@@ -71,4 +73,6 @@ def bbq_info(data: BBQData, items: pd.DataFrame, preds: pd.DataFrame, *, filter:
         prompt_description=PROMPT_DESCRIPTION if asked else None,
         prompt_template=prompt_text("{context}", "{question}", ["{ans0}", "{ans1}", "{ans2}"])
         if asked else None,
-        option_order=order, limit=limit, consistency=consistency)
+        option_order=order, limit=limit, consistency=consistency,
+        categories=list(data.categories), target_loc=dict(data.target_loc),
+        conventions=conventions, answers=answers, data_notes=list(data.notes))

@@ -24,6 +24,7 @@ from typing import ClassVar, Literal
 
 from fairness_tests.core.options import Checked, opt, specs
 from fairness_tests.pipeline.protocols import PROTOCOL_NAMES
+from fairness_tests.protocols.bbq.official import ALL, CATEGORIES
 
 DEFAULT_MODEL = "embedded:gemma-3-270m"
 #: fewer bootstrap resamples cannot place the 2.5% and 97.5% percentiles of a 95%
@@ -70,14 +71,23 @@ class ModelOptions(Checked):
 
 
 @dataclass(frozen=True, kw_only=True)
-class BBQDataOptions(Checked):
-    """Which BBQ items: the data directory and the item filter."""
+class BBQCategoriesOption(Checked):
+    categories: tuple[str, ...] | None = opt(
+        None, f"BBQ categories: any of {' '.join(CATEGORIES)}, or {ALL} (default: Race_x_SES "
+        "Race_x_gender; bbq score: the categories its predictions name)",
+        choices=(*CATEGORIES, ALL), metavar="CATEGORY")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BBQDataOptions(BBQCategoriesOption):
+    """Which BBQ items: the data directory, the categories and the item filter."""
     bbq_dir: str | None = opt(None, "BBQ data directory (default: $FAIRNESS_BBQ_DIR or "
                               "../shared/bbq; fairness-tests data fetch installs it)",
                               metavar="DIR", path=True)
     bbq_filter: Literal["intersectional", "none"] = opt(
-        "intersectional", "item filter: intersectional (the two people differ in both "
-        "attributes) or none")
+        "intersectional", "item filter of the two intersectional categories: intersectional "
+        "(the two people differ in both attributes) or none; single-attribute categories "
+        "keep every item")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -297,8 +307,19 @@ class BBQFilterConfig(BBQDataOptions):
 @dataclass(frozen=True, kw_only=True)
 class BBQScoreConfig(BBQFilterConfig, StatsOptions, BBQClusterOption, ScoredRunOptions):
     """``fairness-tests bbq score``: anyone's BBQ predictions, scored and judged."""
-    predictions: str = opt(None, "JSONL: one answer a line", metavar="FILE", path=True,
-                           pytest=False, toml=False)
+    predictions: str = opt(None, "JSONL, one answer a line (an option index, a letter or "
+                           "the answer text), or lm-evaluation-harness --log_samples output "
+                           "of its bbq task", metavar="FILE", path=True, pytest=False,
+                           toml=False)
+    answer_field: str | None = opt(None, "the field of a line that holds the answer "
+                                   "(default: answer; the BBQ authors' results files: "
+                                   "unifiedqa-t5-11b_pred_race, _arc or _qonly)", metavar="NAME",
+                                   pytest=False, toml=False)
+    conventions: Literal["project", "bbq-authors"] = opt(
+        "project", "scoring conventions: project (every answer and item counts, an unmatched "
+        "answer is wrong) or bbq-authors (the BBQ authors' analysis: unmatched answers and "
+        "items without a target dropped, unknown by the chosen option's tag, name-proxy "
+        "items as separate rows)", pytest=False)
     concentration: float = opt(1.0, "Dirichlet concentration of smoothed DF", gt=0)
     min_group_n: int = opt(30, "groups with fewer items get a warning", ge=1, metavar="N")
 
@@ -339,10 +360,16 @@ class GateConfig(StatsOptions, ComparisonOptions):
 
 
 @dataclass(frozen=True, kw_only=True)
-class DataFetchConfig(Checked):
+class DataFetchConfig(BBQCategoriesOption):
     """``fairness-tests data fetch``: the official BBQ files, verified."""
-    dest: str = opt(None, "directory to write the files to", metavar="DIR", path=True,
-                    pytest=False, toml=False)
+    CLI_FLAGS: ClassVar[dict[str, tuple[str, ...]]] = {"from_dir": ("--from",)}
+    dest: str | None = opt(None, "directory to install the files in (default: "
+                           "$FAIRNESS_BBQ_DIR or ../shared/bbq, where the BBQ commands look)",
+                           metavar="DIR", path=True, pytest=False, toml=False)
+    from_dir: str | None = opt(None, "install from this local copy (a BBQ checkout or a "
+                               "folder this command filled), without network; every file "
+                               "is verified all the same", metavar="DIR", path=True,
+                               pytest=False, toml=False)
     base_url: str | None = opt(None, "mirror of https://raw.githubusercontent.com/nyu-mll/BBQ/"
                                "<commit>", metavar="URL", pytest=False)
     timeout: float = opt(60.0, "seconds to wait for each file", gt=0, metavar="S",

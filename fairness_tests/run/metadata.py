@@ -89,6 +89,11 @@ class BBQInfo:
     consistency: ConsistencyInfo | None = None
     consistency_items: str = "sample"     # the seeded sample, or all items
     truncated_answers: int = 0            # finish_reason "length" with no answer
+    categories: list[str] = field(default_factory=list)        # the BBQ categories loaded
+    target_loc: dict[str, str] = field(default_factory=dict)   # category -> metadata | derived
+    conventions: str = "project"          # project | bbq-authors (bbq score --conventions)
+    answers: dict | None = None           # scored runs: how the answers were read and mapped
+    data_notes: list[str] = field(default_factory=list)        # what the loader had to decide
 
 
 @dataclass

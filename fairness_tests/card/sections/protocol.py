@@ -15,6 +15,7 @@ from typing import Any
 from fairness_tests.card.sections.facts import RunFacts
 from fairness_tests.card.values import finite
 from fairness_tests.models.request import decoding_label
+from fairness_tests.protocols.bbq.official import INTERSECTIONAL
 
 # the protocols a card reports, and the tables that show each ran
 PROTOCOL_TABLES = {
@@ -275,6 +276,7 @@ def _bbq(f: RunFacts) -> dict[str, Any]:
     for key in ("data_dir", "option_order", "temperature", "limit"):
         if getattr(b, key) is not None:
             out[key] = getattr(b, key)
+    out.update(bbq_choices(b))
     if f.asked:
         out["seed"] = b.seed          # the answer-sampling seed (a scored run has none)
     if b.consistency is not None:
@@ -282,6 +284,23 @@ def _bbq(f: RunFacts) -> dict[str, Any]:
         out["consistency"] = {k: v for k, v in (("n_items", c.n_items), ("repeats", c.repeats),
                                                 ("seed", c.seed), ("per_cell", c.per_cell))
                               if v is not None}
+    return out
+
+
+def bbq_choices(b) -> dict[str, str]:
+    """What a BBQ run chose that the intersectional audit does not (the card says it):
+    the categories, target_loc derived by the BBQ authors' rule, their conventions."""
+    out = {}
+    if b.categories and tuple(b.categories) != INTERSECTIONAL:
+        out["categories"] = ", ".join(b.categories)
+    derived = [c for c, how in b.target_loc.items() if how == "derived"]
+    if derived:
+        out["target_loc"] = (f"derived by the BBQ authors' rule (BBQ_results_metadata.R) for "
+                             f"{', '.join(derived)}: no additional_metadata.csv rows")
+    if b.conventions != "project":
+        out["conventions"] = ("the BBQ authors' (unmatched answers and items without a "
+                              "target dropped; unknown from the chosen option's tag; "
+                              "name-proxy items as separate rows)")
     return out
 
 

@@ -36,7 +36,7 @@ class BBQFamily(Family):
 
     def __init__(self, config: AuditConfig):
         super().__init__(config)
-        self.data = load_bbq(bbq_dir(config.bbq_dir))
+        self.data = load_bbq(bbq_dir(config.bbq_dir), config.categories)
         self.items = limit_cells(filter_items(self.data.items, config.bbq_filter), config.limit)
         self.per_cell = min(config.per_cell, config.limit or config.per_cell)
         wants_sample = "consistency" in config.protocols or config.rotations == "sample"

@@ -1,20 +1,29 @@
-"""Load BBQ's intersectional subsets from a directory in the official release layout.
+"""Load BBQ categories from a directory in either layout, with ``target_loc``.
 
-Layout (the same names as nyu-mll/BBQ's ``data/`` and ``supplemental/``, flattened)::
+Two layouts are read (per file, the first that exists)::
 
-    Race_x_SES.jsonl          one item a line
-    Race_x_gender.jsonl       one item a line
-    additional_metadata.csv   category, question_index, example_id, target_loc, ...
+    <dir>/data/<Category>.jsonl                 the BBQ repository's layout
+    <dir>/supplemental/additional_metadata.csv  (also analysis_scripts/)
+    <dir>/<Category>.jsonl                      flat
+    <dir>/additional_metadata.csv
 
-The loader joins ``target_loc`` from the metadata on (category, example_id) and
-checks that the two agree: every item has exactly one metadata row with the same
-question_index, and every metadata row of the category has an item (a truncated
-``.jsonl`` is therefore an error, never a silent partial load). Any fault raises
-:class:`~fairness_tests.core.errors.DataError` naming the file and the line.
+``target_loc`` (the stereotype-consistent option, polarity-corrected) and
+``label_type`` come from the official metadata file when it has rows for the
+category: the loader joins them on (category, example_id) and checks that the two
+agree (every item has a metadata row with the same question_index, every metadata
+row of the category has an item: a truncated ``.jsonl`` is an error, never a silent
+partial load). When the file is absent, or has no row for a category, both are
+derived from each item by the BBQ authors' own rule
+(:mod:`fairness_tests.protocols.bbq.authors`), and :attr:`BBQData.target_loc` says so
+per category. Any fault raises :class:`~fairness_tests.core.errors.DataError` naming
+the file and the line; a missing directory or file is one line naming
+``fairness-tests data fetch`` and ``$FAIRNESS_BBQ_DIR``.
 
 The items table (one row per item) has the columns :data:`ITEM_COLUMNS`.
 ``unknown_loc`` is the index of the option tagged ``"unknown"`` (NaN when not
-exactly one option is); ``target_loc`` is NaN where the metadata leaves it empty.
+exactly one option is); ``target_loc`` is NaN where the metadata leaves it empty (or
+the authors' rule finds none); ``label_type`` is ``name`` (the people are named) or
+``label`` (they are described).
 """
 from __future__ import annotations
 
@@ -25,24 +34,39 @@ import numpy as np
 import pandas as pd
 
 from fairness_tests.core.errors import DataError
-from fairness_tests.core.io import json_lines, sha256_file
+from fairness_tests.core.io import json_lines
+from fairness_tests.core.paths import ENV_BBQ_DIR, display_path
+from fairness_tests.protocols.bbq import authors
+from fairness_tests.protocols.bbq.official import (
+    DEFAULT_CATEGORIES,
+    INTERSECTIONAL,
+    METADATA_FILE,
+    OFFICIAL_SHA256,
+    digests,
+    file_name,
+    resolve_categories,
+    verify,
+)
 
-DATASETS = ("Race_x_SES", "Race_x_gender")
-METADATA_FILE = "additional_metadata.csv"
-FILES = tuple(f"{d}.jsonl" for d in DATASETS) + (METADATA_FILE,)
-
-#: sha256 of the official files at nyu-mll/BBQ commit bea11bd9 (../shared/bbq/README.md)
-OFFICIAL_SHA256 = {
-    "Race_x_SES.jsonl": "af8e2ae3d0e5be9ebcbfe7149e591d47ff649e263307f4548f7fb12f6a6d83e8",
-    "Race_x_gender.jsonl": "e5dbba782f8c4e25b99dd5470b5136e2db73dbf401cf6d4a5a3ed31b02f95696",
-    "additional_metadata.csv": "f36708416b0e7adb81b47ad1926f9c39c2beb611702b73b01e06c9b6c9ffbd3d",
+#: the categories loaded when none are named (the intersectional audit)
+DATASETS = DEFAULT_CATEGORIES
+#: where the metadata file may sit, first found wins
+METADATA_PLACES = (f"supplemental/{METADATA_FILE}", METADATA_FILE,
+                   f"analysis_scripts/{METADATA_FILE}")
+FROM_METADATA = "metadata"
+DERIVED = "derived"
+#: what BBQData.target_loc values mean (run metadata and card)
+TARGET_SOURCES = {
+    FROM_METADATA: "joined from the official additional_metadata.csv",
+    DERIVED: "derived from each item by the BBQ authors' rule (analysis_scripts/"
+             "BBQ_results_metadata.R): no additional_metadata.csv rows for the category",
 }
 
 ITEM_COLUMNS = [
     "dataset", "example_id", "line", "question_index", "polarity", "context",
     "context_text", "question", "ans0", "ans1", "ans2", "label",
     "info_text0", "info_text1", "info_text2", "info_tag0", "info_tag1", "info_tag2",
-    "unknown_loc", "target_loc",
+    "unknown_loc", "target_loc", "label_type",
 ]
 _REQUIRED = ("example_id", "question_index", "question_polarity", "context_condition",
              "category", "answer_info", "context", "question", "ans0", "ans1", "ans2", "label")
@@ -51,57 +75,125 @@ _METADATA_COLUMNS = ("category", "question_index", "example_id", "target_loc")
 
 @dataclass
 class BBQData:
-    """The loaded items of the requested datasets plus provenance."""
+    """The loaded items of the requested categories plus provenance: the sha256 and git
+    blob id of every file read, and per category where target_loc came from
+    (:data:`TARGET_SOURCES`)."""
     directory: Path
     items: pd.DataFrame
     sha256: dict[str, str] = field(default_factory=dict)
+    blob: dict[str, str] = field(default_factory=dict)
+    target_loc: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def official(self) -> bool:
-        """True when every loaded file's sha256 equals the official release's."""
-        return bool(self.sha256) and all(OFFICIAL_SHA256.get(k) == v for k, v in self.sha256.items())
+        """True when every loaded file is the official release's (git blob id, and
+        sha256 where known)."""
+        if not self.sha256:
+            return False
+        if not self.blob:                   # sha256 only (a BBQData made by hand)
+            return all(OFFICIAL_SHA256.get(n) == s for n, s in self.sha256.items())
+        return all(verify(n, s, self.blob.get(n, "")) is None for n, s in self.sha256.items())
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.items["dataset"]))
+
+    @property
+    def derived(self) -> list[str]:
+        """Categories whose target_loc was derived (no metadata rows)."""
+        return [c for c, how in self.target_loc.items() if how == DERIVED]
 
     def provenance(self) -> dict:
-        return {"directory": str(self.directory), "sha256": dict(self.sha256),
-                "official": self.official}
+        out = {"directory": str(self.directory), "sha256": dict(self.sha256),
+               "official": self.official}
+        if self.derived:
+            out["target_loc"] = dict(self.target_loc)
+        return out
 
 
-def load_bbq(directory: str | Path, datasets: tuple[str, ...] = DATASETS,
+def not_found(directory: Path, what: str, categories: tuple[str, ...] = ()) -> DataError:
+    """The one-line "BBQ data not found" error: what is missing, and how to get it."""
+    cats = f" --categories {' '.join(categories)}" if categories else ""
+    return DataError(f"BBQ data not found: {what}; install it with `fairness-tests data "
+                     f"fetch{cats} --dest {display_path(directory)}` (add --from DIR to copy a "
+                     f"local BBQ copy) or point {ENV_BBQ_DIR} (or --data) at a BBQ directory",
+                     path=display_path(directory))
+
+
+def category_file(directory: Path, category: str) -> Path | None:
+    """``data/<Category>.jsonl`` or ``<Category>.jsonl`` under ``directory``."""
+    for p in (directory / "data" / file_name(category), directory / file_name(category)):
+        if p.is_file():
+            return p
+    return None
+
+
+def metadata_file(directory: Path) -> Path | None:
+    return next((directory / p for p in METADATA_PLACES if (directory / p).is_file()), None)
+
+
+def load_bbq(directory: str | Path, datasets: tuple[str, ...] | None = DATASETS,
              require_official: bool = False) -> BBQData:
-    """Load and join the given datasets from ``directory`` (see module docstring)."""
+    """Load the given categories from ``directory`` (see module docstring);
+    ``datasets``: category names or ``("all",)`` (None: the intersectional two)."""
     directory = Path(directory)
+    categories = resolve_categories(datasets)
     if not directory.is_dir():
-        raise DataError("BBQ data directory not found", path=directory)
-    unknown = [d for d in datasets if d not in DATASETS]
-    if unknown:
-        raise DataError(f"unknown BBQ dataset(s) {unknown}; known: {list(DATASETS)}")
-    paths = {d: directory / f"{d}.jsonl" for d in datasets}
-    meta_path = directory / METADATA_FILE
-    for p in [*paths.values(), meta_path]:
-        if not p.is_file():
-            raise DataError("missing BBQ file (expected the official layout: "
-                            f"{', '.join(FILES)}; `fairness-tests data fetch` downloads it)", path=p)
-    sha = {p.name: sha256_file(p) for p in [*paths.values(), meta_path]}
+        raise not_found(directory, "no such directory", categories)
+    paths = {}
+    for c in categories:
+        p = category_file(directory, c)
+        if p is None:
+            raise not_found(directory, f"no {file_name(c)} (nor data/{file_name(c)})", (c,))
+        paths[c] = p
+    meta_path = metadata_file(directory)
+    files = [*paths.values(), *([meta_path] if meta_path else [])]
+    sha, blob = {}, {}
+    for p in files:
+        sha[p.name], blob[p.name] = digests(p)
     if require_official:
-        for name, digest in sha.items():
-            if OFFICIAL_SHA256[name] != digest:
-                raise DataError(f"sha256 {digest} is not the official release's "
-                                f"{OFFICIAL_SHA256[name]}", path=directory / name)
-    metadata = read_metadata(meta_path)
-    frames = [join_metadata(read_items(paths[d], d), metadata, meta_path, paths[d])
-              for d in datasets]
+        for p in files:
+            why = verify(p.name, sha[p.name], blob[p.name])
+            if why:
+                raise DataError(f"not the official release's file: {why}", path=p)
+    metadata = read_metadata(meta_path) if meta_path else None
+    frames, sources, notes = [], {}, []
+    for c in categories:
+        rows = None if metadata is None else metadata[metadata["category"] == c]
+        if rows is not None and len(rows):
+            rows, note = dedupe_metadata(rows, c, meta_path)
+            notes += note
+            frames.append(join_metadata(read_items(paths[c], c), rows, meta_path, paths[c]))
+            sources[c] = FROM_METADATA
+        else:
+            frames.append(read_items(paths[c], c, derive=True))
+            sources[c] = DERIVED
     items = pd.concat(frames, ignore_index=True)
-    return BBQData(directory=directory, items=items, sha256=sha)
+    return BBQData(directory=directory, items=items, sha256=sha, blob=blob,
+                   target_loc=sources, notes=notes)
 
 
-def read_items(path: str | Path, dataset: str) -> pd.DataFrame:
-    """Items of one ``<dataset>.jsonl`` file, validated (without target_loc)."""
+def _derived(record: dict, dataset: str, target: bool) -> tuple[float, str]:
+    """(target_loc or NaN, label_type) by the authors' rule (target_loc NaN unless
+    ``target``)."""
+    var2, names = authors.intersectional_templates().get(
+        (dataset, str(record["question_index"]).strip()), (None, None)) \
+        if dataset in INTERSECTIONAL else (None, None)
+    t = authors.target_loc(record, var2) if target else None
+    return (np.nan if t is None else float(t)), authors.label_type(record, names)
+
+
+def read_items(path: str | Path, dataset: str, derive: bool = False) -> pd.DataFrame:
+    """Items of one ``<dataset>.jsonl`` file, validated; with ``derive``, target_loc and
+    label_type by the BBQ authors' rule (else target_loc NaN and label_type by the
+    rule, for :func:`join_metadata` to replace)."""
     path = Path(path)
     records, numbers = json_lines(path)
     if not records:
         raise DataError("no items", path=path)
-    cols: dict[str, list] = {c: [] for c in ITEM_COLUMNS if c not in ("unknown_loc", "target_loc")}
-    for r, no in zip(records, numbers):
+    cols: dict[str, list] = {c: [] for c in ITEM_COLUMNS if c not in ("unknown_loc",)}
+    for r, no in zip(records, numbers, strict=True):
         missing = [k for k in _REQUIRED if k not in r]
         if missing:
             raise DataError(f"item lacks field(s) {missing}", path=path, line=int(no))
@@ -147,6 +239,9 @@ def read_items(path: str | Path, dataset: str) -> pd.DataFrame:
             cols[f"info_text{k}"].append(triples[k][0])
             cols[f"info_tag{k}"].append(triples[k][1])
         cols["label"].append(label)
+        target, ltype = _derived(r, dataset, derive)
+        cols["target_loc"].append(target)
+        cols["label_type"].append(ltype)
     df = pd.DataFrame(cols)
     df["example_id"] = df["example_id"].astype(np.int64)
     df["label"] = df["label"].astype(np.int64)
@@ -156,7 +251,8 @@ def read_items(path: str | Path, dataset: str) -> pd.DataFrame:
         raise DataError(f"duplicate example_id {row.example_id}", path=path, line=int(row.line))
     tags = df[["info_tag0", "info_tag1", "info_tag2"]].to_numpy() == "unknown"
     df["unknown_loc"] = np.where(tags.sum(axis=1) == 1, tags.argmax(axis=1), np.nan)
-    return df
+    df["target_loc"] = df["target_loc"].astype(np.float64)
+    return df[ITEM_COLUMNS]
 
 
 def read_metadata(path: str | Path) -> pd.DataFrame:
@@ -169,7 +265,7 @@ def read_metadata(path: str | Path) -> pd.DataFrame:
     missing = [c for c in _METADATA_COLUMNS if c not in meta.columns]
     if missing:
         raise DataError(f"missing column(s) {missing}", path=path, line=1)
-    meta = meta[list(_METADATA_COLUMNS)].copy()
+    meta = meta[[*_METADATA_COLUMNS, *(["label_type"] if "label_type" in meta else [])]].copy()
     meta["line"] = np.arange(len(meta), dtype=np.int64) + 2  # header is line 1
     eid = pd.to_numeric(meta["example_id"], errors="coerce")
     bad = eid.isna() | (eid != eid.round())
@@ -190,9 +286,32 @@ def read_metadata(path: str | Path) -> pd.DataFrame:
     return meta
 
 
+def dedupe_metadata(rows: pd.DataFrame, dataset: str, meta_path: Path
+                    ) -> tuple[pd.DataFrame, list[str]]:
+    """One metadata row per example_id. Rows repeated with the same target_loc are one;
+    an example_id with rows that disagree keeps its first row, and a note says how many
+    (the official file lists Gender_identity question 12 under two template rows)."""
+    dup = rows["example_id"].duplicated(keep=False)
+    if not dup.any():
+        return rows, []
+    same = rows.duplicated(["example_id", "question_index", "target_loc"])
+    rows = rows[~same]
+    again = rows["example_id"].duplicated()
+    notes = []
+    if again.any():
+        n = int(rows.loc[again, "example_id"].nunique())
+        first = int(rows.loc[again, "line"].iloc[0])
+        notes.append(f"{dataset}: {n} example_id(s) have metadata rows with different "
+                     f"target_loc in {meta_path.name} (first at line {first}); the first "
+                     "row of each is used")
+        rows = rows[~again]
+    return rows, notes
+
+
 def join_metadata(items: pd.DataFrame, meta: pd.DataFrame, meta_path: Path,
                   items_path: Path) -> pd.DataFrame:
-    """Join target_loc onto one dataset's items; any mismatch is a DataError."""
+    """Join target_loc (and label_type, when the file has it) onto one dataset's items
+    from its metadata rows (one per example_id); any mismatch is a DataError."""
     dataset = items["dataset"].iat[0]
     m = meta[meta["category"] == dataset]
     if m.empty:
@@ -202,8 +321,10 @@ def join_metadata(items: pd.DataFrame, meta: pd.DataFrame, meta_path: Path,
         row = m[dup].iloc[0]
         raise DataError(f"duplicate row for {dataset} example_id {row.example_id}",
                         path=meta_path, line=int(row.line))
-    j = items.merge(m[["example_id", "question_index", "target_loc", "line"]],
-                    on="example_id", how="outer", suffixes=("", "_meta"), indicator=True)
+    cols = ["example_id", "question_index", "target_loc", "line",
+            *(["label_type"] if "label_type" in m else [])]
+    j = items.drop(columns=["target_loc"]).merge(
+        m[cols], on="example_id", how="outer", suffixes=("", "_meta"), indicator=True)
     only_items = j[j["_merge"] == "left_only"]
     if len(only_items):
         row = only_items.iloc[0]
@@ -223,4 +344,7 @@ def join_metadata(items: pd.DataFrame, meta: pd.DataFrame, meta_path: Path,
                         path=meta_path, line=int(row.line_meta))
     j = j.sort_values("line", kind="stable").reset_index(drop=True)
     j["line"] = j["line"].astype(np.int64)
+    if "label_type_meta" in j:
+        j["label_type"] = j["label_type_meta"].where(j["label_type_meta"].isin(["name", "label"]),
+                                                     j["label_type"])
     return j[ITEM_COLUMNS]

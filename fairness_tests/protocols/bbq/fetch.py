@@ -1,79 +1,154 @@
-"""``fairness-tests data fetch``: download the official BBQ files and verify them.
+"""``fairness-tests data fetch``: install the official BBQ files, verified.
 
-Downloads, from nyu-mll/BBQ at commit :data:`COMMIT` (``raw.githubusercontent``),
-``data/Race_x_SES.jsonl``, ``data/Race_x_gender.jsonl`` and
-``supplemental/additional_metadata.csv`` into ``--dest`` (flat, the layout the
-loader reads). Each file is streamed to ``<name>.part`` while its sha256 is
-computed, and renamed into place only when the digest equals the official value
-(:data:`fairness_tests.protocols.bbq.data.OFFICIAL_SHA256`); a mismatch is a
-:class:`DataError` and leaves nothing behind. A file already present with the
-right digest is kept (not downloaded again).
+From nyu-mll/BBQ at commit :data:`~fairness_tests.protocols.bbq.official.COMMIT`
+(``raw.githubusercontent.com``, or a mirror given as ``base_url``), or with ``source``
+from a local copy (a clone of the BBQ repository, a folder this command filled, or a
+flat folder: ``<Category>.jsonl`` beside ``additional_metadata.csv``), without any
+network. ``dest`` gets the BBQ repository's layout, which the loader reads::
+
+    dest/data/<Category>.jsonl
+    dest/supplemental/additional_metadata.csv
+
+Every file is verified before it is put in place: its git blob id must equal the
+release's (known for all twelve files) and its sha256 too where that is known
+(:func:`fairness_tests.protocols.bbq.official.verify`). A download is streamed to
+``<name>.part`` and renamed only when it verifies; a local file is verified where it
+lies and then copied the same way. A wrong file is refused with a
+:class:`DataError` naming it and leaves nothing behind. A file already in ``dest``
+that verifies is kept. The metadata file is optional: when the source has none (HTTP
+404, a network error, or no file in the local copy) the loader derives ``target_loc``
+by the BBQ authors' rule, and the log says so.
 """
 from __future__ import annotations
 
-import hashlib
 import os
+import shutil
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from fairness_tests.core.errors import DataError
-from fairness_tests.core.io import sha256_file
-from fairness_tests.protocols.bbq.data import OFFICIAL_SHA256
+from fairness_tests.protocols.bbq.data import METADATA_PLACES
+from fairness_tests.protocols.bbq.official import (
+    BASE_URL,
+    METADATA_FILE,
+    OFFICIAL,
+    digests,
+    file_name,
+    resolve_categories,
+    verify,
+)
 
-COMMIT = "bea11bd97d79217245b5871acd247b9d6eb24598"
-BASE_URL = f"https://raw.githubusercontent.com/nyu-mll/BBQ/{COMMIT}"
-#: local file name -> path in the BBQ repository
-REMOTE_PATHS = {
-    "Race_x_SES.jsonl": "data/Race_x_SES.jsonl",
-    "Race_x_gender.jsonl": "data/Race_x_gender.jsonl",
-    "additional_metadata.csv": "supplemental/additional_metadata.csv",
-}
+Log = Callable[[str], None]
 
 
-def fetch(dest: str | Path, base_url: str = BASE_URL,
-          expected: dict[str, str] | None = None, timeout: float = 60.0,
-          log: Callable[[str], None] | None = None) -> dict[str, str]:
-    """Download and verify every file; returns {file name: sha256}."""
-    expected = dict(OFFICIAL_SHA256 if expected is None else expected)
+@dataclass
+class Installed:
+    """One file in ``dest``: its path there, digests, and how it got there
+    (``present`` | ``downloaded`` | ``copied``)."""
+    path: str
+    sha256: str
+    blob: str
+    how: str
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "sha256": self.sha256, "git_blob": self.blob,
+                "how": self.how}
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def fetch(dest: str | Path, categories: tuple[str, ...] | None = None,
+          base_url: str = BASE_URL, source: str | Path | None = None,
+          timeout: float = 60.0, log: Log | None = None) -> dict[str, Installed]:
+    """Install the categories' files (``None``: the intersectional two; ``("all",)``:
+    the eleven) and the metadata file into ``dest``; returns {file name: Installed}."""
+    log = log or _quiet
     dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    out = {}
-    for name, remote in REMOTE_PATHS.items():
-        target = dest / name
-        want = expected[name]
-        if target.is_file() and sha256_file(target) == want:
-            out[name] = want
-            if log:
-                log(f"{name}: present, sha256 ok")
+    if source is not None and not Path(source).is_dir():
+        raise DataError("--from: no such directory", path=source)
+    names = [file_name(c) for c in resolve_categories(categories)] + [METADATA_FILE]
+    out: dict[str, Installed] = {}
+    for name in names:
+        ref = OFFICIAL[name]
+        target = dest / ref.path
+        if target.is_file() and verify(name, *digests(target)) is None:
+            sha, blob = digests(target)
+            out[name] = Installed(ref.path, sha, blob, "present")
+            log(f"{ref.path}: present, verified")
             continue
-        url = f"{base_url.rstrip('/')}/{remote}"
-        out[name] = _download(url, target, want, timeout)
-        if log:
-            log(f"{name}: downloaded from {url}, sha256 ok")
+        got = _copy(name, Path(source), target, log) if source is not None else \
+            _download(name, base_url, target, timeout, log)
+        if got is not None:
+            out[name] = got
     return out
 
 
-def _download(url: str, target: Path, want: str, timeout: float) -> str:
+def _put(part: Path, target: Path) -> tuple[str, str]:
+    """Verify ``part`` as the official ``target.name`` and move it into place."""
+    sha, blob = digests(part)
+    why = verify(target.name, sha, blob)
+    if why:
+        part.unlink(missing_ok=True)
+        raise DataError(f"refused: {why}")
+    os.replace(part, target)
+    return sha, blob
+
+
+def _local(source: Path, name: str) -> Path | None:
+    places = ([f"data/{name}", name] if name != METADATA_FILE else list(METADATA_PLACES))
+    return next((source / p for p in places if (source / p).is_file()), None)
+
+
+def _copy(name: str, source: Path, target: Path, log: Log) -> Installed | None:
+    ref = OFFICIAL[name]
+    src = _local(source, name)
+    if src is None:
+        if name == METADATA_FILE:
+            log(f"{ref.path}: not in {source} (not installed; target_loc will be derived by "
+                "the BBQ authors' rule)")
+            return None
+        raise DataError(f"--from: no {name} (looked for data/{name} and {name}); the copy "
+                        "must hold every category asked (--categories)", path=source)
+    why = verify(name, *digests(src))
+    if why:
+        raise DataError(f"refused: {why}", path=src)
+    target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(target.name + ".part")
-    h = hashlib.sha256()
+    shutil.copyfile(src, part)
+    try:
+        sha, blob = _put(part, target)
+    except DataError as exc:
+        raise DataError(str(exc), path=src) from None
+    log(f"{ref.path}: copied from {src}, verified")
+    return Installed(ref.path, sha, blob, "copied")
+
+
+def _download(name: str, base_url: str, target: Path, timeout: float,
+              log: Log) -> Installed | None:
+    ref = OFFICIAL[name]
+    url = f"{base_url.rstrip('/')}/{ref.path}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    part = target.with_name(target.name + ".part")
     try:
         with urllib.request.urlopen(url, timeout=timeout) as resp, open(part, "wb") as fh:
-            while block := resp.read(1 << 20):
-                h.update(block)
-                fh.write(block)
-    except urllib.error.HTTPError as exc:
-        part.unlink(missing_ok=True)
-        raise DataError(f"download failed: HTTP {exc.code} {exc.reason}", path=url) from None
+            shutil.copyfileobj(resp, fh, 1 << 20)
     except (urllib.error.URLError, OSError) as exc:
         part.unlink(missing_ok=True)
-        reason = getattr(exc, "reason", exc)
-        raise DataError(f"download failed: {reason}", path=url) from None
-    got = h.hexdigest()
-    if got != want:
-        part.unlink(missing_ok=True)
-        raise DataError(f"sha256 mismatch: got {got}, expected {want} (file not saved)",
-                        path=url)
-    os.replace(part, target)
-    return got
+        why = (f"HTTP {exc.code} {exc.reason}" if isinstance(exc, urllib.error.HTTPError)
+               else str(getattr(exc, "reason", exc)))
+        if name == METADATA_FILE:
+            log(f"{ref.path}: not installed ({why} from {url}); target_loc will be derived by "
+                "the BBQ authors' rule")
+            return None
+        raise DataError(f"download failed: {why}", path=url) from None
+    try:
+        sha, blob = _put(part, target)
+    except DataError as exc:
+        raise DataError(f"{exc} (file not saved)", path=url) from None
+    log(f"{ref.path}: downloaded from {url}, verified")
+    return Installed(ref.path, sha, blob, "downloaded")

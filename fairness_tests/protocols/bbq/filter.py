@@ -1,5 +1,9 @@
 """The intersectional filter (issue 2, section 3), and the derived item columns.
 
+The filter applies to the two intersectional categories (Race_x_SES, Race_x_gender);
+the single-attribute categories (Age, ..., Sexual_orientation) keep all their items
+under either mode.
+
 1. The unknown option is the one whose answer_info tag is ``"unknown"``; both
    other options need non-empty, parsable tags.
 2. A tag parses into (race, var2): Race_x_gender ``"F-Black"`` -> (Black, F);
@@ -15,7 +19,10 @@
 - ``race{k}``, ``var2{k}`` for each option k (NaN for the unknown option / bad tags),
 - ``stereo_loc``: the option of the stereotyped individual (``target_loc`` in
   "neg" items, the other non-unknown option in "nonneg" items),
-- ``group``: that individual's intersectional identity, ``"<race>:<var2>"``,
+- ``group``: that individual's identity: in the intersectional categories
+  ``"<race>:<var2>"``; in a single-attribute category its one attribute, the option's
+  answer_info tag normalised as the BBQ authors do (``woman`` -> ``F``, name items'
+  ``F-Black`` -> ``Black``: :func:`~fairness_tests.protocols.bbq.authors.single_attribute_group`),
 - ``reinforcing``: disambiguated items whose correct answer is ``target_loc``
   (1.0), is not (0.0); NaN for ambiguous items or without target_loc.
 """
@@ -29,6 +36,8 @@ import pandas as pd
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.paths import DATA_DIR
+from fairness_tests.protocols.bbq.authors import single_attribute_group
+from fairness_tests.protocols.bbq.official import INTERSECTIONAL
 
 MODES = ("intersectional", "none")
 OCCUPATIONS_FILE = DATA_DIR / "bbq" / "ses_occupations.csv"
@@ -65,7 +74,13 @@ def parse_tags(dataset: str, tags: pd.Series) -> tuple[pd.Series, pd.Series]:
 def annotate(items: pd.DataFrame) -> pd.DataFrame:
     """Add race/var2 per option, stereo_loc, group and reinforcing (see module doc)."""
     out = items.copy()
+    if not out["dataset"].isin(INTERSECTIONAL).all():      # single-attribute: no race/var2
+        for k in range(3):
+            out[f"race{k}"] = pd.Series(np.nan, index=out.index, dtype=object)
+            out[f"var2_{k}"] = pd.Series(np.nan, index=out.index, dtype=object)
     for ds, idx in out.groupby("dataset", sort=False).groups.items():
+        if ds not in INTERSECTIONAL:
+            continue
         for k in range(3):
             race, var2 = parse_tags(ds, out.loc[idx, f"info_tag{k}"])
             out.loc[idx, f"race{k}"] = race
@@ -84,7 +99,11 @@ def annotate(items: pd.DataFrame) -> pd.DataFrame:
     group = np.full(len(out), None, dtype=object)
     r, v = races[rows, s], var2s[rows, s]
     good = pd.notna(r) & pd.notna(v)
-    group[rows[good]] = [f"{a}:{b}" for a, b in zip(r[good], v[good])]
+    group[rows[good]] = [f"{a}:{b}" for a, b in zip(r[good], v[good], strict=True)]
+    single = ~out["dataset"].isin(INTERSECTIONAL).to_numpy()[rows]
+    if single.any():
+        tags = out[["info_tag0", "info_tag1", "info_tag2"]].to_numpy(dtype=object)[rows, s]
+        group[rows[single]] = [single_attribute_group(t) for t in tags[single]]
     out["group"] = pd.Series(group, index=out.index, dtype=object)
     dis = (out["context"] == "disambig").to_numpy() & ~np.isnan(t)
     out["reinforcing"] = np.where(dis, (out["label"].to_numpy() == t).astype(float), np.nan)
@@ -115,11 +134,12 @@ def keep_mask(items: pd.DataFrame) -> pd.DataFrame:
         t0 = pd.Series(tt[:, 0], dtype=object).fillna("").str.contains(pattern, regex=True)
         t1 = pd.Series(tt[:, 1], dtype=object).fillna("").str.contains(pattern, regex=True)
         occ = np.where(ses, (t0 & t1).to_numpy(), True)
+    single = ~a["dataset"].isin(INTERSECTIONAL).to_numpy()
     return pd.DataFrame({
-        "step1_unknown_and_parsable": parsable,
-        "step3_differ_in_both": differ,
-        "step4_occupation": differ & occ,
-        "keep": differ & occ,
+        "step1_unknown_and_parsable": parsable | single,
+        "step3_differ_in_both": differ | single,
+        "step4_occupation": (differ & occ) | single,
+        "keep": (differ & occ) | single,
     }, index=a.index)
 
 

@@ -113,7 +113,7 @@ def predictions_table(requests: Sequence[Request], responses: Sequence[Response]
     if len(requests) != len(responses):
         raise ValueError("requests and responses differ in length")
     rows = []
-    for q, r in zip(requests, responses):
+    for q, r in zip(requests, responses, strict=True):
         a = answer_of(q, r)
         rows.append((q.meta["dataset"], int(q.meta["example_id"]), int(q.repeat),
                      int(q.meta.get("rotation", 0)), float("nan") if a is None else float(a),
