@@ -8,8 +8,7 @@ import pytest
 from fairness_tests.compare import report as compare_report
 from fairness_tests.compare import tables as compare_tables
 from fairness_tests.metrics import bbq_tables, consistency, generative, schema
-from fairness_tests.metrics.bbq import BBQCluster
-from fairness_tests.metrics.generative import GenerativeCluster
+from fairness_tests.metrics.schema import BBQCluster, GenerativeCluster
 from fairness_tests.models.request import RepeatMode
 from fairness_tests.pipeline import gate
 from fairness_tests.pipeline.config import AuditConfig, GateConfig

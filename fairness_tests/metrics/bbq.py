@@ -54,8 +54,6 @@ SF / DF permute the group labels within templates (within the cell with
 """
 from __future__ import annotations
 
-from typing import Literal, get_args
-
 import numpy as np
 import pandas as pd
 
@@ -78,9 +76,7 @@ PROJECT, BBQ_AUTHORS = "project", "bbq-authors"
 CONVENTIONS = (PROJECT, BBQ_AUTHORS)
 CELL = ["dataset", "context"]
 GROUPING = ["dataset", "context", "polarity"]
-#: the BBQ bootstrap's resampling unit: the template (question_index) or the item
-BBQCluster = Literal["template", "item"]
-CLUSTERS: tuple[BBQCluster, ...] = get_args(BBQCluster)
+CLUSTERS = ("template", "item")
 DEFAULT_CONCENTRATION = 1.0
 DEFAULT_MIN_GROUP_N = 30
 GROUP_METRICS = ("sf", "df", "df_smoothed", "df_eb")
@@ -261,12 +257,12 @@ def _row(cell: dict, metric: str, est: Estimate, n: int, note: str = "",
             "p_value": p_value, "note": with_cluster_note(note, est, bias_corrected)}
 
 
-def _check_cluster(cluster: BBQCluster) -> None:
+def _check_cluster(cluster: str) -> None:
     if cluster not in CLUSTERS:
         raise ConfigError(f"BBQ cluster must be one of {', '.join(CLUSTERS)}, got {cluster!r}")
 
 
-def _templates(g: pd.DataFrame, cluster: BBQCluster) -> np.ndarray | None:
+def _templates(g: pd.DataFrame, cluster: str) -> np.ndarray | None:
     """The template of each row (``cluster="template"``), or None (items resampled)."""
     if cluster == "item":
         return None
@@ -279,7 +275,7 @@ def _templates(g: pd.DataFrame, cluster: BBQCluster) -> np.ndarray | None:
 def bbq_metrics(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
                 seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL,
                 concentration: float = DEFAULT_CONCENTRATION,
-                min_group_n: int = DEFAULT_MIN_GROUP_N, cluster: BBQCluster = "template",
+                min_group_n: int = DEFAULT_MIN_GROUP_N, cluster: str = "template",
                 n_perm: int = DEFAULT_N_PERM, conventions: str = PROJECT) -> pd.DataFrame:
     """First-run metrics per dataset x context (polarity "all") and per polarity
     (accuracy, bias score, invalid rate); see the module docstring for definitions
@@ -396,7 +392,7 @@ def _group_rows(cell, g, est, concentration, min_group_n, strata, n_perm, seed) 
 
 
 def group_table(items: pd.DataFrame, preds: pd.DataFrame,
-                min_group_n: int = DEFAULT_MIN_GROUP_N, cluster: BBQCluster = "template",
+                min_group_n: int = DEFAULT_MIN_GROUP_N, cluster: str = "template",
                 n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
                 conventions: str = PROJECT) -> pd.DataFrame:
     """Per dataset x context x group (first run): ``fav_rate`` and ``invalid_rate``
@@ -461,7 +457,7 @@ def _position_bias_of_rotations(S: np.ndarray) -> np.ndarray:
 
 def position_bias(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
                   seed: int = DEFAULT_SEED, level: float = DEFAULT_LEVEL,
-                  cluster: BBQCluster = "template", n_perm: int = DEFAULT_N_PERM) -> pd.DataFrame:
+                  cluster: str = "template", n_perm: int = DEFAULT_N_PERM) -> pd.DataFrame:
     """Position bias on repeat 0 of items asked under all three cyclic rotations.
 
     Over the three rotations each option sits once at each position, so a model that

@@ -31,7 +31,7 @@ from fairness_tests.metrics import bbq as M
 from fairness_tests.metrics import bbq_conventions as A
 from fairness_tests.metrics import consistency as C
 from fairness_tests.metrics import expected_consistency as E
-from fairness_tests.metrics.schema import BBQ_LETTER_COLUMNS, BBQ_RECORD_COLUMNS
+from fairness_tests.metrics.schema import BBQ_LETTER_COLUMNS, BBQ_RECORD_COLUMNS, BBQCluster
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED
 
 ORDER = ["dataset", "example_id", "rotation", "repeat"]
@@ -46,7 +46,7 @@ def repeated_items(preds: pd.DataFrame) -> pd.DataFrame:
 
 def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
                seed: int = DEFAULT_SEED, concentration: float = M.DEFAULT_CONCENTRATION,
-               min_group_n: int = M.DEFAULT_MIN_GROUP_N, cluster: M.BBQCluster = "template",
+               min_group_n: int = M.DEFAULT_MIN_GROUP_N, cluster: BBQCluster = "template",
                conventions: str = M.PROJECT) -> dict[str, pd.DataFrame]:
     """Every BBQ metric table the predictions support (see the module docstring).
 

@@ -33,17 +33,19 @@ rows with ``cluster="row"``.
 from __future__ import annotations
 
 import warnings
-from typing import Literal, Sequence, get_args
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.metrics.schema import (
+    GENERATIVE_CLUSTERS,
     GENERATIVE_MEAN_METRICS,
     GENERATIVE_METRICS,
     GENERATIVE_RATE_METRICS,
     VIEWS,
+    GenerativeCluster,
 )
 from fairness_tests.models.request import decoding_label
 from fairness_tests.stats.bootstrap import (
@@ -58,9 +60,7 @@ from fairness_tests.stats.bootstrap import (
 )
 from fairness_tests.stats.permutation import DEFAULT_N_PERM, permutation_test
 
-#: the generative bootstrap's resampling unit: the prompt (frame x slice) or the row
-GenerativeCluster = Literal["prompt", "row"]
-CLUSTERS: tuple[GenerativeCluster, ...] = get_args(GenerativeCluster)
+CLUSTERS = GENERATIVE_CLUSTERS
 
 RATE_METRICS = GENERATIVE_RATE_METRICS
 MEAN_METRICS = GENERATIVE_MEAN_METRICS

@@ -26,6 +26,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fairness_tests.metrics import generative as G
+from fairness_tests.metrics.schema import GenerativeCluster
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS
 
 PROTOCOL_KINDS = (("overall", []), ("family", ["family"]), ("decoding", ["decoding"]))
@@ -33,7 +34,7 @@ SUMMARY_COLUMNS = ["scope", "family", "slice", *METRIC_COLUMNS]
 
 
 def generative_summary(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                       seed: int = DEFAULT_SEED, cluster: G.GenerativeCluster = "prompt"
+                       seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt"
                        ) -> pd.DataFrame:
     """Worst slice (overall and per family), disparity and refusal gap as one metric
     table: ``scope, family, slice, metric, value, ci_low, ci_high, n, ...`` with metric
@@ -63,7 +64,7 @@ def generative_summary(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
 
 
 def _cells(scored: pd.DataFrame, kinds, n_boot: int, seed: int,
-           cluster: G.GenerativeCluster) -> pd.DataFrame:
+           cluster: GenerativeCluster) -> pd.DataFrame:
     parts = []
     for kind, by in kinds:
         t = G.slice_table(scored, by, n_boot, seed, cluster)
@@ -74,14 +75,14 @@ def _cells(scored: pd.DataFrame, kinds, n_boot: int, seed: int,
 
 
 def protocol_cells(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                   seed: int = DEFAULT_SEED, cluster: G.GenerativeCluster = "prompt"
+                   seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt"
                    ) -> pd.DataFrame:
     """Per-slice metrics in every protocol cell (overall, each family, each decoding)."""
     return _cells(scored, PROTOCOL_KINDS, n_boot, seed, cluster)
 
 
 def seed_cells(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-               seed: int = DEFAULT_SEED, cluster: G.GenerativeCluster = "prompt") -> pd.DataFrame:
+               seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt") -> pd.DataFrame:
     """Per-slice metrics per generation seed (cell_kind ``seed``); empty for one seed."""
     if "seed" not in scored or scored["seed"].nunique() < 2:
         return pd.DataFrame(columns=["cell_kind", "cell", "slice", *METRIC_COLUMNS])
@@ -92,7 +93,7 @@ def seed_cells(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
 def generative_tables(scored: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
                       seed: int = DEFAULT_SEED, rubric: str = "published",
                       compare: tuple[str, pd.DataFrame] | None = None,
-                      cluster: G.GenerativeCluster = "prompt") -> dict[str, pd.DataFrame]:
+                      cluster: GenerativeCluster = "prompt") -> dict[str, pd.DataFrame]:
     """Every generative metric table (see the module docstring).
 
     ``scored``: the scorer's output (:func:`fairness_tests.scoring.lexical.score`), one

@@ -1,5 +1,6 @@
 """THE registry of a run's tables: their names, grouping columns and metric names, the
-generative views, the cell-id columns and the BBQ record columns.
+generative views, the cell-id columns, the BBQ record columns and the tables' bootstrap
+units.
 
 Every other module reads these names from here: the table builders name what they
 compute with them (:mod:`.generative`, :mod:`.consistency`, :mod:`.bbq_tables`), threshold
@@ -12,9 +13,18 @@ on the committed recordings (a test checks it), so a rule that validates is eval
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 from fairness_tests.metrics.expected_consistency import N_OPTIONS
+
+# ---------------------------------------------------------------- resampling units
+
+#: the BBQ tables' bootstrap unit: the template (question_index) or the item
+BBQCluster = Literal["template", "item"]
+BBQ_CLUSTERS: tuple[BBQCluster, ...] = get_args(BBQCluster)
+#: the generative tables' bootstrap unit: the prompt (frame x slice) or the row
+GenerativeCluster = Literal["prompt", "row"]
+GENERATIVE_CLUSTERS: tuple[GenerativeCluster, ...] = get_args(GenerativeCluster)
 
 # ---------------------------------------------------------------- metric names
 

@@ -41,13 +41,11 @@ import pandas as pd
 from fairness_tests.core.errors import ConfigError, DataError
 from fairness_tests.core.fmt import json_value, shown, shown_p
 from fairness_tests.metrics import gate as gm
-from fairness_tests.metrics.bbq import CLUSTERS as BBQ_CLUSTERS
 from fairness_tests.metrics.bbq import first_run, join_answers, position_counts
 from fairness_tests.metrics.bbq_tables import repeated_items
 from fairness_tests.metrics.consistency import per_item
-from fairness_tests.metrics.generative import CLUSTERS as GENERATIVE_CLUSTERS
 from fairness_tests.metrics.generative import with_cells
-from fairness_tests.metrics.schema import BBQ_ITEM_COLUMNS
+from fairness_tests.metrics.schema import BBQ_CLUSTERS, BBQ_ITEM_COLUMNS, GENERATIVE_CLUSTERS
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT
