@@ -4,9 +4,12 @@ dicts) still load."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
+from fairness_tests.card.fill import fill_card
 from fairness_tests.core.errors import DataError
 from fairness_tests.models.backends.base import BackendInfo, Usage
 from fairness_tests.run.metadata import AskingInfo, RunMetadata, Source
@@ -54,3 +57,15 @@ def test_the_typed_records_round_trip_through_run_json():
 def test_an_unknown_backend_info_key_is_named():
     with pytest.raises(DataError, match="backend_info.headers"):
         RunMetadata.from_dict(_meta(backend_info={"backend": "litellm", "headers": {}}))
+
+
+def test_a_live_api_runs_card_names_the_litellm_version():
+    """The litellm backend wrote ``litellm_version`` where the card reads ``version``: a
+    live API run's card had no ``system.backend_version``."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from card_testdata import USER, make_run  # noqa: PLC0415  the card's test data module
+
+    run = make_run()
+    old = RunMetadata.from_dict(_meta(backend_info=OLD_LITELLM))
+    run.metadata.backend, run.metadata.backend_info = "litellm", old.backend_info
+    assert fill_card(run, USER)["system"]["backend_version"] == "1.80.0"
