@@ -31,6 +31,8 @@ RUN_SCHEMA_VERSION = 2
 #: how the answers were had: asked now, served by the store, or read from a file
 RunMode = Literal["live", "replay", "scored"]
 SourceKind = Literal["audit", "predictions", "outputs"]
+#: an option's value as ``config`` records it: JSON scalars, a list for a tuple option
+OptionValue = str | int | float | bool | list[str] | list[int] | list[float] | None
 
 
 @dataclass
@@ -160,7 +162,7 @@ class RunMetadata:
     source: Source
     fairness_tests_version: str
     evaluation_date: str | None = None
-    config: dict = field(default_factory=dict)
+    config: dict[str, OptionValue] = field(default_factory=dict)
     thresholds: list[str] = field(default_factory=list)
     regen_command: str | None = None
     model_version: str | None = None
