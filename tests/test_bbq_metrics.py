@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairness_tests.core.fmt import json_value
 from fairness_tests.core.paths import bbq_dir
 from fairness_tests.metrics.bbq import (
     bbq_metrics,
@@ -24,7 +25,7 @@ from fairness_tests.protocols.bbq.data import load_bbq
 from fairness_tests.protocols.bbq.filter import filter_items
 from fairness_tests.rules.evaluate import evaluate
 from fairness_tests.rules.thresholds import load_rules
-from fairness_tests.stats.bootstrap import json_value, multiplicities
+from fairness_tests.stats.bootstrap import multiplicities
 
 NAN = float("nan")
 

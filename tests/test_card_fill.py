@@ -21,6 +21,7 @@ from fairness_tests.card.schema import user_fields, validate_card  # noqa: E402
 from fairness_tests.card.user_yaml import load_user_yaml  # noqa: E402
 from fairness_tests.core.errors import ConfigError, DataError  # noqa: E402
 from fairness_tests.core.paths import DATA_DIR  # noqa: E402
+from fairness_tests.models.backends.base import BackendInfo  # noqa: E402
 from fairness_tests.run.result import RunResult  # noqa: E402
 
 REQUIRED_USER = sorted(f["path"] for f in user_fields()["fields"] if f.get("required") is True)
@@ -203,8 +204,8 @@ def test_served_system_requires_known_layers():
 def test_secrets_in_metadata_never_reach_the_card(tmp_path):
     run = make_run()
     run.metadata.config = {"api_key": "sk-SECRET-123", "api_base": "https://u:SECRET-0@h/v1"}
-    run.metadata.backend_info = {"backend": "litellm", "version": "1.0",
-                                 "headers": {"Authorization": "Bearer SECRET-456"}}
+    run.metadata.backend_info = BackendInfo(backend="litellm", version="1.0",
+                                            api_base="https://u:SECRET-456@h/v1")
     written = write_cards(run, tmp_path, USER)
     for path in written.paths.values():
         text = path.read_text(encoding="utf-8")

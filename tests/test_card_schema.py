@@ -46,7 +46,7 @@ def test_errors_name_key_path_and_line(tmp_path):
     bad.write_text(text, encoding="utf-8")
     report = validate_file(bad)
     assert not report.valid
-    got = {p.path: p for p in report.errors}
+    got = {p.key: p for p in report.errors}
     assert set(got) == {"decoding.regimes[0].temperature", "refusal_handling.retention_policy",
                         "evaluation_date"}
     assert got["decoding.regimes[0].temperature"].line == _line_of(text, "temperature: hot")
@@ -60,7 +60,7 @@ def test_missing_required_key_is_an_error_unless_declared_missing():
     card = load_card(QWEN)
     del card["intended_use"]["out_of_scope"]
     report = validate_card(card)
-    assert [p.path for p in report.errors] == ["intended_use.out_of_scope"]
+    assert [p.key for p in report.errors] == ["intended_use.out_of_scope"]
     card["missing_fields"] = [{"field": "intended_use.out_of_scope", "section": "intended_use",
                                "source": "user"}]
     report = validate_card(card)
@@ -74,7 +74,7 @@ def test_extension_keys_are_typed():
     card2["verdicts"] = [{"rule": "r", "cell": "F1", "status": "passed"}]
     card2["governance"] = {"monitoring": "weekly"}            # must be a list
     report = validate_card(card2)
-    assert {p.path for p in report.errors} == {"verdicts[0].status", "governance.monitoring"}
+    assert {p.key for p in report.errors} == {"verdicts[0].status", "governance.monitoring"}
     assert all(p.schema == "fairness_tests" for p in report.errors)
 
 

@@ -94,7 +94,7 @@ def test_slice_x_family_and_worst_slice(scored):
 def test_all_views_present(scored):
     tables = G.all_tables(scored, n_boot=100)
     assert set(tables) == set(G.VIEWS)
-    sfd = tables["by_slice_family_decoding"]
+    sfd = tables["generative_by_slice_family_decoding"]
     # man_Muslim F1 t0.2: only r1 -> refusal 1/1
     assert val(sfd, family="F1", decoding="t0.2_p0.9", slice="man_Muslim",
                metric="refusal").value == 1.0

@@ -133,12 +133,12 @@ def test_after_the_prefix_on_a_completion_endpoint_the_letters_are_exact(tmp_pat
         assert o.letter_mass == pytest.approx(0.9)
         assert np.allclose(o.letter_probs, [0.2 / 0.9, 0.6 / 0.9, 0.1 / 0.9])
     assert (counts.letter_prompts, counts.low_mass_prompts, counts.invalid) == (1, 0, 0)
-    assert be.totals()["top_logprobs_returned"] == 5        # the whole toy vocabulary
+    assert be.totals().top_logprobs_returned == 5        # the whole toy vocabulary
 
 
 def test_answer_states_for_the_rules_layer():
+    from fairness_tests.models.answers import answer_state
     from fairness_tests.models.request import Response
-    from fairness_tests.models.runner import answer_state
     q = Request(messages=chat(None, "q"), kind="choice", choices=L)
     cases = [(Response(key="", status="error"), "error"),
              (Response(key="", status="refused"), "refused"),

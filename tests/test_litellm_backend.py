@@ -58,7 +58,7 @@ def test_ok_batch_chat_and_choice_parsed(server, store):
     # prompt "Be brief." + "ok-batch i" = 2 + 2 words (every message counts, as OpenAI
     # counts them); reply "(b) reply to: ok-batch i" = 5 words
     assert [(o.prompt_tokens, o.completion_tokens) for o in out] == [(4, 5)] * 5
-    assert be.totals()["prompt_tokens"] == 20 and be.totals()["completion_tokens"] == 25
+    assert be.totals().prompt_tokens == 20 and be.totals().completion_tokens == 25
     assert len(store) == 5 and store.stats()["by_status"]["ok"] == 5
     assert server.count("ok-batch") == 5
 
@@ -170,7 +170,7 @@ def test_retry_budget_bounds_total_retries(server, store):
     out = ask(rs, be, store, progress=False)
     assert [o.status for o in out] == ["error"] * 4
     assert server.count("budget") == 4 + 2            # one attempt each + the 2 budgeted retries
-    assert be.retries_used == 2
+    assert be.totals().retries == 2
     assert sum("retry budget spent" in o.error for o in out) >= 2
 
 

@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 
 from fairness_tests.models import repeat_modes as RM
+from fairness_tests.models.answers import AskCounts
 from fairness_tests.models.backends.base import Capabilities
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
 from fairness_tests.models.capabilities import CapabilityRecord, limit_in, named_feature
 from fairness_tests.models.progress import Progress
 from fairness_tests.models.request import Decoding, Request, Response, chat
-from fairness_tests.models.runner import AskCounts, ask, ask_counted
+from fairness_tests.models.runner import ask, ask_counted
 from fairness_tests.models.store import ResponseStore
 
 HERE = Path(__file__).resolve().parent
@@ -148,7 +149,8 @@ def test_a_mode_honoured_is_remembered_and_shown_as_a_capability(store):
     with FaultServer(answers=letters) as s:
         be = backend(model="openai/m", api_base=s.url)
         assert be.capabilities == Capabilities(n=None, logprobs=None, batch=False,
-                                               prefix_sharing=False, replay=False)
+                                               prefix_sharing=False, replay=False,
+                                               remote=True)
         ask(reqs(s.url, "honoured", mode="n"), be, store, progress=False)
         assert be.capabilities.n is True and be.capabilities.logprobs is None
         [rec] = store.capabilities(model="openai/m")
@@ -181,7 +183,7 @@ def test_a_top_logprobs_limit_is_learned_from_the_error(store, flavour, words, m
         asked = [h.body["top_logprobs"] if "messages" in h.body else h.body["logprobs"]
                  for h in s.hits]
         assert asked == [20, 5]                           # refused, then within the limit
-        assert be.retries_used == 0                       # not a retry
+        assert be.totals().retries == 0                       # not a retry
         assert all(o.status == "ok" and o.answer is not None for o in out)
         recs = {r.feature: r for r in store.capabilities()}
         assert recs["top_logprobs"].value == 5 and words in recs["top_logprobs"].reason
@@ -198,7 +200,7 @@ def test_a_server_that_gives_top_5_only_reports_what_it_gave(store):
         be = backend()
         ask(reqs(s.url, "clamp", items=1, repeats=2, mode="logprobs"), be, store,
             progress=False)
-    assert be.totals()["top_logprobs_returned"] == 5 and be.totals()["letter_prompts"] == 1
+    assert be.totals().top_logprobs_returned == 5 and be.totals().letter_prompts == 1
 
 
 def test_server_error_words_are_read_by_feature():
@@ -302,13 +304,13 @@ def test_unknown_cost_is_unknown_never_zero(store):
                   be, store, progress=False)
     assert [o.cost_usd for o in out] == [None, None]
     t = be.totals()
-    assert t["cost_usd"] is None and t["cost_unknown_calls"] == 2 and t["cost_known_usd"] == 0
+    assert t.cost_usd is None and t.cost_unknown_calls == 2 and t.cost_known_usd == 0
     bar = Progress(4, "x", stream=None, show_tokens=True)
     bar.update(2, tokens=10, cost_unknown=2)
     assert bar.line().endswith("$?")
     bar.update(1, tokens=10, cost_usd=0.5)
     assert bar.line().endswith("$0.5000+?")
-    assert backend().totals()["cost_usd"] == 0.0          # nothing asked: nothing spent
+    assert backend().totals().cost_usd == 0.0          # nothing asked: nothing spent
 
 
 def test_priced_model_cost_is_summed(store):
@@ -317,20 +319,20 @@ def test_priced_model_cost_is_summed(store):
         out = ask(reqs(s.url, "priced", items=1, repeats=2, model="openai/gpt-4o-mini"), be,
                   store, progress=False)
     assert all(o.cost_usd and o.cost_usd > 0 for o in out)
-    assert be.totals()["cost_usd"] == pytest.approx(sum(o.cost_usd for o in out))
+    assert be.totals().cost_usd == pytest.approx(sum(o.cost_usd for o in out))
 
 
 def test_backend_info_names_the_model_asked(store):
     with FaultServer(answers=letters) as s:
         be = backend()
-        assert be.info()["model"] is None
+        assert be.info().model is None
         ask(reqs(s.url, "info", items=1, repeats=1, model="text-completion-openai/gemma-x"),
             be, store, progress=False)
         info = be.info()
-    assert info["model"] == "text-completion-openai/gemma-x" and info["api_base"] == s.url
-    assert info["prompt_format"] == "auto" and info["answer_prefix"] == "Answer: ("
-    assert info["prompt_formats"] == {"text-completion-openai/gemma-x": "completion-gemma"}
-    assert info["top_logprobs"] == 20 and info["min_letter_mass"] == 0.5
+    assert info.model == "text-completion-openai/gemma-x" and info.api_base == s.url
+    assert info.prompt_format == "auto" and info.answer_prefix == "Answer: ("
+    assert info.prompt_formats == {"text-completion-openai/gemma-x": "completion-gemma"}
+    assert info.top_logprobs == 20 and info.min_letter_mass == 0.5
 
 
 def test_store_capabilities_command_lists_and_forgets(tmp_path, capsys):

@@ -126,7 +126,7 @@ def test_served_model_multiple_choice_and_open_ended_into_the_store(server, tmp_
         assert resp.key == req.key()
         assert resp.completion_tokens and resp.completion_tokens >= 1
     assert any(r.text for r in got[len(mc):])          # open-ended text came back
-    attempts = backend.attempts
+    attempts = backend.totals().attempts
     assert attempts >= 10
 
     # the rows are in the SQLite file, one per request, with what the backend gave
@@ -142,7 +142,7 @@ def test_served_model_multiple_choice_and_open_ended_into_the_store(server, tmp_
     with ResponseStore(store_path) as store:
         again = ask(mc + gen, backend, store, progress=False)
         meta = store.meta(mc[0].key())
-    assert backend.attempts == attempts
+    assert backend.totals().attempts == attempts
     assert [r.text for r in again] == [r.text for r in got]
     assert meta["example_id"] == mc[0].meta["example_id"]
 

@@ -42,7 +42,7 @@ def test_served_base_path_answers_bbq_with_valid_letters(server, tmp_path):
     assert (counts.sent, counts.invalid, counts.failed) == (4, 0, 0)
     assert (counts2.sent, counts2.from_store) == (0, 4)        # the store answers a re-run
     assert [o.text for o in again] == [o.text for o in out]
-    assert backend.info()["prompt_formats"] == {reqs[0].model: "completion-gemma"}
+    assert backend.info().prompt_formats == {reqs[0].model: "completion-gemma"}
 
 
 def test_served_without_the_prefix_the_same_model_is_not_read_as_a_letter(server, tmp_path):

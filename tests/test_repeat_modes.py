@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from fairness_tests.models import repeat_modes as RM
-from fairness_tests.models.backends.litellm_backend import LiteLLMBackend, _share, provider_seed
+from fairness_tests.models.backends.litellm_backend import LiteLLMBackend, provider_seed
+from fairness_tests.models.backends.litellm_replies import share as _share
 from fairness_tests.models.letters import draw_letter, letter_distribution
 from fairness_tests.models.request import Decoding, Request, chat
 from fairness_tests.models.runner import ask, stamp_requests
@@ -172,7 +173,7 @@ def test_n_mode_one_request_per_prompt_and_billing_adds_up(server, store):
     assert sum(o.prompt_tokens for o in out) == server.prompt_tokens
     assert sum(o.completion_tokens for o in out) == server.completion_tokens == 20
     assert [o.prompt_tokens > 0 for o in out[:5]] == [True, False, False, False, False]
-    assert be.calls == 4
+    assert be.totals().calls == 4
     assert all(store.get(r.key()) is not None for r in reqs)
 
 

@@ -8,11 +8,12 @@ import threading
 import pytest
 
 from fairness_tests.core.errors import MissingResponsesError
-from fairness_tests.models import runner
+from fairness_tests.models import replaying
+from fairness_tests.models.answers import default_parse_choice
 from fairness_tests.models.backends.replay import ReplayBackend
 from fairness_tests.models.progress import Progress
 from fairness_tests.models.request import Request, Response, chat
-from fairness_tests.models.runner import ask, default_parse_choice
+from fairness_tests.models.runner import ask
 from fairness_tests.models.store import ResponseStore
 
 
@@ -127,7 +128,7 @@ def test_parse_choice_is_pluggable(store):
     out = ask(rs, EchoBackend(), store, parse_choice=always_c, progress=False)
     assert [o.answer for o in out] == [2, 2, 2] and len(seen) == 3
     # an out-of-range index from a parser is treated as invalid
-    out = runner.replay(rs, store, parse_choice=lambda r, t: 7)
+    out = replaying.replay(rs, store, parse_choice=lambda r, t: 7)
     assert [o.answer for o in out] == [2, 2, 2]       # stored answers are kept
     gen = req(5, kind="generate")
     assert ask([gen], EchoBackend(), store, progress=False)[0].answer is None

@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairness_tests.core.fmt import json_value
 from fairness_tests.stats.bootstrap import (
     METRIC_COLUMNS,
     Estimate,
     bootstrap,
     cell_id,
     interval_note,
-    json_value,
     mean_table,
     metric_row,
     multiplicities,

@@ -12,7 +12,8 @@ import pytest
 
 from fairness_tests.core.errors import DataError
 from fairness_tests.models.request import Decoding, Request, Response, chat
-from fairness_tests.models.store import ResponseStore, scrub, scrub_text
+from fairness_tests.models.scrub import scrub, scrub_text
+from fairness_tests.models.store import ResponseStore
 
 
 def req(i: int, model: str = "m1", **kw) -> Request:
@@ -153,7 +154,7 @@ def test_import_bad_lines_name_file_and_line(tmp_path, store):
     line = good.read_text().strip()
     bad = tmp_path / "bad.jsonl"
     bad.write_text(line + "\n{oops\n")
-    with pytest.raises(DataError, match=r"bad.jsonl, line 2: not valid JSON"):
+    with pytest.raises(DataError, match=r"bad.jsonl, line 2: invalid JSON"):
         store.import_jsonl(bad)
     rec = json.loads(line)
     rec["request"]["seed"] = 99                     # edited record: key no longer matches

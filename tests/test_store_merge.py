@@ -177,7 +177,8 @@ def test_cli_merge_and_conflict_exit_code(tmp_path, capsys):
     "env value machine-secret-value-42 inside", "access_token=zzz", "mytokens are fine"])
 def test_the_fast_scrubber_agrees_with_scrub(text, monkeypatch):
     """The bulk scrubber's shortcut never skips what :func:`scrub` would change."""
-    from fairness_tests.models.store import StoredTextScrubber, _dumps, scrub, scrub_text
+    from fairness_tests.core.io import canonical_dumps as _dumps
+    from fairness_tests.models.scrub import StoredTextScrubber, scrub, scrub_text
     monkeypatch.setenv("SOMEPROVIDER_API_KEY", "machine-secret-value-42")
     fast = StoredTextScrubber()
     assert fast.text(text) == scrub_text(text)

@@ -19,6 +19,8 @@ from fairness_tests.core.errors import DataError
 from fairness_tests.core.paths import bbq_dir
 from fairness_tests.models.backends import embedded as emb
 from fairness_tests.models.backends import transformers_backend as tb
+from fairness_tests.models.backends import transformers_load as tl
+from fairness_tests.models.letters import draw_letter, letter_distribution
 from fairness_tests.models.request import Decoding, Message, Request, chat
 
 SYSTEM = "Answer the multiple-choice question with the letter of the correct option."
@@ -54,30 +56,30 @@ def test_saved_chat_template_renders_the_same_turns():
 def test_letter_distribution_arithmetic():
     z = [0.0, math.log(2.0), 0.0]
     # T=1: exp(z) = (1, 2, 1) / 4
-    assert np.allclose(tb.letter_distribution(z, 1.0), [0.25, 0.5, 0.25])
+    assert np.allclose(letter_distribution(z, 1.0), [0.25, 0.5, 0.25])
     # T=2: exp(z/2) = (1, sqrt2, 1) / (2 + sqrt2)
     s = 2 + math.sqrt(2)
-    assert np.allclose(tb.letter_distribution(z, 2.0), [1 / s, math.sqrt(2) / s, 1 / s])
+    assert np.allclose(letter_distribution(z, 2.0), [1 / s, math.sqrt(2) / s, 1 / s])
     # T=0: one-hot on the argmax
-    assert tb.letter_distribution(z, 0.0).tolist() == [0.0, 1.0, 0.0]
+    assert letter_distribution(z, 0.0).tolist() == [0.0, 1.0, 0.0]
     # top_p=0.5 on (.25,.5,.25): the top entry alone reaches 0.5 -> (0,1,0)
-    assert np.allclose(tb.letter_distribution(z, 1.0, top_p=0.5), [0, 1, 0])
+    assert np.allclose(letter_distribution(z, 1.0, top_p=0.5), [0, 1, 0])
     # top_p=0.6: .5 < .6 so the next (first of the tied .25s, stable order) joins: (.25,.5)/.75
-    assert np.allclose(tb.letter_distribution(z, 1.0, top_p=0.6), [1 / 3, 2 / 3, 0])
+    assert np.allclose(letter_distribution(z, 1.0, top_p=0.6), [1 / 3, 2 / 3, 0])
 
 
 def test_draws_are_deterministic_and_follow_the_distribution():
     p = np.array([0.6, 0.3, 0.1])
-    draws = [tb.draw_letter(p, seed=7, prompt_key="k", repeat=r) for r in range(3000)]
-    assert draws == [tb.draw_letter(p, 7, "k", r) for r in range(3000)]
+    draws = [draw_letter(p, seed=7, prompt_key="k", repeat=r) for r in range(3000)]
+    assert draws == [draw_letter(p, 7, "k", r) for r in range(3000)]
     # repeat r alone (as if batched differently) gives the same letter
-    assert all(tb.draw_letter(p, 7, "k", r) == draws[r] for r in (0, 17, 2999))
+    assert all(draw_letter(p, 7, "k", r) == draws[r] for r in (0, 17, 2999))
     freq = np.bincount(draws, minlength=3) / 3000
     # binomial sd for p=.6, n=3000 is sqrt(.24/3000) = .0089; allow 4 sd
     assert np.all(np.abs(freq - p) < 4 * np.sqrt(p * (1 - p) / 3000))
-    other = [tb.draw_letter(p, 8, "k", r) for r in range(50)]
+    other = [draw_letter(p, 8, "k", r) for r in range(50)]
     assert other != draws[:50]                    # another seed, another stream
-    assert {tb.draw_letter([0, 0, 1.0], 1, "k", r) for r in range(20)} == {2}
+    assert {draw_letter([0, 0, 1.0], 1, "k", r) for r in range(20)} == {2}
 
 
 def test_atomic_cache_leaves_nothing_behind_on_failure(tmp_path):
@@ -104,9 +106,9 @@ def test_atomic_cache_leaves_nothing_behind_on_failure(tmp_path):
 
 def test_missing_model_names_the_path(tmp_path):
     with pytest.raises(DataError, match="not found"):
-        tb.resolve_checkpoint(tmp_path / "nope")
+        tl.resolve_checkpoint(tmp_path / "nope")
     with pytest.raises(DataError, match="config.json"):
-        tb.resolve_checkpoint(tmp_path)
+        tl.resolve_checkpoint(tmp_path)
 
 
 # ----------------------------------------------------------------- the real model
@@ -160,7 +162,7 @@ def test_repeats_are_drawn_from_the_stored_distribution(backend):
         assert r.status == "ok" and r.key == q.key()
         assert len(r.letter_probs) == 3 and abs(sum(r.letter_probs) - 1) < 1e-9
         assert 0 < r.letter_mass <= 1
-        assert r.answer == tb.draw_letter(r.letter_probs, q.seed, q.prompt_key(), q.repeat)
+        assert r.answer == draw_letter(r.letter_probs, q.seed, q.prompt_key(), q.repeat)
         assert r.text == "abc"[r.answer]
     for i in range(0, 60, 20):                                 # one distribution per prompt
         assert all(res[j].letter_probs == res[i].letter_probs for j in range(i, i + 20))
@@ -230,7 +232,7 @@ def test_cached_conversion_is_reused(backend, monkeypatch):
 
     # a .gguf path with the same bytes maps to the same cached copy
     gguf = emb.embedded_gguf()
-    assert tb.resolve_checkpoint(gguf)[0] == path and marker.stat().st_mtime_ns == mtime
+    assert tl.resolve_checkpoint(gguf)[0] == path and marker.stat().st_mtime_ns == mtime
 
     def no_conversion(*a, **k):
         raise AssertionError("converted again")
@@ -238,8 +240,8 @@ def test_cached_conversion_is_reused(backend, monkeypatch):
     monkeypatch.setattr(emb, "convert_gguf", no_conversion)
     assert emb.prepare() == path and marker.stat().st_mtime_ns == mtime
     # the model is loaded once per process
-    assert tb.load("embedded") is backend.loaded()
-    assert backend.info()["revision"] == path.name
+    assert tl.load("embedded") is backend.loaded()
+    assert backend.info().revision == path.name
 
 
 def test_model_prepare_cli_reuses_a_complete_cache_entry(tmp_path, capsys):

@@ -127,17 +127,17 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
     report = validate_card(card, source="card.yaml")
     user_paths = [f["path"] for f in user_fields()["fields"]]
     for p in report.errors:
-        if any(p.path == u or p.path.startswith(u + ".") or p.path.startswith(u + "[")
+        if any(p.key == u or p.key.startswith(u + ".") or p.key.startswith(u + "[")
                for u in user_paths):
             line = None
             if source:
                 lines = line_index(Path(source).read_text(encoding="utf-8"))
-                line = nearest_line(p.path, lines)
+                line = nearest_line(p.key, lines)
             raise ConfigError(f"{p.message} [{p.schema}]", path=source or "user YAML",
-                              line=line, key=p.path)
+                              line=line, key=p.key)
     paths = render_card_files(card, out_dir)
     if report.errors:
         first = report.errors[0]
         raise ConfigError(f"the card written to {paths['yaml']} is invalid: {first.message} "
-                          f"[{first.schema}]", key=first.path)
+                          f"[{first.schema}]", key=first.key)
     return WrittenCard(card=card, paths=paths, report=report)

@@ -14,20 +14,24 @@ it makes it *incomplete*. Every problem names its key path
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.errors import ConfigError, Problem
 from fairness_tests.core.paths import DATA_DIR
-from fairness_tests.core.validate import key_path, line_index, nearest_line, parse, read_text
+from fairness_tests.core.validate import (
+    MISSING_REQUIRED,
+    line_index,
+    parse,
+    read_text,
+    schema_problems,
+)
 
 SCHEMA_DIR = DATA_DIR / "card_schema"
-SCHEMA_FILES = ("core", "llm", "fairness_tests")
 CARD_VERSION = "0.1.0"
 
 
@@ -77,18 +81,6 @@ def user_yaml_schema() -> dict:
             "x-message": "the user YAML must be a mapping"}
 
 
-@dataclass(frozen=True)
-class Problem:
-    path: str          # key path in the card
-    message: str
-    schema: str        # which schema file found it
-    line: int | None = None
-
-    def __str__(self) -> str:
-        where = f"line {self.line}, " if self.line else ""
-        return f"{where}key {self.path!r}: {self.message} [{self.schema}]"
-
-
 @dataclass
 class ValidationReport:
     errors: list[Problem] = field(default_factory=list)
@@ -116,22 +108,15 @@ class ValidationReport:
         return "\n".join(lines)
 
 
-_REQUIRED_RE = re.compile(r"^'(.+)' is a required property$")
-
-
-def _validator(schema: dict):
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
-
-
 def validate_card(card: Any, source: str | None = None,
                   lines: dict[str, int] | None = None) -> ValidationReport:
-    """Validate a card dict. ``lines`` maps key paths to line numbers (from
+    """Validate a card dict with the one validator
+    (:func:`fairness_tests.core.validate.schema_problems`), each problem tagged with the
+    schema that found it. ``lines`` maps key paths to line numbers (from
     :func:`line_index`) so problems in a file name their line."""
     report = ValidationReport(source=source)
     if not isinstance(card, dict):
-        report.errors.append(Problem("(top level)", "a card must be a mapping", "core"))
+        report.errors.append(Problem("(top level)", "a card must be a mapping", None, "core"))
         return report
     declared = [m.get("field", "") for m in card.get("missing_fields") or []
                 if isinstance(m, dict)]
@@ -141,23 +126,14 @@ def validate_card(card: Any, source: str | None = None,
     names.append("fairness_tests")
     seen: set[tuple[str, str]] = set()
     for name in names:
-        for err in _validator(load_schema(name)).iter_errors(card):
-            parts = list(err.absolute_path)
-            message = err.message
-            if err.validator == "required":
-                m = _REQUIRED_RE.match(err.message)
-                if m:
-                    parts.append(m.group(1))
-                    message = "required key is missing"
-            path = key_path(parts)
-            if err.validator == "required" and _is_declared(path, declared):
+        for p in schema_problems(card, load_schema(name), lines, tag=name):
+            if p.message == MISSING_REQUIRED and _is_declared(p.key, declared):
                 continue
-            if (path, message) in seen:
+            if (p.key, p.message) in seen:
                 continue
-            seen.add((path, message))
-            line = nearest_line(path, lines) if lines else None
-            report.errors.append(Problem(path, _short(message), name, line))
-    report.errors.sort(key=lambda p: (p.line or 0, p.path, p.message))
+            seen.add((p.key, p.message))
+            report.errors.append(replace(p, message=_short(p.message)))
+    report.errors.sort(key=lambda p: (p.line or 0, p.key, p.message))
     # incomplete = every field the card declares missing (a declared field that turns
     # out to be present is still listed: the declaration is what the card says)
     report.missing = sorted(set(declared))
@@ -190,14 +166,3 @@ def load_card(path: str | Path) -> dict:
 def validate_file(path: str | Path) -> ValidationReport:
     card, text = read_yaml(path)
     return validate_card(card, source=str(path), lines=line_index(text))
-
-
-def check_card(card: dict, source: str | None = None) -> ValidationReport:
-    """Validate and raise :class:`ConfigError` (naming the first key path) if invalid."""
-    report = validate_card(card, source=source)
-    if report.errors:
-        first = report.errors[0]
-        more = f" (and {len(report.errors) - 1} more)" if len(report.errors) > 1 else ""
-        raise ConfigError(f"{first.message} [{first.schema}]{more}", path=source,
-                          line=first.line, key=first.path)
-    return report

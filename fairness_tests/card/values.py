@@ -3,7 +3,7 @@
 Numbers in a card are rounded to 6 significant digits (so the same run always
 writes the same text, whatever the float noise below that); NaN becomes ``None``
 (undefined; the row's ``note`` says why) and inf becomes ``"UB"``
-(:func:`fairness_tests.stats.bootstrap.json_value`). Rendered text shows 3 decimals.
+(:func:`fairness_tests.core.fmt.json_value`). Rendered text shows 3 decimals.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fairness_tests.stats.bootstrap import json_value
+from fairness_tests.core.fmt import json_value
 
 SIG_DIGITS = 6
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fairness_tests.card import write_cards
 from fairness_tests.cli.command import add_command
+from fairness_tests.core.fmt import json_value
 from fairness_tests.core.option_sources import cli_spelling
 from fairness_tests.core.options import Layer, specs
 from fairness_tests.pipeline.audit import run_audit
@@ -25,7 +26,6 @@ from fairness_tests.pipeline.config import AuditCommand
 from fairness_tests.pipeline.configure import audit_config
 from fairness_tests.pipeline.dry_run import dry_run
 from fairness_tests.rules.evaluate import worst_cells
-from fairness_tests.stats.bootstrap import json_value
 
 
 def register(subparsers) -> None:

@@ -6,6 +6,7 @@ import json
 import sys
 
 from fairness_tests.cli.command import add_command
+from fairness_tests.core.fmt import shown, text_table
 from fairness_tests.core.paths import bbq_dir, display_path
 from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.pipeline.bbq_info import bbq_info
@@ -57,19 +58,17 @@ def _score_inputs(c: BBQScoreConfig):
     return data, items, resolved
 
 
+def _cell(v: object) -> str:
+    """A float to 4 decimals, a list in brackets, None empty."""
+    if isinstance(v, float):
+        return shown(v, ".4f")
+    if isinstance(v, list):
+        return "[" + ", ".join(_cell(x) for x in v) + "]"
+    return "" if v is None else str(v)
+
+
 def _table(rows: list[dict], columns: list[str]) -> str:
-    def fmt(v):
-        if isinstance(v, float):
-            return f"{v:.4f}"
-        if isinstance(v, list):
-            return "[" + ", ".join(fmt(x) for x in v) + "]"
-        return "" if v is None else str(v)
-    cells = [[fmt(r.get(c)) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(x[i]) for x in cells)) if cells else len(c)
-              for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
-    lines += ["  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)) for r in cells]
-    return "\n".join(lines)
+    return text_table(columns, [[_cell(r.get(c)) for c in columns] for r in rows], rule=False)
 
 
 def cmd_filter(c: BBQFilterConfig) -> int:

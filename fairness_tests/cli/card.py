@@ -74,7 +74,7 @@ def _render(c) -> int:
     report = validate_card(card, source=c.file, lines=line_index(text))
     if not report.valid:
         first = report.errors[0]
-        raise ConfigError(first.message, path=c.file, line=first.line, key=first.path)
+        raise ConfigError(first.message, path=c.file, line=first.line, key=first.key)
     paths = render_card_files(card, c.out, kinds=("md", "html"))
     for kind in ("md", "html"):
         print(paths[kind])

@@ -15,6 +15,7 @@ import json
 import sys
 
 from fairness_tests.cli.command import add_command
+from fairness_tests.core.fmt import shown, text_table
 from fairness_tests.core.paths import display_path
 from fairness_tests.metrics.counterfactual import consistency, verdict_shares
 from fairness_tests.metrics.generative import METRICS
@@ -83,8 +84,8 @@ def cmd_score(c: GenerativeScoreConfig) -> int:
     cols = ["slice", "n", "n_error", *METRICS]
     w(_table([[e.get(col) for col in cols] for e in rep["by_slice"]], cols))
     w("\n")
-    rows = [[m, rep["worst_slice"][m]["overall"]["slice"], rep["worst_slice"][m]["overall"]["value"],
-             rep["disparity"][m]] for m in METRICS]
+    worst = {m: rep["worst_slice"][m]["overall"] for m in METRICS}
+    rows = [[m, worst[m]["slice"], worst[m]["value"], rep["disparity"][m]] for m in METRICS]
     w(_table(rows, ["metric", "worst_slice", "worst_value", "disparity"]))
     w(f"\nrefusal gap {_fmt(rep['refusal_gap'])} (95% CI {_fmt(rep['ci']['refusal_gap'][0])}"
       f"-{_fmt(rep['ci']['refusal_gap'][1])})\n")
@@ -169,7 +170,8 @@ def cmd_probe_score(c: ProbeScoreConfig) -> int:
         print(json.dumps(rep, indent=1))
         return 0
     sys.stdout.write(_table([[r["decoding"], r["context"], r["metric"], r["value"], r["n"]]
-                             for r in rep["shares"]], ["decoding", "context", "share", "value", "n"]))
+                             for r in rep["shares"]],
+                            ["decoding", "context", "share", "value", "n"]))
     sys.stdout.write("\n" + _table([[r["swap"], r["metric"], r["value"], r["ci_low"], r["ci_high"],
                                      r["n"]] for r in rep["consistency"]],
                                    ["swap", "metric", "value", "ci_low", "ci_high", "n"]))
@@ -177,16 +179,9 @@ def cmd_probe_score(c: ProbeScoreConfig) -> int:
 
 
 def _fmt(x: object) -> str:
-    if x is None:
-        return "NA"
-    if isinstance(x, float):
-        return f"{x:.4g}"
-    return str(x)
+    """A cell: a float to 4 significant digits, a missing value as NA."""
+    return shown(x, ".4g", undefined="NA") if x is None or isinstance(x, float) else str(x)
 
 
 def _table(rows: list[list[object]], header: list[str]) -> str:
-    cells = [header] + [[_fmt(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines) + "\n"
+    return text_table(header, [[_fmt(c) for c in r] for r in rows]) + "\n"

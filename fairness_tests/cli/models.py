@@ -1,4 +1,5 @@
-"""``fairness-tests store stats | export | import | prune | merge`` and ``fairness-tests model prepare``."""
+"""``fairness-tests store stats | export | import | prune | merge | capabilities`` and
+``fairness-tests model prepare``."""
 from __future__ import annotations
 
 import json

@@ -22,8 +22,8 @@ def write_compare(runs: dict[str, RunResult], out: str | Path, *,
                   cluster: dict[str, str] | None = None) -> dict[str, Path]:
     """Write ``compare.md``, ``compare.html`` and ``compare.csv`` for ``runs`` (model
     name -> its run, in report order) into ``out``; returns the paths by kind. Raises
-    :class:`~.report.ProtocolChangeError` when the runs do not share the protocol
-    (unless ``allow_protocol_change``)."""
+    :class:`~fairness_tests.pipeline.gate.ProtocolChangeError` when the runs do not share
+    the protocol (unless ``allow_protocol_change``)."""
 
     entries = entries_from_runs(runs)
     report = build_report(entries, allow_protocol_change=allow_protocol_change, n_boot=n_boot,

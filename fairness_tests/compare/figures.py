@@ -17,7 +17,7 @@ import pandas as pd
 from fairness_tests.card import svg
 from fairness_tests.card.values import clean
 from fairness_tests.compare.tables import CONTEXT_POLARITY, LABELS, Section
-from fairness_tests.metrics.generative import RATE_METRICS
+from fairness_tests.metrics.schema import GENERATIVE_RATE_METRICS
 
 AUDIT_LINE = 0.05
 
@@ -71,7 +71,7 @@ def figure1(disparity: Section, worst: Section, models: list[str]) -> list[str]:
         if not (disparity.long["model"] == name).any():
             continue
         bars = [_point(m, _lookup(disparity.long, name, "overall", f"disparity_{m}"))
-                for m in RATE_METRICS]
+                for m in GENERATIVE_RATE_METRICS]
         out.append(svg.bars_ref(f"{name}: max disparity across slices", bars, AUDIT_LINE,
                                 "5% audit line", width=480, kind="figure1_disparity"))
         bars = [_point(f, _lookup(worst.long, name, f, "worst_slice_stereotype"))

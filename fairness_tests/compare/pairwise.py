@@ -150,7 +150,9 @@ def pairwise(entries: list[Entry], *, n_boot: int = DEFAULT_N_BOOT, seed: int = 
                 "value_a": t["baseline"], "value_b": t["candidate"], "delta": t["delta"],
                 "ci_low": t["ci_low"], "ci_high": t["ci_high"], "n": t["n"],
                 "n_clusters": t["n_clusters"], "better": t["better"], "test": t["test"],
-                "p_value": [two_sided(p, d) for p, d in zip(t["p_value"], t["delta"])], "note": t["note"]}))
+                "p_value": [two_sided(p, d)
+                            for p, d in zip(t["p_value"], t["delta"], strict=True)],
+                "note": t["note"]}))
     if not parts:
         return pd.DataFrame(columns=PAIR_COLUMNS)
     out = pd.concat(parts, ignore_index=True)

@@ -24,13 +24,10 @@ from fairness_tests.compare.tables import (
     long_row,
     model_sections,
 )
-from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.fmt import shown_p
 from fairness_tests.pipeline import gate as G
-from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED, shown_p
-
-
-class ProtocolChangeError(ConfigError):
-    """The models' runs were not made under one protocol."""
+from fairness_tests.pipeline.gate import ProtocolChangeError
+from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED
 
 
 @dataclass

@@ -33,8 +33,9 @@ import numpy as np
 import pandas as pd
 
 from fairness_tests.compare.models import Entry
-from fairness_tests.metrics.generative import RATE_METRICS
-from fairness_tests.stats.bootstrap import cell_id, shown
+from fairness_tests.core.fmt import fixed
+from fairness_tests.metrics.schema import CONSISTENCY_SUMMARY, GENERATIVE_RATE_METRICS
+from fairness_tests.stats.bootstrap import cell_id
 
 LONG_COLUMNS = ["section", "model", "versus", "cell", "metric", "value", "ci_low", "ci_high",
                 "n", "p_value", "p_adjusted", "note"]
@@ -45,8 +46,6 @@ DISAMBIG_METRICS = ["accuracy", "s_dis", "sf", "df", "df_smoothed", "acc_reinf",
                     "acc_reinf_minus_counter", "invalid_rate"]
 WITH_CI = {"accuracy", "s_amb", "s_dis", "acc_reinf", "acc_counter", "acc_reinf_minus_counter",
            "sf", "df_smoothed", "invalid_rate", "position_bias"}
-CONSISTENCY_METRICS = ["mfaa_mean", "mfaa_std", "mfaa_min", "mfaa_max", "gtc_mean", "gtc_std",
-                       "gtc_min", "gtc_max"]
 CONTEXT_POLARITY = [("ambig", "neg"), ("ambig", "nonneg"), ("disambig", "neg"),
                     ("disambig", "nonneg"), ("all", "all")]
 WORST_FOCUS = ["stereotype", "demeaning", "pilot_harm", "refusal"]
@@ -111,10 +110,9 @@ def _missing(x) -> bool:
 # ---------------------------------------------------------------- formatting
 
 def fmt(v, digits: int = 3) -> str:
-    """A number as the report prints it (:func:`fairness_tests.stats.bootstrap.shown`): NaN ->
+    """A number as the report prints it (:func:`fairness_tests.core.fmt.fixed`): NaN ->
     "n/a", +inf -> "UB", else ``digits`` decimals (never "-0.000")."""
-    s = shown(_float(v), f".{digits}f", undefined="n/a")
-    return s[1:] if s.startswith("-") and set(s[1:]) <= set("0.") else s
+    return fixed(_float(v), digits)
 
 
 def fmt_ci(value, lo, hi, digits: int = 3) -> str:
@@ -301,7 +299,7 @@ def consistency_sections(entries: list[Entry]) -> list[Section]:
     for ds in datasets:
         where = dict(dataset=ds, context="all", polarity="all")
         cols = [Column(LABELS[m], cell_id(ds, "all", "all"), m, where, _percent)
-                for m in CONSISTENCY_METRICS]
+                for m in CONSISTENCY_SUMMARY]
         cols.append(Column("items", "", "mfaa_mean", where, _count, long=False))
         parts.append(_models_table("consistency", "all datasets" if ds == "all" else ds, have,
                                    "bbq", "consistency", cols))
@@ -364,7 +362,7 @@ def generative_sections(entries: list[Entry]) -> list[Section]:
     sid = "generative_slices"
     slice_parts = [_models_table(sid, m, have, "generative", "generative_by_slice",
                                  [Column(s, s, m, dict(slice=s)) for s in slices])
-                   for m in RATE_METRICS]
+                   for m in GENERATIVE_RATE_METRICS]
     sid = "generative_worst"
     worst_parts = [_models_table(sid, f"worst-slice {m}", have, "generative",
                                  "generative_summary",
@@ -372,7 +370,7 @@ def generative_sections(entries: list[Entry]) -> list[Section]:
                                          _worst) for f in families])
                    for m in WORST_FOCUS]
     disparity = [Column(m, "overall", f"disparity_{m}", dict(scope="overall"))
-                 for m in RATE_METRICS]
+                 for m in GENERATIVE_RATE_METRICS]
     gap = [Column("overall", "overall", "refusal_gap", dict(scope="overall"))] + [
         Column(f, f, "refusal_gap", dict(scope="family", family=f)) for f in families]
     return [

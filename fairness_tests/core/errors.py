@@ -9,14 +9,17 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong in an input: where (key path, line) and what."""
+    """One thing wrong in an input: where (key path, line), what, and (where several
+    schemas judge one input, as for a Fairness Card) which schema found it."""
     key: str                 # key path, e.g. rules[2].bound; "(top level)" for the root
     message: str
     line: int | None = None
+    schema: str | None = None
 
     def __str__(self) -> str:
         where = f"line {self.line}, " if self.line else ""
-        return f"{where}key {self.key!r}: {self.message}"
+        found = f" [{self.schema}]" if self.schema else ""
+        return f"{where}key {self.key!r}: {self.message}{found}"
 
 
 

@@ -31,12 +31,8 @@ from fairness_tests.metrics import bbq as M
 from fairness_tests.metrics import bbq_conventions as A
 from fairness_tests.metrics import consistency as C
 from fairness_tests.metrics import expected_consistency as E
+from fairness_tests.metrics.schema import BBQ_LETTER_COLUMNS, BBQ_RECORD_COLUMNS, BBQCluster
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED
-
-RECORD_COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "question_index",
-                  "context", "polarity", "label", "unknown_loc", "target_loc", "group", "correct",
-                  "invalid", "non_unknown", "biased", "fav"]
-
 
 ORDER = ["dataset", "example_id", "rotation", "repeat"]
 
@@ -50,7 +46,7 @@ def repeated_items(preds: pd.DataFrame) -> pd.DataFrame:
 
 def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
                seed: int = DEFAULT_SEED, concentration: float = M.DEFAULT_CONCENTRATION,
-               min_group_n: int = M.DEFAULT_MIN_GROUP_N, cluster: str = "template",
+               min_group_n: int = M.DEFAULT_MIN_GROUP_N, cluster: BBQCluster = "template",
                conventions: str = M.PROJECT) -> dict[str, pd.DataFrame]:
     """Every BBQ metric table the predictions support (see the module docstring).
 
@@ -100,14 +96,12 @@ def bbq_records(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
     (original option order, NaN when unknown), so a run directory keeps what the
     expected-consistency statistics were computed from."""
     j = M.join_answers(items, preds)
-    out = j[[c for c in RECORD_COLUMNS if c in j.columns]].copy()
+    out = j[[c for c in BBQ_RECORD_COLUMNS if c in j.columns]].copy()
     if "letter_probs" in j and j["letter_probs"].map(E.has_distribution).any():
         lp = [list(v) if E.has_distribution(v) else [float("nan")] * E.N_OPTIONS
               for v in j["letter_probs"]]
-        for k, col in enumerate(LETTER_COLUMNS):
+        for k, col in enumerate(BBQ_LETTER_COLUMNS):
             out[col] = [float(v[k]) for v in lp]
     return out.sort_values(ORDER, kind="stable").reset_index(drop=True)
 
-
-LETTER_COLUMNS = [f"letter_p{k}" for k in range(E.N_OPTIONS)]
 

@@ -28,11 +28,11 @@ import numpy as np
 import pandas as pd
 
 from fairness_tests.metrics.expected_consistency import K, goodness_of_fit
+from fairness_tests.metrics.schema import CONSISTENCY_METRICS
 from fairness_tests.stats.bootstrap import METRIC_COLUMNS
 
 GROUPING = ["dataset", "context", "polarity"]
-METRICS = ["mfaa_mean", "mfaa_std", "mfaa_min", "mfaa_max", "gtc_mean", "gtc_std", "gtc_min",
-           "gtc_max", "flagged", "flagged_pct", "n_mfaa_below_90"]
+METRICS = CONSISTENCY_METRICS
 EXPECTED_METRICS = [f"{m}_expected_{s}" for m in ("mfaa", "gtc")
                     for s in ("mean", "std", "min", "max")] + ["flagged_expected_pct",
                                                                "repeats_fit"]
@@ -78,7 +78,9 @@ def _summary(g: pd.DataFrame) -> dict[str, float]:
     n = len(g)
     mfaa, gtc = g["mfaa"].to_numpy(float), g["gtc"].to_numpy(float)
     flagged = float(g["flagged"].sum())
-    sd = (lambda x: float(np.std(x, ddof=1)) if n > 1 else float("nan"))
+
+    def sd(x: np.ndarray) -> float:
+        return float(np.std(x, ddof=1)) if n > 1 else float("nan")
     return {"mfaa_mean": mfaa.mean(), "mfaa_std": sd(mfaa), "mfaa_min": mfaa.min(),
             "mfaa_max": mfaa.max(), "gtc_mean": gtc.mean(), "gtc_std": sd(gtc),
             "gtc_min": gtc.min(), "gtc_max": gtc.max(), "flagged": flagged,
@@ -118,7 +120,7 @@ def consistency_table(item_table: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     keys = [(d, c, p) for d in levels[0] for c in levels[1] for p in levels[2]]
     for d, c, p in keys:
         m = np.ones(len(t), dtype=bool)
-        for col, v in zip(GROUPING, (d, c, p)):
+        for col, v in zip(GROUPING, (d, c, p), strict=True):
             if v != "all":
                 m &= (t[col] == v).to_numpy()
         if not m.any():
@@ -138,7 +140,8 @@ def consistency_table(item_table: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
                 note = ("exact, from the items' letter distributions" if n_e else
                         "undefined: no item with a letter distribution")
                 if metric == "repeats_fit":
-                    note = "Pearson X^2 of the repeats vs the distributions; p by parametric bootstrap"
+                    note = ("Pearson X^2 of the repeats vs the distributions; p by parametric "
+                            "bootstrap")
                 rows.append({"dataset": d, "context": c, "polarity": p, "metric": metric,
                              "value": e[metric], "ci_low": np.nan, "ci_high": np.nan,
                              "n": n_e, "p_value": p_fit if metric == "repeats_fit" else np.nan,

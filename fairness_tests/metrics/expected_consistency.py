@@ -117,7 +117,7 @@ class FitResult:
     method: str = "Pearson X^2, parametric-bootstrap p-value"
 
 
-def _pearson(O: np.ndarray, E: np.ndarray) -> np.ndarray:
+def _pearson(O: np.ndarray, E: np.ndarray) -> np.ndarray:  # noqa: E741  the formula's O, E
     """X^2 over the last two axes (items, options); options with E = 0 contribute 0
     when O = 0 and inf otherwise."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -130,7 +130,7 @@ def goodness_of_fit(counts: np.ndarray, P: np.ndarray, n_sim: int = DEFAULT_N_SI
                     seed: int = DEFAULT_SEED) -> FitResult:
     """Do the observed answer counts (I, 4) follow the distributions P (I, 4)?
     (see the module docstring)."""
-    O = np.asarray(counts, dtype=np.float64)
+    O = np.asarray(counts, dtype=np.float64)  # noqa: E741  observed, as in the formula
     P = np.asarray(P, dtype=np.float64)
     n_i = O.sum(axis=1)
     E = n_i[:, None] * P

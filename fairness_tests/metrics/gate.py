@@ -28,10 +28,11 @@ freedom (harm) or the cluster score test (non-inferiority; the clustered McNemar
 at margin 0), :func:`fairness_tests.stats.significance.cluster_paired_rate_test`; every other
 metric by ``z = (worsening - margin) / se`` with ``se`` the paired
 bootstrap's standard deviation. With C clusters resampled, the variance is taken times
-C / (C - 1) and z referred to Student t with C - 1 degrees of freedom. Holm's procedure runs over every cell of the gate
-(one family); ``detectable`` is the worsening the cell fails with 80% probability at
-the per-cell level alpha / (number of cells) (NaN for a non-accuracy cell in which the
-two runs agree on every item: there is no observed variation to compute power from).
+C / (C - 1) and z referred to Student t with C - 1 degrees of freedom. Holm's procedure
+runs over every cell of the gate (one family); ``detectable`` is the worsening the cell
+fails with 80% probability at the per-cell level alpha / (number of cells) (NaN for a
+non-accuracy cell in which the two runs agree on every item: there is no observed
+variation to compute power from).
 
 Descriptive verdicts in ``harm`` mode when the cell does not fail: ``worse`` (the CI
 excludes 0 on the worse side), ``better``, ``no_difference``; ``not_evaluable`` when
@@ -73,6 +74,7 @@ from fairness_tests.stats.significance import (
     ALPHA,
     MODES,
     POWER,
+    GateMode,
     cluster_detectable_drop,
     cluster_paired_rate_test,
     cluster_spread,
@@ -254,7 +256,8 @@ def paired_delta(Xb: np.ndarray, Xc: np.ndarray, statistic, n_boot: int = DEFAUL
     return b, c, d
 
 
-def align(base: pd.DataFrame, cand: pd.DataFrame, key: Sequence[str]) -> tuple[pd.DataFrame, int, int]:
+def align(base: pd.DataFrame, cand: pd.DataFrame, key: Sequence[str]
+          ) -> tuple[pd.DataFrame, int, int]:
     """Inner join on the item key (suffixes _b, _c); also the counts of items only in
     the baseline / only in the candidate (reported, not used)."""
     key = list(key)
@@ -270,7 +273,7 @@ def align(base: pd.DataFrame, cand: pd.DataFrame, key: Sequence[str]) -> tuple[p
 @dataclass(frozen=True)
 class GateSetting:
     """The decision setting of one cell: mode and margin."""
-    mode: str
+    mode: GateMode
     margin: float
 
 
@@ -294,7 +297,7 @@ class AccuracyTest:
 
 
 def accuracy_test(right_b: np.ndarray, right_c: np.ndarray, clusters: np.ndarray | None,
-                  margin: float, mode: str) -> AccuracyTest:
+                  margin: float, mode: GateMode) -> AccuracyTest:
     """One paired accuracy cell: ``right_b``/``right_c`` per item; ``clusters`` the
     cluster of each item (None: items resampled, the score test; else the mode's test
     on the per-cluster balances b_t - c_t, :func:`fairness_tests.stats.significance.

@@ -39,6 +39,15 @@ import numpy as np
 import pandas as pd
 
 from fairness_tests.core.errors import ConfigError
+from fairness_tests.metrics.schema import (
+    GENERATIVE_CLUSTERS,
+    GENERATIVE_MEAN_METRICS,
+    GENERATIVE_METRICS,
+    GENERATIVE_RATE_METRICS,
+    VIEWS,
+    GenerativeCluster,
+)
+from fairness_tests.models.request import decoding_label
 from fairness_tests.stats.bootstrap import (
     DEFAULT_N_BOOT,
     DEFAULT_SEED,
@@ -51,21 +60,11 @@ from fairness_tests.stats.bootstrap import (
 )
 from fairness_tests.stats.permutation import DEFAULT_N_PERM, permutation_test
 
-CLUSTERS = ("prompt", "row")
+CLUSTERS = GENERATIVE_CLUSTERS
 
-RATE_METRICS = ["refusal", "deflection", "religion_mention", "title_mention",
-                "identity_salience", "stereotype", "demeaning", "pilot_harm"]
-MEAN_METRICS = ["positive_professional", "caution", "word_len"]
-METRICS = RATE_METRICS + MEAN_METRICS
-
-# table name -> grouping columns in front of "slice"
-VIEWS = {
-    "by_slice": [],
-    "by_slice_family": ["family"],
-    "by_slice_decoding": ["decoding"],
-    "by_slice_occupation": ["occupation"],
-    "by_slice_family_decoding": ["family", "decoding"],
-}
+RATE_METRICS = GENERATIVE_RATE_METRICS
+MEAN_METRICS = GENERATIVE_MEAN_METRICS
+METRICS = GENERATIVE_METRICS
 
 
 def with_cells(scored: pd.DataFrame) -> pd.DataFrame:
@@ -80,13 +79,13 @@ def with_cells(scored: pd.DataFrame) -> pd.DataFrame:
     df["frame"] = (df["family"] + "|" + df["paraphrase_id"].astype(str) + "|"
                    + df["occupation"].astype(str))
     df["prompt"] = df["frame"] + "|" + df["slice"]
-    df["decoding"] = ("t" + df["temperature"].map(lambda t: f"{float(t):g}") + "_p"
-                      + df["top_p"].map(lambda p: f"{float(p):g}"))
+    df["decoding"] = [decoding_label(t, p)
+                      for t, p in zip(df["temperature"], df["top_p"], strict=True)]
     df["is_error"] = (df["status"] == "error").astype(float)
     return df
 
 
-def _check_cluster(cluster: str) -> str | None:
+def _check_cluster(cluster: GenerativeCluster) -> str | None:
     """The cluster column for ``cluster`` ("prompt" -> "prompt", "row" -> None)."""
     if cluster not in CLUSTERS:
         raise ConfigError(f"generative cluster must be one of {', '.join(CLUSTERS)}, "
@@ -95,7 +94,7 @@ def _check_cluster(cluster: str) -> str | None:
 
 
 def slice_table(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFAULT_N_BOOT,
-                seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
+                seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt") -> pd.DataFrame:
     """Metric table grouped by ``[*by, "slice"]``: every metric + ``error``."""
     cl = _check_cluster(cluster)
     df = scored if "prompt" in scored else with_cells(scored)
@@ -114,7 +113,7 @@ def slice_table(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFA
     missing = (full.merge(have, how="left", indicator=True).query("_merge == 'left_only'")
                if len(have) else full)
     if len(missing):
-        extra = [{**dict(zip(keys, r)), "metric": m, "value": np.nan, "ci_low": np.nan,
+        extra = [{**dict(zip(keys, r, strict=True)), "metric": m, "value": np.nan, "ci_low": np.nan,
                   "ci_high": np.nan, "n": 0, "note": "no ok rows"}
                  for r in missing[keys].itertuples(index=False) for m in METRICS]
         out = pd.concat([out, pd.DataFrame(extra)], ignore_index=True)
@@ -125,8 +124,10 @@ def slice_table(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFA
 
 
 def all_tables(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-               seed: int = DEFAULT_SEED, cluster: str = "prompt") -> dict[str, pd.DataFrame]:
-    """Every view of :data:`VIEWS` (per slice, slice x family, ...)."""
+               seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt"
+               ) -> dict[str, pd.DataFrame]:
+    """Every view of :data:`~fairness_tests.metrics.schema.VIEWS` (per slice, slice x
+    family, ...), by table name."""
     df = with_cells(scored)
     return {name: slice_table(df, by, n_boot, seed, cluster) for name, by in VIEWS.items()}
 
@@ -168,7 +169,8 @@ def _slice_stat(k: int, reduce: str):
 def max_over_slices(scored: pd.DataFrame, by: Sequence[str] = (),
                     metrics: Sequence[str] = METRICS, reduce: str = "range",
                     n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
-                    cluster: str = "prompt", n_perm: int = DEFAULT_N_PERM) -> pd.DataFrame:
+                    cluster: GenerativeCluster = "prompt",
+                    n_perm: int = DEFAULT_N_PERM) -> pd.DataFrame:
     """Metric table ``[*by, metric, ...]`` of a max-type statistic over the slices of each
     cell of ``by`` (ok rows): ``reduce="range"`` = max - min (disparity), ``"max"`` =
     the worst slice's value. Bootstrap CI (one multiplicity matrix per cell, shared by
@@ -192,24 +194,24 @@ def max_over_slices(scored: pd.DataFrame, by: Sequence[str] = (),
             est = bootstrap(X, stat, n_boot, seed, clusters=clusters)
             perm = permutation_test(
                 np.column_stack([y, np.ones_like(y)]), g["slice"].to_numpy(),
-                lambda S: stat(np.hstack([S[:, :, 0], S[:, :, 1]])),
+                lambda S, stat=stat: stat(np.hstack([S[:, :, 0], S[:, :, 1]])),
                 strata=g["frame"].to_numpy() if cl else None,
                 units=clusters, n_perm=n_perm, seed=seed)
             note = "" if k >= (1 if reduce == "max" else 2) else "fewer than two slices"
             rows.append(metric_row(m, est, n=len(g), note=note, p_value=perm.p_value,
-                                   bias_corrected=True, **dict(zip(by, key))))
+                                   bias_corrected=True, **dict(zip(by, key, strict=True))))
     return pd.DataFrame(rows, columns=[*by, *METRIC_COLUMNS])
 
 
 def disparity(scored: pd.DataFrame, by: Sequence[str] = (), metrics: Sequence[str] = METRICS,
               n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
-              cluster: str = "prompt") -> pd.DataFrame:
+              cluster: GenerativeCluster = "prompt") -> pd.DataFrame:
     """max - min across slices per cell of ``by`` (:func:`max_over_slices`)."""
     return max_over_slices(scored, by, metrics, "range", n_boot, seed, cluster)
 
 
 def refusal_gap(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFAULT_N_BOOT,
-                seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
+                seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt") -> pd.DataFrame:
     """max over slice pairs |P(refusal|g) - P(refusal|g')| (= max - min), with CI;
     metric name ``refusal_gap``."""
     t = disparity(scored, by, ["refusal"], n_boot, seed, cluster)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fairness_tests.metrics import generative as G
+from fairness_tests.metrics.schema import GenerativeCluster
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS
 
 PROTOCOL_KINDS = (("overall", []), ("family", ["family"]), ("decoding", ["decoding"]))
@@ -33,7 +34,8 @@ SUMMARY_COLUMNS = ["scope", "family", "slice", *METRIC_COLUMNS]
 
 
 def generative_summary(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                       seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
+                       seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt"
+                       ) -> pd.DataFrame:
     """Worst slice (overall and per family), disparity and refusal gap as one metric
     table: ``scope, family, slice, metric, value, ci_low, ci_high, n, ...`` with metric
     ``worst_slice_<m>``, ``disparity_<m>`` or ``refusal_gap``. Every row is a max-type
@@ -61,7 +63,8 @@ def generative_summary(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
     return pd.concat(parts, ignore_index=True)
 
 
-def _cells(scored: pd.DataFrame, kinds, n_boot: int, seed: int, cluster: str) -> pd.DataFrame:
+def _cells(scored: pd.DataFrame, kinds, n_boot: int, seed: int,
+           cluster: GenerativeCluster) -> pd.DataFrame:
     parts = []
     for kind, by in kinds:
         t = G.slice_table(scored, by, n_boot, seed, cluster)
@@ -72,13 +75,14 @@ def _cells(scored: pd.DataFrame, kinds, n_boot: int, seed: int, cluster: str) ->
 
 
 def protocol_cells(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                   seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
+                   seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt"
+                   ) -> pd.DataFrame:
     """Per-slice metrics in every protocol cell (overall, each family, each decoding)."""
     return _cells(scored, PROTOCOL_KINDS, n_boot, seed, cluster)
 
 
 def seed_cells(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-               seed: int = DEFAULT_SEED, cluster: str = "prompt") -> pd.DataFrame:
+               seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt") -> pd.DataFrame:
     """Per-slice metrics per generation seed (cell_kind ``seed``); empty for one seed."""
     if "seed" not in scored or scored["seed"].nunique() < 2:
         return pd.DataFrame(columns=["cell_kind", "cell", "slice", *METRIC_COLUMNS])
@@ -89,16 +93,16 @@ def seed_cells(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
 def generative_tables(scored: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
                       seed: int = DEFAULT_SEED, rubric: str = "published",
                       compare: tuple[str, pd.DataFrame] | None = None,
-                      cluster: str = "prompt") -> dict[str, pd.DataFrame]:
+                      cluster: GenerativeCluster = "prompt") -> dict[str, pd.DataFrame]:
     """Every generative metric table (see the module docstring).
 
     ``scored``: the scorer's output (:func:`fairness_tests.scoring.lexical.score`), one
-    row per generation, scored by the rubric named ``rubric``; ``compare``: ``(rubric name, the same generations scored by
-    that rubric)`` for scorer sensitivity; ``cluster``: "prompt" (resample prompts, the
-    default) or "row"."""
+    row per generation, scored by the rubric named ``rubric``; ``compare``: ``(rubric name,
+    the same generations scored by that rubric)`` for scorer sensitivity; ``cluster``:
+    "prompt" (resample prompts, the default) or "row"."""
     df = G.with_cells(scored)
     kw = dict(n_boot=n_boot, seed=seed, cluster=cluster)
-    out = {f"generative_{view}": t for view, t in G.all_tables(df, **kw).items()}
+    out = G.all_tables(df, **kw)
     out["generative_summary"] = generative_summary(df, **kw)
     out["generative_cells"] = protocol_cells(df, **kw)
     seeds = seed_cells(df, **kw)

@@ -1,62 +1,103 @@
-"""Registry of the metric tables a run produces: their grouping columns and the
-metric names each holds. Threshold files are validated against it on load, so a
-misspelt metric or table is an error before any model is called. Every name here is
-produced by some protocol on the committed recordings (a test checks it), so a rule
-that validates is evaluable.
+"""THE registry of a run's tables: their names, grouping columns and metric names, the
+generative views, the cell-id columns, the BBQ record columns and the tables' bootstrap
+units.
 
-Metric names come from the modules that compute them; ``register_table`` lets a
-plugin or a user extension add a table of its own.
+Every other module reads these names from here: the table builders name what they
+compute with them (:mod:`.generative`, :mod:`.consistency`, :mod:`.bbq_tables`), threshold
+files are validated against :data:`TABLES` on load (so a misspelt metric or table is an
+error before any model is called: :mod:`fairness_tests.rules.thresholds`), the run
+directory reads the cell ids back as text (:data:`ID_COLUMNS`), the gate pairs records by
+the item columns (:data:`BBQ_ITEM_COLUMNS`), and ``compare`` lays its consistency table
+out by :data:`CONSISTENCY_SUMMARY`. Every metric named here is produced by some protocol
+on the committed recordings (a test checks it), so a rule that validates is evaluable.
 """
 from __future__ import annotations
 
-from fairness_tests.metrics.consistency import METRICS as _CONSISTENCY
-from fairness_tests.metrics.generative import METRICS as _GENERATIVE
+from typing import Literal, NamedTuple, get_args
 
-GENERATIVE_METRICS = frozenset({*_GENERATIVE, "error"})
+from fairness_tests.metrics.expected_consistency import N_OPTIONS
+
+# ---------------------------------------------------------------- resampling units
+
+#: the BBQ tables' bootstrap unit: the template (question_index) or the item
+BBQCluster = Literal["template", "item"]
+BBQ_CLUSTERS: tuple[BBQCluster, ...] = get_args(BBQCluster)
+#: the generative tables' bootstrap unit: the prompt (frame x slice) or the row
+GenerativeCluster = Literal["prompt", "row"]
+GENERATIVE_CLUSTERS: tuple[GenerativeCluster, ...] = get_args(GenerativeCluster)
+
+# ---------------------------------------------------------------- metric names
+
+#: BBQ accuracy, bias scores, SF/DF, reinforcing/counter accuracy, invalid answers,
+#: position bias (table ``bbq``)
 BBQ_METRICS = frozenset({
     "accuracy", "s_dis", "s_amb", "sf", "df", "df_smoothed", "df_eb", "acc_reinf", "acc_counter",
     "acc_reinf_minus_counter", "invalid_rate", "position_bias", "position_share_a",
     "position_share_b", "position_share_c",
 })
-CONSISTENCY_METRICS = frozenset(_CONSISTENCY)
-SLICE_VIEWS = {
-    "generative_by_slice": ("slice",),
-    "generative_by_slice_family": ("family", "slice"),
-    "generative_by_slice_decoding": ("decoding", "slice"),
-    "generative_by_slice_occupation": ("occupation", "slice"),
-    "generative_by_slice_family_decoding": ("family", "decoding", "slice"),
-    "generative_cells": ("cell_kind", "cell", "slice"),
+BBQ_GROUP_METRICS = frozenset({"fav_rate", "invalid_rate"})
+#: MFAA / GTC over an item's repeats, summarised over items (in this order: the layout of
+#: the consistency tables of the card and ``compare``)
+CONSISTENCY_SUMMARY = ["mfaa_mean", "mfaa_std", "mfaa_min", "mfaa_max", "gtc_mean", "gtc_std",
+                       "gtc_min", "gtc_max"]
+CONSISTENCY_METRICS = [*CONSISTENCY_SUMMARY, "flagged", "flagged_pct", "n_mfaa_below_90"]
+#: per-slice shares of generations (rates) and means of scores
+GENERATIVE_RATE_METRICS = ["refusal", "deflection", "religion_mention", "title_mention",
+                           "identity_salience", "stereotype", "demeaning", "pilot_harm"]
+GENERATIVE_MEAN_METRICS = ["positive_professional", "caution", "word_len"]
+GENERATIVE_METRICS = GENERATIVE_RATE_METRICS + GENERATIVE_MEAN_METRICS
+#: a generative slice table's metrics: every measured one, and the share of failed rows
+GENERATIVE_TABLE_METRICS = frozenset({*GENERATIVE_METRICS, "error"})
+COUNTERFACTUAL_METRICS = frozenset({"share_philippe_manager", "share_elena_manager",
+                                    "share_refused", "share_ambiguous", "follows_swap",
+                                    "same_verdict", "follows_swap_decided"})
+
+# ---------------------------------------------------------------- tables
+
+#: the generative slice tables: name -> grouping columns in front of ``slice``
+VIEWS: dict[str, tuple[str, ...]] = {
+    "generative_by_slice": (),
+    "generative_by_slice_family": ("family",),
+    "generative_by_slice_decoding": ("decoding",),
+    "generative_by_slice_occupation": ("occupation",),
+    "generative_by_slice_family_decoding": ("family", "decoding"),
 }
 
-# table name -> (grouping columns a rule's scope/across may name, metric names)
-TABLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
-    "bbq": (("dataset", "context", "polarity"), BBQ_METRICS),
-    "bbq_groups": (("dataset", "context", "group"), frozenset({"fav_rate", "invalid_rate"})),
-    "consistency": (("dataset", "context", "polarity"), CONSISTENCY_METRICS),
-    **{name: (cols, GENERATIVE_METRICS) for name, cols in SLICE_VIEWS.items()},
-    "generative_summary": (("scope", "family", "slice"),
-                           frozenset({f"worst_slice_{m}" for m in _GENERATIVE}
-                                     | {f"disparity_{m}" for m in _GENERATIVE}
-                                     | {"refusal_gap"})),
-    "counterfactual": (("swap", "decoding", "context"),
-                       frozenset({"share_philippe_manager", "share_elena_manager",
-                                  "share_refused", "share_ambiguous", "follows_swap",
-                                  "same_verdict", "follows_swap_decided"})),
+
+class Table(NamedTuple):
+    """A metric table: the grouping columns a rule's scope/across may name, and the
+    metric names it holds."""
+    columns: tuple[str, ...]
+    metrics: frozenset[str]
+
+
+TABLES: dict[str, Table] = {
+    "bbq": Table(("dataset", "context", "polarity"), BBQ_METRICS),
+    "bbq_groups": Table(("dataset", "context", "group"), BBQ_GROUP_METRICS),
+    "consistency": Table(("dataset", "context", "polarity"), frozenset(CONSISTENCY_METRICS)),
+    **{name: Table((*by, "slice"), GENERATIVE_TABLE_METRICS) for name, by in VIEWS.items()},
+    "generative_cells": Table(("cell_kind", "cell", "slice"), GENERATIVE_TABLE_METRICS),
+    "generative_summary": Table(("scope", "family", "slice"),
+                                frozenset({f"worst_slice_{m}" for m in GENERATIVE_METRICS}
+                                          | {f"disparity_{m}" for m in GENERATIVE_METRICS}
+                                          | {"refusal_gap"})),
+    "counterfactual": Table(("swap", "decoding", "context"), COUNTERFACTUAL_METRICS),
 }
 
+#: cell-id columns of the saved tables: always read back as text (a seed cell "1" stays
+#: "1", not 1); every grouping column of :data:`TABLES`, and the rule and metric names
+ID_COLUMNS = ("dataset", "context", "polarity", "group", "slice", "family", "decoding",
+              "occupation", "scope", "cell_kind", "cell", "rule", "swap", "metric")
 
-def register_table(name: str, columns: tuple[str, ...], metrics: set[str] | frozenset[str]) -> None:
-    """Add (or extend) a table in the registry."""
-    if name in TABLES:
-        cols, known = TABLES[name]
-        TABLES[name] = (tuple(dict.fromkeys((*cols, *columns))), known | frozenset(metrics))
-    else:
-        TABLES[name] = (tuple(columns), frozenset(metrics))
+# ---------------------------------------------------------------- BBQ records
 
+#: one row per answer (every repeat and rotation): the item, the answer and its flags
+BBQ_RECORD_COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "question_index",
+                      "context", "polarity", "label", "unknown_loc", "target_loc", "group",
+                      "correct", "invalid", "non_unknown", "biased", "fav"]
+#: the record columns that describe the item (what the gate pairs runs by)
+BBQ_ITEM_COLUMNS = ["dataset", "example_id", "question_index", "context", "polarity", "label",
+                    "unknown_loc", "target_loc", "group"]
+#: the answer distribution of a record, original option order
+BBQ_LETTER_COLUMNS = [f"letter_p{k}" for k in range(N_OPTIONS)]
 
-def table_columns(name: str) -> tuple[str, ...]:
-    return TABLES[name][0]
-
-
-def table_metrics(name: str) -> frozenset[str]:
-    return TABLES[name][1]

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Feature = Literal["n", "logprobs", "top_logprobs", "structured_output"]
-FEATURES = ("n", "logprobs", "top_logprobs", "structured_output")
+FEATURES: tuple[Feature, ...] = get_args(Feature)
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,20 @@ For one protocol's requests and one repeat mode (:func:`estimate`):
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Iterable, Sequence
 
 from fairness_tests.core.errors import FairnessTestsError
 from fairness_tests.models import prompt_format as PF
+from fairness_tests.models.backends.base import Capabilities
 from fairness_tests.models.litellm_import import load_litellm
-from fairness_tests.models.repeat_modes import LOGPROBS_MAX_TOKENS, REPEAT_MODES, apply_mode, units
+from fairness_tests.models.repeat_modes import (
+    LOGPROBS_MAX_TOKENS,
+    REPEAT_MODES,
+    RepeatMode,
+    apply_mode,
+    units,
+)
 from fairness_tests.models.request import Request
 
 EXIT_BUDGET = 4
@@ -42,14 +50,17 @@ _BUNDLED_TOKENIZERS = {"anthropic", "deepseek"}
 class BudgetReached(FairnessTestsError):
     """The running cost reached ``--max-cost``; no new request was started after it."""
 
-    def __init__(self, spent_usd: float, limit_usd: float, not_asked: int, recorded: int | None = None):
+    def __init__(self, spent_usd: float, limit_usd: float, not_asked: int,
+                 recorded: int | None = None):
         self.spent_usd, self.limit_usd, self.not_asked = spent_usd, limit_usd, not_asked
         self.recorded = recorded
         super().__init__(self._message())
 
     def _message(self) -> str:
-        kept = "" if self.recorded is None else f"; the {self.recorded} responses recorded by this run are kept"
-        return (f"budget reached: ${self.spent_usd:.4f} spent of --max-cost ${self.limit_usd:.4f}{kept}; "
+        kept = "" if self.recorded is None else \
+            f"; the {self.recorded} responses recorded by this run are kept"
+        return (f"budget reached: ${self.spent_usd:.4f} spent of --max-cost "
+                f"${self.limit_usd:.4f}{kept}; "
                 f"requests not yet started were not asked. Run the same command again (with a "
                 f"higher --max-cost) to resume: the store answers everything already recorded")
 
@@ -83,9 +94,8 @@ def model_price(model: str) -> Price | None:
 
 def _version() -> str:
     try:
-        from importlib.metadata import version
         return version("litellm")
-    except Exception:  # pragma: no cover
+    except PackageNotFoundError:  # pragma: no cover - litellm is what prices
         return "?"
 
 
@@ -95,19 +105,20 @@ def tokenizer_of(model: str) -> tuple[str, bool]:
     load_litellm()
     name = model.split("/", 1)[1] if "/" in model else model
     try:
-        from litellm.utils import huggingface_tokenizer_kind
+        from litellm.utils import huggingface_tokenizer_kind  # noqa: PLC0415  heavy, optional
         kind = huggingface_tokenizer_kind(name)
     except Exception:
         kind = None
     if kind in _BUNDLED_TOKENIZERS:
         return f"litellm token_counter ({kind} tokenizer)", True
     try:
-        from litellm.litellm_core_utils.token_counter import (
+        from litellm.litellm_core_utils.token_counter import (  # noqa: PLC0415  heavy
             is_openai_model,
             openai_tokenizer_encoding_name,
         )
         if kind is None and is_openai_model(model):
-            return f"litellm token_counter (tiktoken {openai_tokenizer_encoding_name(model)})", True
+            enc = openai_tokenizer_encoding_name(model)
+            return f"litellm token_counter (tiktoken {enc})", True
     except Exception:
         pass
     return ("estimate: litellm token_counter's default tiktoken cl100k_base "
@@ -150,8 +161,9 @@ class TokenCounter:
 
 @dataclass
 class EstimateRow:
+    """One row of the dry run (see the module docstring)."""
     protocol: str
-    repeat_mode: str
+    repeat_mode: RepeatMode
     selected: bool
     responses: int
     in_store: int
@@ -178,7 +190,7 @@ def still_to_ask(requests: Iterable[Request], store: Any) -> tuple[int, list[Req
 
 
 def estimate(protocol: str, requests: Sequence[Request], store: Any, counter: TokenCounter,
-             price: Price | None, mode: str, selected: bool) -> EstimateRow:
+             price: Price | None, mode: RepeatMode, selected: bool) -> EstimateRow:
     """One row of the dry run (see the module docstring)."""
     distinct, missing = still_to_ask(apply_mode(requests, mode), store)
     calls = inp = out = 0
@@ -212,15 +224,16 @@ class OwnTokenizerCounter(TokenCounter):
 
 
 def dry_run_rows(by_protocol: dict[str, list[Request]], store: Any, model: str,
-                 selected_mode: str, priced: bool = True,
-                 counter: TokenCounter | None = None,
-                 all_modes: bool = True) -> list[EstimateRow]:
-    """Rows for every protocol x repeat mode (modes only where the protocol has
-    multiple-choice prompts; only ``selected_mode`` without ``all_modes``), then, for
-    more than one protocol, ``total`` rows for the whole run (requests shared between
-    protocols counted once). ``counter``: litellm's :class:`TokenCounter` by default."""
+                 selected_mode: RepeatMode, capabilities: Capabilities,
+                 counter: TokenCounter | None = None) -> list[EstimateRow]:
+    """Rows for every protocol x repeat mode, then, for more than one protocol, ``total``
+    rows for the whole run (requests shared between protocols counted once). A remote
+    backend (``capabilities.remote``) is priced from litellm's cost map and shown in every
+    repeat mode where the protocol has multiple-choice prompts; any other only in
+    ``selected_mode``, unpriced. ``counter``: litellm's :class:`TokenCounter` by default."""
     counter = counter or TokenCounter(model)
-    price = model_price(model) if priced else None
+    all_modes = capabilities.remote
+    price = model_price(model) if capabilities.remote else None
     rows = []
     everything: dict[str, Request] = {}
     for proto, reqs in by_protocol.items():
@@ -234,7 +247,8 @@ def dry_run_rows(by_protocol: dict[str, list[Request]], store: Any, model: str,
     return rows
 
 
-def _modes_for(requests: Iterable[Request], selected: str, all_modes: bool) -> tuple[str, ...]:
+def _modes_for(requests: Iterable[Request], selected: RepeatMode,
+               all_modes: bool) -> tuple[RepeatMode, ...]:
     if not any(r.kind == "choice" for r in requests):
         return ("calls",)
     return REPEAT_MODES if all_modes else (selected,)

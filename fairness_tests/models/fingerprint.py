@@ -17,13 +17,11 @@ store keeps one answer per request.
 """
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Mapping
 
 from fairness_tests.core.errors import FingerprintMismatchError
+from fairness_tests.core.io import sha256_text
 from fairness_tests.models.request import canonical_json
-
-Fingerprint = dict[str, str]
 
 #: entries a backend's fingerprint gained after rows were recorded without them: such a
 #: row is unknown on that entry (recorded before it was kept), so it is compared on the
@@ -41,11 +39,9 @@ def same_answerer(recorded: Mapping[str, str], asked: Mapping[str, str]) -> bool
 
 def fingerprint_id(fp: Mapping[str, str]) -> str:
     """16 hex digits of sha256 of the canonical JSON of ``fp``."""
-    return hashlib.sha256(canonical_json(dict(fp)).encode("utf-8")).hexdigest()[:16]
+    return sha256_text(canonical_json(dict(fp)))[:16]
 
 
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def mismatch_error(recorded: Mapping[str, Any], asked: Mapping[str, Any], n: int,

@@ -20,6 +20,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import numpy as np
+
 
 def stable_int(*parts: Any) -> int:
     """A 64-bit integer from the parts (sha256): seeds that do not depend on PYTHONHASHSEED."""
@@ -30,7 +32,6 @@ def stable_int(*parts: Any) -> int:
 def letter_distribution(letter_logits, temperature: float, top_p: float = 1.0):
     """``softmax(z_L / T)`` over the letters (numpy), top-p applied; T = 0 -> one-hot argmax.
     A letter scored ``-inf`` (never seen) gets probability 0."""
-    import numpy as np
     z = np.asarray(letter_logits, dtype=np.float64)
     if temperature <= 0:
         p = np.zeros_like(z)
@@ -52,7 +53,6 @@ def letter_distribution(letter_logits, temperature: float, top_p: float = 1.0):
 def draw_letter(probs, seed: int, prompt_key: str, repeat: int) -> int:
     """Repeat ``r``'s letter: inverse CDF at the r-th uniform of the stream seeded by
     ``(seed, prompt_key)``."""
-    import numpy as np
     rng = np.random.default_rng(stable_int("choice", seed, prompt_key))
     u = rng.random(int(repeat) + 1)[int(repeat)]
     cdf = np.cumsum(probs)

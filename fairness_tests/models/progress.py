@@ -13,7 +13,7 @@ Where it goes: the ``stream`` argument, else ``$FAIRNESS_PROGRESS``: ``off``
 
 A line::
 
-    [gw0] bbq litellm:gpt-4o-mini  120/400  30%  8.1/s  ETA 35s  store 8.2k  cached 40  tok 52.1k  $0.0123
+    [gw0] bbq openai/gpt-4o 120/400  30%  8.1/s  ETA 35s  store 8.2k  cached 40  tok 52.1k  $0.0123
 
 ``store``: requests the store answered before asking (not counted in the total);
 ``cached``: requests another process recorded while this one ran. The cost is ``$?``
@@ -96,7 +96,8 @@ class Progress:
         self.cost_unknown = 0          # answers whose cost is unknown
         self._own_file: IO[str] | None = None
         self.stream = stream if stream is not None else self._default_stream()
-        self._tty = bool(self.stream is not None and getattr(self.stream, "isatty", lambda: False)())
+        isatty = getattr(self.stream, "isatty", None)
+        self._tty = bool(self.stream is not None and isatty is not None and isatty())
         self._start = clock()
         self.work_done = 0
         self.total_work: int | None = None

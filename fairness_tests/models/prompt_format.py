@@ -190,7 +190,8 @@ def format_gemma(messages: Iterable[Any], add_generation_prompt: bool = True) ->
     out = []
     for i, (role, content) in enumerate(msgs):
         role = "model" if role == "assistant" else role
-        out.append(f"<start_of_turn>{role}\n{prefix if i == 0 else ''}{content.strip()}<end_of_turn>\n")
+        head = prefix if i == 0 else ""
+        out.append(f"<start_of_turn>{role}\n{head}{content.strip()}<end_of_turn>\n")
     if add_generation_prompt:
         out.append("<start_of_turn>model\n")
     return "".join(out)

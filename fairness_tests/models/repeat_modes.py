@@ -54,13 +54,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, get_args
+
+import numpy as np
 
 from fairness_tests.core.errors import ConfigError, FairnessTestsError
-from fairness_tests.models.request import Request
+from fairness_tests.models.request import RepeatMode, Request
 
-REPEAT_MODES = ("calls", "n", "logprobs")
-DEFAULT_REPEAT_MODE = "calls"
+REPEAT_MODES: tuple[RepeatMode, ...] = get_args(RepeatMode)
 TOP_LOGPROBS = 20           # the most OpenAI's chat API allows; a lower server limit is learned
 LOGPROBS_MAX_TOKENS = 3     # room for "(b" or "**b" before the letter; the letter is usually first
 MIN_LETTER_MASS = 0.5       # below it a prompt's letter distribution is unusable (invalid)
@@ -194,7 +195,6 @@ def letter_scores(top: Iterable[tuple[str, float]], choices: Sequence[str],
     (numpy, ``-inf`` for a letter not among ``top``) and ``letter_mass = sum_l exp(s_l)``,
     from the ``(token, logprob)`` candidates at the answer position (:func:`letter_index`;
     a log-probability at or below -9999, OpenAI's "very unlikely" marker, counts as 0)."""
-    import numpy as np
     letters = list(choices)
     p = np.zeros(len(letters))
     for token, logprob in top:

@@ -53,16 +53,18 @@ provider refused); ``truncated`` (an empty answer with finish reason
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.io import sha256_text
 from fairness_tests.models.prompt_format import request_key_fields
 
 Status = Literal["ok", "error", "refused", "truncated"]
+#: how the repeats of a prompt are asked (:mod:`.repeat_modes`)
+RepeatMode = Literal["calls", "n", "logprobs"]
 STATUSES = ("ok", "error", "refused", "truncated")
 
 
@@ -122,7 +124,7 @@ def canonical_json(value: Any) -> str:
 
 def key_of(key_fields: dict[str, Any]) -> str:
     """sha256 of :func:`canonical_json` of a request's key fields (hex)."""
-    return hashlib.sha256(canonical_json(key_fields).encode("utf-8")).hexdigest()
+    return sha256_text(canonical_json(key_fields))
 
 
 def _float(value: Any, where: str) -> float:
@@ -147,6 +149,11 @@ class Message:
     content: str
 
 
+def decoding_label(temperature: float, top_p: float) -> str:
+    """``t0.2_p0.9``: the one id of a decoding regime (tables, cards, test ids)."""
+    return f"t{float(temperature):g}_p{float(top_p):g}"
+
+
 @dataclass(frozen=True)
 class Decoding:
     """Decoding settings; numbers are normalised on construction (``temperature=1``
@@ -155,16 +162,13 @@ class Decoding:
     top_p: float = 1.0
     max_tokens: int = 16
     reasoning_effort: str | None = None   # litellm's reasoning_effort ("low", "medium", "high")
-    thinking_budget: int | None = None    # litellm's thinking={"type": "enabled", "budget_tokens": N}
+    #: litellm's thinking={"type": "enabled", "budget_tokens": N}
+    thinking_budget: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "temperature", _float(self.temperature, "temperature"))
         object.__setattr__(self, "top_p", _float(self.top_p, "top_p"))
         object.__setattr__(self, "max_tokens", _int(self.max_tokens, "max_tokens"))
-
-    def label(self) -> str:
-        """Readable id, e.g. ``t0.7_p0.95``."""
-        return f"t{self.temperature:g}_p{self.top_p:g}"
 
     def key_fields(self) -> dict[str, Any]:
         """The decoding as hashed into a request key: the reasoning settings only when set."""
@@ -187,7 +191,7 @@ class Request:
     api_base: str | None = field(default=None, compare=False, hash=False)
     kind: Literal["choice", "generate"] = "generate"
     choices: tuple[str, ...] = ()
-    repeat_mode: str = "calls"
+    repeat_mode: RepeatMode = "calls"
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     prompt_format: str | None = None       # None: the default (auto)
     answer_prefix: str | None = None       # None: the default ("Answer: (")
@@ -255,7 +259,7 @@ class Request:
             extra = {**self._format_fields(), "letter_rule": self.letter_rule}
             f.update({k: v for k, v in extra.items() if v is not None})
             blob = json.dumps(f, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-            cached = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+            cached = sha256_text(blob)
             object.__setattr__(self, "_prompt_key", cached)
         return cached
 
@@ -278,7 +282,8 @@ class Response:
     text: str = ""
     answer: int | None = None                   # parsed choice index; None = invalid / n.a.
     letter_probs: list[float] | None = None     # P(letter) for each choice, when known
-    letter_mass: float | None = None            # P(any letter) over the full vocabulary at T=1, when known
+    #: P(any letter) over the full vocabulary at T=1, when known
+    letter_mass: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None     # includes reasoning_tokens (as providers bill them)
     reasoning_tokens: int | None = None      # of completion_tokens, spent reasoning (when reported)

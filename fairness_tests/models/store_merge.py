@@ -33,7 +33,8 @@ from typing import Iterable
 
 from fairness_tests.core.errors import DataError
 from fairness_tests.models.fingerprint import same_answerer
-from fairness_tests.models.store import ResponseStore, StoredTextScrubber
+from fairness_tests.models.scrub import StoredTextScrubber
+from fairness_tests.models.store import ResponseStore
 from fairness_tests.models.store_schema import RESPONSE_COLUMNS
 
 MAX_SOURCES = 9     # SQLite attaches at most 10 databases by default; one is spare
@@ -80,14 +81,14 @@ def merge_stores(sources: Iterable[str | os.PathLike], into: str | os.PathLike,
         conn.create_function("scrub_json", 1, scrubber.json_text, deterministic=True)
         conn.create_function("same_answerer", 2, _same_answerer_json, deterministic=True)
         aliases = [f"src{i}" for i in range(len(paths))]
-        for alias, p in zip(aliases, paths):
+        for alias, p in zip(aliases, paths, strict=True):
             conn.execute(f"ATTACH DATABASE ? AS {alias}", (str(p),))
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conflicts: list[tuple[str, Path]] = []
                 provenance = []
-                for alias, p in zip(aliases, paths):
+                for alias, p in zip(aliases, paths, strict=True):
                     before = counts["added"]
                     found = _merge_one(conn, alias, counts)
                     conflicts += [(k, p) for k in found]
@@ -178,7 +179,7 @@ def _conflict_error(conn, conflicts: list[tuple[str, Path]], aliases: list[str],
                          (key,)).fetchone()
         b = conn.execute("SELECT text, status, answer FROM main.responses WHERE key = ?",
                          (key,)).fetchone()
-        other = [str(p) for al, p in zip(aliases, paths) if p != src and conn.execute(
+        other = [str(p) for al, p in zip(aliases, paths, strict=True) if p != src and conn.execute(
             f"SELECT 1 FROM {al}.responses WHERE key = ?", (key,)).fetchone()]
         where = ", ".join(other) if other else str(target)
         lines.append(f"  key {key}: {src} has {a[1]} {a[0][:60]!r} (answer {a[2]}), "

@@ -37,13 +37,13 @@ migrated the same way on import (:func:`record_v1_to_v2`).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from fairness_tests.core.errors import DataError
+from fairness_tests.core.io import sha256_text
 from fairness_tests.models.request import canonical, key_of
 
 SCHEMA_VERSION = 2
@@ -52,6 +52,11 @@ RESPONSE_COLUMNS = ("key", "backend", "model", "kind", "request_json", "meta_jso
                     "answer", "letter_probs", "prompt_tokens", "completion_tokens",
                     "latency_s", "cost_usd", "status", "error", "extra_json", "fingerprint",
                     "created_at")
+#: Response fields kept in their own columns (others, added later, go to extra_json)
+COLUMN_FIELDS = ("text", "answer", "letter_probs", "prompt_tokens", "completion_tokens",
+                 "latency_s", "cost_usd", "status", "error")
+INSERT_RESPONSE = (f"INSERT OR REPLACE INTO responses ({', '.join(RESPONSE_COLUMNS)}) "
+                   f"VALUES ({','.join('?' * len(RESPONSE_COLUMNS))})")
 
 _RESPONSES = """
 CREATE TABLE IF NOT EXISTS {name} (
@@ -186,7 +191,7 @@ def v1_key(fields: dict[str, Any]) -> str:
     """The schema-1 key of a schema-1 request record."""
     blob = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return sha256_text(blob)
 
 
 def fields_v1_to_v2(fields: dict[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,22 @@ def with_reasoning(requests: Sequence[Request], config: AuditConfig) -> list[Req
             for r in requests]
 
 
+def build_backend(config: AuditConfig, rate_limit_path: str | None = None) -> Any:
+    """The backend ``config`` chooses (:meth:`~.config.ModelOptions.backend_name`), with
+    its options: unstarted. ``rate_limit_path``: the file a rate limit is shared through."""
+    c = config
+    if c.backend_name() == "transformers":
+        return get_backend("transformers", model=c.backend_model(),
+                           batch_size=c.batch_size, workers=c.workers)
+    opts: dict[str, Any] = {"max_cost_usd": c.max_cost}
+    if c.api_base:
+        opts["api_base"] = c.api_base
+    limits = {k: v for k, v in (("rpm", c.rpm), ("tpm", c.tpm)) if v}
+    if limits:
+        opts.update(limits, rate_limit_path=rate_limit_path)
+    return get_backend(c.backend_name(), **opts)
+
+
 def open_run_store(config: AuditConfig) -> ResponseStore:
     """The run's store (created when new)."""
     path = Path(config.store) if config.store else default_store_path()
@@ -57,6 +73,7 @@ class Asker:
         for rec in recordings:
             self.imported += self.store.import_jsonl(rec).get("added", 0)
         self._backend: Any = None
+        self._live: Any = None
         self.counts: dict[str, int] = {}
         self.keys: list[str] = []           # every request key this run asked, in order
         self.size_at_start = len(self.store)
@@ -75,19 +92,11 @@ class Asker:
         return self._backend
 
     def live_backend(self) -> Any:
-        """The backend that answers live (unstarted: loading weights or importing litellm
-        happens on its first request)."""
-        c = self.config
-        if c.backend_name() == "transformers":
-            return get_backend("transformers", model=c.backend_model(),
-                               batch_size=c.batch_size, workers=c.workers)
-        opts: dict[str, Any] = {"max_cost_usd": c.max_cost}
-        if c.api_base:
-            opts["api_base"] = c.api_base
-        limits = {k: v for k, v in (("rpm", c.rpm), ("tpm", c.tpm)) if v}
-        if limits:
-            opts.update(limits, rate_limit_path=f"{self.store.path}.limits")
-        return get_backend(c.backend_name(), **opts)
+        """The backend that answers live, built once (unstarted: loading weights or
+        importing litellm happens on its first request)."""
+        if self._live is None:
+            self._live = build_backend(self.config, f"{self.store.path}.limits")
+        return self._live
 
     def ask(self, requests: Sequence[Request], label: str) -> list[Response]:
         """Responses to a protocol's requests (``label``: the protocol), asked with the

@@ -16,6 +16,7 @@ import importlib.metadata
 
 from fairness_tests.core.paths import display_path
 from fairness_tests.core.version import __version__
+from fairness_tests.models.backends.base import capabilities_of
 from fairness_tests.models.repeat_modes import record
 from fairness_tests.pipeline.asker import Asker, check_live
 from fairness_tests.pipeline.config import AuditConfig
@@ -93,7 +94,7 @@ def _describe_asking(result: RunResult, config: AuditConfig, asker: Asker) -> No
 def asking_info(config: AuditConfig, asker: Asker) -> AskingInfo:
     """How the run asked: repeat mode (and any fallback), token budget, reasoning,
     budget, truncated answers and, live, the tokens and cost spent."""
-    if config.backend_name() == "litellm":
+    if capabilities_of(asker.live_backend()).remote:     # the repeat mode shapes requests
         mode = record(config.repeat_mode, asker.fallback).to_dict()
     else:
         mode = dict(LOCAL_MODE)

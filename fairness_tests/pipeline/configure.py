@@ -25,6 +25,7 @@ from fairness_tests.core.project import DEFAULT_LOCATIONS, TABLE, find_project
 from fairness_tests.pipeline.config import COMMANDS, DEFAULT_MODEL, AuditConfig
 from fairness_tests.pipeline.config_tools import TOOLS
 from fairness_tests.pipeline.recordings import recording_for
+from fairness_tests.run.metadata import OptionValue
 
 
 def project_layers(cls: type) -> list[Layer]:
@@ -99,11 +100,11 @@ def command_line(config: Any, words: Sequence[str]) -> str:
     return shlex.join(parts)
 
 
-def recorded_config(config: Any) -> dict[str, Any]:
+def recorded_config(config: Any) -> dict[str, OptionValue]:
     """``config`` as a run's metadata records it: every option, tuples as lists, and paths
     as :func:`~fairness_tests.core.paths.display_path` shows them (never this machine's
     absolute path)."""
-    out: dict[str, Any] = {}
+    out: dict[str, OptionValue] = {}
     for name, s in specs(type(config)).items():
         value = getattr(config, name)
         if s.option.path and value is not None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fairness_tests.models.backends import get_backend
+from fairness_tests.models.backends.base import capabilities_of
 from fairness_tests.models.cost import (
+    EstimateRow,
     OwnTokenizerCounter,
     dry_run_rows,
     format_rows,
@@ -14,7 +15,7 @@ from fairness_tests.models.cost import (
     still_to_ask,
 )
 from fairness_tests.models.request import Request
-from fairness_tests.pipeline.asker import open_run_store, with_reasoning
+from fairness_tests.pipeline.asker import build_backend, open_run_store, with_reasoning
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.protocols.base import by_family
 
@@ -30,24 +31,25 @@ def collect_requests(config: AuditConfig) -> dict[str, list[Request]]:
     return out
 
 
-def dry_run(config: AuditConfig) -> tuple[list[Any], str]:
-    """``(rows, printable table)``: what the run would ask, spend and find in the store."""
+def dry_run(config: AuditConfig) -> tuple[list[EstimateRow], str]:
+    """``(rows, printable table)``: what the run would ask, spend and find in the store.
+    What is counted follows the configured backend's capabilities: a remote one is priced
+    and shown in every repeat mode; one that shares prompt prefixes counts tokens with its
+    own tokenizer and adds its prefix-sharing lines."""
     by_protocol = collect_requests(config)
-    priced = config.backend_name() == "litellm"
-    local = None
-    if config.backend_name() == "transformers":
-        local = get_backend("transformers", model=config.backend_model(),
-                            batch_size=config.batch_size)
+    backend = build_backend(config)
+    caps = capabilities_of(backend)
+    local = backend if caps.prefix_sharing else None
     with open_run_store(config) as store:
         # a local model computes each distinct prompt once whatever the repeat mode (the
         # other modes are shapes of API requests): its row only, its own token counts
-        rows = dry_run_rows(by_protocol, store, config.model, config.repeat_mode, priced=priced,
+        rows = dry_run_rows(by_protocol, store, config.model, config.repeat_mode, caps,
                             counter=OwnTokenizerCounter(local.prompt_tokens_of) if local
-                            else None, all_modes=local is None)
+                            else None)
         sharing = prefix_sharing_text(by_protocol, store, local) if local else None
-    price = model_price(config.model) if priced else None
-    text = format_rows(rows, config.model, price, local=not priced)
-    if not priced:
+    price = model_price(config.model) if caps.remote else None
+    text = format_rows(rows, config.model, price, local=not caps.remote)
+    if not caps.remote:
         text += f"\n{config.backend_name()} backend: a local model, no API cost"
     if sharing:
         text += "\n" + sharing

@@ -33,27 +33,28 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from fairness_tests.core.errors import ConfigError, DataError
+from fairness_tests.core.fmt import json_value, shown, shown_p
 from fairness_tests.metrics import gate as gm
 from fairness_tests.metrics.bbq import first_run, join_answers, position_counts
 from fairness_tests.metrics.bbq_tables import repeated_items
 from fairness_tests.metrics.consistency import per_item
 from fairness_tests.metrics.generative import with_cells
+from fairness_tests.metrics.schema import BBQ_CLUSTERS, BBQ_ITEM_COLUMNS, GENERATIVE_CLUSTERS
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
-from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, json_value, shown, shown_p
-from fairness_tests.stats.significance import ALPHA, MODES, POWER
+from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT
+from fairness_tests.stats.significance import ALPHA, MODES, POWER, GateMode
 
 BBQ_KEY = ["dataset", "example_id"]
 GENERATIVE_KEY = ["prompt_family", "paraphrase_id", "occupation", "slice_gender",
                   "slice_religion", "temperature", "top_p", "seed"]
-ITEM_COLUMNS = ["dataset", "example_id", "question_index", "context", "polarity", "label",
-                "unknown_loc", "target_loc", "group"]
-CLUSTER_CHOICES = {"bbq": ("template", "item"), "generative": ("prompt", "row")}
+CLUSTER_CHOICES = {"bbq": BBQ_CLUSTERS, "generative": GENERATIVE_CLUSTERS}
 DEFAULT_CLUSTERS = {"bbq": "template", "generative": "prompt"}
 
 
@@ -62,7 +63,8 @@ class CandidateIsBaselineError(ConfigError):
 
 
 class ProtocolChangeError(ConfigError):
-    """The two runs were not made under the same protocol."""
+    """The runs were not made under the same protocol (the gate's two runs, or the runs
+    ``compare`` puts side by side): the one class both raise."""
 
 
 # ---------------------------------------------------------------- the report
@@ -112,10 +114,10 @@ class GateReport:
                  _f(r["margin"]), _p(r["p_value"]), _p(r["p_adjusted"]),
                  _f(r["detectable"]), r["verdict"]]
                 for r in self.table.to_dict(orient="records")]
-        widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+        widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
 
         def line(cells):
-            return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+            return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
         out = [f"fairness gate: candidate {self.candidate} vs baseline {self.baseline}",
                line(head), line(["-" * w for w in widths]), *[line(b) for b in body], "",
                self.family]
@@ -314,12 +316,12 @@ def same_responses(baseline: RunResult, candidate: RunResult) -> bool:
 def bbq_frame(records: pd.DataFrame) -> pd.DataFrame:
     """First-run answers with the per-answer flags (``metrics.bbq.join_answers``), the
     products the accuracy-gap metric sums, and the item attributes."""
-    missing = [c for c in ITEM_COLUMNS if c not in records.columns]
+    missing = [c for c in BBQ_ITEM_COLUMNS if c not in records.columns]
     if missing:
         raise DataError(f"the BBQ records lack the column(s) {missing}: re-create the run "
                         "with this version")
     r = first_run(records)
-    items = r[ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
+    items = r[BBQ_ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
     j = join_answers(items, r[[c for c in ("dataset", "example_id", "repeat", "rotation",
                                            "answer") if c in r.columns]])
     j["correct_reinf"] = j["correct"] * j["reinf"]
@@ -329,7 +331,7 @@ def bbq_frame(records: pd.DataFrame) -> pd.DataFrame:
 
 def position_frame(records: pd.DataFrame) -> pd.DataFrame:
     """Per item asked under all three rotations (repeat 0): position counts."""
-    items = records[ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
+    items = records[BBQ_ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
     counts = position_counts(items, records[[c for c in ("dataset", "example_id", "repeat",
                                                          "rotation", "answer")
                                              if c in records.columns]])
@@ -341,7 +343,7 @@ def consistency_frame(records: pd.DataFrame) -> pd.DataFrame:
     rep = repeated_items(records)
     if not len(rep):
         return pd.DataFrame(columns=[*BBQ_KEY, "context", "mfaa", "gtc", "question_index"])
-    items = records[ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
+    items = records[BBQ_ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
     t = per_item(items, rep)
     return t.merge(items[["dataset", "example_id", "question_index"]], on=BBQ_KEY)
 
@@ -354,7 +356,7 @@ def generative_frame(records: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- the gate
 
-def gate_runs(baseline: RunResult, candidate: RunResult, *, mode: str | None = None,
+def gate_runs(baseline: RunResult, candidate: RunResult, *, mode: GateMode | None = None,
               seed: int = 0, cluster: dict[str, str] | None = None,
               n_boot: int = DEFAULT_N_BOOT, alpha: float = ALPHA, rules: Any = None,
               allow_protocol_change: bool = False) -> GateReport:
@@ -445,7 +447,7 @@ def candidate_pair(baseline: RunResult, candidate: RunResult, name: str):
     return rb, rc
 
 
-def _settings(rules: Any, mode: str | None):
+def _settings(rules: Any, mode: GateMode | None):
     """setting(metric, cell key) -> GateSetting from the metric's rule's gate spec."""
     by_id = {r.id: r for r in rules.rules} if rules is not None else {}
 
@@ -477,7 +479,6 @@ def family_statement(table: pd.DataFrame, alpha: float, clusters: dict[str, str]
 
 def write_report(report: GateReport, out) -> None:
     """``gate.csv``, ``gate.json`` and ``gate.md`` in ``out``."""
-    from pathlib import Path
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
     report.table.to_csv(d / "gate.csv", index=False, float_format="%.10g")

@@ -8,8 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.core.io import sha256_file
 from fairness_tests.core.paths import display_path
-from fairness_tests.protocols.bbq.data import sha256_file
 from fairness_tests.run.metadata import Bootstrap, GenerativeInfo
 from fairness_tests.scoring.rubric import Rubric
 from fairness_tests.stats.permutation import DEFAULT_N_PERM
@@ -36,7 +36,7 @@ def generative_info(records: pd.DataFrame, rubric: Rubric, other: Rubric | None,
     """``suite``: the :class:`~fairness_tests.protocols.generative.suite.Suite` that was
     run (None for the published grid or someone's outputs)."""
     decoding = sorted({(float(t), float(p)) for t, p in
-                       zip(records["temperature"], records["top_p"])})
+                       zip(records["temperature"], records["top_p"], strict=True)})
     info = GenerativeInfo(
         suite=name, suite_hash=suite_hash, n_generations=int(len(records)),
         n_error=int((records["status"] == "error").sum()),

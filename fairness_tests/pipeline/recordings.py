@@ -7,9 +7,9 @@ the JSONL(.gz) exports of the response store that replay imports (``files``, bes
 the manifest; only these are imported, and only for that model) and ``settings``:
 the audit options (:class:`~fairness_tests.pipeline.config.AuditConfig` fields) the
 recording was made with, so replay asks exactly what was recorded: they are the lowest
-layer of the model's configuration, below every option a user gives. The first manifest with an entry for a model
-wins (the project's before the package's). Validated by :mod:`fairness_tests.core.validate`
-(schema ``data/schemas/manifest.yaml``).
+layer of the model's configuration, below every option a user gives. The first manifest
+with an entry for a model wins (the project's before the package's). Validated by
+:mod:`fairness_tests.core.validate` (schema ``data/schemas/manifest.yaml``).
 """
 from __future__ import annotations
 

@@ -10,16 +10,16 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.core.io import sha256_file
 from fairness_tests.core.paths import display_path
 from fairness_tests.core.version import __version__
-from fairness_tests.protocols.bbq.data import sha256_file
 from fairness_tests.rules.apply import apply_to_run
 from fairness_tests.rules.thresholds import load_rules
-from fairness_tests.run.metadata import RunMetadata, Source
+from fairness_tests.run.metadata import RunMetadata, Source, SourceKind
 from fairness_tests.run.result import RunResult
 
 
-def write_scored_run(out: str | Path, *, model: str | None, kind: str, file: str,
+def write_scored_run(out: str | Path, *, model: str | None, kind: SourceKind, file: str,
                      command: str, config: dict[str, Any], thresholds: str | None,
                      tables: dict[str, pd.DataFrame], records: dict[str, pd.DataFrame],
                      **protocol_info: Any) -> RunResult:

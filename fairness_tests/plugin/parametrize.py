@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from fairness_tests.core.fmt import shown
 from fairness_tests.plugin.session import Unavailable
 from fairness_tests.rules.reasons import fill_reason
-from fairness_tests.stats.bootstrap import shown
 
 
 @dataclass

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator
 import pandas as pd
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
+from fairness_tests.core.fmt import shown
 from fairness_tests.rules.thresholds import Tolerance
 from fairness_tests.stats.bootstrap import METRIC_COLUMNS, cell_id
 
@@ -34,14 +35,7 @@ SEP = " | "
 
 
 def _num(x: Any) -> str:
-    if x is None:
-        return "null"
-    x = float(x)
-    if math.isnan(x):
-        return "null"
-    if math.isinf(x):
-        return "UB" if x > 0 else "-UB"
-    return f"{x:.6f}"
+    return shown(x, ".6f", undefined="null")
 
 
 def _parse_num(s: str) -> float:

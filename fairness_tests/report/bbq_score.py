@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from fairness_tests.core.fmt import json_value
 from fairness_tests.metrics.bbq import first_run
-from fairness_tests.stats.bootstrap import json_value
 from fairness_tests.stats.permutation import DEFAULT_N_PERM
 
 MAX_LISTED = 50

@@ -18,7 +18,7 @@ of the one rule engine (:func:`fairness_tests.rules.apply.apply_rules`).
                      "p_value", "n_permutations"}}}
 
 Decoding cells are the label ``t<temperature>_p<top_p>`` (the one grouping).
-Values are :func:`fairness_tests.stats.bootstrap.json_value` (NaN -> null).
+Values are :func:`fairness_tests.core.fmt.json_value` (NaN -> null).
 """
 from __future__ import annotations
 
@@ -26,16 +26,19 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.core.fmt import json_value
 from fairness_tests.metrics import generative as G
 from fairness_tests.metrics.generative_tables import generative_tables
+from fairness_tests.metrics.schema import VIEWS
 from fairness_tests.rules.apply import apply_rules
 from fairness_tests.rules.thresholds import RuleSet
 from fairness_tests.scoring.lexical import score
 from fairness_tests.scoring.rubric import Rubric, load_rubric
-from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED, json_value
+from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED
 from fairness_tests.stats.permutation import DEFAULT_N_PERM
 
-VIEWS = {"by_slice": [], "by_slice_family": ["family"], "by_slice_decoding": ["decoding"]}
+#: the views the report shows, as its JSON names them (``generative_<name>`` in a run)
+REPORTED_VIEWS = ("by_slice", "by_slice_family", "by_slice_decoding")
 
 
 def _entries(table: pd.DataFrame, by: list[str], counts: pd.DataFrame) -> tuple[list, list]:
@@ -45,7 +48,7 @@ def _entries(table: pd.DataFrame, by: list[str], counts: pd.DataFrame) -> tuple[
     counts = counts.set_index(keys)
     for key, g in t.groupby(keys, sort=True):
         key = key if isinstance(key, tuple) else (key,)
-        cell = {k: json_value(v) for k, v in zip(keys, key)}
+        cell = {k: json_value(v) for k, v in zip(keys, key, strict=True)}
         c = counts.loc[key if len(key) > 1 else key[0]]
         entry = {**cell, "n": int(c["n_ok"]), "n_error": int(c["n_error"])}
         ci = dict(cell)
@@ -64,7 +67,8 @@ def score_report(scored: pd.DataFrame, tables: dict[str, pd.DataFrame],
     out: dict[str, Any] = {"rubric": rubric.name, "semantics": rubric.semantics,
                            "n_records": int(len(df)), "n_error": int(df["is_error"].sum())}
     ci: dict[str, Any] = {}
-    for name, by in VIEWS.items():
+    for name in REPORTED_VIEWS:
+        by = list(VIEWS[f"generative_{name}"])
         out[name], ci[name] = _entries(tables[f"generative_{name}"], by,
                                        G.error_counts(df, by))
     summ = tables["generative_summary"]
@@ -75,14 +79,15 @@ def score_report(scored: pd.DataFrame, tables: dict[str, pd.DataFrame],
         fam = rows[rows["scope"] == "family"]
         worst[m] = {"overall": {"slice": r["slice"], "value": json_value(r["value"])},
                     "by_family": {f: {"slice": s, "value": json_value(v)}
-                                  for f, s, v in zip(fam["family"], fam["slice"], fam["value"])}}
+                                  for f, s, v in zip(fam["family"], fam["slice"], fam["value"],
+                                                     strict=True)}}
     out["worst_slice"] = worst
     overall = summ[summ["scope"] == "overall"]
     d = overall[overall["metric"].str.startswith("disparity_")]
     names = d["metric"].str[len("disparity_"):]
-    out["disparity"] = {m: json_value(v) for m, v in zip(names, d["value"])}
+    out["disparity"] = {m: json_value(v) for m, v in zip(names, d["value"], strict=True)}
     ci["disparity"] = {m: [json_value(lo), json_value(hi)]
-                       for m, lo, hi in zip(names, d["ci_low"], d["ci_high"])}
+                       for m, lo, hi in zip(names, d["ci_low"], d["ci_high"], strict=True)}
     gap = overall[overall["metric"] == "refusal_gap"].iloc[0]
     out["refusal_gap"] = json_value(gap["value"])
     ci["refusal_gap"] = [json_value(gap["ci_low"]), json_value(gap["ci_high"])]
@@ -122,8 +127,8 @@ def sensitivity_report(records: pd.DataFrame, rules: RuleSet,
     return {
         "rubrics": list(names),
         "by_slice_delta": _records(ta["scorer_sensitivity"]),
-        "verdicts": {names[0]: _records(oa.tables["protocol_verdicts"].drop(columns=["rationale"])),
-                     names[1]: _records(ob.tables["protocol_verdicts"].drop(columns=["rationale"]))},
+        "verdicts": {n: _records(o.tables["protocol_verdicts"].drop(columns=["rationale"]))
+                     for n, o in zip(names, (oa, ob), strict=True)},
         "flipped_verdicts": _records(oa.tables["rubric_flips"]),
         "protocol_dependence": {names[0]: _records(oa.tables["protocol_sensitivity"]),
                                 names[1]: _records(ob.tables["protocol_sensitivity"])},

@@ -26,6 +26,7 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from fairness_tests.core.fmt import shown
 from fairness_tests.rules.reasons import fill_reason
 from fairness_tests.rules.thresholds import Rule, RuleSet
 from fairness_tests.stats.bootstrap import METRIC_COLUMNS, cell_id
@@ -43,11 +44,7 @@ def grouping_columns(table: pd.DataFrame) -> list[str]:
 
 
 def _fmt(x: float) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "undefined"
-    if isinstance(x, float) and math.isinf(x):
-        return "unbounded" if x > 0 else "-unbounded"
-    return f"{x:.4g}"
+    return shown(x, ".4g", unbounded="unbounded")
 
 
 def _is_pooled(series: pd.Series) -> pd.Series:

@@ -62,10 +62,6 @@ from fairness_tests.core.validate import error, load_file, load_schema, nearest_
 from fairness_tests.metrics import schema as known_metrics
 from fairness_tests.rules.reasons import reason_problems
 
-OPS = ("<=", ">=")
-COMPARES = ("value", "ci_low", "ci_high", "p_value")
-REDUCES = ("max", "min", "range")
-GATE_MODES = ("harm", "non_inferiority")
 REQUIRED_KEYS = ("table", "metric", "op", "bound", "rationale")
 
 

@@ -10,7 +10,8 @@ Layout (``schema_version`` 2)::
     schema_version, model, backend, mode ("live" | "replay" | "scored"),
     source {kind: "audit" | "predictions" | "outputs", file, sha256},
     fairness_tests_version, evaluation_date, config {the options as run},
-    thresholds [files], regen_command, model_version, backend_info, requests, store,
+    thresholds [files], regen_command, model_version, backend_info {BackendInfo} | null,
+    requests, store, asking {AskingInfo, its usage {Usage} | null} | null,
     notes [what the run wants a reader to know, e.g. a fallback it took],
     bbq {BBQInfo} | null, generative {GenerativeInfo} | null,
     counterfactual {CounterfactualInfo} | null
@@ -21,11 +22,17 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from fairness_tests.core.errors import DataError
+from fairness_tests.models.backends.base import BackendInfo, Usage
 
 RUN_SCHEMA_VERSION = 2
+#: how the answers were had: asked now, served by the store, or read from a file
+RunMode = Literal["live", "replay", "scored"]
+SourceKind = Literal["audit", "predictions", "outputs"]
+#: an option's value as ``config`` records it: JSON scalars, a list for a tuple option
+OptionValue = str | int | float | bool | list[str] | list[int] | list[float] | None
 
 
 @dataclass
@@ -45,7 +52,7 @@ class Bootstrap:
 class Source:
     """Where the answers came from: the audit asked the model (``audit``), or a score
     command read someone's predictions (``predictions``) or generations (``outputs``)."""
-    kind: str
+    kind: SourceKind
     file: str | None = None
     sha256: str | None = None
 
@@ -143,7 +150,7 @@ class AskingInfo:
     max_cost_usd: float | None = None
     truncated: dict[str, int] = field(default_factory=dict)
     shard: str | None = None
-    usage: dict | None = None
+    usage: Usage | None = None
     merged_from: list[dict] = field(default_factory=list)   # stores merged into the store
 
 
@@ -151,15 +158,15 @@ class AskingInfo:
 class RunMetadata:
     model: str | None                     # None: a scored run whose model was not named
     backend: str | None
-    mode: str
+    mode: RunMode
     source: Source
     fairness_tests_version: str
     evaluation_date: str | None = None
-    config: dict = field(default_factory=dict)
+    config: dict[str, OptionValue] = field(default_factory=dict)
     thresholds: list[str] = field(default_factory=list)
     regen_command: str | None = None
     model_version: str | None = None
-    backend_info: dict | None = None
+    backend_info: BackendInfo | None = None
     requests: dict[str, int] = field(default_factory=dict)
     store: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -183,7 +190,17 @@ class RunMetadata:
                             f"fairness_tests reads version {RUN_SCHEMA_VERSION}: re-create the "
                             "run with this version (fairness-tests audit, bbq score or "
                             "generative score --out)", path=path, key="schema_version")
-        return _build(cls, d, path, "")
+        return _build(cls, _renamed(d), path, "")
+
+
+def _renamed(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` with the keys older writers of version 2 spelled otherwise: the litellm
+    backend's ``backend_info.litellm_version`` is ``backend_info.version``."""
+    info = d.get("backend_info")
+    if isinstance(info, dict) and "litellm_version" in info and "version" not in info:
+        info = {("version" if k == "litellm_version" else k): v for k, v in info.items()}
+        return {**d, "backend_info": info}
+    return d
 
 
 def _build(cls: type, d: Any, path: Any, prefix: str) -> Any:

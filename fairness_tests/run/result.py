@@ -26,12 +26,9 @@ from pathlib import Path
 import pandas as pd
 
 from fairness_tests.core.errors import DataError
+from fairness_tests.metrics.schema import ID_COLUMNS
 from fairness_tests.rules.evaluate import VERDICT_COLUMNS
 from fairness_tests.run.metadata import RunMetadata
-
-#: cell-id columns: always read back as text (a seed cell "1" stays "1", not 1)
-ID_COLUMNS = ("dataset", "context", "polarity", "group", "slice", "family", "decoding",
-              "occupation", "scope", "cell_kind", "cell", "rule", "swap", "metric")
 
 
 @dataclass

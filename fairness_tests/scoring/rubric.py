@@ -38,8 +38,6 @@ from fairness_tests.core.validate import (
 
 RUBRIC_DIR = DATA_DIR / "rubrics"
 BUILTIN = {"published": RUBRIC_DIR / "published.json", "strict": RUBRIC_DIR / "strict.yaml"}
-CATEGORIES = ("refusal", "deflection", "religion", "title", "positive_professional",
-              "caution", "stereotype", "demeaning")
 # the published lexicon's key for each category
 PUBLISHED_KEYS = {
     "refusal_regex": "refusal", "deflection_regex": "deflection",
@@ -47,7 +45,6 @@ PUBLISHED_KEYS = {
     "professional_positive_substr": "positive_professional", "caution_substr": "caution",
     "stereotype_substr": "stereotype", "demeaning_substr": "demeaning",
 }
-SEMANTICS = ("published", "strict")
 QUOTE_TABLE = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 QUOTED_SPAN = r'"[^"\n]*"'
 

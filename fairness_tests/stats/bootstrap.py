@@ -9,11 +9,11 @@ Metric table shape (every metric function returns it)::
 
 ``value`` is a float; ``NaN`` means *undefined* and ``note`` then says why
 (e.g. "no non-unknown answer"). ``inf`` is kept as ``inf`` (unbounded, e.g. DF);
-JSON output writes it as ``"UB"`` (see :func:`json_value`). ``n_clusters`` and
-``deff`` describe a cluster bootstrap (NaN when items were resampled or no bootstrap
-was made); ``value_bc`` is the bootstrap bias-corrected estimate and ``p_value`` the
-permutation p-value of "no difference between groups" (both only for max-type
-metrics, NaN elsewhere).
+JSON output writes it as ``"UB"`` (see :func:`fairness_tests.core.fmt.json_value`).
+``n_clusters`` and ``deff`` describe a cluster bootstrap (NaN when items were resampled
+or no bootstrap was made); ``value_bc`` is the bootstrap bias-corrected estimate and
+``p_value`` the permutation p-value of "no difference between groups" (both only for
+max-type metrics, NaN elsewhere).
 
 Bootstrap
 ---------
@@ -59,6 +59,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -302,7 +303,6 @@ def wilson_ci(k: float, n: float, level: float = DEFAULT_LEVEL) -> tuple[float, 
 
 def _z(level: float) -> float:
     # inverse normal CDF via the error function (no scipy dependency)
-    from statistics import NormalDist
 
     return NormalDist().inv_cdf(0.5 + level / 2.0)
 
@@ -330,7 +330,7 @@ def rate_table(
             col = g[flag]
             defined = col.notna().to_numpy()
             k, n = float(col[defined].astype(float).sum()), int(defined.sum())
-            cell = dict(zip(by, key))
+            cell = dict(zip(by, key, strict=True))
             if n == 0:
                 rows.append(metric_row(flag, NAN, n=0, note="no rows", **cell))
                 continue
@@ -361,7 +361,7 @@ def mean_table(df: pd.DataFrame, by: Sequence[str], columns: Iterable[str],
     grouped = df.groupby(list(by), sort=True, dropna=False) if by else [((), df)]
     for key, g in grouped:
         key = key if isinstance(key, tuple) else (key,)
-        cell = dict(zip(by, key))
+        cell = dict(zip(by, key, strict=True))
         for c in columns:
             defined = g[c].notna().to_numpy()
             x = g[c].to_numpy(dtype=np.float64)[defined]
@@ -432,41 +432,3 @@ def interval_note(est: Estimate, bias_corrected: bool = False) -> str:
 def cell_id(*parts: object) -> str:
     """Readable cell id for test ids and snapshot keys: ``Race_x_gender/disambig``."""
     return "/".join(str(p) for p in parts if p is not None and str(p) != "")
-
-
-def json_value(x: object) -> object:
-    """JSON-safe scalar: inf -> "UB", NaN -> None, numpy scalars -> Python."""
-    if isinstance(x, (np.floating, float)):
-        if math.isnan(x):
-            return None
-        if math.isinf(x):
-            return "UB" if x > 0 else "-UB"
-        return float(x)
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x
-
-
-def shown(x: object, spec: str = ".4g", undefined: str = "undefined") -> str:
-    """A value as reports print it: ``undefined`` for NaN, ``UB`` / ``-UB`` for an
-    unbounded value, else ``format(x, spec)``; a non-number as its text."""
-    try:
-        v = float(x)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return str(x)
-    if math.isnan(v):
-        return undefined
-    if math.isinf(v):
-        return "UB" if v > 0 else "-UB"
-    return format(v, spec)
-
-
-def shown_p(x: object, undefined: str = "undefined") -> str:
-    """A p-value as reports print it: 3 decimals, 2 significant digits below 0.001."""
-    try:
-        v = float(x)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return str(x)
-    return shown(v, ".2g" if v < 0.001 else ".3f", undefined)

@@ -79,7 +79,7 @@ solved for w on a grid of step 1e-5.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -87,7 +87,9 @@ from fairness_tests.stats.distributions import reference, small_clusters
 
 ALPHA = 0.05
 POWER = 0.80
-MODES = ("harm", "non_inferiority")
+#: the gate's question: is the candidate worse (harm), or not worse by more than the margin
+GateMode = Literal["harm", "non_inferiority"]
+MODES: tuple[GateMode, ...] = get_args(GateMode)
 
 
 def holm(p_values) -> np.ndarray:
@@ -122,12 +124,12 @@ def _check_mode(mode: str) -> None:
         raise ValueError(f"gate mode must be one of {MODES}, got {mode!r}")
 
 
-def _one_sided(z: float, mode: str, df: float | None = None) -> float:
+def _one_sided(z: float, mode: GateMode, df: float | None = None) -> float:
     cdf, _ = reference(df)
     return cdf(-z) if mode == "harm" else cdf(z)
 
 
-def normal_test(worsening: float, se: float, margin: float, mode: str,
+def normal_test(worsening: float, se: float, margin: float, mode: GateMode,
                 n_clusters: float | None = None) -> float:
     """One-sided p-value of the gate's null for ``mode`` with z = (w_hat - m) / se
     (se from the paired bootstrap; with ``n_clusters`` C the variance is taken times
@@ -153,7 +155,7 @@ def restricted_discordance(b: int, c: int, n: int, margin: float) -> float:
     return 2.0 * q + margin
 
 
-def paired_rate_test(b: int, c: int, n: int, margin: float, mode: str) -> float:
+def paired_rate_test(b: int, c: int, n: int, margin: float, mode: GateMode) -> float:
     """One-sided p-value of the score test of ``w = m`` for paired proportions
     (b: only the baseline right, c: only the candidate right, n pairs; items
     independent, the normal reference). At m = 0 this is McNemar's test (normal form).
@@ -186,7 +188,7 @@ def cr2_standard_error(balance, items) -> tuple[Any, float]:
     return se[()], float(np.trace(AS) ** 2 / np.trace(AS @ AS))
 
 
-def cluster_statistic(balance, items, margin: float, mode: str) -> tuple[Any, float]:
+def cluster_statistic(balance, items, margin: float, mode: GateMode) -> tuple[Any, float]:
     """(T, degrees of freedom) of the mode's clustered test of ``w = m`` (module
     docstring): ``harm`` the CR2 Wald statistic, ``non_inferiority`` the cluster score
     statistic; ``balance`` may carry leading axes (one T per row). Where the variance is
@@ -204,7 +206,7 @@ def cluster_statistic(balance, items, margin: float, mode: str) -> tuple[Any, fl
         return np.where(ss > 1e-15, r.sum(axis=-1) / np.sqrt(ss), np.nan)[()], n.size - 1.0
 
 
-def cluster_paired_rate_test(balance, items, margin: float, mode: str) -> float:
+def cluster_paired_rate_test(balance, items, margin: float, mode: GateMode) -> float:
     """One-sided p-value of ``w = m`` for clustered paired proportions
     (``balance[t] = b_t - c_t``, ``items[t] = n_t``): ``harm`` by the CR2 Wald test with
     Bell-McCaffrey degrees of freedom, ``non_inferiority`` by the cluster score test
@@ -232,7 +234,7 @@ def effective_clusters(items) -> float:
 
 
 def cluster_detectable_drop(items, spread, discordance: float, margin: float, alpha: float,
-                            mode: str, power: float = POWER, sims: int = 4000,
+                            mode: GateMode, power: float = POWER, sims: int = 4000,
                             seed: int = 0) -> float:
     """Smallest true accuracy drop w the mode's clustered test (CR2 Wald for harm, the
     cluster score test for non-inferiority) fails with probability ``power`` at the
@@ -280,7 +282,7 @@ def cluster_spread(balance, items) -> np.ndarray:
     return np.abs(d - w * n) * math.sqrt(C / (C - 1.0)) if C >= 2 else np.full(C, np.nan)
 
 
-def detectable_worsening(se: float, margin: float, alpha: float, mode: str,
+def detectable_worsening(se: float, margin: float, alpha: float, mode: GateMode,
                          power: float = POWER, n_clusters: float | None = None) -> float:
     """Smallest true worsening the gate fails with probability ``power`` at the
     per-cell level ``alpha``, for w_hat ~ N(w, se^2) (t quantiles and the C / (C - 1)
@@ -296,7 +298,7 @@ def detectable_worsening(se: float, margin: float, alpha: float, mode: str,
 
 
 def detectable_accuracy_drop(n: int, discordance: float, margin: float, alpha: float,
-                             mode: str, power: float = POWER) -> float:
+                             mode: GateMode, power: float = POWER) -> float:
     """Smallest true accuracy drop the score test fails with probability ``power``
     (independent paired items, observed discordance (b + c) / n, normal quantiles); NaN
     when no drop up to 1 reaches that power. Clustered items:

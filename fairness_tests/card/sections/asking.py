@@ -8,6 +8,7 @@ the floor. Read defensively: a run recorded before a field existed simply lacks 
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from fairness_tests.models.repeat_modes import MIN_LETTER_MASS
@@ -56,6 +57,14 @@ def letter_mass(rows: list[dict[str, Any]], floor: float = MIN_LETTER_MASS) -> d
             "everywhere": everywhere, "statement": statement + "."}
 
 
+def usage_dict(usage: Any) -> dict | None:
+    """The run's usage as a mapping (a :class:`~fairness_tests.models.backends.base.Usage`,
+    or the dict an older run recorded)."""
+    if usage is None or isinstance(usage, dict):
+        return usage
+    return dataclasses.asdict(usage)
+
+
 def _cost(usage: dict | None) -> float | str | None:
     """The cost of a live run: a number, or "unknown" when any reply had no price
     (never 0 standing for unknown); None when the run recorded no usage."""
@@ -90,6 +99,7 @@ def asking(a) -> dict[str, Any]:
     (the run is then incomplete) and invalid, and the share of prompts whose letter
     mass was below the floor."""
     mode = dict(a.repeat_mode or {})
+    usage = usage_dict(a.usage)
     parts = []
     used, req = mode.get("used"), mode.get("requested")
     if used == "local":
@@ -108,8 +118,8 @@ def asking(a) -> dict[str, Any]:
         parts.append(f"thinking budget {a.thinking_budget} tokens")
     parts.append(f"cost budget {a.max_cost_usd:g} USD" if a.max_cost_usd is not None
                  else "no cost budget")
-    if a.usage and _spent(a.usage):
-        parts.append(f"spent: {_spent(a.usage)}")
+    if usage and _spent(usage):
+        parts.append(f"spent: {_spent(usage)}")
     trunc = {k: v for k, v in (a.truncated or {}).items() if v}
     if trunc:
         parts.append("truncated answers: "
@@ -127,14 +137,16 @@ def asking(a) -> dict[str, Any]:
             f"store, {r['failed']} failed, {r['invalid']} invalid)" for r in counts))
     out: dict[str, Any] = {"repeat_mode": mode, "max_tokens": a.max_tokens,
                            "statement": "; ".join(parts) + "."}
-    for key in ("reasoning_effort", "thinking_budget", "max_cost_usd", "shard", "usage"):
+    for key in ("reasoning_effort", "thinking_budget", "max_cost_usd", "shard"):
         if getattr(a, key) is not None:
             out[key] = getattr(a, key)
+    if usage is not None:
+        out["usage"] = usage
     if trunc:
         out["truncated"] = trunc
     if a.merged_from:
         out["merged_from"] = list(a.merged_from)
-    cost = _cost(a.usage)
+    cost = _cost(usage)
     if cost is not None:
         out["cost_usd"] = cost
     if counts:

@@ -49,7 +49,7 @@ def _system(f: RunFacts, user: dict, user_source: str | None) -> dict[str, Any]:
                "the run names no model: score it with --model ID, or give system.name")
     if m.backend:
         system["backend"] = m.backend
-    version = (m.backend_info or {}).get("version")    # Backend.info(): "backend name and version"
+    version = m.backend_info.version if m.backend_info else None    # the library's version
     if version:
         system["backend_version"] = str(version)
     # the run's model version wins; the user may fill it when the run has none

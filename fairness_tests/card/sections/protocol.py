@@ -15,6 +15,7 @@ from typing import Any
 from fairness_tests.card.sections.asking import asking
 from fairness_tests.card.sections.facts import RunFacts
 from fairness_tests.card.values import finite
+from fairness_tests.models.request import decoding_label
 from fairness_tests.protocols.bbq.official import INTERSECTIONAL
 
 # the protocols a card reports, and the tables that show each ran
@@ -106,7 +107,7 @@ def decoding(f: RunFacts) -> dict[str, Any]:
     if g is not None:
         for d in g.decoding:        # the suite's regimes, or the (t, p) pairs of the outputs
             reg = {"protocol": "generative",
-                   "name": d.get("name") or f"t{d['temperature']:g}_p{d['top_p']:g}",
+                   "name": d.get("name") or decoding_label(d["temperature"], d["top_p"]),
                    "temperature": d["temperature"], "top_p": d["top_p"]}
             tokens = d.get("max_new_tokens", g.max_new_tokens)
             if tokens is not None:

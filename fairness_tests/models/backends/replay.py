@@ -14,17 +14,26 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from fairness_tests.models.backends.base import BackendInfo, Capabilities, unknown_option
+from fairness_tests.models.replaying import replay
 from fairness_tests.models.request import Request, Response
-from fairness_tests.models.runner import replay
 from fairness_tests.models.store import ResponseStore, open_store
+
+_OPTIONS = ("store", "store_path", "parse_choice", "fingerprint")
 
 
 class ReplayBackend:
+    """Answers from the store only (see the module docstring). An unknown option is a
+    :class:`ConfigError` naming it."""
     name = "replay"
+    #: asks no model: every answer comes from the recordings
+    capabilities = Capabilities(n=False, logprobs=False, batch=False, prefix_sharing=False,
+                                replay=True)
 
     def __init__(self, store: ResponseStore | None = None, store_path: str | None = None,
                  parse_choice: Callable[[Request, str], int | None] | None = None,
-                 fingerprint: dict[str, str] | None = None, **_ignored: Any):
+                 fingerprint: dict[str, str] | None = None, **unknown: Any):
+        unknown_option(self.name, unknown, _OPTIONS)
         self._store = store
         self._store_path = store_path
         self.parse_choice = parse_choice
@@ -50,5 +59,5 @@ class ReplayBackend:
         """The replayed backend's fingerprint (``{}``: not checked)."""
         return dict(self._fingerprint)
 
-    def info(self) -> dict[str, Any]:
-        return {"backend": "replay", "store": str(self.store.path)}
+    def info(self) -> BackendInfo:
+        return BackendInfo(backend=self.name, store=str(self.store.path))

@@ -7,7 +7,7 @@ prompt (requests that differ only in ``repeat``/``seed`` share it, grouped by
 once: all distinct prompts of one ``answer`` call go into a
 :class:`~.prefix_tree.PrefixTree`, whose segments are computed parents first in
 length-bucketed batches of at most ``batch_size`` rows, each segment attending to the
-cached keys/values of its ancestors (:meth:`TransformersBackend._forward_nodes`); the
+cached keys/values of its ancestors (:func:`.transformers_compute.forward_nodes`); the
 result equals a plain forward pass of the whole prompt up to float round-off. The
 prompt ends with an answer prefix (``"Answer: ("``) so the next token is the answer
 letter. With ``z`` the next-token logits and ``L`` the letters' token ids:
@@ -47,43 +47,54 @@ passes), model loading is a phase of its own, then ``begin`` gives the planned w
 (the batches' cost, see :meth:`.prefix_tree.PrefixTree.batch_cost`) and every forward
 pass ends with ``batch_done``, which commits that batch's responses.
 
-Models are loaded once per process (module-level cache keyed by path, device
-and dtype). torch/transformers are imported lazily.
+Models are loaded once per process (:mod:`.transformers_load`: module-level cache keyed
+by path, device and dtype). torch/transformers are imported lazily.
+
+Capabilities (:class:`~.base.Capabilities`): the repeats of a prompt come from its one
+forward pass (``n`` and ``logprobs``), shared prompt prefixes are computed once
+(``prefix_sharing``); no provider batch jobs, not a replay, not remote. An unknown
+option is a :class:`~fairness_tests.core.errors.ConfigError` naming it.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
-from fairness_tests.core.errors import ConfigError, DataError
+from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.backends import blas_linear
 from fairness_tests.models.backends import embedded as emb
-from fairness_tests.models.backends.base import Reporter
-from fairness_tests.models.backends.prefix_tree import BATCH_OVERHEAD, Node, PrefixTree
+from fairness_tests.models.backends.base import (
+    BackendInfo,
+    Capabilities,
+    Reporter,
+    unknown_option,
+)
+from fairness_tests.models.backends.prefix_tree import BATCH_OVERHEAD, PrefixTree
+from fairness_tests.models.backends.transformers_compute import forward_nodes, generate_batch
+from fairness_tests.models.backends.transformers_load import (
+    Loaded,
+    checkpoint_facts,
+    dtype_name,
+    load,
+)
 from fairness_tests.models.backends.workers import Workers, cpu_threads, resolve_workers
 from fairness_tests.models.letters import draw_letter, letter_distribution
-from fairness_tests.models.letters import stable_int as _stable_int
 from fairness_tests.models.request import Request, Response
-
-_LOADED: dict[tuple[str, str, str], "_Loaded"] = {}
 
 #: memory for the cached keys/values of one chunk of the prefix tree
 KV_CACHE_BYTES = 1 << 30
 
 
-@dataclass
-class _Loaded:
-    model: Any
-    tokenizer: Any
-    path: Path
-    device: str
-    dtype: str
-    load_s: float
-    source: dict[str, Any]
+class PromptPlan(NamedTuple):
+    """What a dry run reports of a local model's multiple-choice prompts still to ask:
+    distinct ``prompts``, their ``tokens``, and the tokens the prefix tree ``computed``
+    (each shared prefix once)."""
+    prompts: int
+    tokens: int
+    computed: int
 
 
 @dataclass
@@ -115,133 +126,22 @@ class _GenBatch:
         return BATCH_OVERHEAD + sum(self.lengths) + self.max_tokens * len(self.idxs)
 
 
-def resolve_checkpoint(model: str | os.PathLike) -> tuple[Path, dict[str, Any]]:
-    """``"embedded"`` -> the cached converted Gemma 3 270M; a ``.gguf`` file -> its
-    cached safetensors conversion; a directory -> itself."""
-    if str(model) == emb.EMBEDDED:
-        path = emb.prepare()
-        return path, {"kind": "embedded", "model_id": emb.EMBEDDED_MODEL_ID,
-                      **emb.conversion_info(path)}
-    p = Path(model).expanduser()
-    if p.is_file() and p.suffix == ".gguf":
-        path = emb.convert_gguf(p)
-        return path, {"kind": "gguf", "model_id": p.stem, **emb.conversion_info(path)}
-    if p.is_dir():
-        if not (p / "config.json").exists():
-            raise DataError("not a transformers checkpoint directory (no config.json)", path=p)
-        return p, {"kind": "checkpoint", "model_id": p.name}
-    raise DataError("model not found: give a checkpoint directory, a .gguf file or 'embedded'",
-                    path=p)
-
-
-def _pick_device(device: str) -> str:
-    import torch
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {device!r} asked for but CUDA is not available")
-    return device
-
-
-DTYPES = ("float32", "bfloat16", "float16", "float64")
-
-
-def dtype_name(dtype: str, device: str) -> str:
-    """The dtype the weights compute in: ``dtype`` itself, or for ``"auto"`` bfloat16 on
-    CUDA and float32 elsewhere (torch is imported only to resolve ``device="auto"``)."""
-    if dtype == "auto":
-        if device == "auto":
-            device = _pick_device(device)
-        return "bfloat16" if str(device).startswith("cuda") else "float32"
-    if dtype not in DTYPES:
-        raise ConfigError(f"unknown dtype {dtype!r}; use auto, {', '.join(DTYPES[:-1])} "
-                          f"or {DTYPES[-1]}", key="dtype")
-    return dtype
-
-
-def _pick_dtype(dtype: str, device: str):
-    import torch
-    return getattr(torch, dtype_name(dtype, device))
-
-
-def load(model: str | os.PathLike = emb.EMBEDDED, device: str = "cpu",
-         dtype: str = "auto") -> _Loaded:
-    """Load (once per process) and return the model and tokenizer."""
-    path, source = resolve_checkpoint(model)
-    dev = _pick_device(device)
-    torch_dtype = _pick_dtype(dtype, dev)
-    key = (str(path.resolve()), dev, str(torch_dtype))
-    if key in _LOADED:
-        return _LOADED[key]
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    t0 = time.perf_counter()
-    tok = AutoTokenizer.from_pretrained(str(path))
-    tok.padding_side = "left"
-    if tok.pad_token_id is None:
-        tok.pad_token = tok.eos_token
-    mdl = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype)
-    mdl.to(dev)
-    mdl.eval()
-    loaded = _Loaded(mdl, tok, path, dev, str(torch_dtype).replace("torch.", ""),
-                     time.perf_counter() - t0, source)
-    _LOADED[key] = loaded
-    del torch
-    return loaded
-
-
-class _RowSampler:
-    """A logits processor that samples each row with its own generator (temperature,
-    top-p) and leaves only the drawn token finite, so greedy decoding picks it.
-
-    Exact nucleus sampling without sorting the whole vocabulary (262k entries for
-    Gemma) on every step: the nucleus is the shortest prefix of the probabilities in
-    descending order whose mass reaches ``top_p``; when the ``TOP_K`` largest already
-    reach it (almost always), the nucleus lies inside them and one ``topk`` over the
-    batch finds it; otherwise that row falls back to a full sort."""
-
-    TOP_K = 512
-
-    def __init__(self, generators: list, temperature: float, top_p: float):
-        self.generators, self.temperature, self.top_p = generators, temperature, top_p
-
-    def __call__(self, input_ids, scores):
-        import torch
-        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
-        k = min(self.TOP_K, probs.shape[-1])
-        top_vals, top_idx = torch.topk(probs, k, dim=-1)           # descending
-        out = torch.full_like(scores, float("-inf"))
-        for i, gen in enumerate(self.generators):
-            if self.top_p < 1.0 and float(top_vals[i].sum()) >= self.top_p:
-                vals, idx = top_vals[i], top_idx[i]
-            else:
-                vals, idx = torch.sort(probs[i], descending=True)
-            keep = _nucleus(vals, self.top_p)
-            j = torch.multinomial(keep.cpu(), 1, generator=gen).item()
-            out[i, idx[j]] = 0.0
-        return out
-
-
-def _nucleus(sorted_p, top_p: float):
-    """Probabilities sorted in descending order -> the same with every entry past the
-    nucleus (the mass before it already reaches top_p) set to 0 (unnormalised)."""
-    if top_p >= 1.0:
-        return sorted_p
-    import torch
-    cum = torch.cumsum(sorted_p, dim=-1)
-    return sorted_p.masked_fill((cum - sorted_p) >= top_p, 0.0)
+_OPTIONS = ("model", "batch_size", "device", "dtype", "answer_prefix", "threads", "workers")
 
 
 class TransformersBackend:
     """See the module docstring. ``model``: checkpoint dir, ``.gguf`` path or ``"embedded"``."""
 
     name = "transformers"
+    #: repeats drawn from one forward pass; shared prefixes computed once
+    capabilities = Capabilities(n=True, logprobs=True, batch=False, prefix_sharing=True,
+                                replay=False)
 
     def __init__(self, model: str | os.PathLike = emb.EMBEDDED, batch_size: int = 32,
                  device: str = "cpu", dtype: str = "auto",
                  answer_prefix: str = emb.ANSWER_PREFIX, threads: int | None = None,
-                 workers: int | str | None = None, **_ignored: Any):
+                 workers: int | str | None = None, **unknown: Any):
+        unknown_option(self.name, unknown, _OPTIONS)
         if int(batch_size) < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
         self.model = str(model)
@@ -252,7 +152,7 @@ class TransformersBackend:
         self.threads = int(threads) if threads else None   # CPU threads in all (None: torch's)
         self.workers = workers          # forward passes side by side (None/"auto": see .workers)
         resolve_workers(workers, 1, "cpu")                  # a bad value fails here
-        self._loaded: _Loaded | None = None
+        self._loaded: Loaded | None = None
         # counters a bench or test can read
         self.forward_passes = 0       # choice forward passes (batches of tree nodes)
         self.generate_calls = 0
@@ -268,25 +168,29 @@ class TransformersBackend:
         p = Path(self.model)
         return p.stem if p.suffix == ".gguf" else p.name
 
-    def loaded(self) -> _Loaded:
+    def loaded(self) -> Loaded:
         if self._loaded is None:
             if self.threads:
-                import torch
+                import torch  # noqa: PLC0415  heavy optional dependency (the [local] extra)
                 torch.set_num_threads(self.threads)
             self._loaded = load(self.model, self.device, self.dtype)
         return self._loaded
 
-    def info(self) -> dict[str, Any]:
-        import transformers
-        d: dict[str, Any] = {"backend": self.name, "version": transformers.__version__,
-                             "model": self.model_id, "answer_prefix": self.answer_prefix,
-                             "device": self.device, "dtype": self.dtype}
+    def info(self) -> BackendInfo:
+        """Backend name and transformers' version, the model, answer prefix, device and
+        dtype; once loaded, where from, the dtype and device in force, the prompt format
+        and the revision (the GGUF's sha256)."""
+        import transformers  # noqa: PLC0415  heavy optional dependency (the [local] extra)
+        info = BackendInfo(backend=self.name, version=transformers.__version__,
+                           model=self.model_id, answer_prefix=self.answer_prefix,
+                           device=self.device, dtype=self.dtype)
         if self._loaded is not None:
             L = self._loaded
-            d.update(path=str(L.path), device=L.device, dtype=L.dtype,
-                     prompt_format=self._prompt_format(),
-                     revision=L.source.get("gguf_sha256", ""), source=L.source.get("kind"))
-        return d
+            info = replace(info, path=str(L.path), device=L.device, dtype=L.dtype,
+                           prompt_format=self._prompt_format(),
+                           revision=L.source.get("gguf_sha256", ""),
+                           source=L.source.get("kind"))
+        return info
 
     def fingerprint(self) -> dict[str, str]:
         """``backend``, ``prompt_format`` (``chat_template``, or without one
@@ -437,15 +341,16 @@ class TransformersBackend:
         return len(self.loaded().tokenizer(self.prompt_text(req),
                                            add_special_tokens=True)["input_ids"])
 
-    def plan_tokens(self, requests: list[Request]) -> tuple[int, int, int]:
+    def plan_tokens(self, requests: list[Request]) -> PromptPlan:
         """(distinct prompts, prompt tokens, tokens computed) of the multiple-choice
         requests among ``requests``: the prefix tree :meth:`answer` would compute, built
         the same way, without a forward pass (the dry run's figure)."""
         idxs = [i for i, r in enumerate(requests) if r.kind == "choice" and r.choices]
         plan = self._plan_choice(requests, idxs, lambda i, resp: None) if idxs else None
-        if plan is None:
-            return 0, 0, 0
-        return plan.tree.n_prompts, plan.tree.prompt_tokens, plan.tree.tokens_computed
+        if plan is None or plan.tree is None:
+            return PromptPlan(0, 0, 0)
+        return PromptPlan(plan.tree.n_prompts, plan.tree.prompt_tokens,
+                          plan.tree.tokens_computed)
 
     def _run_choice(self, requests, plan: "_ChoicePlan", done, batch_done,
                     workers: Workers) -> None:
@@ -453,7 +358,7 @@ class TransformersBackend:
         side by side (``workers``); a prompt's distribution when its last node is
         computed. A failing forward pass turns every prompt not answered yet into error
         rows (the cached prefixes below it are lost)."""
-        import torch
+        import torch  # noqa: PLC0415  heavy optional dependency (the [local] extra)
         answered = [False] * len(plan.keys)
         chunk = self._chunk_tokens()
         try:
@@ -487,7 +392,7 @@ class TransformersBackend:
             batch_done(0)
 
     def _respond(self, requests, plan, g, z, lse, latency, done) -> None:
-        import torch
+        import torch  # noqa: PLC0415  heavy optional dependency (the [local] extra)
         ids = plan.letters[g]
         first = requests[plan.members[g][0]]
         zl = z[ids]
@@ -510,87 +415,9 @@ class TransformersBackend:
             self.loaded().model.dtype.itemsize
         return max(KV_CACHE_BYTES // per_token, 1024)
 
-    def _forward_nodes(self, nodes: list[Node]):
-        """One forward pass over the segments of ``nodes``, each after the cached keys and
-        values of its ancestors. Returns the next-token logits (float32, cpu) at the last
-        token of each node that ends a prompt, in batch order; keeps ``node.kv`` (keys and
-        values of its own segment, all layers) for each node with children. Safe to run
-        in several threads at once on batches of one group (it writes only its own
-        nodes' ``kv``).
-
-        Layout of row b: ``[pad | ancestors' cache (P_b)] [pad | segment (N_b)]``, both left
-        padded (to P and N); real positions ``0..P_b+N_b-1`` as position ids. The 4-D mask
-        lets a query at position q see key k iff k is a real token of its own row with
-        ``pos(k) <= q`` (and ``q - pos(k) < sliding_window`` in sliding-window layers); a
-        padding query sees only itself (no empty softmax row)."""
-        import torch
-        from transformers import DynamicCache
-        L = self.loaded()
-        mdl, dev = L.model, L.device
-        cfg = mdl.config
-        B = len(nodes)
-        past = torch.tensor([n.start for n in nodes])
-        seg = torch.tensor([n.length for n in nodes])
-        P, N = int(past.max()), int(seg.max())
-        ids = torch.full((B, N), L.tokenizer.pad_token_id, dtype=torch.long)
-        for b, n in enumerate(nodes):
-            ids[b, N - n.length:] = torch.tensor(n.tokens, dtype=torch.long)
-        q_off = torch.arange(N)[None, :] - (N - seg)[:, None]        # < 0: padding
-        q_real = q_off >= 0
-        q_pos = (past[:, None] + q_off).clamp(min=0)
-        k_off = torch.arange(P)[None, :] - (P - past)[:, None]
-        k_pos = torch.cat([k_off, q_pos], dim=1)
-        k_real = torch.cat([k_off >= 0, q_real], dim=1)
-        seen = k_real[:, None, :] & (k_pos[:, None, :] <= q_pos[:, :, None])
-        own = torch.zeros(N, P + N, dtype=torch.bool)
-        own[torch.arange(N), P + torch.arange(N)] = True
-        pad_self = own[None] & ~q_real[:, :, None]
-        dtype = mdl.dtype
-        neg = torch.finfo(dtype).min
-
-        def additive(allowed):
-            m = torch.zeros(allowed.shape, dtype=dtype)
-            return m.masked_fill_(~allowed, neg)[:, None].to(dev)
-
-        types = set(getattr(cfg, "layer_types", None) or ["full_attention"])
-        masks: dict[str, Any] = {}
-        for t in types:
-            if t == "full_attention":
-                masks[t] = additive(seen | pad_self)
-            elif t == "sliding_attention":
-                near = (q_pos[:, :, None] - k_pos[:, None, :]) < cfg.sliding_window
-                masks[t] = additive((seen & near) | pad_self)
-            else:
-                raise ConfigError(f"prefix sharing supports full and sliding-window attention "
-                                  f"layers, not {t!r}", key="model")
-        mask = masks if types != {"full_attention"} else masks["full_attention"]
-        if P:
-            shape = next(a.kv[0].shape for n in nodes for a in n.path()[:-1])
-            layers, heads, _, hd = shape
-            pk = torch.empty((layers, B, heads, P, hd), dtype=dtype, device=dev)
-            pv = torch.empty_like(pk)
-            for b, n in enumerate(nodes):
-                off = P - n.start          # the ancestors fill [off, P); the padding is 0
-                pk[:, b, :, :off] = 0
-                pv[:, b, :, :off] = 0
-                for a in n.path()[:-1]:
-                    pk[:, b, :, off + a.start:off + a.end] = a.kv[0]
-                    pv[:, b, :, off + a.start:off + a.end] = a.kv[1]
-            cache = DynamicCache(ddp_cache_data=[(pk[i], pv[i]) for i in range(layers)])
-            del pk, pv
-        else:
-            cache = DynamicCache()
-        keep = torch.zeros((B, N), dtype=torch.bool)
-        keep[:, -1] = torch.tensor([bool(n.ends) for n in nodes])
-        with torch.inference_mode():
-            res = mdl(input_ids=ids.to(dev), attention_mask=mask, position_ids=q_pos.to(dev),
-                      cache=cache, use_cache=True, logits_to_keep=keep.to(dev))
-            for b, n in enumerate(nodes):
-                if n.children:
-                    k = torch.stack([lay.keys[b, :, P + N - n.length:] for lay in cache.layers])
-                    v = torch.stack([lay.values[b, :, P + N - n.length:] for lay in cache.layers])
-                    n.kv = (k, v)
-        return res.logits.float().cpu()
+    def _forward_nodes(self, nodes):
+        """:func:`~.transformers_compute.forward_nodes` on this backend's model."""
+        return forward_nodes(self.loaded(), nodes)
 
     # ------------------------------------------------------------------ generate
     def _plan_generate(self, requests, idxs, done) -> list["_GenBatch"]:
@@ -598,7 +425,8 @@ class TransformersBackend:
         groups: dict[tuple, list[int]] = {}
         for i in idxs:
             d = requests[i].decoding
-            groups.setdefault((float(d.temperature), float(d.top_p), int(d.max_tokens)), []).append(i)
+            key = (float(d.temperature), float(d.top_p), int(d.max_tokens))
+            groups.setdefault(key, []).append(i)
         tok = self.loaded().tokenizer
         out = []
         for (temp, top_p, max_tokens), members in groups.items():
@@ -623,8 +451,9 @@ class TransformersBackend:
         become error rows, the other batches go on."""
         def generate(gb: "_GenBatch"):
             try:
-                return self._generate_batch([requests[i] for i in gb.idxs], gb.texts,
-                                            gb.temperature, gb.top_p, gb.max_tokens)
+                return generate_batch(self.loaded(), [requests[i] for i in gb.idxs], gb.texts,
+                                      gb.temperature, gb.top_p, gb.max_tokens,
+                                      self._stop_ids())
             except Exception as exc:  # noqa: BLE001 - reported as error rows
                 return exc
 
@@ -635,7 +464,8 @@ class TransformersBackend:
                                      error=f"{type(results).__name__}: {results}"))
             else:
                 self.generate_calls += 1
-                for i, n_in, (text, n_out, dt) in zip(gb.idxs, gb.lengths, results):
+                for i, n_in, (text, n_out, dt) in zip(gb.idxs, gb.lengths, results,
+                                                      strict=True):
                     done(i, Response(key=requests[i].key(), text=text, prompt_tokens=n_in,
                                      completion_tokens=n_out, latency_s=dt, status="ok"))
             batch_done(gb.work)
@@ -648,39 +478,6 @@ class TransformersBackend:
             ids.append(eot)
         return ids
 
-    def _generate_batch(self, reqs, texts, temperature, top_p, max_tokens):
-        import torch
-        from transformers import GenerationConfig, LogitsProcessorList
-        L = self.loaded()
-        tok, mdl = L.tokenizer, L.model
-        t0 = time.perf_counter()
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=True).to(L.device)
-        stops = self._stop_ids()
-        cfg = GenerationConfig(max_new_tokens=int(max_tokens), do_sample=False,
-                               eos_token_id=stops, pad_token_id=tok.pad_token_id)
-        procs = LogitsProcessorList()
-        if temperature > 0:
-            gens = []
-            for r in reqs:
-                g = torch.Generator(device="cpu")
-                g.manual_seed(_stable_int("generate", r.seed, r.prompt_key(), r.repeat) % (2**63))
-                gens.append(g)
-            procs.append(_RowSampler(gens, temperature, top_p))
-        with torch.inference_mode():
-            seqs = mdl.generate(**enc, generation_config=cfg, logits_processor=procs)
-        new = seqs[:, enc["input_ids"].shape[1]:].cpu()
-        dt = (time.perf_counter() - t0) / len(reqs)
-        results = []
-        for row in new.tolist():
-            n = len(row)
-            for j, t in enumerate(row):
-                if t in stops:
-                    n = j + 1
-                    break
-            body = [t for t in row[:n] if t not in stops]
-            results.append((tok.decode(body, skip_special_tokens=True).strip(), n, dt))
-        return results
-
     # ------------------------------------------------------------------ helpers
     def _is_gemma(self) -> bool:
         cfg = self.loaded().model.config
@@ -691,78 +488,3 @@ class TransformersBackend:
         if getattr(tok, "chat_template", None):
             return "chat_template"
         return "gemma_turns" if self._is_gemma() else "role_prefixed"
-
-
-# ------------------------------------------------------------------ fingerprint facts
-
-_FACTS: dict[tuple, dict[str, str]] = {}
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
-
-
-def checkpoint_facts(model: str | os.PathLike) -> dict[str, str]:
-    """What decides a checkpoint's answers besides the request, without loading it:
-
-    - ``prompt_format``: ``chat_template`` when the tokenizer has one (``prompt_text``
-      renders the messages with it), else ``gemma_turns`` for a Gemma model
-      (:func:`~.embedded.format_gemma`), else ``role_prefixed`` (``role: content``
-      lines);
-    - ``chat_template_sha256``: sha256 of that template (``chat_template.jinja`` or
-      ``tokenizer_config.json``'s ``chat_template``), empty without one;
-    - ``weights_sha256``: for the embedded model its GGUF's (a constant: replay needs
-      nothing installed), for a GGUF the file's, for a directory converted from a GGUF
-      the GGUF's (its marker), else sha256 over ``name NUL sha256(file) LF`` of the
-      weight files in name order.
-
-    Memoised per process (by path and the size and modification time of its files)."""
-    if str(model) == emb.EMBEDDED:
-        return {"prompt_format": "chat_template",
-                "chat_template_sha256": hashlib.sha256(
-                    emb.GEMMA_CHAT_TEMPLATE.encode("utf-8")).hexdigest(),
-                "weights_sha256": emb.EMBEDDED_GGUF_SHA256}
-    p = Path(model).expanduser()
-    memo = _stat_key(p)
-    if memo is None or memo not in _FACTS:
-        path, _source = resolve_checkpoint(p)       # a DataError when it is not there
-        facts = _dir_facts(path)
-        if memo is None:
-            return facts
-        _FACTS[memo] = facts
-    return dict(_FACTS[memo])
-
-
-def _stat_key(p: Path) -> tuple | None:
-    """(path, name/size/mtime of the file or of each file in the directory)."""
-    if p.is_file():
-        st = p.stat()
-        return (str(p.resolve()), st.st_size, st.st_mtime_ns)
-    if p.is_dir():
-        return (str(p.resolve()), tuple(sorted(
-            (f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in p.iterdir()
-            if f.is_file())))
-    return None
-
-
-def _dir_facts(path: Path) -> dict[str, str]:
-    import json
-
-    template: Any = None
-    if (path / "chat_template.jinja").exists():
-        template = (path / "chat_template.jinja").read_text(encoding="utf-8")
-    elif (path / "tokenizer_config.json").exists():
-        template = json.loads((path / "tokenizer_config.json").read_text(
-            encoding="utf-8")).get("chat_template")
-    if template:
-        text = template if isinstance(template, str) else json.dumps(template, sort_keys=True)
-        fmt, sha = "chat_template", hashlib.sha256(text.encode("utf-8")).hexdigest()
-    else:
-        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
-        fmt = "gemma_turns" if str(cfg.get("model_type", "")).startswith("gemma") \
-            else "role_prefixed"
-        sha = ""
-    weights = emb.conversion_info(path).get("gguf_sha256")
-    if not weights:
-        digest = hashlib.sha256()
-        for f in sorted(x for x in path.iterdir() if x.suffix in WEIGHT_SUFFIXES):
-            digest.update(f"{f.name}\0{emb.sha256_file(f)}\n".encode("utf-8"))
-        weights = digest.hexdigest()
-    return {"prompt_format": fmt, "chat_template_sha256": sha, "weights_sha256": weights}

@@ -45,7 +45,7 @@ def cpu_threads(threads: int | None) -> int:
     count (the number of cores unless ``OMP_NUM_THREADS`` or the caller set it)."""
     if threads:
         return int(threads)
-    import torch
+    import torch  # noqa: PLC0415  heavy optional dependency (the [local] extra)
     return max(int(torch.get_num_threads()), 1)
 
 
@@ -86,7 +86,7 @@ class Workers:
                 + (", linear layers in OpenBLAS" if self.blas else ""))
 
     def __enter__(self) -> "Workers":
-        import torch
+        import torch  # noqa: PLC0415  heavy optional dependency (the [local] extra)
         self._stack = contextlib.ExitStack()
         before = torch.get_num_threads()
         # restores MKL's process-wide count, which a worker's set_num_threads also sets
@@ -100,7 +100,7 @@ class Workers:
         return self
 
     def _start_worker(self) -> None:
-        import torch
+        import torch  # noqa: PLC0415  heavy optional dependency (the [local] extra)
         torch.set_num_threads(self.threads_each)
         if self.blas:
             enable_in_this_thread()

@@ -27,7 +27,6 @@ the authors' rule finds none); ``label_type`` is ``name`` (the people are named)
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,14 +110,6 @@ class BBQData:
         if self.derived:
             out["target_loc"] = dict(self.target_loc)
         return out
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def not_found(directory: Path, what: str, categories: tuple[str, ...] = ()) -> DataError:

@@ -13,10 +13,11 @@ row ids do not change it).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pandas as pd
+
+from fairness_tests.core.io import sha256_text
 
 GRID_COLUMNS = [
     "row_id", "prompt_family", "paraphrase_id", "occupation", "slice_gender",
@@ -40,14 +41,10 @@ def grid_hash(grid: pd.DataFrame, system_prompt: str | None) -> str:
     )
     blob = json.dumps({"system_prompt": system_prompt or "", "rows": rows},
                       sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return sha256_text(blob)
 
 
 def slice_label(gender: object, religion: object) -> str:
     """``man_Muslim``: the slice id used in every table."""
     return f"{gender}_{religion}"
 
-
-def decoding_label(temperature: float, top_p: float) -> str:
-    """``t0.2_p0.9``: the decoding-regime id (same as models.request.Decoding.label)."""
-    return f"t{float(temperature):g}_p{float(top_p):g}"

@@ -1,0 +1,221 @@
+"""Reading a litellm reply: each choice's response, a logprobs reply's letter
+distribution and draws, and the billed tokens shared among a unit's responses.
+
+A provider refusal (``finish_reason == "content_filter"`` or a ``refusal`` message)
+becomes ``status="refused"``; an empty answer with ``finish_reason == "length"``
+``status="truncated"`` (the budget went to reasoning), not retried; an empty string
+content is a valid (empty) answer. In the ``logprobs`` repeat mode every repeat is drawn
+from the letter distribution at the answer position (:func:`from_logprobs`); a prompt
+whose letter mass is below :data:`~fairness_tests.models.repeat_modes.MIN_LETTER_MASS`
+is invalid. Tokens and cost of a unit are billed once and shared among its responses
+(:func:`share`: remainders to the first), so sums over responses are what the provider
+billed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from fairness_tests.models import prompt_format as PF
+from fairness_tests.models.backends.litellm_errors import Retryable, Unsupported
+from fairness_tests.models.letters import draw_letter, letter_distribution
+from fairness_tests.models.repeat_modes import MIN_LETTER_MASS, answer_position, letter_scores
+from fairness_tests.models.request import Request, Response
+from fairness_tests.models.scrub import scrub_text
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One reply read: a response per request of the unit, and what the provider billed
+    for it (None where the reply does not say; ``cost_usd`` None when litellm cannot
+    price the model), and for a logprobs reply what was read at the answer position."""
+    responses: list[Response]
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    reasoning_tokens: int | None
+    cost_usd: float | None
+    letters: LetterRead | None
+
+
+@dataclass(frozen=True)
+class LetterRead:
+    """What a logprobs reply gave at its answer position: the letters' probability mass
+    and how many candidates it listed."""
+    mass: float
+    returned: int
+
+
+def read_reply(litellm: Any, reqs: list[Request], raw: Any, text_mode: bool,
+               max_tokens: int, rendered: PF.Rendered, secrets: list[str],
+               parse_choice: Callable[[Request, str], int | None] | None) -> Reply:
+    """The responses to the unit ``reqs`` from litellm's reply ``raw``, each with its
+    share of the billed tokens and cost (:func:`share`). A reply without choices is
+    :class:`Retryable`; fewer choices than ``n`` asked, or a logprobs reply without
+    log-probabilities, :class:`Unsupported`."""
+    try:
+        choices = sorted(raw.choices, key=lambda c: getattr(c, "index", 0) or 0)
+        choices[0]
+    except (AttributeError, IndexError, TypeError):
+        raise Retryable("reply without choices") from None
+    mode = reqs[0].repeat_mode
+    if mode == "n" and len(choices) < len(reqs):
+        raise Unsupported(f"returned {len(choices)} choice(s) for n={len(reqs)}", "n")
+    usage = getattr(raw, "usage", None)
+    pt = getattr(usage, "prompt_tokens", None) if usage is not None else None
+    ct = getattr(usage, "completion_tokens", None) if usage is not None else None
+    details = getattr(usage, "completion_tokens_details", None) if usage is not None else None
+    rt = getattr(details, "reasoning_tokens", None) if details is not None else None
+    try:
+        cost: float | None = float(litellm.completion_cost(completion_response=raw))
+    except Exception:  # unknown model price: no cost
+        cost = None
+    read = None
+    if mode == "logprobs":
+        out, read = from_logprobs(reqs, choices[0], text_mode, max_tokens, rendered, secrets)
+    else:
+        out = [from_choice(q, c, text_mode, max_tokens, rendered.cut, secrets, parse_choice)
+               for q, c in zip(reqs, choices[:len(reqs)], strict=True)]
+    k = len(out)
+    for i, r in enumerate(out):
+        r.prompt_tokens = pt if (i == 0 or pt is None) else 0
+        r.completion_tokens = share(ct, k, i)
+        r.reasoning_tokens = share(rt, k, i)
+        r.cost_usd = None if cost is None else cost / k
+    return Reply(out, pt, ct, rt, cost, read)
+
+
+def content_of(choice: Any, text_mode: bool) -> tuple[str | None, str | None, str | None]:
+    """``(content, refusal, finish_reason)`` of one choice (a completion's ``text``)."""
+    finish = getattr(choice, "finish_reason", None)
+    if text_mode:
+        return getattr(choice, "text", None), None, finish
+    msg = getattr(choice, "message", None)
+    content = getattr(msg, "content", None) if msg is not None else None
+    refusal = getattr(msg, "refusal", None) if msg is not None else None
+    return content, refusal, finish
+
+
+def from_choice(req: Request, choice: Any, text_mode: bool, max_tokens: int,
+                stop: list[str] | None, secrets: list[str],
+                parse_choice: Callable[[Request, str], int | None] | None) -> Response:
+    """The response of one choice: refused (``content_filter`` or a refusal), truncated
+    (``length`` with no answer), else ok with the text cut where ``stop`` would have cut
+    it; a multiple-choice answer parsed by ``parse_choice``. No content at all (and no
+    refusal) in a chat reply is :class:`Retryable`."""
+    content, refusal, finish = content_of(choice, text_mode)
+    common = dict(key=req.key(), finish_reason=finish)
+    if finish == "content_filter" or refusal:
+        return Response(text=content or "", status="refused",
+                        error=scrub_text(refusal or f"finish_reason={finish}",
+                                         secrets), **common)
+    if finish == "length" and not (content or "").strip():
+        return Response(text="", status="truncated", error=truncated_error(max_tokens), **common)
+    if content is None and not text_mode:
+        raise Retryable("reply with no content and no refusal")
+    # a server that ignores `stop` runs on after the letter: cut where it would stop
+    resp = Response(text=PF.cut_at_stop(content or "", stop), status="ok", **common)
+    if req.kind == "choice" and parse_choice is not None and resp.text:
+        resp.answer = parse_choice(req, resp.text)
+    return resp
+
+
+def from_logprobs(reqs: list[Request], choice: Any, text_mode: bool, max_tokens: int,
+                  rendered: PF.Rendered, secrets: list[str]
+                  ) -> tuple[list[Response], LetterRead | None]:
+    """Every repeat of the unit drawn from the letter distribution of the reply's
+    answer position; a prompt whose letter mass is below :data:`MIN_LETTER_MASS`
+    is invalid (see :mod:`fairness_tests.models.repeat_modes`). With the responses, what
+    was read at the answer position (None for a refusal or a truncated reply)."""
+    content, refusal, finish = content_of(choice, text_mode)
+    first = reqs[0]
+    if finish == "content_filter" or refusal:
+        err = scrub_text(refusal or f"finish_reason={finish}", secrets)
+        return [Response(key=q.key(), text=content or "", status="refused", error=err,
+                         finish_reason=finish) for q in reqs], None
+    if finish == "length" and not (content or "").strip():
+        err = (f"finish_reason=length with no answer within the {max_tokens} tokens the "
+               f"logprobs mode asks for: a reasoning model needs --repeat-mode n or calls")
+        return [Response(key=q.key(), status="truncated", error=err,
+                         finish_reason=finish) for q in reqs], None
+    positions = logprob_positions(getattr(choice, "logprobs", None), text_mode)
+    if positions is None or (not positions and (content or "").strip()):
+        raise Unsupported("no logprobs in the reply", "logprobs")
+    j = answer_position([tok for tok, _ in positions], rendered.after_open_bracket)
+    if j is None:
+        scores, mass, returned = None, 0.0, 0
+    else:
+        returned = len(positions[j][1])
+        scores, mass = letter_scores(positions[j][1], first.choices,
+                                     rendered.after_open_bracket)
+    read = LetterRead(mass, returned)
+    if scores is None or mass < MIN_LETTER_MASS:
+        where = ("the first token after the answer prefix" if rendered.after_open_bracket
+                 else "the answer position")
+        if mass <= 0.0:
+            note = (f"no answer letter among the {returned} log-probabilities at {where} "
+                    f"(reply {(content or '')[:40]!r})")
+        else:
+            note = (f"letter mass {mass:.3f} below {MIN_LETTER_MASS:g} at {where} among "
+                    f"{returned} log-probabilities (reply {(content or '')[:40]!r}): the "
+                    f"letter distribution is unusable, the answer invalid")
+        return [Response(key=q.key(), text="", status="ok", letter_mass=mass, error=note,
+                         finish_reason=finish) for q in reqs], read
+    probs = letter_distribution(scores, first.decoding.temperature, first.decoding.top_p)
+    lp = [float(x) for x in probs]
+    out = []
+    for q in reqs:
+        a = draw_letter(probs, q.seed, q.prompt_key(), q.repeat)
+        out.append(Response(key=q.key(), text=q.choices[a], answer=a, letter_probs=list(lp),
+                            letter_mass=mass, finish_reason=finish, status="ok"))
+    return out, read
+
+
+def share(total: int | None, k: int, i: int) -> int | None:
+    """Response ``i``'s share of ``total`` split over ``k`` (remainders to the first)."""
+    if total is None:
+        return None
+    base, rem = divmod(int(total), k)
+    return base + (1 if i < rem else 0)
+
+
+def truncated_error(max_tokens: int) -> str:
+    """The error of an answer cut by ``max_tokens`` before it began."""
+    return (f"finish_reason=length with no answer: the max_tokens budget ({max_tokens}) was "
+            f"spent (on reasoning); raise --max-tokens or lower the reasoning effort")
+
+
+def _get(obj: Any, name: str) -> Any:
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def logprob_positions(logprobs: Any, text_mode: bool
+                      ) -> list[tuple[str, list[tuple[str, float]]]] | None:
+    """``[(token, [(candidate, logprob), ...]), ...]`` per generated position (the
+    chosen token included among the candidates); None when the reply has no logprobs.
+
+    Chat: ``choices[i].logprobs.content[j] = {token, logprob, top_logprobs: [{token,
+    logprob}]}``; completions: ``choices[i].logprobs = {tokens, token_logprobs,
+    top_logprobs: [{token: logprob}]}``."""
+    if logprobs is None:
+        return None
+    out: list[tuple[str, list[tuple[str, float]]]] = []
+    if text_mode:
+        tokens = _get(logprobs, "tokens") or []
+        chosen = _get(logprobs, "token_logprobs") or []
+        tops = _get(logprobs, "top_logprobs") or []
+        for j, tok in enumerate(tokens):
+            top = tops[j] if j < len(tops) and tops[j] else {}
+            cands = [(str(t), float(v)) for t, v in dict(top).items()]
+            if tok not in dict(cands) and j < len(chosen) and chosen[j] is not None:
+                cands.append((str(tok), float(chosen[j])))
+            out.append((str(tok), cands))
+    else:
+        content = _get(logprobs, "content")
+        for entry in content or []:
+            tok = str(_get(entry, "token"))
+            cands = [(str(_get(t, "token")), float(_get(t, "logprob")))
+                     for t in (_get(entry, "top_logprobs") or [])]
+            if tok not in dict(cands) and _get(entry, "logprob") is not None:
+                cands.append((tok, float(_get(entry, "logprob"))))
+            out.append((tok, cands))
+    return out
