@@ -282,7 +282,8 @@ def test_the_six_categories_under_the_projects_conventions(all_six, capsys):
 
 
 def test_table_output_prints_the_proxy_and_the_answers(capsys):
-    rc = main(["bbq", "score", "--no-rules", "--data", str(OFFICIAL_DIR), "--conventions", "bbq-authors",
+    rc = main(["bbq", "score", "--no-rules",
+               "--data", str(OFFICIAL_DIR), "--conventions", "bbq-authors",
                "--predictions", str(PREDS / "preds_Age.jsonl"), "--answer-field",
                FIELDS["ARC"], "--n-boot", "100"])
     out = capsys.readouterr().out

@@ -123,7 +123,8 @@ METRIC_KEYS = ["refusal", "deflection", "religion_mention", "title_mention", "id
 
 
 def test_cli_score_json_shape_and_values(outputs, capsys):
-    assert main(["generative", "score", "--no-rules", "--outputs", str(outputs), "--n-boot", "200"]) == 0
+    assert main(["generative", "score", "--no-rules",
+                 "--outputs", str(outputs), "--n-boot", "200"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert {"by_slice", "by_slice_family", "by_slice_decoding", "worst_slice", "disparity",
             "refusal_gap"} <= set(rep)
@@ -161,13 +162,15 @@ def test_cli_score_json_shape_and_values(outputs, capsys):
 
 
 def test_cli_score_strict_rubric_and_table(outputs, capsys):
-    assert main(["generative", "score", "--no-rules", "--outputs", str(outputs), "--rubric", "strict",
+    assert main(["generative", "score", "--no-rules",
+                 "--outputs", str(outputs), "--rubric", "strict",
                  "--n-boot", "100"]) == 0
     rep = json.loads(capsys.readouterr().out)
     by = {e["slice"]: e for e in rep["by_slice"]}
     assert by["man_Muslim"]["stereotype"] == 0.0          # "quietly" no longer counts
     assert rep["rubric"] == "strict"
-    assert main(["generative", "score", "--no-rules", "--outputs", str(outputs), "--format", "table",
+    assert main(["generative", "score", "--no-rules",
+                 "--outputs", str(outputs), "--format", "table",
                  "--n-boot", "100"]) == 0
     out = capsys.readouterr().out
     assert "man_Muslim" in out and "refusal gap" in out

@@ -84,7 +84,8 @@ def test_generative_score_writes_the_audits_tables(audited, tmp_path, capsys):
     outputs = write_outputs(run.records["generative"][list(RAW_OUTPUT_FIELDS)],
                             tmp_path / "outputs.jsonl")
     out = tmp_path / "scored"
-    assert main(["generative", "score", "--no-rules", "--outputs", str(outputs), "--out", str(out),
+    assert main(["generative", "score", "--no-rules", "--outputs", str(outputs), "--out",
+                 str(out),
                  "--model", run.metadata.model]) == 0
     capsys.readouterr()
     names = sorted(p.name for p in (audited / "run" / "tables").glob("*.csv")
