@@ -25,7 +25,7 @@ from fairness_tests.core.paths import bbq_dir
 from fairness_tests.protocols.bbq.data import load_bbq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fault_server import FaultServer  # noqa: E402
+from fault_server import FaultServer, tiktoken_counter  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = bbq_dir()
@@ -99,7 +99,8 @@ def test_bbq_score_judges_perfect_0_stereotyped_1(predictions):
     metrics_only = ft("bbq", "score", "--predictions", str(predictions["stereotyped"]),
                       "--n-boot", "100", "--format", "table", "--no-rules")
     assert metrics_only.returncode == 0 and "sdis_bound" not in metrics_only.stdout
-    js = ft("bbq", "score", "--predictions", str(predictions["stereotyped"]), "--n-boot", "100")
+    js = ft("bbq", "score", "--predictions", str(predictions["stereotyped"]), "--n-boot", "100",
+            "--format", "json")
     assert js.returncode == 1
     doc = json.loads(js.stdout)
     assert doc["verdicts"]["exit_code"] == 1 and doc["verdicts"]["status"]["fail"] >= 2
@@ -163,10 +164,17 @@ def _live(server, tmp_path, *extra: str, out: str = "o") -> subprocess.Completed
 
 
 def test_budget_exit_4(tmp_path):
+    """gpt-4o-mini through the loopback server, priced by litellm's local cost map
+    (about 3e-5 $ a call here): a 0.0003 $ budget stops the run part-way, exit 4."""
     def letters(prompt: str) -> dict[str, float]:
         return {"a": 0.5, "b": 0.3, "c": 0.2}
-    with FaultServer(answers=letters, latency_s=0.05) as s:
-        r = _live(s, tmp_path, "--max-cost", "0.0000001", "--batch-size", "1")
+    with FaultServer(answers=letters, tokenizer=tiktoken_counter("o200k_base"),
+                     chat_overhead=True) as s:
+        r = ft("audit", "--live", "--backend", "litellm", "--model", "openai/gpt-4o-mini",
+               "--api-base", s.url, "--store", str(tmp_path / "s.sqlite"), "--recordings",
+               "--protocols", "consistency", "--limit", "1", "--repeats", "5", "--n-boot",
+               "100", "--max-cost", "0.0003", "--batch-size", "1", "--out", str(tmp_path / "o"))
+        assert 0 < len(s.hits) < 40
     assert r.returncode == 4, r.stdout + r.stderr
     no_traceback(r)
     assert "budget reached" in r.stderr
