@@ -78,7 +78,7 @@ def test_score_json_shape_and_values(small_dir, tmp_path, capsys):
                 rows.append({"category": ds, "example_id": eid, "repeat": k,
                              "answer": it["label"]})
     f = write_jsonl(tmp_path / "p.jsonl", rows)
-    rc, out, err = run(["bbq", "score", "--data", str(d), "--predictions", str(f),
+    rc, out, err = run(["bbq", "score", "--no-rules", "--data", str(d), "--predictions", str(f),
                         "--format", "json", "--filter", "none", "--n-boot", "200"], capsys)
     assert rc == 0, err
     doc = json.loads(out)
@@ -135,7 +135,7 @@ def test_score_df_unbounded_is_UB(small_dir, tmp_path, capsys):
              "answer": fav_answer if r.example_id == fav_item.example_id
              else int(r.unknown_loc)} for r in dis.itertuples()]
     f = write_jsonl(tmp_path / "p.jsonl", rows)
-    rc, out, err = run(["bbq", "score", "--data", str(d), "--predictions", str(f),
+    rc, out, err = run(["bbq", "score", "--no-rules", "--data", str(d), "--predictions", str(f),
                         "--format", "json", "--filter", "none", "--n-boot", "100"], capsys)
     assert rc == 0, err
     doc = json.loads(out)
@@ -160,7 +160,8 @@ def test_score_bad_predictions_line(small_dir, tmp_path, capsys, line, match):
     f = tmp_path / "bad.jsonl"
     f.write_text('{"category": "Race_x_SES", "example_id": 0, "answer": 1}\n' + line + "\n",
                  encoding="utf-8")
-    rc, out, err = run(["bbq", "score", "--data", str(d), "--predictions", str(f)], capsys)
+    rc, out, err = run(["bbq", "score", "--no-rules", "--data", str(d), "--predictions",
+                        str(f)], capsys)
     assert rc == 2
     assert "bad.jsonl" in err and match in err
 
@@ -170,7 +171,7 @@ def test_score_table_format(small_dir, tmp_path, capsys):
     rows = [{"category": ds, "example_id": e, "answer": None}
             for ds, items in ids.items() for e in items]
     f = write_jsonl(tmp_path / "p.jsonl", rows)
-    rc, out, _ = run(["bbq", "score", "--data", str(d), "--predictions", str(f),
+    rc, out, _ = run(["bbq", "score", "--no-rules", "--data", str(d), "--predictions", str(f),
                       "--format", "table", "--filter", "none", "--n-boot", "100"], capsys)
     assert rc == 0
     header = out.splitlines()[0].split()
@@ -185,7 +186,7 @@ def test_score_misspelt_category_names_the_line_and_the_closest_name(small_dir, 
     p = write_jsonl(tmp_path / "p.jsonl", [
         {"category": "Race_x_SES", "example_id": eid, "answer": 1},
         {"category": "Race_x_SESS", "example_id": eid, "answer": 1}])
-    assert main(["bbq", "score", "--data", str(d), "--predictions", str(p)]) == 2
+    assert main(["bbq", "score", "--no-rules", "--data", str(d), "--predictions", str(p)]) == 2
     err = capsys.readouterr().err
     assert "line 2" in err and "'Race_x_SESS'" in err and "did you mean 'Race_x_SES'" in err
 
@@ -194,7 +195,7 @@ def test_score_empty_predictions_is_an_error(small_dir, tmp_path, capsys):
     d, _ = small_dir
     p = tmp_path / "p.jsonl"
     p.write_text("\n")
-    assert main(["bbq", "score", "--data", str(d), "--predictions", str(p)]) == 2
+    assert main(["bbq", "score", "--no-rules", "--data", str(d), "--predictions", str(p)]) == 2
     assert "no predictions" in capsys.readouterr().err
 
 
@@ -203,7 +204,7 @@ def test_score_duplicate_names_the_repeat_number(small_dir, tmp_path, capsys):
     row = {"category": "Race_x_SES", "example_id": next(iter(ids["Race_x_SES"])),
            "repeat": 3, "answer": 1}
     p = write_jsonl(tmp_path / "p.jsonl", [row, row])
-    assert main(["bbq", "score", "--data", str(d), "--predictions", str(p)]) == 2
+    assert main(["bbq", "score", "--no-rules", "--data", str(d), "--predictions", str(p)]) == 2
     err = capsys.readouterr().err
     assert "repeat 3 rotation 0 (first on line 1)" in err and "bound method" not in err
 
@@ -222,7 +223,7 @@ def test_score_letter_probs_give_exact_expected_consistency(small_dir, tmp_path,
                              "letter_probs": [0.5, 0.5, 0.0]})
             gtc.append(50.0 if it["label"] in (0, 1) else 0.0)
     f = write_jsonl(tmp_path / "p.jsonl", rows)
-    rc, out, err = run(["bbq", "score", "--data", str(d), "--predictions", str(f),
+    rc, out, err = run(["bbq", "score", "--no-rules", "--data", str(d), "--predictions", str(f),
                         "--format", "json", "--filter", "none", "--n-boot", "100"], capsys)
     assert rc == 0, err
     pooled = json.loads(out)["consistency"]["pooled"]
@@ -231,6 +232,6 @@ def test_score_letter_probs_give_exact_expected_consistency(small_dir, tmp_path,
     assert 0 < pooled["repeats_fit_p_value"] <= 1
     bad = write_jsonl(tmp_path / "bad.jsonl", [{"category": "Race_x_SES", "example_id": 0,
                                                  "answer": 0, "letter_probs": [0.9, 0.9, 0]}])
-    rc, out, err = run(["bbq", "score", "--data", str(d), "--predictions", str(bad),
+    rc, out, err = run(["bbq", "score", "--no-rules", "--data", str(d), "--predictions", str(bad),
                         "--filter", "none"], capsys)
     assert rc == 2 and "line 1" in err and "letter_probs" in err

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.skipif(not (OFFICIAL_DIR / "data" / "Age.jsonl").exists
 
 
 def score(argv, capsys):
-    rc = main(["bbq", "score", "--format", "json", "--n-boot", "100", *argv])
+    rc = main(["bbq", "score", "--no-rules", "--format", "json", "--n-boot", "100", *argv])
     out, err = capsys.readouterr()
     assert rc in (0, 1), err
     return json.loads(out)
@@ -282,7 +282,8 @@ def test_the_six_categories_under_the_projects_conventions(all_six, capsys):
 
 
 def test_table_output_prints_the_proxy_and_the_answers(capsys):
-    rc = main(["bbq", "score", "--data", str(OFFICIAL_DIR), "--conventions", "bbq-authors",
+    rc = main(["bbq", "score", "--no-rules",
+               "--data", str(OFFICIAL_DIR), "--conventions", "bbq-authors",
                "--predictions", str(PREDS / "preds_Age.jsonl"), "--answer-field",
                FIELDS["ARC"], "--n-boot", "100"])
     out = capsys.readouterr().out

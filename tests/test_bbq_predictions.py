@@ -135,11 +135,13 @@ def test_a_text_matching_two_options_is_ambiguous_under_the_project(tmp_path):
 # ------------------------------------------------------------------ files as people have them
 def test_the_authors_results_file_needs_the_answer_field(tmp_path, capsys):
     preds = OFFICIAL_DIR / "results" / "UnifiedQA" / "preds_Religion.jsonl"
-    rc = main(["bbq", "score", "--data", str(OFFICIAL_DIR), "--predictions", str(preds)])
+    rc = main(["bbq", "score", "--no-rules",
+               "--data", str(OFFICIAL_DIR), "--predictions", str(preds)])
     err = capsys.readouterr().err
     assert rc == 2 and "line 1" in err and "--answer-field" in err
     assert "unifiedqa-t5-11b_pred_race" in err and len(err.strip().splitlines()) == 1
-    rc = main(["bbq", "score", "--data", str(OFFICIAL_DIR), "--predictions", str(preds),
+    rc = main(["bbq", "score", "--no-rules",
+               "--data", str(OFFICIAL_DIR), "--predictions", str(preds),
                "--answer-field", "no_such_field"])
     err = capsys.readouterr().err
     assert rc == 2 and "line 1" in err and "'no_such_field'" in err
@@ -192,7 +194,7 @@ def test_physical_appearance_predictions_carry_older_tags_for_36_items():
 ])
 def test_mixed_or_bad_files_are_one_line_errors(tmp_path, capsys, rows, match):
     p = write(tmp_path / "p.jsonl", rows)
-    rc = main(["bbq", "score", "--data", str(OFFICIAL_DIR), "--predictions", str(p)])
+    rc = main(["bbq", "score", "--no-rules", "--data", str(OFFICIAL_DIR), "--predictions", str(p)])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1, err
     assert re.search(match, err), err
@@ -230,7 +232,8 @@ def test_bbq_score_of_lmeval_samples_under_the_authors_conventions(capsys):
     0 correct, 3 of 6 biased -> s = 0, s_AMB = 0; Religion disambig 1 correct of 6, its
     one non-unknown answer not biased -> s_DIS = -1 (lm-eval reports 0.0); Religion
     ambig: every answer unknown -> no bias (null), accuracy 1."""
-    rc = main(["bbq", "score", "--data", str(OFFICIAL_DIR), "--predictions", str(LMEVAL),
+    rc = main(["bbq", "score", "--no-rules",
+               "--data", str(OFFICIAL_DIR), "--predictions", str(LMEVAL),
                "--conventions", "bbq-authors", "--format", "json", "--n-boot", "100"])
     doc = json.loads(capsys.readouterr().out)
     assert rc == 0

@@ -100,7 +100,7 @@ def test_card_of_someone_elses_predictions_lists_prompt_facts_as_missing(tmp_pat
     preds = tmp_path / "theirs.jsonl"
     preds.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     run_dir, out = tmp_path / "run", tmp_path / "card"
-    assert main(["bbq", "score", "--predictions", str(preds), "--filter", "none",
+    assert main(["bbq", "score", "--no-rules", "--predictions", str(preds), "--filter", "none",
                  "--n-boot", "100", "--model", "their-model", "--out", str(run_dir)]) == 0
     assert main(["card", "--run", str(run_dir), "--out", str(out)]) == 0
     capsys.readouterr()

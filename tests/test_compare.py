@@ -69,9 +69,10 @@ def study(tmp_path_factory):
         p = _predictions(bbq, d / f"{name}.jsonl", answer)
         o = _outputs(gen, d / f"{name}_gen.jsonl", text)
         # 200 resamples: these runs' point values are exact by construction
-        assert main(["bbq", "score", "--predictions", str(p), "--out", str(d / f"{name}_bbq"),
+        assert main(["bbq", "score", "--no-rules",
+                     "--predictions", str(p), "--out", str(d / f"{name}_bbq"),
                      "--model", name, "--format", "json", "--n-boot", "200"]) == 0
-        assert main(["generative", "score", "--outputs", str(o), "--out",
+        assert main(["generative", "score", "--no-rules", "--outputs", str(o), "--out",
                      str(d / f"{name}_gen"), "--model", name, "--n-boot", "200"]) == 0
         runs[name] = [d / f"{name}_bbq", d / f"{name}_gen"]
     dirs = [str(p) for ps in runs.values() for p in ps]
@@ -280,7 +281,8 @@ def test_runs_of_another_protocol_are_refused_then_listed(study, tmp_path, capsy
     recs = study["records"]
     ses = recs[recs["dataset"] == "Race_x_SES"]
     p = _predictions(ses, tmp_path / "ses.jsonl", lambda r: r.label)
-    assert main(["bbq", "score", "--predictions", str(p), "--out", str(tmp_path / "ses"),
+    assert main(["bbq", "score", "--no-rules",
+                 "--predictions", str(p), "--out", str(tmp_path / "ses"),
                  "--model", "ses-only", "--format", "json", "--n-boot", "200"]) == 0
     capsys.readouterr()
     args = [study["dirs"][0], str(tmp_path / "ses"), "--out", str(tmp_path / "r"), *COMPARE_BOOT]
@@ -410,7 +412,8 @@ def test_pytest_with_several_models_writes_the_same_comparison(study, tmp_path):
     import subprocess
     recs = study["records"]
     p = _predictions(recs, tmp_path / "unknown.jsonl", lambda r: r.unknown_loc)
-    assert main(["bbq", "score", "--predictions", str(p), "--out", str(tmp_path / "unknown"),
+    assert main(["bbq", "score", "--no-rules",
+                 "--predictions", str(p), "--out", str(tmp_path / "unknown"),
                  "--model", "unknown", "--format", "json", "--n-boot", "200"]) == 0
     dirs = [str(study["dir"] / "oracle_bbq"), str(study["dir"] / "stereo_bbq"),
             str(tmp_path / "unknown")]

@@ -123,7 +123,8 @@ METRIC_KEYS = ["refusal", "deflection", "religion_mention", "title_mention", "id
 
 
 def test_cli_score_json_shape_and_values(outputs, capsys):
-    assert main(["generative", "score", "--outputs", str(outputs), "--n-boot", "200"]) == 0
+    assert main(["generative", "score", "--no-rules",
+                 "--outputs", str(outputs), "--n-boot", "200"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert {"by_slice", "by_slice_family", "by_slice_decoding", "worst_slice", "disparity",
             "refusal_gap"} <= set(rep)
@@ -152,7 +153,7 @@ def test_cli_score_json_shape_and_values(outputs, capsys):
     assert gap["value"] == pytest.approx(1 / 3 - 1 / 4) and gap["n_permutations"] == 2000
     assert 0.25 <= gap["p_value"] <= 1.0 and "within their frame" in gap["statistic"]
     # --cluster row: generations treated as independent (Wilson intervals for rates)
-    assert main(["generative", "score", "--outputs", str(outputs), "--n-boot", "200",
+    assert main(["generative", "score", "--no-rules", "--outputs", str(outputs), "--n-boot", "200",
                  "--cluster", "row"]) == 0
     row = json.loads(capsys.readouterr().out)
     lo, hi = wilson_ci(1, 3)
@@ -161,13 +162,15 @@ def test_cli_score_json_shape_and_values(outputs, capsys):
 
 
 def test_cli_score_strict_rubric_and_table(outputs, capsys):
-    assert main(["generative", "score", "--outputs", str(outputs), "--rubric", "strict",
+    assert main(["generative", "score", "--no-rules",
+                 "--outputs", str(outputs), "--rubric", "strict",
                  "--n-boot", "100"]) == 0
     rep = json.loads(capsys.readouterr().out)
     by = {e["slice"]: e for e in rep["by_slice"]}
     assert by["man_Muslim"]["stereotype"] == 0.0          # "quietly" no longer counts
     assert rep["rubric"] == "strict"
-    assert main(["generative", "score", "--outputs", str(outputs), "--format", "table",
+    assert main(["generative", "score", "--no-rules",
+                 "--outputs", str(outputs), "--format", "table",
                  "--n-boot", "100"]) == 0
     out = capsys.readouterr().out
     assert "man_Muslim" in out and "refusal gap" in out
@@ -177,7 +180,7 @@ def test_cli_bad_jsonl_line_names_file_and_line(tmp_path, capsys):
     p = tmp_path / "bad.jsonl"
     good = _rec("man", "Muslim", "F1", 0.2, "x")
     p.write_text(json.dumps(good) + "\n" + "{not json\n")
-    assert main(["generative", "score", "--outputs", str(p)]) == 2
+    assert main(["generative", "score", "--no-rules", "--outputs", str(p)]) == 2
     err = capsys.readouterr().err
     assert "bad.jsonl" in err and "line 2" in err
 

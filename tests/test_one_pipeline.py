@@ -50,7 +50,7 @@ def test_bbq_score_writes_the_audits_tables(audited, tmp_path, capsys):
     run = RunResult.load(audited / "run")
     preds = _predictions(run, tmp_path / "preds.jsonl")
     out = tmp_path / "scored"
-    assert main(["bbq", "score", "--predictions", str(preds), "--out", str(out),
+    assert main(["bbq", "score", "--no-rules", "--predictions", str(preds), "--out", str(out),
                  "--model", run.metadata.model, "--format", "json"]) == 0
     capsys.readouterr()
     for name in BBQ_TABLES:
@@ -84,7 +84,8 @@ def test_generative_score_writes_the_audits_tables(audited, tmp_path, capsys):
     outputs = write_outputs(run.records["generative"][list(RAW_OUTPUT_FIELDS)],
                             tmp_path / "outputs.jsonl")
     out = tmp_path / "scored"
-    assert main(["generative", "score", "--outputs", str(outputs), "--out", str(out),
+    assert main(["generative", "score", "--no-rules", "--outputs", str(outputs), "--out",
+                 str(out),
                  "--model", run.metadata.model]) == 0
     capsys.readouterr()
     names = sorted(p.name for p in (audited / "run" / "tables").glob("*.csv")

@@ -8,7 +8,6 @@ number formatting of :mod:`.values`, so the same run gives byte-identical files.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from fairness_tests.card.schema import ValidationReport, user_fields, validate_c
 from fairness_tests.card.sections.gate import load_gate
 from fairness_tests.card.user_yaml import load_user_yaml
 from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.io import atomic_write_text
 from fairness_tests.core.project import find_project
 from fairness_tests.core.validate import line_index, nearest_line
 from fairness_tests.run.result import RunResult
@@ -55,20 +55,7 @@ def dump_yaml(card: dict) -> str:
                               default_flow_style=False, width=100)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)        # mkstemp makes 0600; a card is for reading
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+_atomic_write = atomic_write_text
 
 
 def render_card_files(card: dict, out_dir: str | os.PathLike,

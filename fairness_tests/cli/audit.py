@@ -2,10 +2,12 @@
 committed recordings, no model call), saves the run directory, writes the Fairness
 Card (YAML, Markdown, HTML) and prints the decision rules' outcomes.
 
-Exit code 0 when no rule fails (expected failures and "not evaluable" do not fail
-the run), 1 when a rule fails or a declared expected failure passes (as pytest's
-strict xfail does), 2 on bad input, 3 when replay misses responses, 4 when --max-cost
-was reached (everything recorded is kept; run it again to resume).
+Exit codes (:class:`fairness_tests.core.exits.ExitCode`): 0 when every evaluated rule
+holds and at least one was evaluated (expected failures and "not evaluable" cells do
+not fail the run); 1 when a rule fails or a declared expected failure passes (as
+pytest's strict xfail does); 2 on bad input; 3 when replay misses responses; 4 when
+--max-cost was reached (everything recorded is kept; run it again to resume); 5 when
+no rule could be evaluated; 6 when requests ended in errors (a rerun asks only those).
 
 ``--dry-run`` asks nothing: per protocol and repeat mode it prints the requests,
 input/output tokens and cost the run would spend, and what the store already holds.
@@ -14,18 +16,26 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from fairness_tests.card import write_cards
 from fairness_tests.cli.command import add_command
-from fairness_tests.core.fmt import json_value
+from fairness_tests.core.exits import ExitCode, worst
+from fairness_tests.core.io import check_output, output_dir
 from fairness_tests.core.option_sources import cli_spelling
 from fairness_tests.core.options import Layer, specs
 from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.config import AuditCommand
 from fairness_tests.pipeline.configure import audit_config
 from fairness_tests.pipeline.dry_run import dry_run
-from fairness_tests.rules.evaluate import worst_cells
+from fairness_tests.pipeline.stages import Stages
+from fairness_tests.report.verdicts import (
+    asking_lines,
+    incomplete,
+    verdict_exit,
+    verdict_summary,
+)
 
 
 def register(subparsers) -> None:
@@ -46,31 +56,42 @@ def cmd_audit(command: AuditCommand) -> int:
     if command.dry_run:
         print(dry_run(config)[1])
         return 0
-    result = run_audit(config)
+    out = Path(command.out)
+    if not config.shard:
+        check_output(out, force=command.force)       # before anything is asked
+    stages = Stages(enabled=not command.quiet)
+    if command.quiet:
+        config = replace(config, progress=False)
+    result = run_audit(config, stages=stages)
     if config.shard:
         return _shard_summary(result, config)
-    out = Path(command.out)
-    result.save(out / "run")
-    card = write_cards(result, out / "card", user_yaml=command.user_yaml)
+    stages(f"writing the run and the card to {out}")
+    with output_dir(out, force=command.force) as tmp:    # run/ and card/ swapped in together
+        result.save(tmp / "run")
+        with output_dir(tmp / "card") as card_dir:
+            card = write_cards(result, card_dir, user_yaml=command.user_yaml)
+    stages("done")
     print(summary(result))
+    for line in asking_lines(result.metadata):
+        print(line)
     for note in result.metadata.notes:
         print(note)
-    print(f"\nrun: {out / 'run'}\ncard: {', '.join(str(p) for p in card.paths.values())}")
-    return exit_code(result.verdicts)
+    paths = ", ".join(str(out / "card" / p.name) for p in card.paths.values())
+    print(f"\nrun: {out / 'run'}\ncard: {paths}")
+    return exit_code(result.verdicts, result.metadata)
 
 
-def exit_code(verdicts) -> int:
-    """1 when a rule fails or a declared expected failure passes (strict), else 0."""
-    if verdicts is None or not len(verdicts):
-        return 0
-    failed = (verdicts["status"] == "fail").any()
-    return 1 if failed or len(unexpected_passes(verdicts)) else 0
-
-
-def unexpected_passes(verdicts):
-    """Verdict rows that pass although the rule declares an expected failure for them."""
-    return verdicts[(verdicts["status"] == "pass")
-                    & verdicts["why"].astype(str).str.contains("declared expected_fail", regex=False)]
+def exit_code(verdicts, metadata=None) -> int:
+    """The run's code: INCOMPLETE when requests ended in errors (the message names how
+    many and the first error), else the verdicts' (:func:`verdict_exit`)."""
+    codes = [verdict_exit(verdicts)]
+    failed, total, first = incomplete(metadata)
+    if failed:
+        print(f"fairness-tests: incomplete: {failed} of {total} requests ended in an error "
+              f"after their retries (first: {first}); the results above lack them: run the "
+              "same command again to ask only those", file=sys.stderr)
+        codes.append(ExitCode.INCOMPLETE)
+    return int(worst(*codes))
 
 
 def _shard_summary(result, config) -> int:
@@ -86,31 +107,8 @@ def _shard_summary(result, config) -> int:
 
 
 def summary(result) -> str:
-    """One line per rule: how many cells pass / fail / expected_fail / not evaluable,
-    and the worst failing cell (furthest on the wrong side of the bound, in the rule's
-    own direction); then every declared expected failure that passed."""
-
-    v = result.verdicts
-    if v is None or not len(v):
-        return "no decision rule was evaluated"
-    lines = [f"{'rule':38} {'pass':>5} {'fail':>5} {'xfail':>5} {'n/e':>5}  worst failing cell"]
-    for rule, g in v.groupby("rule", sort=False):
-        counts = g["status"].value_counts()
-        bad = worst_cells(g[g["status"].isin(["fail", "expected_fail"])], rule, k=1)
-        worst = ""
-        if len(bad):
-            r = bad.iloc[0]
-            val = json_value(r[r["compared"]])
-            worst = f"{r['cell']}: {r['compared']} {val:.3g}" if isinstance(val, float) \
-                else f"{r['cell']}"
-            worst += f" ({r['op']} {r['bound']})"
-        lines.append(f"{rule:38} {counts.get('pass', 0):>5} {counts.get('fail', 0):>5} "
-                     f"{counts.get('expected_fail', 0):>5} {counts.get('not_evaluable', 0):>5}  "
-                     f"{worst}")
-    for _, r in unexpected_passes(v).iterrows():
-        lines.append(f"error: {r['rule']} {r['cell']} is declared an expected failure but "
-                     "passed: remove the declaration (or the model regressed back)")
-    return "\n".join(lines)
+    """The verdict summary (:func:`fairness_tests.report.verdicts.verdict_summary`)."""
+    return verdict_summary(result.verdicts)
 
 
 if __name__ == "__main__":  # pragma: no cover

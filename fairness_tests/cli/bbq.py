@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from fairness_tests.cli import scored
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.fmt import shown, text_table
 from fairness_tests.core.paths import bbq_dir, display_path
@@ -12,7 +13,7 @@ from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.pipeline.bbq_info import bbq_info
 from fairness_tests.pipeline.config import BBQFilterConfig, BBQScoreConfig, DataFetchConfig
 from fairness_tests.pipeline.configure import command_line, recorded_config
-from fairness_tests.pipeline.scored import write_scored_run
+from fairness_tests.pipeline.scored import scored_run
 from fairness_tests.protocols.bbq.answers import BBQ_AUTHORS, question_only, resolve
 from fairness_tests.protocols.bbq.data import load_bbq
 from fairness_tests.protocols.bbq.fetch import BASE_URL, fetch
@@ -93,18 +94,31 @@ def cmd_filter(c: BBQFilterConfig) -> int:
 
 
 def cmd_score(c: BBQScoreConfig) -> int:
+    rules = scored.prepare(c)
     data, items, resolved = _score_inputs(c)
     preds = resolved.table
     tables = bbq_tables(items, preds, n_boot=c.n_boot, seed=c.seed,
                         concentration=c.concentration, min_group_n=c.min_group_n,
                         cluster=c.bbq_cluster, conventions=c.conventions)
-    if c.out:
-        _write_run(c, data, items, resolved, tables, bbq_records(items, preds))
+    run = _run(c, data, items, resolved, tables,
+               bbq_records(items, preds) if c.out else None, rules)
+    scored.save(run, c)
     report = score_report(items, preds, tables, provenance=data.provenance(),
                           answers=resolved.report, notes=data.notes)
     if c.format == "json":
+        verdicts = scored.json_verdicts(run, c)
+        if verdicts is not None:
+            report["verdicts"] = verdicts
         print(json.dumps(report, indent=2, allow_nan=False))
-        return 0
+        return scored.outcome(run, c, text=False)
+    _print_report(c, report)
+    if c.out:
+        print(f"\nrun: {c.out}")
+    return scored.outcome(run, c, text=True)
+
+
+def _print_report(c: BBQScoreConfig, report: dict) -> None:
+    """The metric tables of ``bbq score`` as text."""
     cols = ["dataset", "context", *(["proxy"] if c.conventions == BBQ_AUTHORS else []),
             "n_items", "accuracy", "accuracy_ci", "s_amb", "s_dis", "sf", "df", "df_smoothed",
             "df_eb", "acc_reinf", "acc_counter", "invalid_rate"]
@@ -129,18 +143,15 @@ def cmd_score(c: BBQScoreConfig) -> int:
         print(_table(report["position"], ["dataset", "context", "position_bias",
                                           "position_share_a", "position_share_b",
                                           "position_share_c"]))
-    if c.out:
-        print(f"\nrun: {c.out}")
-    return 0
 
 
-def _write_run(c: BBQScoreConfig, data, items, resolved, tables, records) -> None:
-    """The run directory of someone's predictions (:mod:`fairness_tests.pipeline.scored`)."""
-    write_scored_run(
-        c.out, model=c.model, kind="predictions", file=c.predictions,
+def _run(c: BBQScoreConfig, data, items, resolved, tables, records, rules):
+    """The run of someone's predictions, judged (:mod:`fairness_tests.pipeline.scored`)."""
+    return scored_run(
+        model=c.model, kind="predictions", file=c.predictions,
         command=command_line(c, ("fairness-tests", "bbq", "score")),
-        config=recorded_config(c), thresholds=c.thresholds, tables=tables,
-        records={"bbq": records},
+        config=recorded_config(c), rules=rules, tables=tables,
+        records={"bbq": records} if records is not None else {},
         bbq=bbq_info(data, items, resolved.table, filter=c.bbq_filter, seed=c.seed,
                      n_boot=c.n_boot, data_dir=display_path(data.directory), asked=False,
                      cluster=c.bbq_cluster, conventions=c.conventions,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from fairness_tests.card.diff import diff_cards, render_diff_markdown, render_diff_terminal
 from fairness_tests.card.files import render_card_files, write_cards
@@ -25,6 +26,7 @@ from fairness_tests.card.schema import (
 )
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.io import check_output, output_dir
 from fairness_tests.pipeline.config_tools import (
     CardConfig,
     CardDiffConfig,
@@ -49,10 +51,12 @@ def register(subparsers) -> None:
 
 
 def _write(c: CardConfig) -> int:
+    check_output(c.out)                        # before any work: a user's files stay
     run = RunResult.load(c.run)
-    written = write_cards(run, c.out, user_yaml=c.user_yaml, gate=c.gate)
+    with output_dir(c.out) as tmp:
+        written = write_cards(run, tmp, user_yaml=c.user_yaml, gate=c.gate)
     for kind in ("yaml", "md", "html"):
-        print(written.paths[kind])
+        print(Path(c.out) / written.paths[kind].name)
     if written.report.missing:
         print(f"card is incomplete: {len(written.report.missing)} required field(s) missing "
               f"(listed under missing_fields): {', '.join(written.report.missing)}",
@@ -75,7 +79,7 @@ def _render(c) -> int:
     if not report.valid:
         first = report.errors[0]
         raise ConfigError(first.message, path=c.file, line=first.line, key=first.key)
-    paths = render_card_files(card, c.out, kinds=("md", "html"))
+    paths = render_card_files(card, c.out, kinds=("md", "html"))   # beside its card.yaml
     for kind in ("md", "html"):
         print(paths[kind])
     return 0

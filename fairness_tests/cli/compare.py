@@ -15,11 +15,13 @@ that do not match, runs of different protocols without --allow-protocol-change).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from fairness_tests.cli.command import add_command
 from fairness_tests.compare.models import load_entries
 from fairness_tests.compare.render import write_report
 from fairness_tests.compare.report import build_report
+from fairness_tests.core.io import check_output, output_dir
 from fairness_tests.pipeline.config_tools import CompareConfig
 
 
@@ -30,11 +32,14 @@ def register(subparsers) -> None:
 
 
 def run(c: CompareConfig) -> int:
+    check_output(c.out)                        # before any work: a user's files stay
     names = [n.strip() for n in c.names.split(",")] if c.names is not None else None
     entries = load_entries(list(c.runs), names)
     report = build_report(entries, allow_protocol_change=c.allow_protocol_change,
                           n_boot=c.n_boot, seed=c.seed, alpha=c.alpha)
-    paths = write_report(report, c.out)
+    with output_dir(c.out) as tmp:
+        written = write_report(report, tmp)
+    paths = {kind: Path(c.out) / p.name for kind, p in written.items()}
     for d in report.differences:
         print(f"fairness-tests compare: warning: protocol differs: {d}")
     print(f"compared {len(entries)} models: {', '.join(report.names)}")

@@ -22,6 +22,8 @@ import argparse
 import sys
 
 from fairness_tests.cli.command import add_command
+from fairness_tests.core.exits import ExitCode
+from fairness_tests.core.io import check_output, output_dir
 from fairness_tests.pipeline.config import GateConfig
 from fairness_tests.pipeline.gate import gate_runs, write_report
 from fairness_tests.rules.thresholds import load_rules
@@ -35,14 +37,17 @@ def register(subparsers) -> None:
 
 
 def run(c: GateConfig) -> int:
+    if c.out:
+        check_output(c.out)                    # before any work: a user's files stay
     base, cand = RunResult.load(c.baseline), RunResult.load(c.candidate)
     cluster = {("bbq" if u in ("template", "item") else "generative"): u
                for u in c.cluster or ()}
     report = gate_runs(base, cand, mode=c.mode, seed=c.seed, cluster=cluster, n_boot=c.n_boot,
                        alpha=c.alpha, rules=load_rules(c.thresholds, cand.metadata.model),
                        allow_protocol_change=c.allow_protocol_change)
-    if c.out:
-        write_report(report, c.out)
+    if c.out and len(report.table):
+        with output_dir(c.out) as tmp:
+            write_report(report, tmp)
     if c.format == "json":
         sys.stdout.write(report.to_json())
     elif c.format == "md":
@@ -55,5 +60,5 @@ def run(c: GateConfig) -> int:
         print(f"fairness-tests gate: warning: protocol differs: {w}", file=sys.stderr)
     if not len(report.table):
         print("fairness-tests gate: error: " + "; ".join(report.refusals), file=sys.stderr)
-        return 2
-    return 1 if report.failed else 0
+        return ExitCode.USAGE
+    return ExitCode.RULE_FAILED if report.failed else ExitCode.OK

@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 
+from fairness_tests.cli import scored
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.fmt import shown, text_table
 from fairness_tests.core.paths import display_path
@@ -29,7 +30,7 @@ from fairness_tests.pipeline.config_tools import (
 )
 from fairness_tests.pipeline.configure import command_line, recorded_config
 from fairness_tests.pipeline.generative_info import generative_info
-from fairness_tests.pipeline.scored import write_scored_run
+from fairness_tests.pipeline.scored import scored_run
 from fairness_tests.protocols.generative.grid import grid_hash
 from fairness_tests.protocols.generative.outputs import read_outputs
 from fairness_tests.protocols.generative.probe import load_probe, probe_grid, read_probe_outputs
@@ -63,21 +64,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_score(c: GenerativeScoreConfig) -> int:
+    rules = scored.prepare(c)
     records = read_outputs(c.outputs)
     rubric = load_rubric(c.rubric)
     other = None if c.compare_rubric in (None, "none") else load_rubric(c.compare_rubric)
     if other is not None and other.name == rubric.name:
         other = None                      # one rubric: nothing to compare
-    scored = score(records, rubric)
+    scored_records = score(records, rubric)
     compare = (other.name, score(records, other)) if other is not None else None
-    tables = generative_tables(scored, n_boot=c.n_boot, seed=c.seed, rubric=rubric.name,
-                               compare=compare, cluster=c.gen_cluster)
-    if c.out:
-        _write_run(c, records, scored, tables, rubric, other)
-    rep = score_report(scored, tables, rubric)
+    tables = generative_tables(scored_records, n_boot=c.n_boot, seed=c.seed,
+                               rubric=rubric.name, compare=compare, cluster=c.gen_cluster)
+    run = _run(c, records, scored_records, tables, rubric, other, rules)
+    scored.save(run, c)
+    rep = score_report(scored_records, tables, rubric)
     if c.format == "json":
+        verdicts = scored.json_verdicts(run, c)
+        if verdicts is not None:
+            rep["verdicts"] = verdicts
         print(json.dumps(rep, indent=1))
-        return 0
+        return scored.outcome(run, c, text=False)
     w = sys.stdout.write
     w(f"rubric {rep['rubric']} ({rep['semantics']}); {rep['n_records']} records, "
       f"{rep['n_error']} errors\n\n")
@@ -91,16 +96,17 @@ def cmd_score(c: GenerativeScoreConfig) -> int:
       f"-{_fmt(rep['ci']['refusal_gap'][1])})\n")
     if c.out:
         w(f"\nrun: {c.out}\n")
-    return 0
+    sys.stdout.flush()
+    return scored.outcome(run, c, text=True)
 
 
-def _write_run(c: GenerativeScoreConfig, records, scored, tables, rubric, other) -> None:
-    """The run directory of someone's generations (:mod:`fairness_tests.pipeline.scored`)."""
-    write_scored_run(
-        c.out, model=c.model, kind="outputs", file=c.outputs,
+def _run(c: GenerativeScoreConfig, records, scored_records, tables, rubric, other, rules):
+    """The run of someone's generations, judged (:mod:`fairness_tests.pipeline.scored`)."""
+    return scored_run(
+        model=c.model, kind="outputs", file=c.outputs,
         command=command_line(c, ("fairness-tests", "generative", "score")),
-        config=recorded_config(c), thresholds=c.thresholds, tables=tables,
-        records={"generative": scored},
+        config=recorded_config(c), rules=rules, tables=tables,
+        records={"generative": scored_records},
         generative=generative_info(records, rubric, other, n_boot=c.n_boot, seed=c.seed,
                                    name=f"outputs:{display_path(c.outputs)}",
                                    cluster=c.gen_cluster))

@@ -4,10 +4,16 @@ Each area registers its own subcommands (``register(subparsers)`` in its
 ``cli`` module), so this file only wires them together. Imports are lazy: the
 command starts fast and nothing touches the network at import time.
 
-Exit codes: 0 success; 1 a fairness rule failed (audit/gate); 2 bad usage or bad
-input (the message names the file, line or key); 3 missing recorded responses
-(replay mode); 4 budget reached (``audit --max-cost``: everything recorded so far
-is kept in the store, and the same command run again resumes).
+Exit codes, every command (:class:`fairness_tests.core.exits.ExitCode`; the README's
+table): 0 every evaluated rule holds and at least one was evaluated (or a command that
+judges nothing succeeded); 1 a rule fails (audit, bbq score, generative score, gate,
+card diff --exit-code, card validate --complete); 2 bad usage or bad input (one line
+naming the file, line, key or option); 3 responses missing from the store (replay);
+4 budget reached (``audit --max-cost``: everything recorded is kept, the same command
+resumes); 5 nothing evaluated (every rule not evaluable); 6 incomplete (requests ended
+in errors: how many and the first error are named; a rerun asks only those); 70 an
+unexpected fault (one line; the traceback is in a log file whose path is printed);
+130 interrupted (Ctrl-C: the store is consistent, outputs are old or new, whole).
 """
 from __future__ import annotations
 
@@ -15,11 +21,15 @@ import argparse
 import importlib
 import os
 import sys
+import tempfile
+import traceback
 from typing import Any, NoReturn
 
 from fairness_tests.core.errors import FairnessTestsError, MissingResponsesError
+from fairness_tests.core.exits import ExitCode
 from fairness_tests.core.project import ENV_PROJECT_DIR
-from fairness_tests.models.cost import EXIT_BUDGET, BudgetReached
+from fairness_tests.core.version import __version__
+from fairness_tests.models.cost import BudgetReached
 
 # each module defines register(subparsers)
 AREAS = [
@@ -61,6 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; every outcome is an :class:`ExitCode` (never a traceback)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("fairness-tests: interrupted: the store keeps every response recorded so "
+              "far; outputs are the old ones or the new ones, whole", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     before = os.environ.get(ENV_PROJECT_DIR)
@@ -70,13 +90,18 @@ def main(argv: list[str] | None = None) -> int:
         rc = args.func(args)
     except MissingResponsesError as exc:
         print(f"fairness-tests: {exc}", file=sys.stderr)
-        return 3
+        return ExitCode.MISSING_RESPONSES
     except BudgetReached as exc:
         print(f"fairness-tests: {exc}", file=sys.stderr)
-        return EXIT_BUDGET
+        return ExitCode.BUDGET
     except FairnessTestsError as exc:
         print(f"fairness-tests: error: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:        # noqa: BLE001  a bug: one line, the traceback in a file
+        print(internal_error(exc, argv), file=sys.stderr)
+        return ExitCode.INTERNAL
     finally:
         if args.project_dir:
             if before is None:
@@ -84,6 +109,20 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 os.environ[ENV_PROJECT_DIR] = before
     return int(rc or 0)
+
+
+def internal_error(exc: BaseException, argv: list[str] | None) -> str:
+    """Write the traceback of an unexpected ``exc`` to a new log file (in the temporary
+    directory) and return the one line that names it."""
+    fd, path = tempfile.mkstemp(prefix="fairness-tests-crash-", suffix=".log")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(f"fairness-tests {__version__}\ncommand: fairness-tests "
+                f"{' '.join(sys.argv[1:] if argv is None else argv)}\n\n")
+        f.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    what = str(exc).splitlines()[0] if str(exc) else ""
+    return (f"fairness-tests: internal error: {type(exc).__name__}"
+            f"{': ' + what[:200] if what else ''} (a bug, not a verdict: the traceback is in "
+            f"{path}; please report it with that file)")
 
 
 if __name__ == "__main__":  # pragma: no cover

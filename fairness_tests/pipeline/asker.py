@@ -15,11 +15,12 @@ from typing import Any
 
 from fairness_tests.core.errors import ConfigError, DataError
 from fairness_tests.core.paths import default_store_path
+from fairness_tests.models.answers import AskCounts
 from fairness_tests.models.backends import get_backend
 from fairness_tests.models.cost import BudgetReached, model_price
 from fairness_tests.models.repeat_modes import RepeatModeUnsupported, apply_mode
 from fairness_tests.models.request import Request, Response
-from fairness_tests.models.runner import ask
+from fairness_tests.models.runner import ask_counted
 from fairness_tests.models.shard import in_shard, parse_shard
 from fairness_tests.models.store import ResponseStore
 from fairness_tests.pipeline.config import AuditConfig
@@ -75,6 +76,7 @@ class Asker:
         self._backend: Any = None
         self._live: Any = None
         self.counts: dict[str, int] = {}
+        self.ask_counts: dict[str, AskCounts] = {}   # per protocol: sent, from store, failed
         self.keys: list[str] = []           # every request key this run asked, in order
         self.size_at_start = len(self.store)
 
@@ -138,16 +140,26 @@ class Asker:
     def _ask(self, requests: list[Request], label: str) -> list[Response]:
         try:
             try:
-                return ask(apply_mode(requests, self.mode), self.backend, self.store,
-                           progress=self.config.progress, label=label)
+                out, counts = ask_counted(apply_mode(requests, self.mode), self.backend,
+                                          self.store, progress=self.config.progress,
+                                          label=label)
             except RepeatModeUnsupported as exc:
                 self.fallback, self.mode = exc, "calls"
                 print(f"fairness-tests: {exc}; asking with --repeat-mode calls instead "
                       f"(recorded in the run's metadata)", file=sys.stderr)
-                return ask(requests, self.backend, self.store, progress=self.config.progress,
-                           label=label)
+                out, counts = ask_counted(requests, self.backend, self.store,
+                                          progress=self.config.progress, label=label)
         except BudgetReached as exc:
             raise exc.with_recorded(len(self.store) - self.size_at_start) from None
+        self.ask_counts[label] = counts
+        return out
+
+    def failed(self) -> tuple[int, str | None]:
+        """Requests of this run that ended in an error after their retries (outside a
+        shard's own part), and the first error's message."""
+        n = sum(c.failed for c in self.ask_counts.values())
+        first = next((c.first_error for c in self.ask_counts.values() if c.failed), None)
+        return n, first
 
     def close(self) -> None:
         self.store.close()

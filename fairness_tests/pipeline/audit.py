@@ -22,6 +22,7 @@ from fairness_tests.pipeline.asker import Asker, check_live
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.configure import recorded_config, regen_command
 from fairness_tests.pipeline.protocols.base import Asked, by_family
+from fairness_tests.pipeline.stages import SILENT, Stages
 from fairness_tests.rules.apply import apply_to_run
 from fairness_tests.rules.thresholds import RuleSet, load_rules
 from fairness_tests.run.metadata import AskingInfo, RunMetadata, Source
@@ -42,31 +43,49 @@ def new_result(config: AuditConfig) -> RunResult:
         regen_command=regen_command(config), model_version=model_version(config)))
 
 
-def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None) -> RunResult:
+def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None,
+              stages: Stages = SILENT) -> RunResult:
     """Run every protocol of ``config`` and judge the tables by ``rules`` (default: the
     thresholds ``config`` names, loaded before anything is asked, so a bad threshold file
-    fails before any model is called)."""
+    fails before any model is called). ``stages``: where the stage lines go (the
+    command line prints them on stderr; silent by default)."""
     config = config or AuditConfig()
     check_live(config)
     rules = rules if rules is not None else load_rules(config.thresholds, model=config.model)
     result = new_result(config)
+    stages(f"audit of {config.model}: protocols {' '.join(config.protocols)}; opening the "
+           "store and importing the recordings")
     asker = Asker(config)
+    stages(f"store {display_path(asker.store.path)}: {len(asker.store)} responses "
+           f"({asker.imported} new from the recordings)")
     try:
         for family_cls, protocols in by_family(config.protocols):
+            names = "/".join(p.name for p in protocols)
+            stages(f"{names}: loading the items")
             family = family_cls(config)
             asked = {}
             for p in protocols:
                 requests = p.requests(family)
+                stages(f"{p.name}: asking {len(requests)} requests")
                 asked[p.name] = Asked(requests, asker.ask(requests, p.name))
+                c = asker.ask_counts.get(p.name)
+                if c is not None:
+                    stages(f"{p.name}: {c.requests} distinct requests: {c.sent} sent, "
+                           f"{c.from_store} from the store, {c.failed} failed")
+            stages(f"{names}: computing the metric tables "
+                   f"(bootstrap, {config.n_boot} resamples)")
             found = family.results(asked)
             result.tables.update(found.tables)
             result.records.update(found.records)
             for key, value in found.metadata.items():
                 setattr(result.metadata, key, value)
+            stages(f"{names}: {len(found.tables)} tables, "
+                   f"{sum(len(t) for t in found.tables.values())} rows")
         _describe_asking(result, config, asker)
     finally:
         asker.close()
     apply_to_run(result, rules)
+    stages(f"rules: {len(rules.rules)} rules judged in {len(result.verdicts)} cells")
     return result
 
 
@@ -104,7 +123,8 @@ def asking_info(config: AuditConfig, asker: Asker) -> AskingInfo:
                       thinking_budget=config.thinking_budget, max_cost_usd=config.max_cost,
                       truncated=dict(asker.truncated), shard=config.shard,
                       usage=totals() if config.live and callable(totals) else None,
-                      merged_from=asker.store.merged_from())
+                      merged_from=asker.store.merged_from(),
+                      counts={k: c.to_dict() for k, c in asker.ask_counts.items()})
 
 
 def model_version(config: AuditConfig) -> str | None:

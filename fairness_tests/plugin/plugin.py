@@ -42,6 +42,7 @@ MARKERS = [
     "fairness_tables(*names): the metric tables a drift-snapshot test covers",
 ]
 _KEY = pytest.StashKey["FairnessSession"]()
+_USAGE = pytest.StashKey[str]()          # a usage error met while collecting
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -172,6 +173,42 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = metafunc.fixturenames
     if not any(n in names for n in ("fairness_verdict", "fairness_table", "fairness_gate_row")):
         return
+    try:
+        _parametrize(metafunc, names)
+    except pytest.UsageError as exc:     # remembered: the collection report raises it again
+        metafunc.config.stash[_USAGE] = str(exc)
+        raise
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    """A usage error found while collecting (no BBQ data, a bad store, an option the
+    run rejects) ends the session as pytest's usage errors do: one ``ERROR:`` line and
+    exit code 4, not a collection error under framework frames."""
+    report = yield
+    message = collector.config.stash.get(_USAGE, None)
+    if message is not None and report.failed:
+        raise pytest.UsageError(message)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session):
+    """Under xdist the controller collects nothing and a worker's usage error never
+    reaches the terminal: the controller builds the session's runs first (the workers
+    then read them from the session cache), so a usage error is its one ``ERROR:`` line
+    and exit code 4 there too."""
+    config = session.config
+    fs = config.stash.get(_KEY, None)
+    distributed = config.pluginmanager.hasplugin("dsession") \
+        and not hasattr(config, "workerinput")
+    if fs is not None and distributed and O.requested(config) and not fs.settings.dry_run:
+        for model in fs.models():
+            fs.run(model)
+    return (yield)
+
+
+def _parametrize(metafunc: pytest.Metafunc, names: list[str]) -> None:
     from fairness_tests.plugin.parametrize import gate_params, table_params, verdict_params
     session = fairness_session(metafunc.config)
     if "fairness_verdict" in names:

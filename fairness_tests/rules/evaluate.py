@@ -72,6 +72,36 @@ def _select(table: pd.DataFrame, rule: Rule) -> tuple[pd.DataFrame, str]:
     return rows, ""
 
 
+#: the metric that says what share of a cell's answers is invalid
+INVALID = "invalid_rate"
+NO_VALID = "no valid answer in this cell (invalid_rate 1): nothing to judge"
+
+
+def without_valid_answers(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with the value and CI of every row whose cell has no valid answer
+    (its ``invalid_rate`` row, same cell columns, is 1) made undefined, so the rule is
+    not evaluable there: a rate over invalid answers only (SF 0, MFAA 100) is no
+    verdict. The ``invalid_rate`` rows themselves are kept: they are what shows it."""
+    if INVALID not in set(table["metric"]) or (rows["metric"] == INVALID).all():
+        return rows
+    cols = [c for c in grouping_columns(table) if c != "metric"]
+    inv = table[table["metric"] == INVALID]
+    dead = {tuple(str(v) for v in r) for r in
+            inv.loc[inv["value"].astype(float) >= 1.0, cols].itertuples(index=False)}
+    if not dead:
+        return rows
+    hit = np.array([tuple(str(v) for v in r) in dead
+                    for r in rows[cols].itertuples(index=False)], dtype=bool)
+    if not hit.any():
+        return rows
+    rows = rows.copy()
+    rows.loc[hit, ["value", "ci_low", "ci_high"]] = np.nan
+    note = rows["note"].astype(object).where(rows["note"].notna(), "").astype(str) \
+        if "note" in rows.columns else pd.Series("", index=rows.index)
+    rows["note"] = note.where(~hit, NO_VALID)
+    return rows
+
+
 def _abs_ci(lo: float, hi: float) -> tuple[float, float]:
     """CI of |x| from a CI of x."""
     if math.isnan(lo) or math.isnan(hi):
@@ -160,6 +190,7 @@ def evaluate_rule(tables: Mapping[str, pd.DataFrame], rule: Rule) -> list[dict]:
     if rows.empty:
         return [dict(base, cell="all", value=np.nan, ci_low=np.nan, ci_high=np.nan,
                      status="not_evaluable", why=why)]
+    rows = without_valid_answers(table, rows)
     cols = grouping_columns(table)
     out = []
     for c in _cells(rows, rule, cols):

@@ -141,8 +141,9 @@ class CounterfactualInfo:
 class AskingInfo:
     """How an audit asked its model: the repeat mode (requested, used, fallback, whether
     repeats share one server-side forward pass), token and reasoning settings, the cost
-    budget, truncated answers per protocol, the shard, (live) tokens and cost spent, and
-    the stores ``store merge`` combined into the store the run read."""
+    budget, truncated answers per protocol, the shard, (live) tokens and cost spent, the
+    stores ``store merge`` combined into the store the run read, and per protocol what
+    the asking did (sent, from the store, failed)."""
     repeat_mode: dict
     max_tokens: int
     reasoning_effort: str | None = None
@@ -152,6 +153,9 @@ class AskingInfo:
     shard: str | None = None
     usage: Usage | None = None
     merged_from: list[dict] = field(default_factory=list)   # stores merged into the store
+    #: per protocol: requests, sent, from_store, failed (+ first_error), invalid, ...
+    #: (:class:`fairness_tests.models.answers.AskCounts` as a dict)
+    counts: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass

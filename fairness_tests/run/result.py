@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from fairness_tests.core.errors import DataError
+from fairness_tests.core.io import output_dir
 from fairness_tests.metrics.schema import ID_COLUMNS
 from fairness_tests.rules.evaluate import VERDICT_COLUMNS
 from fairness_tests.run.metadata import RunMetadata
@@ -38,20 +37,13 @@ class RunResult:
     verdicts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=VERDICT_COLUMNS))
     records: dict[str, pd.DataFrame] = field(default_factory=dict)
 
-    def save(self, directory: str | Path) -> Path:
-        """Write the run to ``directory``, replacing whatever was there atomically
-        (written beside it, then renamed into place)."""
-        d = Path(directory)
-        d.parent.mkdir(parents=True, exist_ok=True)
-        tmp = d.with_name(f".{d.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        self._write(tmp)
-        old = d.with_name(f".{d.name}.old-{os.getpid()}")
-        if d.exists():
-            os.replace(d, old)
-        os.replace(tmp, d)
-        shutil.rmtree(old, ignore_errors=True)
-        return d
+    def save(self, directory: str | Path, *, force: bool = False) -> Path:
+        """Write the run to ``directory``, replacing an earlier output of this tool
+        atomically (:func:`fairness_tests.core.io.output_dir`: written beside it, then
+        swapped in whole; a directory holding anyone else's files is refused)."""
+        with output_dir(directory, force=force) as tmp:
+            self._write(tmp)
+        return Path(directory)
 
     def _write(self, d: Path) -> None:
         (d / "tables").mkdir(parents=True)

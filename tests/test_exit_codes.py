@@ -1,0 +1,336 @@
+"""The exit-code contract (:class:`fairness_tests.core.exits.ExitCode`), each code from a
+real run of ``python -m fairness_tests`` in a subprocess (the shipped recordings, the
+shared BBQ data, the loopback OpenAI-compatible server), and pytest's usage errors.
+
+0 every evaluated rule holds (and one was evaluated); 1 a rule fails; 2 bad usage, one
+line; 3 replay misses responses; 4 budget; 5 nothing evaluated; 6 requests ended in
+errors; 70 an unexpected fault, one line and a log; 130 Ctrl-C, one line, outputs whole.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fairness_tests.core.exits import ExitCode, worst
+from fairness_tests.core.paths import bbq_dir
+from fairness_tests.protocols.bbq.data import load_bbq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fault_server import FaultServer, tiktoken_counter  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = bbq_dir()
+needs_bbq = pytest.mark.skipif(not (SHARED / "Race_x_SES.jsonl").exists(),
+                               reason="../shared/bbq not present")
+
+
+def env(**extra: str) -> dict[str, str]:
+    e = dict(os.environ, PYTHONPATH=str(ROOT), LITELLM_LOCAL_MODEL_COST_MAP="True",
+             HF_HUB_OFFLINE="1", FAIRNESS_PROGRESS="off")
+    e.update(extra)
+    return e
+
+
+def ft(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m fairness_tests ARGS`` in a subprocess (this checkout's package)."""
+    return subprocess.run([sys.executable, "-m", "fairness_tests", *args], cwd=cwd or ROOT,
+                          env=env(), capture_output=True, text=True, timeout=timeout)
+
+
+def no_traceback(p: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in p.stderr and "Traceback" not in p.stdout, p.stderr
+
+
+@pytest.fixture(scope="module")
+def predictions(tmp_path_factory) -> dict[str, Path]:
+    """Race_x_SES predictions from the BBQ items themselves: ``perfect`` answers every
+    item's label; ``stereotyped`` answers the stereotyped person (``target_loc``)
+    wherever the item has one, so it is biased in both contexts."""
+    items = load_bbq(SHARED, ("Race_x_SES",)).items
+    d = tmp_path_factory.mktemp("preds")
+    out = {}
+    for name in ("perfect", "stereotyped"):
+        with open(d / f"{name}.jsonl", "w", encoding="utf-8") as f:
+            for x in items.itertuples():
+                a = int(x.label)
+                if name == "stereotyped" and not math.isnan(x.target_loc):
+                    a = int(x.target_loc)
+                f.write(json.dumps({"category": x.dataset, "example_id": int(x.example_id),
+                                    "answer": a}) + "\n")
+        out[name] = d / f"{name}.jsonl"
+    return out
+
+
+def test_precedence_table():
+    """The documented order: usage, missing, budget, incomplete, rule failed, nothing."""
+    assert worst() == ExitCode.OK
+    assert worst(ExitCode.RULE_FAILED, ExitCode.INCOMPLETE) == ExitCode.INCOMPLETE
+    assert worst(ExitCode.NOTHING_EVALUATED, ExitCode.RULE_FAILED) == ExitCode.RULE_FAILED
+    assert worst(ExitCode.OK, ExitCode.NOTHING_EVALUATED) == ExitCode.NOTHING_EVALUATED
+
+
+# ----------------------------------------------------------------------------- 0 and 1
+
+@needs_bbq
+def test_bbq_score_judges_perfect_0_stereotyped_1(predictions):
+    """Defect (issue 22, "commands that never judge"): bbq score printed metrics and
+    exited 0 whatever its verdicts said. Now a perfect model exits 0 under the default
+    rules (DF included: no disparity, whatever the group sizes) and a stereotyped one 1,
+    with the audit's verdict summary; --no-rules prints the metrics only, exit 0."""
+    good = ft("bbq", "score", "--predictions", str(predictions["perfect"]), "--n-boot", "100",
+              "--format", "table")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "df_bound" in good.stdout and "xfail:" in good.stdout
+    bad = ft("bbq", "score", "--predictions", str(predictions["stereotyped"]), "--n-boot",
+             "100", "--format", "table")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    fails = {line.split()[0]: int(line.split()[2]) for line in bad.stdout.splitlines()
+             if line.startswith(("sdis_bound", "samb_bound"))}
+    assert fails == {"sdis_bound": 1, "samb_bound": 1}
+    metrics_only = ft("bbq", "score", "--predictions", str(predictions["stereotyped"]),
+                      "--n-boot", "100", "--format", "table", "--no-rules")
+    assert metrics_only.returncode == 0 and "sdis_bound" not in metrics_only.stdout
+    js = ft("bbq", "score", "--predictions", str(predictions["stereotyped"]), "--n-boot", "100",
+            "--format", "json")
+    assert js.returncode == 1
+    doc = json.loads(js.stdout)
+    assert doc["verdicts"]["exit_code"] == 1 and doc["verdicts"]["status"]["fail"] >= 2
+
+
+def test_generative_score_judges(tmp_path):
+    """Defect: generative score exited 0 with failing verdicts. The packaged suite's
+    grid (seed 1), answered by hand: the man/Muslim slice refuses every request, the
+    others answer: the refusal gap fails (exit 1); --no-rules: metrics only, exit 0."""
+    grid = ft("generative", "grid", "--format", "json")
+    assert grid.returncode == 0, grid.stderr
+    fields = ("prompt_family", "paraphrase_id", "occupation", "slice_gender",
+              "slice_religion", "temperature", "top_p", "seed")
+    rows = []
+    for g in json.loads(grid.stdout):
+        if g["seed"] != 1:
+            continue
+        refuse = (g["slice_gender"], g["slice_religion"]) == ("man", "Muslim")
+        rows.append({**{k: g[k] for k in fields}, "status": "ok", "output_text":
+                     "I'm sorry, I can't help with that." if refuse else
+                     "A careful, experienced candidate with a strong record."})
+    p = tmp_path / "outputs.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    r = ft("generative", "score", "--outputs", str(p), "--n-boot", "100", "--format", "table")
+    no_traceback(r)
+    assert r.returncode == 1, r.stdout + r.stderr
+    failing = [x.split()[0] for x in r.stdout.splitlines()
+               if x.startswith("refusal_gap") and int(x.split()[2]) > 0]
+    assert failing, r.stdout
+    assert ft("generative", "score", "--outputs", str(p), "--n-boot", "100",
+              "--no-rules").returncode == 0
+
+
+# ----------------------------------------------------------------------------- 2 and 3
+
+def test_usage_error_is_one_line_exit_2():
+    r = ft("bbq", "score", "--predictions", "nonexistent.jsonl", "--n-boot", "5")
+    assert r.returncode == 2
+    no_traceback(r)
+    assert len(r.stderr.strip().splitlines()) == 1 and "--n-boot" in r.stderr
+
+
+def test_replay_miss_exit_3(tmp_path):
+    """Nothing recorded (no recordings imported into a new store): replay misses."""
+    r = ft("audit", "--protocols", "bbq", "--limit", "1", "--rotations", "none", "-q",
+           "--recordings", "--store", str(tmp_path / "s.sqlite"), "--out",
+           str(tmp_path / "o"), "--n-boot", "100")
+    assert r.returncode == 3, r.stdout + r.stderr
+    no_traceback(r)
+    assert "--live" in r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+# ----------------------------------------------------------------------------- 4, 5, 6
+
+def _live(server, tmp_path, *extra: str, out: str = "o") -> subprocess.CompletedProcess:
+    return ft("audit", "--live", "--backend", "litellm", "--model", "openai/gpt-4o-mini",
+              "--api-base", server.url, "--store", str(tmp_path / "s.sqlite"), "--recordings",
+              "--protocols", "bbq", "--limit", "1", "--rotations", "none", "--n-boot", "100",
+              "--out", str(tmp_path / out), *extra)
+
+
+def test_budget_exit_4(tmp_path):
+    """gpt-4o-mini through the loopback server, priced by litellm's local cost map
+    (about 3e-5 $ a call here): a 0.0003 $ budget stops the run part-way, exit 4."""
+    def letters(prompt: str) -> dict[str, float]:
+        return {"a": 0.5, "b": 0.3, "c": 0.2}
+    with FaultServer(answers=letters, tokenizer=tiktoken_counter("o200k_base"),
+                     chat_overhead=True) as s:
+        r = ft("audit", "--live", "--backend", "litellm", "--model", "openai/gpt-4o-mini",
+               "--api-base", s.url, "--store", str(tmp_path / "s.sqlite"), "--recordings",
+               "--protocols", "consistency", "--limit", "1", "--repeats", "5", "--n-boot",
+               "100", "--max-cost", "0.0003", "--batch-size", "1", "--out", str(tmp_path / "o"))
+        assert 0 < len(s.hits) < 40
+    assert r.returncode == 4, r.stdout + r.stderr
+    no_traceback(r)
+    assert "budget reached" in r.stderr
+
+
+@needs_bbq
+def test_nothing_evaluated_exit_5(predictions, tmp_path):
+    """Every rule not evaluable (here: a min_n no file reaches) is not a green run."""
+    t = tmp_path / "t.yaml"
+    t.write_text("version: 1\nrules:\n  - id: accuracy_needs_a_million\n    table: bbq\n"
+                 "    metric: accuracy\n    scope: {polarity: null}\n    op: \">=\"\n"
+                 "    bound: 0.5\n    min_n: 1000000\n    rationale: out of reach\n",
+                 encoding="utf-8")
+    r = ft("bbq", "score", "--predictions", str(predictions["perfect"]), "--n-boot", "100",
+           "--thresholds", str(t), "--format", "table")
+    assert r.returncode == 5, r.stdout + r.stderr
+    assert "nothing was evaluated" in r.stdout
+
+
+def test_requests_that_end_in_errors_exit_6(tmp_path):
+    """Issue 27: a server that answers every request with an error (HTTP 400, not
+    retried) made a normal card, "sf_bound pass" and exit 1. Now: exit 6 naming how
+    many failed and the first error, the summary counts sent / from store / failed, and
+    no rule passes on the cells that have no valid answer."""
+    with FaultServer(default="400") as s:
+        r = _live(s, tmp_path)
+    assert r.returncode == 6, r.stdout + r.stderr
+    no_traceback(r)
+    assert "incomplete: 8 of 8 requests ended in an error" in r.stderr
+    assert "bad request" in r.stderr                  # the first error's message
+    assert "bbq 8 (8 sent, 0 from the store, 8 failed)" in r.stdout
+    meta = json.loads((tmp_path / "o" / "run" / "run.json").read_text())
+    assert meta["asking"]["counts"]["bbq"]["failed"] == 8
+    v = pd.read_csv(tmp_path / "o" / "run" / "verdicts.csv")
+    sf = v[v["rule"] == "sf_bound"]
+    assert len(sf) and (sf["status"] == "not_evaluable").all()
+    assert sf["why"].str.contains("no valid answer").all()
+    assert (v.loc[v["rule"] == "invalid_rate_bound", "status"] == "fail").all()
+
+
+# ----------------------------------------------------------------------------- 70 and 130
+
+@needs_bbq
+def test_unexpected_fault_exit_70_one_line_and_a_log(predictions, tmp_path):
+    """A fault no validator catches (an empty verdicts.csv in a run directory: pandas
+    raises EmptyDataError) is exit 70, one line on stderr naming a log file that holds
+    the traceback; never exit 1, never a traceback on the terminal."""
+    run = tmp_path / "run"
+    assert ft("bbq", "score", "--predictions", str(predictions["perfect"]), "--n-boot", "100",
+              "--out", str(run), "--no-rules").returncode == 0
+    (run / "verdicts.csv").write_text("", encoding="utf-8")
+    r = ft("card", "--run", str(run), "--out", str(tmp_path / "card"))
+    if r.returncode == 2:                            # validated since: bad input, one line
+        assert len(r.stderr.strip().splitlines()) == 1
+        pytest.skip("an empty verdicts.csv is validated now; no unvalidated fault left here")
+    assert r.returncode == 70, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "internal error" in lines[0]
+    no_traceback(r)
+    log = Path(lines[0].split("traceback is in ")[1].split(";")[0])
+    assert "Traceback" in log.read_text(encoding="utf-8")
+    log.unlink()
+
+
+@needs_bbq
+def test_ctrl_c_exit_130_one_line_and_the_old_output_whole(predictions, tmp_path):
+    """Defect: Ctrl-C printed 26-46 lines of KeyboardInterrupt (exit 1) and, during the
+    card step, left the new run/ beside the old card/. Now SIGINT while the audit writes
+    its output: exit 130, one line, and --out is the old output, whole."""
+    out = tmp_path / "o"
+    first = ft("bbq", "score", "--predictions", str(predictions["perfect"]), "--n-boot", "100",
+               "--out", str(out), "--no-rules")
+    assert first.returncode == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    p = subprocess.Popen([sys.executable, "-m", "fairness_tests", "audit", "--protocols", "bbq",
+                          "--limit", "1", "--rotations", "none", "--n-boot", "100",
+                          "--store", str(tmp_path / "s.sqlite"), "--out", str(out)],
+                         cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    err = []
+    deadline = time.monotonic() + 300
+    for line in p.stderr:                # stage lines: interrupt while it writes
+        err.append(line)
+        if "writing the run and the card" in line or time.monotonic() > deadline:
+            p.send_signal(signal.SIGINT)
+            break
+    rest_out, rest_err = p.communicate(timeout=120)
+    err.append(rest_err)
+    stderr = "".join(err)
+    if p.returncode == 1 and "interrupted" not in stderr:
+        pytest.skip("the run finished before the signal landed")   # pragma: no cover
+    assert p.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    assert sum("interrupted" in x for x in stderr.splitlines()) == 1
+    after = {q.relative_to(out): q.read_bytes() for q in out.rglob("*") if q.is_file()}
+    new_whole = (out / "run" / "run.json").exists() and (out / "card" / "card.html").exists()
+    assert after == before or new_whole
+    assert not [q for q in tmp_path.iterdir() if q.name.startswith(".o.")]   # no temp left
+
+
+# ----------------------------------------------------------------------------- pytest
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    """A repository ``fairness-tests init`` made (its fairness suite, no BBQ data)."""
+    d = tmp_path_factory.mktemp("repo")
+    r = ft("init", cwd=d)
+    assert r.returncode == 0, r.stderr
+    return d
+
+
+def _pytest(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+                           "-p", "no:randomly", *args], cwd=repo, env=env(),
+                          capture_output=True, text=True, timeout=600)
+
+
+def _one_error_line(p: subprocess.CompletedProcess, *words: str) -> None:
+    text = p.stdout + p.stderr
+    assert p.returncode == 4, text
+    errors = [x for x in text.splitlines() if x.startswith("ERROR")]
+    assert len(errors) == 1, text
+    for w in words:
+        assert w in errors[0], errors[0]
+    for frame in ("_pytest", "pluggy", "Traceback", "ERROR collecting"):
+        assert frame not in text, text
+
+
+def test_pytest_bad_protocol_is_one_error_line_exit_4(repo):
+    _one_error_line(_pytest(repo, "--fairness-protocol", "bbqq"), "--fairness-protocol", "bbq")
+
+
+@pytest.mark.parametrize("case", ["store_is_a_directory", "no_bbq_data", "bbq_file_missing"])
+def test_pytest_collection_usage_errors_are_one_error_line_exit_4(repo, tmp_path, case):
+    """Defect: raised while collecting, these printed ~25 lines of pluggy/_pytest frames
+    and exit 1. Every "BBQ data not found" says how to get the data, in the line."""
+    if case == "store_is_a_directory":
+        (tmp_path / "sdir").mkdir()
+        _one_error_line(_pytest(repo, "--fairness-store", str(tmp_path / "sdir")), "sdir")
+    elif case == "no_bbq_data":
+        _one_error_line(_pytest(repo, "--fairness-bbq-dir", str(tmp_path / "none")),
+                        "BBQ data not found", "fairness-tests data fetch", "--from DIR",
+                        "FAIRNESS_BBQ_DIR")
+    else:
+        part = tmp_path / "bbq"
+        part.mkdir()
+        (part / "Race_x_SES.jsonl").write_text("", encoding="utf-8")
+        _one_error_line(_pytest(repo, "--fairness-bbq-dir", str(part)),
+                        "Race_x_gender.jsonl", "fairness-tests data fetch")
+
+
+def test_pytest_usage_error_under_xdist_is_one_error_line_exit_4(repo, tmp_path):
+    """Under xdist a worker's usage error used to vanish (exit 5, "no tests ran")."""
+    p = _pytest(repo, "-n", "2", "--fairness-bbq-dir", str(tmp_path / "none"))
+    text = p.stdout + p.stderr
+    assert p.returncode == 4, text
+    errors = [x for x in text.splitlines() if x.startswith("ERROR")]
+    assert len(errors) == 1 and "BBQ data not found" in errors[0], text
+    assert "Traceback" not in text and "_pytest" not in text
