@@ -26,6 +26,7 @@ from fairness_tests.rules.apply import apply_to_run
 from fairness_tests.rules.thresholds import RuleSet, load_rules
 from fairness_tests.run.metadata import AskingInfo, RunMetadata, Source
 from fairness_tests.run.result import RunResult
+from fairness_tests.stats.threads import serial_blas
 
 LOCAL_MODE = {"requested": "calls", "used": "local", "shared_forward_pass": True,
               "note": "local model: every repeat is drawn from the letter distribution of "
@@ -58,7 +59,8 @@ def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None) -
             for p in protocols:
                 requests = p.requests(family)
                 asked[p.name] = Asked(requests, asker.ask(requests, p.name))
-            found = family.results(asked)
+            with serial_blas():
+                found = family.results(asked)
             result.tables.update(found.tables)
             result.records.update(found.records)
             for key, value in found.metadata.items():
@@ -66,7 +68,8 @@ def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None) -
         _describe_asking(result, config, asker)
     finally:
         asker.close()
-    apply_to_run(result, rules)
+    with serial_blas():
+        apply_to_run(result, rules)
     return result
 
 
