@@ -52,13 +52,13 @@ from fairness_tests.stats.bootstrap import (
     DEFAULT_N_BOOT,
     DEFAULT_SEED,
     METRIC_COLUMNS,
-    bootstrap,
+    bootstrap_all,
     mean_table,
     metric_row,
     rate_table,
     safe_ratio,
 )
-from fairness_tests.stats.permutation import DEFAULT_N_PERM, permutation_test
+from fairness_tests.stats.permutation import DEFAULT_N_PERM, permutation_tests
 
 CLUSTERS = GENERATIVE_CLUSTERS
 
@@ -184,23 +184,40 @@ def max_over_slices(scored: pd.DataFrame, by: Sequence[str] = (),
     for key, g in grouped:
         key = key if isinstance(key, tuple) else (key,)
         slices = sorted(g["slice"].unique())
-        member = np.column_stack([(g["slice"] == s).to_numpy(dtype=float) for s in slices])
         clusters = g[cl].to_numpy() if cl else None
         k = len(slices)
-        stat = _slice_stat(k, reduce)
+        ests, perms = _cell_max_stats(g, slices, list(metrics), reduce, clusters,
+                                      g["frame"].to_numpy() if cl else None,
+                                      n_boot, seed, n_perm)
+        note = "" if k >= (1 if reduce == "max" else 2) else "fewer than two slices"
         for m in metrics:
-            y = g[m].to_numpy(dtype=float)
-            X = np.column_stack([member * y[:, None], member])
-            est = bootstrap(X, stat, n_boot, seed, clusters=clusters)
-            perm = permutation_test(
-                np.column_stack([y, np.ones_like(y)]), g["slice"].to_numpy(),
-                lambda S, stat=stat: stat(np.hstack([S[:, :, 0], S[:, :, 1]])),
-                strata=g["frame"].to_numpy() if cl else None,
-                units=clusters, n_perm=n_perm, seed=seed)
-            note = "" if k >= (1 if reduce == "max" else 2) else "fewer than two slices"
-            rows.append(metric_row(m, est, n=len(g), note=note, p_value=perm.p_value,
+            rows.append(metric_row(m, ests[m], n=len(g), note=note, p_value=perms[m].p_value,
                                    bias_corrected=True, **dict(zip(by, key, strict=True))))
     return pd.DataFrame(rows, columns=[*by, *METRIC_COLUMNS])
+
+
+def _cell_max_stats(g: pd.DataFrame, slices: list, metrics: list[str], reduce: str,
+                    clusters: np.ndarray | None, strata: np.ndarray | None, n_boot: int,
+                    seed: int, n_perm: int) -> tuple[dict, dict]:
+    """(bootstrap estimates, permutation results) by metric of one cell: every metric
+    rides on the same draws. The bootstrap resamples ``X = [member * y_1 .. member * y_M,
+    member]`` once (``member``: the rows' slice indicators), the permutation test
+    permutes the slice labels of ``[y_1 .. y_M, 1]`` once; metric j's statistic reads
+    its own columns and the shared count columns, which is the one-metric computation
+    (column sums do not mix columns)."""
+    k, M = len(slices), len(metrics)
+    member = np.column_stack([(g["slice"] == s).to_numpy(dtype=float) for s in slices])
+    ys = [g[m].to_numpy(dtype=float) for m in metrics]
+    stat = _slice_stat(k, reduce)
+    X = np.column_stack([*(member * y[:, None] for y in ys), member])
+    boot = {m: (lambda s, j=j: stat(np.hstack([s[:, j * k:(j + 1) * k], s[:, M * k:]])))
+            for j, m in enumerate(metrics)}
+    perm = {m: (lambda S, j=j: stat(np.hstack([S[:, :, j], S[:, :, M]])))
+            for j, m in enumerate(metrics)}
+    ests = bootstrap_all(X, boot, n_boot, seed, clusters=clusters)
+    tests = permutation_tests(np.column_stack([*ys, np.ones(len(g))]), g["slice"].to_numpy(),
+                              perm, strata=strata, units=clusters, n_perm=n_perm, seed=seed)
+    return ests, tests
 
 
 def disparity(scored: pd.DataFrame, by: Sequence[str] = (), metrics: Sequence[str] = METRICS,

@@ -23,6 +23,8 @@ Decoding cells are labelled ``t<temperature>_p<top_p>`` everywhere (one grouping
 """
 from __future__ import annotations
 
+from typing import Callable, Sequence
+
 import pandas as pd
 
 from fairness_tests.metrics import generative as G
@@ -33,19 +35,38 @@ PROTOCOL_KINDS = (("overall", []), ("family", ["family"]), ("decoding", ["decodi
 SUMMARY_COLUMNS = ["scope", "family", "slice", *METRIC_COLUMNS]
 
 
+SliceTables = Callable[[Sequence[str]], pd.DataFrame]
+
+
+def slice_tables(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
+                 cluster: GenerativeCluster = "prompt") -> SliceTables:
+    """``by -> G.slice_table(scored, by, ...)``, each grouping computed once (the per-slice
+    view, the summary's worst slice and the protocol cells group by the same columns;
+    a slice table is a pure function of its arguments). Returns a copy each time."""
+    memo: dict[tuple[str, ...], pd.DataFrame] = {}
+
+    def get(by: Sequence[str]) -> pd.DataFrame:
+        key = tuple(by)
+        if key not in memo:
+            memo[key] = G.slice_table(scored, list(by), n_boot, seed, cluster)
+        return memo[key].copy()
+    return get
+
+
 def generative_summary(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                       seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt"
-                       ) -> pd.DataFrame:
+                       seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt",
+                       tables: SliceTables | None = None) -> pd.DataFrame:
     """Worst slice (overall and per family), disparity and refusal gap as one metric
     table: ``scope, family, slice, metric, value, ci_low, ci_high, n, ...`` with metric
     ``worst_slice_<m>``, ``disparity_<m>`` or ``refusal_gap``. Every row is a max-type
     statistic: its CI is the bootstrap of the maximum (or max - min) itself, beside the
     bias-corrected value and the permutation p-value of "no difference between slices"
     (:func:`fairness_tests.metrics.generative.max_over_slices`); ``slice`` names the
-    worst slice."""
+    worst slice. ``tables``: the run's :func:`slice_tables` (computed here if None)."""
+    tables = tables or slice_tables(scored, n_boot, seed, cluster)
     parts = []
     for scope, by in (("overall", []), ("family", ["family"])):
-        t = G.slice_table(scored, by, n_boot, seed, cluster)
+        t = tables(by)
         w = G.worst_slice(t[t["metric"].isin(G.METRICS)], by)[[*by, "metric", "slice"]]
         w = w.merge(G.max_over_slices(scored, by, G.METRICS, "max", n_boot, seed, cluster),
                     on=[*by, "metric"], how="left")
@@ -64,10 +85,11 @@ def generative_summary(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
 
 
 def _cells(scored: pd.DataFrame, kinds, n_boot: int, seed: int,
-           cluster: GenerativeCluster) -> pd.DataFrame:
+           cluster: GenerativeCluster, tables: SliceTables | None = None) -> pd.DataFrame:
+    tables = tables or slice_tables(scored, n_boot, seed, cluster)
     parts = []
     for kind, by in kinds:
-        t = G.slice_table(scored, by, n_boot, seed, cluster)
+        t = tables(by)
         cell = t[by[0]].astype(str) if by else "all"
         t = t.drop(columns=by).assign(cell_kind=kind, cell=cell)
         parts.append(t[["cell_kind", "cell", "slice", *METRIC_COLUMNS]])
@@ -75,10 +97,10 @@ def _cells(scored: pd.DataFrame, kinds, n_boot: int, seed: int,
 
 
 def protocol_cells(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
-                   seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt"
-                   ) -> pd.DataFrame:
+                   seed: int = DEFAULT_SEED, cluster: GenerativeCluster = "prompt",
+                   tables: SliceTables | None = None) -> pd.DataFrame:
     """Per-slice metrics in every protocol cell (overall, each family, each decoding)."""
-    return _cells(scored, PROTOCOL_KINDS, n_boot, seed, cluster)
+    return _cells(scored, PROTOCOL_KINDS, n_boot, seed, cluster, tables)
 
 
 def seed_cells(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
@@ -102,19 +124,21 @@ def generative_tables(scored: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
     "prompt" (resample prompts, the default) or "row"."""
     df = G.with_cells(scored)
     kw = dict(n_boot=n_boot, seed=seed, cluster=cluster)
-    out = G.all_tables(df, **kw)
-    out["generative_summary"] = generative_summary(df, **kw)
-    out["generative_cells"] = protocol_cells(df, **kw)
+    tables = slice_tables(df, **kw)
+    out = {name: tables(by) for name, by in G.VIEWS.items()}
+    out["generative_summary"] = generative_summary(df, **kw, tables=tables)
+    out["generative_cells"] = protocol_cells(df, **kw, tables=tables)
     seeds = seed_cells(df, **kw)
     if len(seeds):
         out["generative_seed_cells"] = seeds
     if compare is not None:
         name, other = compare
         ob = G.with_cells(other)
+        other_tables = slice_tables(ob, **kw)
         ta = out["generative_by_slice"]
-        tb = G.slice_table(ob, (), **kw)
+        tb = other_tables(())
         out["scorer_sensitivity"] = G.rubric_deltas(
             ta[ta["metric"].isin(G.METRICS)], tb[tb["metric"].isin(G.METRICS)],
             (rubric, name))
-        out[f"generative_cells_{name}"] = protocol_cells(ob, **kw)
+        out[f"generative_cells_{name}"] = protocol_cells(ob, **kw, tables=other_tables)
     return out

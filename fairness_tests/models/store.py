@@ -410,6 +410,8 @@ class ResponseStore(Leases, Recordings):
         with self._lock:
             n = self._connect().execute("DELETE FROM responses WHERE " + " AND ".join(where),
                                         params).rowcount
+            if n:   # a recording imported before may miss rows now: read it again next time
+                self._connect().execute("DELETE FROM store_info WHERE name LIKE 'imported:%'")
             if vacuum and n:
                 self._connect().execute("VACUUM")
         return int(n)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fairness_tests.core.errors import DataError
-from fairness_tests.core.io import canonical_dumps, read_jsonl, write_jsonl
+from fairness_tests.core.io import canonical_dumps, read_jsonl, sha256_file, write_jsonl
 from fairness_tests.models.fingerprint import fingerprint_id
 from fairness_tests.models.request import STATUSES, Response, key_of
 from fairness_tests.models.scrub import StoredTextScrubber
@@ -89,10 +89,20 @@ class Recordings:
         An existing key is kept unless ``replace`` (an existing error row is
         always replaced by a non-error one). Returns counts added/replaced/skipped.
         Bad lines raise :class:`DataError` naming the file and line.
+
+        A file whose every record is in the store (its sha256 noted in ``store_info`` as
+        ``imported:<sha256>`` after an import that checked every key) is not read again:
+        a warm store's import is one hash of the file. :meth:`prune` forgets the notes.
         """
         path = Path(path)
         if not path.exists():
             raise DataError("no such file", path=path)
+        note = f"imported:{sha256_file(path)}" if verify_keys and not replace else None
+        if note is not None:
+            done = self._execute("SELECT value FROM store_info WHERE name = ?",
+                                 (note,)).fetchone()
+            if done is not None:
+                return {"added": 0, "replaced": 0, "skipped": int(done[0])}
         rows: list[tuple] = []
         fps: dict[str, dict[str, str]] = {}
         known = {f.name for f in dc_fields(Response)}
@@ -126,6 +136,9 @@ class Recordings:
                         counts["skipped"] += 1
                         continue
                     conn.execute(INSERT_RESPONSE, row)
+                if note is not None:
+                    conn.execute("INSERT OR REPLACE INTO store_info(name, value) VALUES (?, ?)",
+                                 (note, str(sum(counts.values()))))
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")

@@ -27,6 +27,7 @@ from fairness_tests.rules.apply import apply_to_run
 from fairness_tests.rules.thresholds import RuleSet, load_rules
 from fairness_tests.run.metadata import AskingInfo, RunMetadata, Source
 from fairness_tests.run.result import RunResult
+from fairness_tests.stats.threads import serial_blas
 
 LOCAL_MODE = {"requested": "calls", "used": "local", "shared_forward_pass": True,
               "note": "local model: every repeat is drawn from the letter distribution of "
@@ -74,7 +75,8 @@ def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None,
                            f"{c.from_store} from the store, {c.failed} failed")
             stages(f"{names}: computing the metric tables "
                    f"(bootstrap, {config.n_boot} resamples)")
-            found = family.results(asked)
+            with serial_blas():
+                found = family.results(asked)
             result.tables.update(found.tables)
             result.records.update(found.records)
             for key, value in found.metadata.items():
@@ -84,7 +86,8 @@ def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None,
         _describe_asking(result, config, asker)
     finally:
         asker.close()
-    apply_to_run(result, rules)
+    with serial_blas():
+        apply_to_run(result, rules)
     stages(f"rules: {len(rules.rules)} rules judged in {len(result.verdicts)} cells")
     return result
 

@@ -40,14 +40,14 @@ def category_counts(texts: pd.Series, rubric: Rubric) -> pd.DataFrame:
     texts = texts.fillna("").astype(str)
     out = {}
     if rubric.semantics == "published":
-        lower = texts.str.lower()
+        lower = [t.lower() for t in texts]
         for name, cat in rubric.categories.items():
             total = np.zeros(len(texts), dtype=np.int64)
             for e in cat.entries:
                 if "\\" in e:
                     total += texts.str.count(e, flags=re.IGNORECASE).to_numpy(dtype=np.int64)
-                else:
-                    total += lower.str.count(re.escape(e)).to_numpy(dtype=np.int64)
+                else:   # a literal: its non-overlapping occurrences, as re.escape(e) counts
+                    total += np.fromiter((t.count(e) for t in lower), np.int64, len(lower))
             out[name] = total
     elif rubric.semantics == "strict":
         norm = texts.str.translate(QUOTE_TABLE)

@@ -326,23 +326,49 @@ def rate_table(
     grouped = df.groupby(list(by), sort=True, dropna=False) if by else [((), df)]
     for key, g in grouped:
         key = key if isinstance(key, tuple) else (key,)
+        cell = dict(zip(by, key, strict=True))
+        ests = (_column_means(g, flags, clusters, n_boot, seed, level)
+                if clusters is not None else {})
         for flag in flags:
             col = g[flag]
             defined = col.notna().to_numpy()
             k, n = float(col[defined].astype(float).sum()), int(defined.sum())
-            cell = dict(zip(by, key, strict=True))
             if n == 0:
                 rows.append(metric_row(flag, NAN, n=0, note="no rows", **cell))
-                continue
-            if clusters is None:
+            elif clusters is None:
                 rows.append(metric_row(flag, k / n, wilson_ci(k, n, level), n=n, **cell))
-                continue
-            y = col[defined].to_numpy(dtype=np.float64)
-            cl = g[clusters].to_numpy()[defined]
-            est = bootstrap(np.column_stack([y, np.ones_like(y)]), ratio_stat, n_boot, seed,
-                            level, clusters=cl)
-            rows.append(metric_row(flag, est, n=n, **cell))
+            else:
+                rows.append(metric_row(flag, ests[flag], n=n, **cell))
     return pd.DataFrame(rows, columns=[*by, *METRIC_COLUMNS])
+
+
+def _column_means(g: pd.DataFrame, columns: Sequence[str], clusters: str | None,
+                  n_boot: int, seed: int, level: float) -> dict[str, Estimate]:
+    """Bootstrap estimate of the mean of each column of ``g`` over its defined (non-NaN)
+    rows (a rate for a 0/1 column), by column. Columns defined on the same rows share
+    one resampling pass: one matrix ``X = [x_1 .. x_F, 1]`` whose resampled column sums
+    (``W @ X``) serve every ratio ``sum x_j / sum 1`` (:func:`bootstrap_all`), which
+    equals bootstrapping each ``[x_j, 1]`` on its own (same draws, same sums)."""
+    masks: dict[bytes, list[str]] = {}
+    defined = {c: g[c].notna().to_numpy() for c in columns}
+    for c in columns:
+        if defined[c].any():
+            masks.setdefault(defined[c].tobytes(), []).append(c)
+    cl_all = None if clusters is None else g[clusters].to_numpy()
+    out: dict[str, Estimate] = {}
+    for cols in masks.values():
+        mask = defined[cols[0]]
+        X = np.column_stack([*(g[c].to_numpy(dtype=np.float64)[mask] for c in cols),
+                             np.ones(int(mask.sum()))])
+        stats = {c: _ratio_of(j, len(cols)) for j, c in enumerate(cols)}
+        cl = None if cl_all is None else cl_all[mask]
+        out.update(bootstrap_all(X, stats, n_boot, seed, level, clusters=cl))
+    return out
+
+
+def _ratio_of(j: int, d: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The statistic ``s[:, j] / s[:, d]`` of resampled column sums (NaN when 0)."""
+    return lambda s: safe_ratio(s[:, j], s[:, d])
 
 
 def ratio_stat(s: np.ndarray) -> np.ndarray:
@@ -362,16 +388,12 @@ def mean_table(df: pd.DataFrame, by: Sequence[str], columns: Iterable[str],
     for key, g in grouped:
         key = key if isinstance(key, tuple) else (key,)
         cell = dict(zip(by, key, strict=True))
+        ests = _column_means(g, columns, clusters, n_boot, seed, level)
         for c in columns:
-            defined = g[c].notna().to_numpy()
-            x = g[c].to_numpy(dtype=np.float64)[defined]
-            if x.size == 0:
+            if c not in ests:
                 rows.append(metric_row(c, NAN, n=0, note="no rows", **cell))
                 continue
-            cl = None if clusters is None else g[clusters].to_numpy()[defined]
-            est = bootstrap(np.column_stack([x, np.ones_like(x)]), ratio_stat, n_boot, seed,
-                            level, clusters=cl)
-            rows.append(metric_row(c, est, n=int(x.size), **cell))
+            rows.append(metric_row(c, ests[c], n=int(g[c].notna().sum()), **cell))
     return pd.DataFrame(rows, columns=[*by, *METRIC_COLUMNS])
 
 

@@ -70,8 +70,10 @@ def t_quantile(p: float, df: float) -> float:
     ``scipy.stats.t.ppf`` (the inverse of the regularized incomplete beta; no bound on
     the result: df = 1, p = 1e-4 gives tan(pi (p - 1/2)) = -3183.1). Cached: a run asks
     for a few (p, df) pairs thousands of times."""
-    from scipy.stats import t as student_t  # noqa: PLC0415 (~1 s to import; only here)
-    return float(student_t.ppf(p, df))
+    # scipy.stats.t.ppf(p, df) is stdtrit(df, p) (loc 0, scale 1); scipy.special imports
+    # in a fifth of scipy.stats' time
+    from scipy.special import stdtrit  # noqa: PLC0415 (only here)
+    return float(stdtrit(df, p))
 
 
 def reference(df: float | None) -> tuple[Callable[[float], float], Callable[[float], float]]:

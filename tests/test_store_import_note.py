@@ -1,0 +1,71 @@
+"""A recording already imported is not read again (issue 24): the store notes the file's
+sha256 after an import that checked every key; a changed file or a prune reads it again."""
+from __future__ import annotations
+
+import gzip
+import json
+
+from fairness_tests.core.io import sha256_file
+from fairness_tests.models.request import Decoding, Request, Response, chat
+from fairness_tests.models.store import ResponseStore
+
+
+def req(i: int) -> Request:
+    return Request(messages=chat("sys", f"question {i}"), decoding=Decoding(0.7, 0.9, 8),
+                   seed=1, repeat=i, backend="litellm", model="m1", kind="choice",
+                   choices=("a", "b"))
+
+
+def _recording(tmp_path, n=4):
+    src = ResponseStore(tmp_path / "src.sqlite")
+    for i in range(n):
+        src.put(req(i), Response(key="", text="(a)", answer=0))
+    path = tmp_path / "rec.jsonl.gz"
+    src.export_jsonl(path)
+    src.close()
+    return path
+
+
+def test_a_second_import_reads_only_the_note(tmp_path, monkeypatch):
+    path = _recording(tmp_path)
+    store = ResponseStore(tmp_path / "s.sqlite")
+    assert store.import_jsonl(path) == {"added": 4, "replaced": 0, "skipped": 0}
+    note = store._execute("SELECT value FROM store_info WHERE name = ?",
+                          (f"imported:{sha256_file(path)}",)).fetchone()
+    assert note == ("4",)
+    # the file is not parsed again: a reader that fails proves it
+    import fairness_tests.models.store_jsonl as sj  # noqa: PLC0415
+
+    def boom(_path):
+        raise AssertionError("read again")
+    monkeypatch.setattr(sj, "read_jsonl", boom)
+    assert store.import_jsonl(path) == {"added": 0, "replaced": 0, "skipped": 4}
+    store.close()
+
+
+def test_a_changed_file_is_read_and_checked_again(tmp_path):
+    path = _recording(tmp_path)
+    store = ResponseStore(tmp_path / "s.sqlite")
+    store.import_jsonl(path)
+    lines = gzip.open(path, "rt").read().splitlines()
+    rec = json.loads(lines[0])
+    rec["request"]["seed"] = 99                     # edited: the key no longer matches
+    lines[0] = json.dumps(rec)
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    try:
+        store.import_jsonl(path)
+    except Exception as exc:  # noqa: BLE001  the DataError naming the line
+        assert "line 1" in str(exc) and "key does not match" in str(exc)
+    else:
+        raise AssertionError("an edited record was accepted")
+    store.close()
+
+
+def test_prune_forgets_the_notes_and_a_reimport_restores_the_rows(tmp_path):
+    path = _recording(tmp_path)
+    store = ResponseStore(tmp_path / "s.sqlite")
+    store.import_jsonl(path)
+    assert store.prune(model="m1", vacuum=False) == 4
+    assert store.import_jsonl(path) == {"added": 4, "replaced": 0, "skipped": 0}
+    assert store.get(req(2).key()).text == "(a)"
+    store.close()
