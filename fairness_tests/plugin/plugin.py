@@ -241,8 +241,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Controller only: how each run was made (once per session, whatever the number
+    of xdist workers), then the gate tables."""
     fs = config.stash.get(_KEY, None)
-    if fs is None or hasattr(config, "workerinput") or fs._gate is None:
+    if fs is None or hasattr(config, "workerinput") or not fs.built:
+        return
+    from fairness_tests.plugin.session import made_lines
+    made = made_lines(fs.cache_root / session_id(config))
+    if made:
+        terminalreporter.section("fairness runs")
+        for line in made:
+            terminalreporter.write_line(line)
+    if fs._gate is None:
         return
     from fairness_tests.plugin.gate import format_table
     from fairness_tests.plugin.session import Unavailable

@@ -1,0 +1,126 @@
+"""Fixtures shared by this repository's tests, and work done once per test session.
+
+``once(...)`` builds a directory at most once per pytest session, shared by every xdist
+worker: the first process that needs it takes an exclusive file lock
+(:mod:`fairness_tests.core.locks`), builds it and marks it done; the others wait on the
+lock and read it. It is keyed by a name and the sha256 of a configuration, so a test
+that needs another configuration computes its own.
+
+Built that way:
+
+- ``replay``: the main job on the committed recordings (``fairness-tests audit
+  --protocols bbq consistency generative``, the defaults): its run directory, its card
+  and its warm response store. Read-only: a test that changes something copies it
+  (``warm_store`` copies the store).
+- ``gate_run_dirs``: the gate's baseline and candidate run directories
+  (tests/gate_testdata.py).
+
+Also here: the ``store`` fixture (an empty response store in ``tmp_path``). Plain
+helpers (requests, rules) are in tests/helpers.py.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from gate_testdata import make_runs
+from helpers import copy_store
+
+from fairness_tests.cli.main import main
+from fairness_tests.core.locks import exclusive
+from fairness_tests.models.store import ResponseStore
+from fairness_tests.run.result import RunResult
+
+# The main job's protocols (the defaults of `fairness-tests audit`), named so that the
+# shared run stays the main job's if the defaults change.
+REPLAY_ARGS = ("--protocols", "bbq", "consistency", "generative")
+
+
+def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory of this session that every xdist worker sees: the parent of the
+    workers' own base directories (``.../pytest-N/popen-gw0``), or the base directory
+    itself without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def once(tmp_path_factory: pytest.TempPathFactory, name: str, key: dict[str, Any],
+         build: Callable[[Path], None]) -> Path:
+    """``<shared>/once/<name>-<sha256(key)[:16]>/``, filled by ``build(dir)`` by the first
+    process of the session that asks; the others wait on its lock and reuse it. A build
+    that raised leaves no ``.done`` mark, so the next process builds it again."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+    root = shared_root(tmp_path_factory) / "once"
+    out = root / f"{name}-{digest[:16]}"
+    with exclusive(root / f"{out.name}.lock"):
+        if not (out / ".done").exists():
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            build(out)
+            (out / ".built-by").write_text(f"{os.getpid()} "
+                                           f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}\n")
+            (out / ".done").write_text(json.dumps(key, sort_keys=True, default=str) + "\n")
+    return out
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The main job's outputs: ``run`` (the run directory), ``card`` (card.yaml, .md,
+    .html), ``store`` (the response store it replayed from) and ``rc`` (its exit code)."""
+    run: Path
+    card: Path
+    store: Path
+    rc: int
+
+    def load(self):
+        """A fresh :class:`RunResult` of the run (yours to change)."""
+        return RunResult.load(self.run)
+
+
+@pytest.fixture(scope="session")
+def replay(tmp_path_factory) -> Replay:
+    """The main job on the committed recordings, once per session (see the module
+    docstring)."""
+    def build(d: Path) -> None:
+        rc = main(["audit", "--out", str(d / "report"), *REPLAY_ARGS,
+                   "--store", str(d / "store.sqlite")])
+        assert rc in (0, 1), f"the main job exited {rc}"
+        (d / "rc").write_text(f"{rc}\n")
+
+    d = once(tmp_path_factory, "replay", {"argv": REPLAY_ARGS}, build)
+    return Replay(run=d / "report" / "run", card=d / "report" / "card",
+                  store=d / "store.sqlite", rc=int((d / "rc").read_text()))
+
+
+@pytest.fixture
+def warm_store(replay, tmp_path) -> Path:
+    """A copy of the shared run's store, in ``tmp_path``: the committed recordings
+    already imported (a replay audit on it skips the import)."""
+    return copy_store(replay.store, tmp_path / "warm.sqlite")
+
+
+@pytest.fixture(scope="session")
+def gate_run_dirs(tmp_path_factory, replay) -> dict:
+    """The gate's baseline and candidate run directories (tests/gate_testdata.py), once
+    per session: {"base": Path, "cand": Path, "n_flipped": int}."""
+    def build(d: Path) -> None:
+        runs = make_runs(d, store=copy_store(replay.store, d / "store.sqlite"))
+        (d / "gate.json").write_text(json.dumps({"n_flipped": runs["n_flipped"]}))
+
+    d = once(tmp_path_factory, "gate", {"make_runs": "bbq consistency n_boot=200"}, build)
+    return {"base": d / "base", "cand": d / "cand",
+            **json.loads((d / "gate.json").read_text())}
+
+
+@pytest.fixture
+def store(tmp_path):
+    """An empty response store in ``tmp_path``, closed after the test."""
+    s = ResponseStore(tmp_path / "s.sqlite")
+    yield s
+    s.close()
