@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -66,8 +67,10 @@ TARGETS = {"main/read": 4.0, "suite/main": 1.2, "dry/main": 0.2, "silence/main":
 
 @dataclass
 class Timed:
-    """One command's wall time, exit code, and the arrival times of its stderr lines."""
+    """One command's wall time, CPU time (user + system, its whole process tree), exit
+    code, and the arrival times of its stderr lines."""
     seconds: float
+    cpu: float
     rc: int
     stdout: str
     line_times: list[float] = field(default_factory=list)
@@ -80,6 +83,7 @@ class Timed:
 
 def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> Timed:
     """Run ``cmd``; stderr is read line by line as it arrives and each line stamped."""
+    c0 = _children_cpu()
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, bufsize=1)
@@ -93,7 +97,14 @@ def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> Timed:
     out = proc.stdout.read()
     rc = proc.wait()
     reader.join()
-    return Timed(time.perf_counter() - t0, rc, out, stamps)
+    return Timed(time.perf_counter() - t0, _children_cpu() - c0, rc, out, stamps)
+
+
+def _children_cpu() -> float:
+    """User + system seconds of every finished descendant (xdist workers included: each
+    parent waits for its children)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def load_average() -> str:
@@ -139,31 +150,38 @@ def one_round(i: int, work: Path, repo: Path, store: Path, env: dict[str, str],
 
 
 def ratios(r: dict[str, float]) -> dict[str, float]:
-    return {"main/read": r["main"] / r["read"], "suite/main": r["suite"] / r["main"],
-            "dry/main": r["dry"] / r["main"], "silence/main": r["silence"] / r["main"]}
+    out = {"main/read": r["main"] / r["read"], "suite/main": r["suite"] / r["main"],
+           "dry/main": r["dry"] / r["main"]}
+    if "silence" in r:
+        out["silence/main"] = r["silence"] / r["main"]
+    return out
 
 
 def report(rounds: list[dict[str, Timed]], loads: tuple[str, str]) -> None:
-    per = [{**{k: t.seconds for k, t in r.items()},
-            "silence": r["main"].longest_silence()} for r in rounds]
-    names = ("read", "main", "dry", "suite", "silence")
+    wall = [{**{k: t.seconds for k, t in r.items()},
+             "silence": r["main"].longest_silence()} for r in rounds]
+    cpu = [{k: t.cpu for k, t in r.items()} for r in rounds]
     label = {"read": "read the inputs into pandas", "main": "main job (warm store)",
              "dry": "audit --dry-run, nothing to ask", "suite": "suite after init, pytest -n 2",
              "silence": "main job's longest silence"}
     n = len(rounds)
     print(f"\neveryday paths, {n} round(s), medians (load average at start {loads[0]}, "
           f"at end {loads[1]}; {os.cpu_count()} CPUs):")
-    for k in names:
-        vals = [p[k] for p in per]
-        each = "  ".join(f"{v:6.1f}" for v in vals) if n > 1 else ""
-        print(f"  {label[k]:<34} {statistics.median(vals):7.1f} s   {each}")
+    print(f"  {'':<34} {'wall':>7}     {'CPU':>7}" + ("   wall of each round" if n > 1 else ""))
+    for k in label:
+        w = statistics.median(p[k] for p in wall)
+        c = f"{statistics.median(p[k] for p in cpu):7.1f} s" if k in cpu[0] else " " * 9
+        each = "  ".join(f"{p[k]:6.1f}" for p in wall) if n > 1 else ""
+        print(f"  {label[k]:<34} {w:7.1f} s   {c}   {each}")
     lines = statistics.median(len(r["main"].line_times) for r in rounds)
     print(f"  (main job: {lines:g} stderr lines)")
-    print("ratios (median of the rounds' ratios; target):")
-    rs = [ratios(p) for p in per]
+    print("ratios (median over the rounds; target), of wall time and of CPU time:")
+    rw, rc = [ratios(p) for p in wall], [ratios(p) for p in cpu]
     for k, target in TARGETS.items():
-        v = statistics.median(r[k] for r in rs)
-        print(f"  {k:<13} {v:6.2f}   (<= {target:g})  {'ok' if v <= target else 'OVER'}")
+        v = statistics.median(r[k] for r in rw)
+        c = f"{statistics.median(r[k] for r in rc):6.2f}" if k in rc[0] else "     -"
+        print(f"  {k:<13} wall {v:6.2f}  CPU {c}   (<= {target:g})  "
+              f"{'ok' if v <= target else 'OVER'}")
 
 
 def main() -> None:
@@ -187,7 +205,8 @@ def main() -> None:
         for i in range(args.repeats):
             rounds.append(one_round(i, work, repo, store, env, env["FAIRNESS_BBQ_DIR"]))
             r = rounds[-1]
-            print(f"round {i + 1}: " + "  ".join(f"{k} {t.seconds:.1f} s" for k, t in r.items())
+            print(f"round {i + 1}: " + "  ".join(f"{k} {t.seconds:.1f} s (CPU {t.cpu:.1f})"
+                                                 for k, t in r.items())
                   + f"  silence {r['main'].longest_silence():.1f} s", flush=True)
         report(rounds, (start, load_average()))
     finally:
