@@ -8,10 +8,11 @@ that needs another configuration computes its own.
 
 Built that way:
 
-- ``replay``: the main job on the committed recordings (``fairness-tests audit
-  --protocols bbq consistency generative``, the defaults): its run directory, its card
-  and its warm response store. Read-only: a test that changes something copies it
-  (``warm_store`` copies the store).
+- ``replay``: the main job on the committed recordings: the fairness plugin's run of
+  the default model (the one the suite in fairness_tests/suite checks, made once per
+  session by the plugin, also under xdist), as a run directory, and its warm response
+  store. Read-only: a test that changes something copies it (``warm_store`` copies the
+  store).
 - ``gate_run_dirs``: the gate's baseline and candidate run directories
   (tests/gate_testdata.py).
 
@@ -32,14 +33,11 @@ import pytest
 from gate_testdata import make_runs
 from helpers import copy_store
 
-from fairness_tests.cli.main import main
 from fairness_tests.core.locks import exclusive
+from fairness_tests.core.paths import default_store_path
 from fairness_tests.models.store import ResponseStore
+from fairness_tests.plugin.plugin import fairness_session
 from fairness_tests.run.result import RunResult
-
-# The main job's protocols (the defaults of `fairness-tests audit`), named so that the
-# shared run stays the main job's if the defaults change.
-REPLAY_ARGS = ("--protocols", "bbq", "consistency", "generative")
 
 
 def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -71,31 +69,29 @@ def once(tmp_path_factory: pytest.TempPathFactory, name: str, key: dict[str, Any
 
 @dataclass(frozen=True)
 class Replay:
-    """The main job's outputs: ``run`` (the run directory), ``card`` (card.yaml, .md,
-    .html), ``store`` (the response store it replayed from) and ``rc`` (its exit code)."""
+    """The main job's run: ``run`` (its run directory) and ``store`` (the response store
+    it replayed from, the committed recordings imported). Read-only."""
     run: Path
-    card: Path
     store: Path
-    rc: int
 
-    def load(self):
+    def load(self) -> RunResult:
         """A fresh :class:`RunResult` of the run (yours to change)."""
         return RunResult.load(self.run)
 
 
 @pytest.fixture(scope="session")
-def replay(tmp_path_factory) -> Replay:
-    """The main job on the committed recordings, once per session (see the module
-    docstring)."""
-    def build(d: Path) -> None:
-        rc = main(["audit", "--out", str(d / "report"), *REPLAY_ARGS,
-                   "--store", str(d / "store.sqlite")])
-        assert rc in (0, 1), f"the main job exited {rc}"
-        (d / "rc").write_text(f"{rc}\n")
-
-    d = once(tmp_path_factory, "replay", {"argv": REPLAY_ARGS}, build)
-    return Replay(run=d / "report" / "run", card=d / "report" / "card",
-                  store=d / "store.sqlite", rc=int((d / "rc").read_text()))
+def replay(request) -> Replay:
+    """The main job on the committed recordings: the fairness plugin's run of the
+    default model with this repository's settings (pyproject.toml: the main job's
+    protocols, thresholds and store), made once per session for the suite in
+    fairness_tests/suite and for these tests alike, whatever the number of xdist
+    workers (:mod:`fairness_tests.plugin.session`)."""
+    fs = fairness_session(request.config)
+    model = fs.settings.models[0]
+    run = fs.run_dir(model)
+    assert run is not None, f"no run of {model}: {fs.run(model)}"
+    config = fs.settings.audit(model)
+    return Replay(run=run, store=Path(config.store) if config.store else default_store_path())
 
 
 @pytest.fixture

@@ -79,8 +79,7 @@ def produce(settings: Settings, model: str, cache_root: Path, sid: str,
     with its verdicts from ``rules`` (the session's thresholds for the model)."""
     config = settings.audit(model)
     saved = saved_run_dir(settings, model)
-    key = settings_hash({"config": dataclasses.asdict(config),
-                         "saved": str(saved.resolve()) if saved else None})
+    key = _key(config, saved)
     sdir = cache_root / sid
     out = sdir / key
     with file_lock(sdir / f"{key}.lock"):
@@ -104,6 +103,22 @@ def produce(settings: Settings, model: str, cache_root: Path, sid: str,
             "model": model, "how": f"read from {saved}" if saved else "audited",
             "by": _worker(), "seconds": round(time.perf_counter() - t0, 1)}))
         return result
+
+
+def _key(config: AuditConfig, saved: Path | None) -> str:
+    return settings_hash({"config": dataclasses.asdict(config),
+                          "saved": str(saved.resolve()) if saved else None})
+
+
+def run_dir(settings: Settings, model: str, cache_root: Path, sid: str) -> Path | None:
+    """The session's run of ``model`` as a run directory, once :func:`produce` made it:
+    the saved run (``--fairness-run``) or the audited run's saved copy in the session
+    cache (removed at the end of the session); None when it could not be made."""
+    saved = saved_run_dir(settings, model)
+    if saved is not None:
+        return saved
+    out = cache_root / sid / _key(settings.audit(model), None) / "run"
+    return out if (out / "run.json").exists() else None
 
 
 def _make(settings: Settings, model: str, config: AuditConfig, rules: Any,
