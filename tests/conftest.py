@@ -13,6 +13,8 @@ Built that way:
   session by the plugin, also under xdist), as a run directory, and its warm response
   store. Read-only: a test that changes something copies it (``warm_store`` copies the
   store).
+- ``recorded_store``: a store with the embedded model's committed recordings imported
+  (``warm_store`` copies it for a test that writes);
 - ``gate_run_dirs``: the gate's baseline and candidate run directories
   (tests/gate_testdata.py).
 
@@ -36,8 +38,11 @@ from helpers import copy_store
 from fairness_tests.core.locks import exclusive
 from fairness_tests.core.paths import default_store_path
 from fairness_tests.models.store import ResponseStore
+from fairness_tests.pipeline.recordings import default_recordings
 from fairness_tests.plugin.plugin import fairness_session
 from fairness_tests.run.result import RunResult
+
+EMBEDDED = "embedded:gemma-3-270m"
 
 
 def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -94,19 +99,34 @@ def replay(request) -> Replay:
     return Replay(run=run, store=Path(config.store) if config.store else default_store_path())
 
 
+@pytest.fixture(scope="session")
+def recorded_store(tmp_path_factory) -> Path:
+    """A response store holding the embedded model's committed recordings (the files
+    its manifest lists), imported once per session. Read-only: ``warm_store`` copies."""
+    files = default_recordings(EMBEDDED)
+
+    def build(d: Path) -> None:
+        with ResponseStore(d / "s.sqlite") as s:
+            for f in files:
+                s.import_jsonl(f)
+
+    key = {f: Path(f).stat().st_mtime_ns for f in files}
+    return once(tmp_path_factory, "recorded-store", key, build) / "s.sqlite"
+
+
 @pytest.fixture
-def warm_store(replay, tmp_path) -> Path:
-    """A copy of the shared run's store, in ``tmp_path``: the committed recordings
-    already imported (a replay audit on it skips the import)."""
-    return copy_store(replay.store, tmp_path / "warm.sqlite")
+def warm_store(recorded_store, tmp_path) -> Path:
+    """A copy of ``recorded_store`` in ``tmp_path``: a replay audit on it asks the store
+    only (the recordings' import finds every row there)."""
+    return copy_store(recorded_store, tmp_path / "warm.sqlite")
 
 
 @pytest.fixture(scope="session")
-def gate_run_dirs(tmp_path_factory, replay) -> dict:
+def gate_run_dirs(tmp_path_factory, recorded_store) -> dict:
     """The gate's baseline and candidate run directories (tests/gate_testdata.py), once
     per session: {"base": Path, "cand": Path, "n_flipped": int}."""
     def build(d: Path) -> None:
-        runs = make_runs(d, store=copy_store(replay.store, d / "store.sqlite"))
+        runs = make_runs(d, store=copy_store(recorded_store, d / "store.sqlite"))
         (d / "gate.json").write_text(json.dumps({"n_flipped": runs["n_flipped"]}))
 
     d = once(tmp_path_factory, "gate", {"make_runs": "bbq consistency n_boot=200"}, build)

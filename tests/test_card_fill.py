@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-from helpers import copy_store  # noqa: E402
 from card_testdata import BBQ_TEMPLATE, PARAPHRASES, SHA_GENDER, SHA_SES, USER, make_run  # noqa: E402
+from helpers import copy_store  # noqa: E402
 
 from fairness_tests.card.files import write_cards  # noqa: E402
 from fairness_tests.card.fill import fill_card  # noqa: E402
@@ -268,14 +268,14 @@ def test_empty_run_is_all_not_evaluated_and_incomplete():
 
 
 @pytest.fixture(scope="module")
-def small_audit(replay, tmp_path_factory):
+def small_audit(recorded_store, tmp_path_factory):
     """A real audit, replayed from the committed recordings (in a copy of the session's
-    warm store, tests/conftest.py): 4 BBQ items per dataset x context x polarity, the
+    store of them, tests/conftest.py): 4 BBQ items per dataset x context x polarity, the
     first 64 rows of the generative grid."""
     from fairness_tests.pipeline.audit import run_audit
     from fairness_tests.pipeline.configure import audit_config
 
-    store = copy_store(replay.store, tmp_path_factory.mktemp("small_audit") / "s.sqlite")
+    store = copy_store(recorded_store, tmp_path_factory.mktemp("small_audit") / "s.sqlite")
     return run_audit(audit_config(protocols=["bbq", "generative"], limit=4, gen_limit=64,
                                          n_boot=100, rotations="none", store=str(store)))
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers import copy_store
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import ConfigError, DataError, FingerprintMismatchError
@@ -142,9 +143,9 @@ def _request(rec: dict) -> Request:
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    store = ResponseStore(tmp_path_factory.mktemp("rec") / "s.sqlite")
-    store.import_jsonl(RECORDINGS)
+def recorded(tmp_path_factory, recorded_store):
+    """The committed recordings in a store (a copy of the session's, tests/conftest.py)."""
+    store = ResponseStore(copy_store(recorded_store, tmp_path_factory.mktemp("rec") / "s.sqlite"))
     yield store
     store.close()
 
