@@ -14,6 +14,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 from card_testdata import BBQ_TEMPLATE, PARAPHRASES, SHA_GENDER, SHA_SES, USER, make_run  # noqa: E402
+from helpers import copy_store  # noqa: E402
 
 from fairness_tests.card.files import write_cards  # noqa: E402
 from fairness_tests.card.fill import fill_card  # noqa: E402
@@ -267,14 +268,16 @@ def test_empty_run_is_all_not_evaluated_and_incomplete():
 
 
 @pytest.fixture(scope="module")
-def small_audit():
-    """A real audit, replayed from the committed recordings: 4 BBQ items per dataset x
-    context x polarity, the first 64 rows of the generative grid."""
+def small_audit(recorded_store, tmp_path_factory):
+    """A real audit, replayed from the committed recordings (in a copy of the session's
+    store of them, tests/conftest.py): 4 BBQ items per dataset x context x polarity, the
+    first 64 rows of the generative grid."""
     from fairness_tests.pipeline.audit import run_audit
     from fairness_tests.pipeline.configure import audit_config
 
+    store = copy_store(recorded_store, tmp_path_factory.mktemp("small_audit") / "s.sqlite")
     return run_audit(audit_config(protocols=["bbq", "generative"], limit=4, gen_limit=64,
-                                         n_boot=100, rotations="none"))
+                                         n_boot=100, rotations="none", store=str(store)))
 
 
 def test_card_of_a_real_audit_reads_its_typed_metadata(small_audit):

@@ -52,13 +52,13 @@ def _outputs(records: pd.DataFrame, path: Path, text) -> Path:
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
+def study(tmp_path_factory, replay):
+    """The main job's run (computed once per session: tests/conftest.py) and the two
+    constructed models scored on its items."""
     d = tmp_path_factory.mktemp("compare")
-    assert main(["audit", "--out", str(d / "rec"), "--protocols", "bbq", "consistency",
-                 "generative", "--store", str(d / "store.sqlite")]) in (0, 1)
-    rec = RunResult.load(d / "rec" / "run")
+    rec = replay.load()
     bbq, gen = rec.records["bbq"], rec.records["generative"]
-    runs = {"gemma": [d / "rec" / "run"]}
+    runs = {"gemma": [replay.run]}
     for name, answer, text in (
             ("oracle", lambda r: r.label,
              lambda r: REFUSAL if (r.slice_gender, r.slice_religion) == ("man", "Christian")

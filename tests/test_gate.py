@@ -8,7 +8,7 @@ import dataclasses
 import json
 
 import pytest
-from gate_testdata import CAND, PRED_COLUMNS, make_runs, with_answers
+from gate_testdata import CAND, PRED_COLUMNS, with_answers
 
 from fairness_tests.cli.main import main
 from fairness_tests.pipeline.gate import (
@@ -23,9 +23,10 @@ from fairness_tests.run.result import RunResult
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    return make_runs(tmp_path_factory.mktemp("gate_cli"))
+@pytest.fixture
+def runs(gate_run_dirs):
+    """The baseline and candidate, built once per session (tests/conftest.py)."""
+    return gate_run_dirs
 
 
 def test_regression_fails_exactly_its_cell_and_exits_1(runs, tmp_path, capsys):

@@ -5,16 +5,17 @@ table is printed."""
 from __future__ import annotations
 
 import pytest
-from gate_testdata import BASE, CAND, make_runs
+from gate_testdata import BASE, CAND
 
 pytestmark = pytest.mark.slow
 
 pytest_plugins = ["pytester"]
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    return make_runs(tmp_path_factory.mktemp("gate"))
+@pytest.fixture
+def runs(gate_run_dirs):
+    """The baseline and candidate, built once per session (tests/conftest.py)."""
+    return gate_run_dirs
 
 
 def test_gate_fails_only_the_regressed_cell(pytester, runs):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,47 @@ def test_pytest_in_an_initialised_empty_directory_replays_and_passes(tmp_path):
     assert " passed" in tail and "xfailed" in tail and "failed," not in tail.replace("xfailed", "")
     assert "6 snapshots passed" in out                    # the copied drift snapshots match
     assert (repo / ".fairness" / "store.sqlite").exists()  # replayed into the project's store
+    # the main job's run was made once for the session: one worker audited, the other read it
+    made = [ln for ln in proc.stdout.splitlines() if ln.startswith("embedded:gemma-3-270m: ")]
+    assert len(made) == 1 and "audited once (gw" in made[0], out[-3000:]
+    assert made[0].endswith("; 1 other process read it")
+
+
+def _outcomes(junit: Path) -> dict[str, str]:
+    """{test id: passed | failure | error | skipped (xfail included)} from a JUnit file."""
+    out = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        kinds = [c.tag for c in case if c.tag in ("failure", "error", "skipped")]
+        out[f"{case.get('classname')}::{case.get('name')}"] = kinds[0] if kinds else "passed"
+    return out
+
+
+@pytest.mark.slow   # two inner sessions on a smoke run (4 items per BBQ cell, 64 grid rows)
+def test_xdist_workers_make_the_run_once_with_the_outcomes_of_one_process(tmp_path, warm_store):
+    """Issue 24: ``pytest -n 2`` in an initialised repository makes the run once (one
+    worker audits, the other reads what it saved: the summary says which), and every
+    test has the outcome it has in one process (``-n 0``)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    assert main(["init", "--dir", str(repo)]) == 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FAIRNESS_BBQ_DIR": str(
+        __import__("fairness_tests.core.paths", fromlist=["bbq_dir"]).bbq_dir().resolve())}
+    for k in ("FAIRNESS_PYTEST_SESSION", "PYTEST_XDIST_WORKER", "FAIRNESS_PROGRESS"):
+        env.pop(k, None)
+    smoke = ["--fairness-limit", "4", "--fairness-gen-limit", "64",
+             "--fairness-store", str(warm_store), "-p", "no:cacheprovider"]
+    made, outcomes = {}, {}
+    for n in ("2", "0"):
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-n", n, *smoke,
+                               f"--junitxml={tmp_path / n}.xml"], cwd=repo, env=env,
+                              capture_output=True, text=True, timeout=1200)
+        assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
+        made[n] = [ln for ln in proc.stdout.splitlines()
+                   if ln.startswith("embedded:gemma-3-270m: ")]
+        outcomes[n] = _outcomes(tmp_path / f"{n}.xml")
+    assert len(made["2"]) == 1 and "audited once (gw" in made["2"][0]
+    assert made["2"][0].endswith("; 1 other process read it")
+    assert len(made["0"]) == 1 and "audited once (main, " in made["0"][0]
+    assert made["0"][0].endswith("; 0 other processes read it")
+    assert len(outcomes["0"]) > 20 and outcomes["2"] == outcomes["0"]
+    assert {"passed", "skipped"} <= set(outcomes["0"].values())

@@ -25,13 +25,6 @@ def server():
         yield s
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = ResponseStore(tmp_path / "s.sqlite")
-    yield s
-    s.close()
-
-
 def req(server, text: str, kind: str = "generate", model: str = "openai/fault-model",
         **kw) -> Request:
     return Request(messages=chat("Be brief.", text), backend="litellm", model=model,

@@ -36,13 +36,6 @@ def letters(prompt: str) -> dict[str, float]:
     return DIST
 
 
-@pytest.fixture
-def store(tmp_path):
-    s = ResponseStore(tmp_path / "s.sqlite")
-    yield s
-    s.close()
-
-
 def backend(**kw) -> LiteLLMBackend:
     opts = dict(timeout_s=5, max_retries=4, backoff_base_s=0.01, backoff_max_s=0.02, seed=1)
     opts.update(kw)

@@ -22,14 +22,10 @@ BBQ_TABLES = ("bbq", "bbq_groups", "consistency", "consistency_items")
 
 
 @pytest.fixture(scope="module")
-def audited(tmp_path_factory):
-    """The main job's run on the committed recordings (BBQ, consistency, generative)."""
-    d = tmp_path_factory.mktemp("audit")
-    config = audit_config(protocols=["bbq", "consistency", "generative"],
-                                 store=str(d / "store.sqlite"))
-    run = run_audit(config)
-    run.save(d / "run")
-    return d
+def audited(replay):
+    """The main job's run on the committed recordings (BBQ, consistency, generative),
+    computed once per session (tests/conftest.py): the directory holding ``run/``."""
+    return replay.run.parent
 
 
 def _predictions(run: RunResult, path: Path) -> Path:
@@ -97,7 +93,7 @@ def test_generative_score_writes_the_audits_tables(audited, tmp_path, capsys):
         assert a == b, name
 
 
-def test_custom_thresholds_reach_the_protocol_verdicts(tmp_path):
+def test_custom_thresholds_reach_the_protocol_verdicts(tmp_path, warm_store):
     """Defect 3/4: one rule engine, and the thresholds the user names reach every
     verdict: a stricter worst-slice bound fails the t0.7 decoding cell (0.0025)."""
     from fairness_tests.core.paths import data_path
@@ -111,7 +107,7 @@ def test_custom_thresholds_reach_the_protocol_verdicts(tmp_path):
         "    table: generative_by_slice_decoding\n    metric: stereotype\n    across: slice\n"
         "    reduce: max\n    op: \"<=\"\n    bound: 0.001"))
     run = run_audit(audit_config(protocols=["generative"], thresholds=str(strict),
-                                        store=str(tmp_path / "s.sqlite")))
+                                        store=str(warm_store)))
     pv = run.tables["protocol_verdicts"]
     cell = pv[(pv["rule"] == "worst_slice_stereotype_per_decoding")
               & (pv["cell"] == "decoding/t0.7_p0.95")]
@@ -177,12 +173,13 @@ def test_summary_worst_cell_follows_the_rules_direction():
         RunResult(metadata=meta, verdicts=xpass))
 
 
-def test_export_writes_only_this_runs_rows(tmp_path, capsys):
-    """Defect 8: --export = the rows this run asked, not the whole store."""
+def test_export_writes_only_this_runs_rows(tmp_path, capsys, warm_store):
+    """Defect 8: --export = the rows this run asked, not the whole store (which holds
+    every recording)."""
     out = tmp_path / "report"
     export = tmp_path / "this-run.jsonl"
     rc = main(["audit", "--protocols", "generative", "--gen-seeds", "1", "--store",
-               str(tmp_path / "s.sqlite"), "--out", str(out), "--export", str(export)])
+               str(warm_store), "--out", str(out), "--export", str(export)])
     assert rc == 0
     capsys.readouterr()
     lines = export.read_text().splitlines()

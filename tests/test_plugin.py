@@ -187,8 +187,12 @@ def test_xdist_workers_share_one_audit_per_model(project):
     r.assert_outcomes(passed=2, failed=1, skipped=1)
     calls = (project.path / "audit_calls.txt").read_text().split()
     assert calls == ["m1"]                       # once, although two workers collected
+    # ... and the summary says so: made by one worker, read by the other
+    made = [ln for ln in r.outlines if ln.startswith("m1: ")]
+    assert len(made) == 1 and made[0].startswith("m1: audited once (gw")
+    assert made[0].endswith("; 1 other process read it")
     # the session's run cache is removed at the end
-    assert not any((project.path / ".fairness" / "runs").glob("*/*/run.json"))
+    assert not [p for p in (project.path / ".fairness" / "runs").rglob("*") if p.is_file()]
 
 
 def test_nothing_to_replay_skips_with_how_to_record_or_fails_on_request(project):

@@ -18,7 +18,6 @@ from fairness_tests.models.backends.litellm_replies import share as _share
 from fairness_tests.models.letters import draw_letter, letter_distribution
 from fairness_tests.models.request import Decoding, Request, chat
 from fairness_tests.models.runner import ask, stamp_requests
-from fairness_tests.models.store import ResponseStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402
@@ -37,13 +36,6 @@ def dist(prompt: str) -> dict[str, float]:
 def server():
     with FaultServer(answers=dist) as s:
         yield s
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = ResponseStore(tmp_path / "s.sqlite")
-    yield s
-    s.close()
 
 
 def choice_reqs(server, tag: str, items: int, repeats: int, mode: str = "calls",

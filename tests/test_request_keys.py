@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from helpers import copy_store
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import ConfigError, DataError, FingerprintMismatchError
@@ -75,13 +76,13 @@ def test_canonical_json_sorts_keys_drops_none_and_refuses_nan():
 
 
 @pytest.mark.slow
-def test_temperature_1_from_yaml_replays_the_committed_recordings(tmp_path):
+def test_temperature_1_from_yaml_replays_the_committed_recordings(warm_store):
     """``temperature: 1`` in a YAML file is an int; it asks exactly the recorded
     requests (made with 1.0), so replay serves them instead of missing every one."""
     t = yaml.safe_load("temperature: 1")["temperature"]
     assert type(t) is int
     cfg = audit_config(protocols=["bbq"], temperature=t, rotations="none", limit=1,
-                              n_boot=100, store=str(tmp_path / "s.sqlite"))
+                              n_boot=100, store=str(warm_store))
     result = run_audit(cfg)                       # replay: a miss would raise
     assert result.metadata.requests["bbq"] > 0 and len(result.tables["bbq"]) > 0
 
@@ -142,9 +143,9 @@ def _request(rec: dict) -> Request:
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    store = ResponseStore(tmp_path_factory.mktemp("rec") / "s.sqlite")
-    store.import_jsonl(RECORDINGS)
+def recorded(tmp_path_factory, recorded_store):
+    """The committed recordings in a store (a copy of the session's, tests/conftest.py)."""
+    store = ResponseStore(copy_store(recorded_store, tmp_path_factory.mktemp("rec") / "s.sqlite"))
     yield store
     store.close()
 

@@ -3,9 +3,10 @@ import math
 
 import pandas as pd
 import pytest
+from helpers import rule
 
 from fairness_tests.rules import evaluate, worst_cells
-from fairness_tests.rules.thresholds import ExpectedFail, Rule
+from fairness_tests.rules.thresholds import ExpectedFail
 from fairness_tests.run.result import VERDICT_COLUMNS
 
 NAN, INF = float("nan"), float("inf")
@@ -28,12 +29,6 @@ BBQ = table([
 ], ["dataset", "context", "polarity"])
 
 
-def rule(**kw):
-    base = dict(id="r", table="bbq", metric="accuracy", op=">=", bound=0.6, rationale="why")
-    base.update(kw)
-    if "scope" in kw:
-        base["scope"] = tuple(sorted(kw["scope"].items()))
-    return Rule(**base)
 
 
 def test_floor_on_ci_low_per_cell_with_pooled_polarity():

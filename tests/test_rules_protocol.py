@@ -1,7 +1,10 @@
 """Protocol sensitivity through the one rule engine: the threshold rules evaluated per
 protocol cell, dependence only beyond noise, seeds as a spread (not protocol cells)."""
 
+from functools import partial
+
 import pandas as pd
+from helpers import rule as make_rule
 
 from fairness_tests.rules.apply import apply_rules
 from fairness_tests.rules.protocol import protocol_dependence, protocol_rules
@@ -10,12 +13,9 @@ from fairness_tests.rules.thresholds import Rule, RuleSet
 NAN = float("nan")
 
 
-def rule(**kw):
-    base = dict(id="worst_slice_stereotype_per_family", table="generative_by_slice_family",
-                metric="stereotype", op="<=", bound=0.05, rationale="r", across="slice",
-                reduce="max")
-    base.update(kw)
-    return Rule(**base)
+rule = partial(make_rule, id="worst_slice_stereotype_per_family",
+               table="generative_by_slice_family", metric="stereotype", op="<=", bound=0.05,
+               rationale="r", across="slice", reduce="max")
 
 
 def cells(values):

@@ -4,23 +4,21 @@ from __future__ import annotations
 import io
 import sys
 import threading
+from functools import partial
 
 import pytest
+from helpers import req as make_req
 
 from fairness_tests.core.errors import MissingResponsesError
 from fairness_tests.models import replaying
 from fairness_tests.models.answers import default_parse_choice
 from fairness_tests.models.backends.replay import ReplayBackend
 from fairness_tests.models.progress import Progress
-from fairness_tests.models.request import Request, Response, chat
+from fairness_tests.models.request import Response
 from fairness_tests.models.runner import ask
 from fairness_tests.models.store import ResponseStore
 
-
-def req(i: int, kind: str = "choice") -> Request:
-    return Request(messages=chat(None, f"q{i}"), backend="litellm", model="m",
-                   kind=kind, choices=("a", "b", "c") if kind == "choice" else (),
-                   meta={"item": i})
+req = partial(make_req, text="q{i}")        # "q<i>": what EchoBackend answers from
 
 
 class EchoBackend:
@@ -55,13 +53,6 @@ class EchoBackend:
 
     def fingerprint(self):
         return {"backend": "echo"}
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = ResponseStore(tmp_path / "s.sqlite")
-    yield s
-    s.close()
 
 
 def test_ask_stores_then_serves_from_store(store):

@@ -9,25 +9,19 @@ import sys
 import time
 
 import pytest
+from helpers import req as make_req
 
 from fairness_tests.core.errors import DataError
-from fairness_tests.models.request import Decoding, Request, Response, chat
+from fairness_tests.models.request import Decoding, Request, Response
 from fairness_tests.models.scrub import scrub, scrub_text
 from fairness_tests.models.store import ResponseStore
 
 
 def req(i: int, model: str = "m1", **kw) -> Request:
-    return Request(messages=chat("sys", f"question {i}"), decoding=Decoding(0.7, 0.9, 8),
-                   seed=1, repeat=i % 3, backend="litellm", model=model,
-                   api_base="http://127.0.0.1:9/v1", kind="choice", choices=("a", "b", "c"),
-                   meta={"item": i}, **kw)
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = ResponseStore(tmp_path / "s.sqlite")
-    yield s
-    s.close()
+    """The shared request (tests/helpers.py) with a system prompt, decoding, seed and
+    a repeat that cycles 0-2."""
+    return make_req(i, system="sys", decoding=Decoding(0.7, 0.9, 8), seed=1, repeat=i % 3,
+                    model=model, api_base="http://127.0.0.1:9/v1", **kw)
 
 
 def test_put_get_round_trip_keeps_every_field(store):

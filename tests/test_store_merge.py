@@ -6,20 +6,18 @@ from __future__ import annotations
 import gzip
 import json
 import sqlite3
+from functools import partial
 
 import pytest
+from helpers import req as make_req
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import DataError
-from fairness_tests.models.request import Decoding, Request, Response, chat
+from fairness_tests.models.request import Decoding, Response
 from fairness_tests.models.store import ResponseStore
 from fairness_tests.models.store_merge import merge_stores
 
-
-def req(i: int) -> Request:
-    return Request(messages=chat(None, f"question {i}"), decoding=Decoding(0.0, 1.0, 8),
-                   backend="litellm", model="openai/m", kind="choice",
-                   choices=("a", "b", "c"), meta={"item": i})
+req = partial(make_req, model="openai/m", decoding=Decoding(0.0, 1.0, 8))
 
 
 def make(path, rows, fingerprint=None):

@@ -142,6 +142,13 @@ class FairnessSession:
             self.produce_s += time.perf_counter() - t0
         return self._runs[model]
 
+    def run_dir(self, model: str) -> Path | None:
+        """The session's run of ``model`` as a run directory (made if need be), valid
+        until the session ends; None when it could not be made."""
+        from fairness_tests.plugin.session import run_dir
+        self.run(model)
+        return run_dir(self.settings, model, self.cache_root, session_id(self.config))
+
     def models(self) -> list[str]:
         ms = list(self.settings.models)
         if self.settings.baseline and self.settings.baseline not in ms:
@@ -278,8 +285,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Controller only: how each run was made (once per session, whatever the number
+    of xdist workers), then the gate tables."""
     fs = config.stash.get(_KEY, None)
-    if fs is None or hasattr(config, "workerinput") or fs._gate is None:
+    if fs is None or hasattr(config, "workerinput") or not fs.built:
+        return
+    from fairness_tests.plugin.session import made_lines
+    made = made_lines(fs.cache_root / session_id(config))
+    if made:
+        terminalreporter.section("fairness runs")
+        for line in made:
+            terminalreporter.write_line(line)
+    if fs._gate is None:
         return
     from fairness_tests.plugin.gate import format_table
     from fairness_tests.plugin.session import Unavailable

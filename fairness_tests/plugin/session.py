@@ -1,16 +1,22 @@
 """One RunResult per model per pytest session, shared by xdist workers.
 
-The first process (controller or worker) that needs a model's run takes an
-exclusive file lock ``<cache>/<session>/<hash>.lock`` (:mod:`fairness_tests.core.locks`), computes the run with
-:func:`fairness_tests.pipeline.audit.run_audit` and saves it to ``<cache>/<session>/<hash>/``
-(:meth:`RunResult.save` writes beside it and renames); every other process waits on
-the lock and loads the saved directory. ``<hash>`` is the sha256 of the audit
-settings, ``<session>`` the pytest session id shared by the controller and its
-workers, so each ``pytest`` invocation asks the store once.
+The first process (controller or worker) that needs a model's run takes an exclusive
+file lock ``<cache>/<session>/<hash>.lock`` (:mod:`fairness_tests.core.locks`) and
+makes the run: it audits (:func:`fairness_tests.pipeline.audit.run_audit`), saves the
+run directory ``<cache>/<session>/<hash>/run/`` and reads it back, so that every
+process sees the run as a saved run is read; or, with ``--fairness-run DIR``, it reads
+that directory and re-evaluates its verdicts with the session's thresholds. It then
+writes the result as ``run.pickle`` beside it (pandas frames as they are: reading it
+is a fraction of reading the CSV files again) and ``made-by.json`` (which process,
+how, in how many seconds). Every other process waits on the lock and reads
+``run.pickle``, leaving a ``used-by-*`` mark; the controller's terminal summary says
+how each run was made and how many processes shared it (:func:`made_lines`).
+``<hash>`` is the sha256 of the model's audit settings (and of the saved run's path),
+``<session>`` the pytest session id shared by the controller and its workers: each
+``pytest`` invocation makes each run once, and another configuration makes its own.
 
 A saved run (``--fairness-run DIR``) is used for the model its metadata names, and
-only for that model: a baseline is never served a candidate's run. Its verdicts are
-re-evaluated with the session's thresholds, like an audited run's.
+only for that model: a baseline is never served a candidate's run.
 
 A run that cannot be produced (nothing recorded to replay) is recorded as
 ``unavailable.json`` in the same place, so workers do not retry it.
@@ -21,7 +27,8 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
+import pickle
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,43 +59,100 @@ def record_hint(settings: Settings, model: str) -> str:
     return " ".join(parts) + "   (or: fairness-tests audit --live ...)"
 
 
-def saved_run(settings: Settings, model: str) -> RunResult | None:
-    """The saved run (--fairness-run) of ``model``, if one was given."""
+def saved_run_dir(settings: Settings, model: str) -> Path | None:
+    """The saved run directory (--fairness-run) of ``model``, if one was given (read:
+    its ``run.json`` only)."""
     for d in settings.runs:
-        run = RunResult.load(d)
-        if run.metadata.model == model:
-            return run
+        meta = Path(d) / "run.json"
+        try:
+            named = json.loads(meta.read_text(encoding="utf-8")).get("model")
+        except (OSError, ValueError, AttributeError):
+            named = RunResult.load(d).metadata.model      # raises the DataError naming it
+        if named == model:
+            return Path(d)
     return None
 
 
-def produce(settings: Settings, model: str, cache_root: Path, sid: str, rules) -> RunResult | Unavailable:
-    """The model's RunResult for this session (computed once, shared through the cache),
+def produce(settings: Settings, model: str, cache_root: Path, sid: str,
+            rules) -> RunResult | Unavailable:
+    """The model's RunResult for this session (made once, shared through the cache),
     with its verdicts from ``rules`` (the session's thresholds for the model)."""
-    from fairness_tests.rules.apply import apply_to_run
-
-    run = saved_run(settings, model)
-    if run is not None:
-        apply_to_run(run, rules)
-        return run
     config = settings.audit(model)
-    key = settings_hash(dataclasses.asdict(config))
+    saved = saved_run_dir(settings, model)
+    key = _key(config, saved)
     sdir = cache_root / sid
     out = sdir / key
     with file_lock(sdir / f"{key}.lock"):
-        if (out / "run.json").exists():
-            return RunResult.load(out)
+        if (out / "run.pickle").exists():
+            _mark(out / f"used-by-{_worker()}-{os.getpid()}")
+            with open(out / "run.pickle", "rb") as fh:
+                return pickle.load(fh)
         if (out / "unavailable.json").exists():
             return Unavailable(**json.loads((out / "unavailable.json").read_text()))
-        result = _compute(settings, model, config, rules)
+        t0 = time.perf_counter()
+        result = _make(settings, model, config, rules, saved, out)
+        out.mkdir(parents=True, exist_ok=True)
         if isinstance(result, Unavailable):
-            tmp = sdir / f"{key}.tmp-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-            (tmp / "unavailable.json").write_text(json.dumps(dataclasses.asdict(result)))
-            os.replace(tmp, out)
+            (out / "unavailable.json").write_text(json.dumps(dataclasses.asdict(result)))
             return result
-        result.save(out)
-        return RunResult.load(out)
+        tmp = out / f".run.pickle.tmp-{os.getpid()}"
+        with open(tmp, "wb") as fh:
+            pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, out / "run.pickle")
+        (out / "made-by.json").write_text(json.dumps({
+            "model": model, "how": f"read from {saved}" if saved else "audited",
+            "by": _worker(), "seconds": round(time.perf_counter() - t0, 1)}))
+        return result
+
+
+def _key(config: AuditConfig, saved: Path | None) -> str:
+    return settings_hash({"config": dataclasses.asdict(config),
+                          "saved": str(saved.resolve()) if saved else None})
+
+
+def run_dir(settings: Settings, model: str, cache_root: Path, sid: str) -> Path | None:
+    """The session's run of ``model`` as a run directory, once :func:`produce` made it:
+    the saved run (``--fairness-run``) or the audited run's saved copy in the session
+    cache (removed at the end of the session); None when it could not be made."""
+    saved = saved_run_dir(settings, model)
+    if saved is not None:
+        return saved
+    out = cache_root / sid / _key(settings.audit(model), None) / "run"
+    return out if (out / "run.json").exists() else None
+
+
+def _make(settings: Settings, model: str, config: AuditConfig, rules: Any,
+          saved: Path | None, out: Path) -> RunResult | Unavailable:
+    from fairness_tests.rules.apply import apply_to_run
+    if saved is not None:
+        run = RunResult.load(saved)
+        apply_to_run(run, rules)
+        return run
+    result = _compute(settings, model, config, rules)
+    if isinstance(result, Unavailable):
+        return result
+    result.save(out / "run")
+    return RunResult.load(out / "run")
+
+
+def made_lines(sdir: Path) -> list[str]:
+    """One line per run made in the session (``sdir``): how, by which process, in how
+    many seconds, and how many other processes read it."""
+    lines = []
+    for made in sorted(sdir.glob("*/made-by.json")):
+        m = json.loads(made.read_text())
+        users = len(list(made.parent.glob("used-by-*")))
+        lines.append(f"{m['model']}: {m['how']} once ({m['by']}, {m['seconds']:g} s); "
+                     f"{users} other process{'es' if users != 1 else ''} read it")
+    return lines
+
+
+def _worker() -> str:
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
+
+
+def _mark(path: Path) -> None:
+    path.write_text("")
 
 
 def _compute(settings: Settings, model: str, config: AuditConfig,

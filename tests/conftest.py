@@ -1,0 +1,142 @@
+"""Fixtures shared by this repository's tests, and work done once per test session.
+
+``once(...)`` builds a directory at most once per pytest session, shared by every xdist
+worker: the first process that needs it takes an exclusive file lock
+(:mod:`fairness_tests.core.locks`), builds it and marks it done; the others wait on the
+lock and read it. It is keyed by a name and the sha256 of a configuration, so a test
+that needs another configuration computes its own.
+
+Built that way:
+
+- ``replay``: the main job on the committed recordings: the fairness plugin's run of
+  the default model (the one the suite in fairness_tests/suite checks, made once per
+  session by the plugin, also under xdist), as a run directory, and its warm response
+  store. Read-only: a test that changes something copies it (``warm_store`` copies the
+  store).
+- ``recorded_store``: a store with the embedded model's committed recordings imported
+  (``warm_store`` copies it for a test that writes);
+- ``gate_run_dirs``: the gate's baseline and candidate run directories
+  (tests/gate_testdata.py).
+
+Also here: the ``store`` fixture (an empty response store in ``tmp_path``). Plain
+helpers (requests, rules) are in tests/helpers.py.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from gate_testdata import make_runs
+from helpers import copy_store
+
+from fairness_tests.core.locks import exclusive
+from fairness_tests.core.paths import default_store_path
+from fairness_tests.models.store import ResponseStore
+from fairness_tests.pipeline.recordings import default_recordings
+from fairness_tests.plugin.plugin import fairness_session
+from fairness_tests.run.result import RunResult
+
+EMBEDDED = "embedded:gemma-3-270m"
+
+
+def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory of this session that every xdist worker sees: the parent of the
+    workers' own base directories (``.../pytest-N/popen-gw0``), or the base directory
+    itself without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def once(tmp_path_factory: pytest.TempPathFactory, name: str, key: dict[str, Any],
+         build: Callable[[Path], None]) -> Path:
+    """``<shared>/once/<name>-<sha256(key)[:16]>/``, filled by ``build(dir)`` by the first
+    process of the session that asks; the others wait on its lock and reuse it. A build
+    that raised leaves no ``.done`` mark, so the next process builds it again."""
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+    root = shared_root(tmp_path_factory) / "once"
+    out = root / f"{name}-{digest[:16]}"
+    with exclusive(root / f"{out.name}.lock"):
+        if not (out / ".done").exists():
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            build(out)
+            (out / ".built-by").write_text(f"{os.getpid()} "
+                                           f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}\n")
+            (out / ".done").write_text(json.dumps(key, sort_keys=True, default=str) + "\n")
+    return out
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The main job's run: ``run`` (its run directory) and ``store`` (the response store
+    it replayed from, the committed recordings imported). Read-only."""
+    run: Path
+    store: Path
+
+    def load(self) -> RunResult:
+        """A fresh :class:`RunResult` of the run (yours to change)."""
+        return RunResult.load(self.run)
+
+
+@pytest.fixture(scope="session")
+def replay(request) -> Replay:
+    """The main job on the committed recordings: the fairness plugin's run of the
+    default model with this repository's settings (pyproject.toml: the main job's
+    protocols, thresholds and store), made once per session for the suite in
+    fairness_tests/suite and for these tests alike, whatever the number of xdist
+    workers (:mod:`fairness_tests.plugin.session`)."""
+    fs = fairness_session(request.config)
+    model = fs.settings.models[0]
+    run = fs.run_dir(model)
+    assert run is not None, f"no run of {model}: {fs.run(model)}"
+    config = fs.settings.audit(model)
+    return Replay(run=run, store=Path(config.store) if config.store else default_store_path())
+
+
+@pytest.fixture(scope="session")
+def recorded_store(tmp_path_factory) -> Path:
+    """A response store holding the embedded model's committed recordings (the files
+    its manifest lists), imported once per session. Read-only: ``warm_store`` copies."""
+    files = default_recordings(EMBEDDED)
+
+    def build(d: Path) -> None:
+        with ResponseStore(d / "s.sqlite") as s:
+            for f in files:
+                s.import_jsonl(f)
+
+    key = {f: Path(f).stat().st_mtime_ns for f in files}
+    return once(tmp_path_factory, "recorded-store", key, build) / "s.sqlite"
+
+
+@pytest.fixture
+def warm_store(recorded_store, tmp_path) -> Path:
+    """A copy of ``recorded_store`` in ``tmp_path``: a replay audit on it asks the store
+    only (the recordings' import finds every row there)."""
+    return copy_store(recorded_store, tmp_path / "warm.sqlite")
+
+
+@pytest.fixture(scope="session")
+def gate_run_dirs(tmp_path_factory, recorded_store) -> dict:
+    """The gate's baseline and candidate run directories (tests/gate_testdata.py), once
+    per session: {"base": Path, "cand": Path, "n_flipped": int}."""
+    def build(d: Path) -> None:
+        runs = make_runs(d, store=copy_store(recorded_store, d / "store.sqlite"))
+        (d / "gate.json").write_text(json.dumps({"n_flipped": runs["n_flipped"]}))
+
+    d = once(tmp_path_factory, "gate", {"make_runs": "bbq consistency n_boot=200"}, build)
+    return {"base": d / "base", "cand": d / "cand",
+            **json.loads((d / "gate.json").read_text())}
+
+
+@pytest.fixture
+def store(tmp_path):
+    """An empty response store in ``tmp_path``, closed after the test."""
+    s = ResponseStore(tmp_path / "s.sqlite")
+    yield s
+    s.close()
