@@ -146,7 +146,7 @@ def test_score_runs_replace_their_own_output_and_feed_gate_card_compare(preds, t
     mine = user_folder(tmp_path)
     refused(ft("gate", str(run), str(run), "--out", str(mine)), mine)
     refused(ft("card", "--run", str(run), "--out", str(mine)), mine)
-    refused(ft("compare", str(run), "--out", str(mine)), mine)
+    refused(ft("compare", str(run), str(run), "--names", "a,b", "--out", str(mine)), mine)
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
     card = tmp_path / "card"
     assert ft("card", "--run", str(run), "--out", str(card)).returncode == 0

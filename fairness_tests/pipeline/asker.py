@@ -114,7 +114,8 @@ class Asker:
         out = self._ask(mine, label)
         self.keys.extend(r.key() for r in mine)
         self.counts[label] = len(requests)
-        self.counts[f"{label}_new"] = len(self.store) - before
+        asked = self.ask_counts.get(label)     # requests sent (an error row asked again too)
+        self.counts[f"{label}_new"] = asked.sent if asked else len(self.store) - before
         self._warn_truncated(out, label)
         if not self.config.shard:
             return out
