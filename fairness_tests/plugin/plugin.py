@@ -42,6 +42,7 @@ MARKERS = [
     "fairness_tables(*names): the metric tables a drift-snapshot test covers",
 ]
 _KEY = pytest.StashKey["FairnessSession"]()
+_OUTER_SESSION = pytest.StashKey["str | None"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,7 +53,10 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     if not hasattr(config, "workerinput"):
-        # the controller (or a plain run) fixes the session id; xdist workers inherit it
+        # the controller (or a plain run) fixes the session id; xdist workers inherit it.
+        # The one it replaces (an outer session's, for pytester's in-process runs) comes
+        # back in pytest_unconfigure.
+        config.stash[_OUTER_SESSION] = os.environ.get(ENV_SESSION)
         os.environ[ENV_SESSION] = uuid.uuid4().hex[:12]
     fs = FairnessSession(config)
     config.stash[_KEY] = fs
@@ -101,6 +105,7 @@ class FairnessSession:
         self._runs: dict[str, Any] = {}
         self._gate: dict[str, Any] | None = None
         self.produce_s = 0.0
+        self.sid = session_id(config)       # fixed now: a nested session may change the env
 
     @property
     def settings(self) -> O.Settings:
@@ -135,7 +140,7 @@ class FairnessSession:
             t0 = time.perf_counter()
             try:
                 self._runs[model] = produce(self.settings, model, self.cache_root,
-                                            session_id(self.config), self.rules(model))
+                                            self.sid, self.rules(model))
             except FairnessTestsError as exc:
                 raise pytest.UsageError(str(exc)) from None
             self.produce_s += time.perf_counter() - t0
@@ -146,7 +151,7 @@ class FairnessSession:
         until the session ends; None when it could not be made."""
         from fairness_tests.plugin.session import run_dir
         self.run(model)
-        return run_dir(self.settings, model, self.cache_root, session_id(self.config))
+        return run_dir(self.settings, model, self.cache_root, self.sid)
 
     def models(self) -> list[str]:
         ms = list(self.settings.models)
@@ -254,7 +259,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if fs is None or hasattr(config, "workerinput") or not fs.built:
         return
     from fairness_tests.plugin.session import made_lines
-    made = made_lines(fs.cache_root / session_id(config))
+    made = made_lines(fs.cache_root / fs.sid)
     if made:
         terminalreporter.section("fairness runs")
         for line in made:
@@ -273,8 +278,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    fs = config.stash.get(_KEY, None)
-    if fs is None or not fs.built or hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
         return
-    sdir = fs.cache_root / session_id(config)
-    shutil.rmtree(sdir, ignore_errors=True)
+    if _OUTER_SESSION in config.stash:
+        outer = config.stash[_OUTER_SESSION]
+        if outer is None:
+            os.environ.pop(ENV_SESSION, None)
+        else:
+            os.environ[ENV_SESSION] = outer
+    fs = config.stash.get(_KEY, None)
+    if fs is None or not fs.built:
+        return
+    shutil.rmtree(fs.cache_root / fs.sid, ignore_errors=True)
