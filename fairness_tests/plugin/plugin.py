@@ -146,13 +146,6 @@ class FairnessSession:
             self.produce_s += time.perf_counter() - t0
         return self._runs[model]
 
-    def run_dir(self, model: str) -> Path | None:
-        """The session's run of ``model`` as a run directory (made if need be), valid
-        until the session ends; None when it could not be made."""
-        from fairness_tests.plugin.session import run_dir
-        self.run(model)
-        return run_dir(self.settings, model, self.cache_root, self.sid)
-
     def models(self) -> list[str]:
         ms = list(self.settings.models)
         if self.settings.baseline and self.settings.baseline not in ms:
