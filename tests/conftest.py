@@ -8,11 +8,9 @@ that needs another configuration computes its own.
 
 Built that way:
 
-- ``replay``: the main job on the committed recordings: the fairness plugin's run of
-  the default model (the one the suite in fairness_tests/suite checks, made once per
-  session by the plugin, also under xdist), as a run directory, and its warm response
-  store. Read-only: a test that changes something copies it (``warm_store`` copies the
-  store).
+- ``replay``: the main job on the committed recordings (``fairness-tests audit
+  --protocols bbq consistency generative``): its run directory, card and store.
+  Read-only: a test that changes something copies it.
 - ``recorded_store``: a store with the embedded model's committed recordings imported
   (``warm_store`` copies it for a test that writes);
 - ``gate_run_dirs``: the gate's baseline and candidate run directories
@@ -35,11 +33,10 @@ import pytest
 from gate_testdata import make_runs
 from helpers import copy_store
 
+from fairness_tests.cli.main import main
 from fairness_tests.core.locks import exclusive
-from fairness_tests.core.paths import default_store_path
 from fairness_tests.models.store import ResponseStore
 from fairness_tests.pipeline.recordings import default_recordings
-from fairness_tests.plugin.plugin import fairness_session
 from fairness_tests.run.result import RunResult
 
 EMBEDDED = "embedded:gemma-3-270m"
@@ -72,11 +69,18 @@ def once(tmp_path_factory: pytest.TempPathFactory, name: str, key: dict[str, Any
     return out
 
 
+# The main job's tables for BBQ, consistency and the generative grid, which the score
+# commands and `compare` are checked against (the probe protocol, which the main job
+# also replays, is left out: no score command writes its table).
+REPLAY_ARGS = ("--protocols", "bbq", "consistency", "generative")
+
+
 @dataclass(frozen=True)
 class Replay:
-    """The main job's run: ``run`` (its run directory) and ``store`` (the response store
-    it replayed from, the committed recordings imported). Read-only."""
+    """The main job's outputs: ``run`` (its run directory), ``card`` (card.yaml, .md,
+    .html) and ``store`` (the response store it replayed from). Read-only."""
     run: Path
+    card: Path
     store: Path
 
     def load(self) -> RunResult:
@@ -85,18 +89,17 @@ class Replay:
 
 
 @pytest.fixture(scope="session")
-def replay(request) -> Replay:
-    """The main job on the committed recordings: the fairness plugin's run of the
-    default model with this repository's settings (pyproject.toml: the main job's
-    protocols, thresholds and store), made once per session for the suite in
-    fairness_tests/suite and for these tests alike, whatever the number of xdist
-    workers (:mod:`fairness_tests.plugin.session`)."""
-    fs = fairness_session(request.config)
-    model = fs.settings.models[0]
-    run = fs.run_dir(model)
-    assert run is not None, f"no run of {model}: {fs.run(model)}"
-    config = fs.settings.audit(model)
-    return Replay(run=run, store=Path(config.store) if config.store else default_store_path())
+def replay(tmp_path_factory, recorded_store) -> Replay:
+    """``fairness-tests audit --protocols bbq consistency generative`` on the committed
+    recordings, once per session (see the module docstring)."""
+    def build(d: Path) -> None:
+        store = copy_store(recorded_store, d / "store.sqlite")
+        rc = main(["audit", "--out", str(d / "report"), *REPLAY_ARGS, "--store", str(store)])
+        assert rc in (0, 1), f"the main job exited {rc}"
+
+    d = once(tmp_path_factory, "replay", {"argv": REPLAY_ARGS}, build)
+    return Replay(run=d / "report" / "run", card=d / "report" / "card",
+                  store=d / "store.sqlite")
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """The pytest plugin, run for real in inner pytest sessions (pytester), including
 under xdist (-n 2)."""
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -193,6 +194,18 @@ def test_xdist_workers_share_one_audit_per_model(project):
     assert made[0].endswith("; 1 other process read it")
     # the session's run cache is removed at the end
     assert not [p for p in (project.path / ".fairness" / "runs").rglob("*") if p.is_file()]
+
+
+def test_an_in_process_session_gives_the_outer_session_its_id_back(project):
+    """A pytest session run inside another (pytester's in-process runs) sets its own
+    session id and restores the outer one at its end: the outer session's shared runs
+    stay where its processes look for them (regression, issue 24)."""
+    from fairness_tests.plugin.session_id import ENV_SESSION
+    outer = os.environ.get(ENV_SESSION)
+    r = project.runpytest("-p", "no:cacheprovider", "--collect-only", "-q",
+                          "test_suite.py::test_options_and_markers")
+    assert r.ret in (0, 4, 5)
+    assert os.environ.get(ENV_SESSION) == outer
 
 
 def test_nothing_to_replay_skips_with_how_to_record_or_fails_on_request(project):

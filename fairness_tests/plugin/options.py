@@ -10,6 +10,7 @@ Loading this module imports neither pandas nor numpy: the configuration spec doe
 """
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -126,7 +127,11 @@ def saved_model(directory: str) -> str:
     """The model id a saved run directory is of (its run.json)."""
     from fairness_tests.run.result import RunResult  # noqa: PLC0415  (pandas: only when used)
     try:
-        model = RunResult.load(directory).metadata.model
+        try:        # run.json only; a directory it does not describe is read whole, to fail
+            model = json.loads((Path(directory) / "run.json").read_text(encoding="utf-8"))[
+                "model"]
+        except (OSError, ValueError, KeyError, TypeError):
+            model = RunResult.load(directory).metadata.model
     except FairnessTestsError as exc:
         raise pytest.UsageError(f"--fairness-run {directory}: {exc}") from None
     if not model:

@@ -43,6 +43,7 @@ MARKERS = [
 ]
 _KEY = pytest.StashKey["FairnessSession"]()
 _USAGE = pytest.StashKey[str]()          # a usage error met while collecting
+_OUTER_SESSION = pytest.StashKey["str | None"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -53,7 +54,10 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     if not hasattr(config, "workerinput"):
-        # the controller (or a plain run) fixes the session id; xdist workers inherit it
+        # the controller (or a plain run) fixes the session id; xdist workers inherit it.
+        # The one it replaces (an outer session's, for pytester's in-process runs) comes
+        # back in pytest_unconfigure.
+        config.stash[_OUTER_SESSION] = os.environ.get(ENV_SESSION)
         os.environ[ENV_SESSION] = uuid.uuid4().hex[:12]
     fs = FairnessSession(config)
     config.stash[_KEY] = fs
@@ -102,6 +106,7 @@ class FairnessSession:
         self._runs: dict[str, Any] = {}
         self._gate: dict[str, Any] | None = None
         self.produce_s = 0.0
+        self.sid = session_id(config)       # fixed now: a nested session may change the env
 
     @property
     def settings(self) -> O.Settings:
@@ -136,18 +141,11 @@ class FairnessSession:
             t0 = time.perf_counter()
             try:
                 self._runs[model] = produce(self.settings, model, self.cache_root,
-                                            session_id(self.config), self.rules(model))
+                                            self.sid, self.rules(model))
             except FairnessTestsError as exc:
                 raise pytest.UsageError(str(exc)) from None
             self.produce_s += time.perf_counter() - t0
         return self._runs[model]
-
-    def run_dir(self, model: str) -> Path | None:
-        """The session's run of ``model`` as a run directory (made if need be), valid
-        until the session ends; None when it could not be made."""
-        from fairness_tests.plugin.session import run_dir
-        self.run(model)
-        return run_dir(self.settings, model, self.cache_root, session_id(self.config))
 
     def models(self) -> list[str]:
         ms = list(self.settings.models)
@@ -291,7 +289,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if fs is None or hasattr(config, "workerinput") or not fs.built:
         return
     from fairness_tests.plugin.session import made_lines
-    made = made_lines(fs.cache_root / session_id(config))
+    made = made_lines(fs.cache_root / fs.sid)
     if made:
         terminalreporter.section("fairness runs")
         for line in made:
@@ -310,8 +308,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    fs = config.stash.get(_KEY, None)
-    if fs is None or not fs.built or hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
         return
-    sdir = fs.cache_root / session_id(config)
-    shutil.rmtree(sdir, ignore_errors=True)
+    if _OUTER_SESSION in config.stash:
+        outer = config.stash[_OUTER_SESSION]
+        if outer is None:
+            os.environ.pop(ENV_SESSION, None)
+        else:
+            os.environ[ENV_SESSION] = outer
+    fs = config.stash.get(_KEY, None)
+    if fs is None or not fs.built:
+        return
+    shutil.rmtree(fs.cache_root / fs.sid, ignore_errors=True)

@@ -110,17 +110,6 @@ def _key(config: AuditConfig, saved: Path | None) -> str:
                           "saved": str(saved.resolve()) if saved else None})
 
 
-def run_dir(settings: Settings, model: str, cache_root: Path, sid: str) -> Path | None:
-    """The session's run of ``model`` as a run directory, once :func:`produce` made it:
-    the saved run (``--fairness-run``) or the audited run's saved copy in the session
-    cache (removed at the end of the session); None when it could not be made."""
-    saved = saved_run_dir(settings, model)
-    if saved is not None:
-        return saved
-    out = cache_root / sid / _key(settings.audit(model), None) / "run"
-    return out if (out / "run.json").exists() else None
-
-
 def _make(settings: Settings, model: str, config: AuditConfig, rules: Any,
           saved: Path | None, out: Path) -> RunResult | Unavailable:
     from fairness_tests.rules.apply import apply_to_run
