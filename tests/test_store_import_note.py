@@ -69,3 +69,18 @@ def test_prune_forgets_the_notes_and_a_reimport_restores_the_rows(tmp_path):
     assert store.import_jsonl(path) == {"added": 4, "replaced": 0, "skipped": 0}
     assert store.get(req(2).key()).text == "(a)"
     store.close()
+
+
+def test_statuses_equal_the_full_rows_statuses(tmp_path):
+    """What the dry run counts with: the stored statuses, as the full rows give them."""
+    store = ResponseStore(tmp_path / "s.sqlite")
+    for i in range(1200):                       # more than one 500-key query
+        store.put(req(i), Response(key="", text="(a)", answer=0,
+                                   status="error" if i % 7 == 0 else "ok"))
+    keys = [req(i).key() for i in range(1300)]  # 100 never stored
+    full = {k: r.status for k, r in store.get_many(keys).items()}
+    assert store.statuses(keys) == full
+    assert len(full) == 1200 and sum(s == "error" for s in full.values()) == 172
+    assert store.missing([req(i) for i in range(1300)], retry_errors=True) == \
+        [req(i) for i in range(1300) if i >= 1200 or i % 7 == 0]
+    store.close()

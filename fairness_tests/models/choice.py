@@ -10,6 +10,7 @@ cook) is invalid: counted, never coerced.
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Sequence
 
@@ -37,9 +38,17 @@ def norm(s: str) -> str:
 def parse_position(text: str | None, shown: Sequence[str] | None = None,
                    letters: Sequence[str] = LETTERS) -> int | None:
     """Position (0 = first letter) of the option ``text`` answers, given the option
-    texts ``shown`` at each position (None: letters only)."""
+    texts ``shown`` at each position (None: letters only). A pure function of its
+    strings, cached: a run parses the same few answers to the same options thousands
+    of times."""
     if text is None:
         return None
+    return _parse_position(text, None if shown is None else tuple(shown), tuple(letters))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _parse_position(text: str, shown: tuple[str, ...] | None,
+                    letters: tuple[str, ...]) -> int | None:
     letters = tuple(x.lower() for x in letters)
     t = norm(text)
     if not t:

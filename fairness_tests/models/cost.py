@@ -184,8 +184,8 @@ def still_to_ask(requests: Iterable[Request], store: Any) -> tuple[int, list[Req
     first: dict[str, Request] = {}
     for r in requests:
         first.setdefault(r.key(), r)
-    got = store.get_many(first) if store is not None else {}
-    held = {k for k, v in got.items() if v.status != "error"}
+    got = store.statuses(first) if store is not None else {}
+    held = {k for k, status in got.items() if status != "error"}
     return len(first), [r for k, r in first.items() if k not in held]
 
 

@@ -205,6 +205,17 @@ class ResponseStore(Leases, Recordings):
                 out[row[0]] = self._response_from_row(row)
         return out
 
+    def statuses(self, keys: Iterable[str]) -> dict[str, str]:
+        """``{key: status}`` of the stored rows among ``keys`` (what a count of what is
+        missing needs, without reading the responses)."""
+        keys = list(dict.fromkeys(keys))
+        out: dict[str, str] = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            q = f"SELECT key, status FROM responses WHERE key IN ({','.join('?' * len(chunk))})"
+            out.update(self._execute(q, chunk).fetchall())
+        return out
+
     def has(self, key: str) -> bool:
         return self._execute("SELECT 1 FROM responses WHERE key = ?", (key,)).fetchone() is not None
 
@@ -213,9 +224,9 @@ class ResponseStore(Leases, Recordings):
         by_key = {}
         for r in requests:
             by_key.setdefault(r.key(), r)
-        got = self.get_many(by_key)
+        got = self.statuses(by_key)
         return [r for k, r in by_key.items()
-                if k not in got or (retry_errors and got[k].status == "error")]
+                if k not in got or (retry_errors and got[k] == "error")]
 
     def _row_values(self, request: Request, response: Response,
                     scrubber: StoredTextScrubber, fp_id: str | None) -> tuple:
