@@ -109,9 +109,14 @@ class BBQOptions(BBQDataOptions):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GenerativeOptions(Checked):
-    suite: str | None = opt(None, "generative protocol YAML (default: the packaged suite)",
-                            metavar="PATH", path=True)
+class SuiteOption(Checked):
+    suite: str | None = opt(None, "generative protocol YAML (default: the packaged suite); "
+                            "scored outputs are checked against it", metavar="PATH",
+                            path=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerativeOptions(SuiteOption):
     published_grid: str | None = opt(None, "a published grid CSV instead of a suite",
                                      metavar="CSV", path=True)
     gen_seeds: tuple[int, ...] | None = opt(None, "only these seeds of the protocol "
@@ -325,7 +330,8 @@ class BBQScoreConfig(BBQFilterConfig, StatsOptions, BBQClusterOption, ScoredRunO
 
 
 @dataclass(frozen=True, kw_only=True)
-class GenerativeScoreConfig(RubricOptions, StatsOptions, GenClusterOption, ScoredRunOptions):
+class GenerativeScoreConfig(RubricOptions, StatsOptions, GenClusterOption, ScoredRunOptions,
+                            SuiteOption):
     """``fairness-tests generative score``: anyone's generations, scored and judged."""
     CLI_FLAGS: ClassVar[dict[str, tuple[str, ...]]] = {
         "gen_cluster": ("--cluster", "--gen-cluster")}

@@ -13,11 +13,12 @@ from fairness_tests.pipeline.config import (
     ComparisonOptions,
     ResampleOptions,
     StatsOptions,
+    SuiteOption,
 )
 
 
 @dataclass(frozen=True, kw_only=True)
-class SensitivityConfig(StatsOptions):
+class SensitivityConfig(StatsOptions, SuiteOption):
     """``fairness-tests generative sensitivity``: the same outputs under two rubrics."""
     outputs: str = opt(None, "JSONL, one generation per line", metavar="FILE", path=True,
                        pytest=False, toml=False)
