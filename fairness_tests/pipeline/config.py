@@ -22,11 +22,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from fairness_tests.core.errors import suggest
 from fairness_tests.core.options import Checked, opt, specs
 from fairness_tests.pipeline.protocols import PROTOCOL_NAMES
 from fairness_tests.protocols.bbq.official import ALL, CATEGORIES
 
 DEFAULT_MODEL = "embedded:gemma-3-270m"
+#: the models an ``embedded:`` id may name (shipped with the package)
+EMBEDDED_MODELS: tuple[str, ...] = (DEFAULT_MODEL,)
 #: fewer bootstrap resamples cannot place the 2.5% and 97.5% percentiles of a 95%
 #: interval on stable order statistics
 MIN_N_BOOT = 100
@@ -214,6 +217,11 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, As
                              "file", metavar="FILE", path=True, regen=False, pytest=False)
 
     def cross_check(self) -> Iterable[tuple[str, str]]:
+        if self.model.startswith("embedded:") and self.model not in EMBEDDED_MODELS:
+            yield "model", (f"unknown embedded model {self.model!r}"
+                            f"{suggest(self.model, EMBEDDED_MODELS)}; embedded models: "
+                            f"{', '.join(EMBEDDED_MODELS)} (else a litellm model id such as "
+                            "openai/gpt-4o-mini, or a checkpoint directory)")
         if len(set(self.protocols)) != len(self.protocols):
             yield "protocols", f"a protocol is named twice: {' '.join(self.protocols)}"
         if self.suite and self.published_grid:
