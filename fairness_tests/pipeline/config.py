@@ -172,7 +172,9 @@ class AskingOptions(Checked):
 class ResampleOptions(Checked):
     seed: int = opt(0, "seed of the bootstrap, the consistency sample and sampling", ge=0,
                     metavar="N")
-    n_boot: int = opt(2000, "bootstrap resamples", ge=MIN_N_BOOT, metavar="N")
+    n_boot: int = opt(2000, f"bootstrap resamples; at least {MIN_N_BOOT}: fewer cannot "
+                      "place the 2.5% and 97.5% percentiles of a 95% interval on stable "
+                      "order statistics", ge=MIN_N_BOOT, metavar="N")
 
 
 @dataclass(frozen=True, kw_only=True)
