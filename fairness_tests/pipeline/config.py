@@ -104,7 +104,8 @@ class BBQOptions(BBQDataOptions):
         "sample", "option rotations for position bias: none, the consistency sample, or "
         "all items")
     limit: int | None = opt(None, "smoke run: at most N items per dataset x context x "
-                            "polarity", ge=1, metavar="N")
+                            "polarity, from the consistency sample first when the run "
+                            "asks it (0: every item)", ge=0, metavar="N")
     consistency_items: Literal["sample", "all"] = opt(
         "sample", "consistency over the seeded sample (448 items) or all items")
     max_tokens: int = opt(16, "new tokens for a BBQ answer (reasoning models need more)",
