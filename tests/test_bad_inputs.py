@@ -164,6 +164,7 @@ FILES: dict[str, str] = {
     "proj_syntax/pyproject.toml": "[tool.fairness_tests\nn_boot = 1\n",
     "proj_choice/pyproject.toml": "[tool.fairness_tests]\nrotations = \"some\"\n",
     "proj_location/pyproject.toml": "[tool.fairness_tests]\nthresholds = \"nowhere\"\n",
+    "proj_seeds/pyproject.toml": "[tool.fairness_tests]\ngen_seeds = [1, 7]\n",
     "a_file.txt": "not a directory\n",
 }
 
@@ -302,6 +303,8 @@ CLI_ROWS = [
     R("toml-choice", "--project-dir {d}/proj_choice " + AUD, 2, "rotations", "some"),
     R("toml-location", "--project-dir {d}/proj_location " + AUD, 2, "pyproject.toml",
       "nowhere"),
+    R("toml-gen-seeds", "--project-dir {d}/proj_seeds " + AUD, 2, "pyproject.toml",
+      "gen_seeds", "7 not in the protocol"),
     R("project-dir-missing", "--project-dir {d}/nowhere " + AUD, 2, "nowhere",
       "does not exist"),
     # --- generative score: the outputs are checked against the protocol
@@ -482,6 +485,8 @@ PYTEST_ROWS = [
     ("temperature", ["--fairness-temperature", "-1"], "", ("--fairness-temperature",
                                                             ">= 0")),
     ("ini-n-boot", [], "fairness_n_boot = 5", ("ini fairness_n_boot", ">= 100")),
+    ("gen-seeds", ["--fairness-gen-seeds", "6"], "", ("--fairness-gen-seeds",
+                                                      "not in the protocol")),
     ("thresholds", ["--fairness-thresholds", "th_scope.yaml"], "",
      ("th_scope.yaml", "disambiguated")),
 ]
@@ -608,10 +613,9 @@ def test_python_api(i):
 
 
 def test_an_unrecorded_seed_is_an_error_in_python_too(tmp_path):
-    cfg = audit_config(protocols=["generative"], gen_seeds=[6], recordings=[],
-                       store=str(tmp_path / "s.sqlite"))
-    with pytest.raises(FairnessTestsError, match="6 not in the protocol"):
-        run_audit(cfg)
+    with pytest.raises(FairnessTestsError, match="gen_seeds=: seed.s. 6 not in the protocol"):
+        run_audit(audit_config(protocols=["generative"], gen_seeds=[6], recordings=[],
+                               store=str(tmp_path / "s.sqlite")))
 
 
 def test_the_table_is_large_enough():

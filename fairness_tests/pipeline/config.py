@@ -26,6 +26,7 @@ from fairness_tests.core.errors import suggest
 from fairness_tests.core.options import Checked, opt, specs
 from fairness_tests.pipeline.protocols import PROTOCOL_NAMES
 from fairness_tests.protocols.bbq.official import ALL, CATEGORIES
+from fairness_tests.protocols.generative.seeds import protocol_seeds
 
 DEFAULT_MODEL = "embedded:gemma-3-270m"
 #: the models an ``embedded:`` id may name (shipped with the package)
@@ -229,6 +230,12 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, As
             yield "protocols", f"a protocol is named twice: {' '.join(self.protocols)}"
         if self.suite and self.published_grid:
             yield "published_grid", "give a suite or a published grid, not both"
+        elif self.gen_seeds and "generative" in self.protocols:
+            known = protocol_seeds(self.suite, self.published_grid)
+            missing = [s for s in self.gen_seeds if known is not None and s not in known]
+            if missing:
+                yield "gen_seeds", (f"seed(s) {', '.join(map(str, missing))} not in the "
+                                    f"protocol; its seeds: {', '.join(map(str, known or ()))}")
         if self.backend_name() != "litellm":
             for name in ("reasoning_effort", "thinking_budget", "max_cost", "rpm", "tpm"):
                 if getattr(self, name) is not None:
