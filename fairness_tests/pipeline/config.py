@@ -230,7 +230,10 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, As
             yield "protocols", f"a protocol is named twice: {' '.join(self.protocols)}"
         if self.suite and self.published_grid:
             yield "published_grid", "give a suite or a published grid, not both"
-        elif self.gen_seeds and "generative" in self.protocols:
+        elif self.gen_seeds and "generative" not in self.protocols:
+            yield "gen_seeds", ("applies to the generative protocol, which this run does not "
+                                f"ask (protocols: {' '.join(self.protocols)})")
+        elif self.gen_seeds:
             known = protocol_seeds(self.suite, self.published_grid)
             missing = [s for s in self.gen_seeds if known is not None and s not in known]
             if missing:
