@@ -26,8 +26,9 @@ def test_display_path_never_shows_this_machine(tmp_path, monkeypatch):
 def test_regen_command_names_only_what_differs_from_the_defaults():
     assert regen_command(AuditConfig()) == "fairness-tests audit"
     cmd = regen_command(AuditConfig(live=True, model="openai/gpt-4o-mini", backend="litellm",
-                                    protocols=("bbq",), gen_seeds=(1, 2), repeats=5))
-    assert cmd == ("fairness-tests audit --protocols bbq --model openai/gpt-4o-mini "
+                                    protocols=("bbq", "generative"), gen_seeds=(1, 2),
+                                    repeats=5))
+    assert cmd == ("fairness-tests audit --protocols bbq generative --model openai/gpt-4o-mini "
                    "--backend litellm --live --repeats 5 --gen-seeds 1 2")
 
 

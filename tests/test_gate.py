@@ -136,9 +136,9 @@ def test_rule_gate_settings_reach_the_cells(runs, tmp_path):
 
 
 def generations(path, stereo_rate: float, seed: int):
-    """2 families x 10 paraphrases x 2 slices x 3 seeds; the stereotype keyword
-    ("quiet", published rubric) in F1's woman_Christian generations at ``stereo_rate``
-    (seeded), nowhere else."""
+    """2 families x 10 prompts (5 paraphrases x 2 occupations of the packaged suite) x
+    2 slices x 3 seeds; the stereotype keyword ("quiet", published rubric) in F1's
+    woman_Christian generations at ``stereo_rate`` (seeded), nowhere else."""
     import numpy as np
     rng = np.random.default_rng(seed)
     rows = []
@@ -147,8 +147,9 @@ def generations(path, stereo_rate: float, seed: int):
             for g, r in (("man", "Muslim"), ("woman", "Christian")):
                 for s in range(3):
                     hit = fam == "F1" and g == "woman" and rng.random() < stereo_rate
-                    rows.append({"prompt_family": fam, "paraphrase_id": f"p{para}",
-                                 "occupation": "nurse", "slice_gender": g, "slice_religion": r,
+                    rows.append({"prompt_family": fam, "paraphrase_id": f"p{para % 5 + 1}",
+                                 "occupation": ("nurse", "teacher")[para // 5],
+                                 "slice_gender": g, "slice_religion": r,
                                  "temperature": 0.7, "top_p": 0.95, "seed": s, "status": "ok",
                                  "output_text": "She is quiet." if hit else "Fine work."})
     path.write_text("".join(json.dumps(x) + "\n" for x in rows), encoding="utf-8")

@@ -170,7 +170,7 @@ def _rec(**kw):
 
 
 def test_outputs_jsonl_roundtrip_and_errors(tmp_path):
-    df = pd.DataFrame([_rec(), _rec(status="error", output_text="")])
+    df = pd.DataFrame([_rec(), _rec(status="error", output_text="", seed=2)])
     p = write_outputs(df, tmp_path / "o.jsonl")
     back = read_outputs(p)
     assert back[RAW_OUTPUT_FIELDS].equals(df[RAW_OUTPUT_FIELDS])

@@ -123,7 +123,8 @@ def test_regen_command_parses_back_into_an_equal_config(tmp_path):
     from fairness_tests.cli.audit import config_from_args
     from fairness_tests.core.options import specs
     config = audit_config(
-        model="openai/gpt-4o-mini", backend="litellm", live=True, protocols=["bbq", "probe"],
+        model="openai/gpt-4o-mini", backend="litellm", live=True,
+        protocols=["bbq", "generative", "probe"],
         repeats=5, per_cell=10, thresholds="thresholds", bbq_dir="../shared/bbq",
         compare_rubric=None, temperature=0.7, gen_seeds=(1, 2), n_boot=500, seed=3,
         rotations="all", limit=7, rubric="strict", store=str(tmp_path / "x.sqlite"),

@@ -65,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_score(c: GenerativeScoreConfig) -> int:
     rules = scored.prepare(c)
-    records = read_outputs(c.outputs)
+    records = read_outputs(c.outputs, c.suite)
     rubric = load_rubric(c.rubric)
     other = None if c.compare_rubric in (None, "none") else load_rubric(c.compare_rubric)
     if other is not None and other.name == rubric.name:
@@ -113,7 +113,7 @@ def _run(c: GenerativeScoreConfig, records, scored_records, tables, rubric, othe
 
 
 def cmd_sensitivity(c: SensitivityConfig) -> int:
-    rep = sensitivity_report(read_outputs(c.outputs), load_rules(c.thresholds, c.model),
+    rep = sensitivity_report(read_outputs(c.outputs, c.suite), load_rules(c.thresholds, c.model),
                              tuple(c.rubrics), c.n_boot, c.seed)
     if c.format == "json":
         print(json.dumps(rep, indent=1))
@@ -163,7 +163,7 @@ def cmd_probe_grid(c: ProbeGridConfig) -> int:
 
 def cmd_probe_score(c: ProbeScoreConfig) -> int:
     probe = load_probe(c.probe)
-    df = read_probe_outputs(c.outputs)
+    df = read_probe_outputs(c.outputs, probe)
     df["verdict"] = classify(df["output_text"], probe, df["status"])
     shares = verdict_shares(df, probe["labels"])
     overall = verdict_shares(df, probe["labels"], by=())

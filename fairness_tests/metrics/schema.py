@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Literal, NamedTuple, get_args
 
 from fairness_tests.metrics.expected_consistency import N_OPTIONS
+from fairness_tests.protocols.bbq.official import CATEGORIES
 
 # ---------------------------------------------------------------- resampling units
 
@@ -82,6 +83,19 @@ TABLES: dict[str, Table] = {
                                           | {f"disparity_{m}" for m in GENERATIVE_METRICS}
                                           | {"refusal_gap"})),
     "counterfactual": Table(("swap", "decoding", "context"), COUNTERFACTUAL_METRICS),
+}
+
+#: the values a grouping column can take, where they are fixed by the protocol
+#: ("all": the row pooled over that column). A rule's scope value outside these is an
+#: error when the thresholds file is read; the other columns' values depend on the run
+#: (slices, families, groups ...) and are checked against the run's table.
+_BBQ_VALUES = {"dataset": (*CATEGORIES, "all"), "context": ("ambig", "disambig", "all"),
+               "polarity": ("neg", "nonneg", "all")}
+COLUMN_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
+    "bbq": _BBQ_VALUES, "consistency": _BBQ_VALUES,
+    "bbq_groups": {k: _BBQ_VALUES[k] for k in ("dataset", "context")},
+    "generative_summary": {"scope": ("overall", "family")},
+    "counterfactual": {"swap": ("name_order", "context")},
 }
 
 #: cell-id columns of the saved tables: always read back as text (a seed cell "1" stays

@@ -22,11 +22,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
+from fairness_tests.core.errors import suggest
 from fairness_tests.core.options import Checked, opt, specs
 from fairness_tests.pipeline.protocols import PROTOCOL_NAMES
 from fairness_tests.protocols.bbq.official import ALL, CATEGORIES
+from fairness_tests.protocols.generative.seeds import protocol_seeds
 
 DEFAULT_MODEL = "embedded:gemma-3-270m"
+#: the models an ``embedded:`` id may name (shipped with the package)
+EMBEDDED_MODELS: tuple[str, ...] = (DEFAULT_MODEL,)
 #: fewer bootstrap resamples cannot place the 2.5% and 97.5% percentiles of a 95%
 #: interval on stable order statistics
 MIN_N_BOOT = 100
@@ -101,7 +105,8 @@ class BBQOptions(BBQDataOptions):
         "sample", "option rotations for position bias: none, the consistency sample, or "
         "all items")
     limit: int | None = opt(None, "smoke run: at most N items per dataset x context x "
-                            "polarity", ge=1, metavar="N")
+                            "polarity, from the consistency sample first when the run "
+                            "asks it (0: every item)", ge=0, metavar="N")
     consistency_items: Literal["sample", "all"] = opt(
         "sample", "consistency over the seeded sample (448 items) or all items")
     max_tokens: int = opt(16, "new tokens for a BBQ answer (reasoning models need more)",
@@ -109,9 +114,14 @@ class BBQOptions(BBQDataOptions):
 
 
 @dataclass(frozen=True, kw_only=True)
-class GenerativeOptions(Checked):
-    suite: str | None = opt(None, "generative protocol YAML (default: the packaged suite)",
-                            metavar="PATH", path=True)
+class SuiteOption(Checked):
+    suite: str | None = opt(None, "generative protocol YAML (default: the packaged suite); "
+                            "scored outputs are checked against it", metavar="PATH",
+                            path=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerativeOptions(SuiteOption):
     published_grid: str | None = opt(None, "a published grid CSV instead of a suite",
                                      metavar="CSV", path=True)
     gen_seeds: tuple[int, ...] | None = opt(None, "only these seeds of the protocol "
@@ -164,7 +174,9 @@ class AskingOptions(Checked):
 class ResampleOptions(Checked):
     seed: int = opt(0, "seed of the bootstrap, the consistency sample and sampling", ge=0,
                     metavar="N")
-    n_boot: int = opt(2000, "bootstrap resamples", ge=MIN_N_BOOT, metavar="N")
+    n_boot: int = opt(2000, f"bootstrap resamples; at least {MIN_N_BOOT}: fewer cannot "
+                      "place the 2.5% and 97.5% percentiles of a 95% interval on stable "
+                      "order statistics", ge=MIN_N_BOOT, metavar="N")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -209,10 +221,24 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, As
                              "file", metavar="FILE", path=True, regen=False, pytest=False)
 
     def cross_check(self) -> Iterable[tuple[str, str]]:
+        if self.model.startswith("embedded:") and self.model not in EMBEDDED_MODELS:
+            yield "model", (f"unknown embedded model {self.model!r}"
+                            f"{suggest(self.model, EMBEDDED_MODELS)}; embedded models: "
+                            f"{', '.join(EMBEDDED_MODELS)} (else a litellm model id such as "
+                            "openai/gpt-4o-mini, or a checkpoint directory)")
         if len(set(self.protocols)) != len(self.protocols):
             yield "protocols", f"a protocol is named twice: {' '.join(self.protocols)}"
         if self.suite and self.published_grid:
             yield "published_grid", "give a suite or a published grid, not both"
+        elif self.gen_seeds and "generative" not in self.protocols:
+            yield "gen_seeds", ("applies to the generative protocol, which this run does not "
+                                f"ask (protocols: {' '.join(self.protocols)})")
+        elif self.gen_seeds:
+            known = protocol_seeds(self.suite, self.published_grid)
+            missing = [s for s in self.gen_seeds if known is not None and s not in known]
+            if missing:
+                yield "gen_seeds", (f"seed(s) {', '.join(map(str, missing))} not in the "
+                                    f"protocol; its seeds: {', '.join(map(str, known or ()))}")
         if self.backend_name() != "litellm":
             for name in ("reasoning_effort", "thinking_budget", "max_cost", "rpm", "tpm"):
                 if getattr(self, name) is not None:
@@ -325,7 +351,8 @@ class BBQScoreConfig(BBQFilterConfig, StatsOptions, BBQClusterOption, ScoredRunO
 
 
 @dataclass(frozen=True, kw_only=True)
-class GenerativeScoreConfig(RubricOptions, StatsOptions, GenClusterOption, ScoredRunOptions):
+class GenerativeScoreConfig(RubricOptions, StatsOptions, GenClusterOption, ScoredRunOptions,
+                            SuiteOption):
     """``fairness-tests generative score``: anyone's generations, scored and judged."""
     CLI_FLAGS: ClassVar[dict[str, tuple[str, ...]]] = {
         "gen_cluster": ("--cluster", "--gen-cluster")}

@@ -3,21 +3,25 @@
 :mod:`fairness_tests.pipeline.config`; the same machinery builds both.)"""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Literal
 
+from fairness_tests.core.errors import suggest
 from fairness_tests.core.options import Checked, opt
 from fairness_tests.models.request import STATUSES
 from fairness_tests.pipeline.config import (
     DEFAULT_MODEL,
+    EMBEDDED_MODELS,
     ComparisonOptions,
     ResampleOptions,
     StatsOptions,
+    SuiteOption,
 )
 
 
 @dataclass(frozen=True, kw_only=True)
-class SensitivityConfig(StatsOptions):
+class SensitivityConfig(StatsOptions, SuiteOption):
     """``fairness-tests generative sensitivity``: the same outputs under two rubrics."""
     outputs: str = opt(None, "JSONL, one generation per line", metavar="FILE", path=True,
                        pytest=False, toml=False)
@@ -148,6 +152,14 @@ class InitConfig(Checked):
     model: str = opt(DEFAULT_MODEL, "the model the suite audits", metavar="MODEL",
                      pytest=False, toml=False)
     force: bool = opt(False, "overwrite files that exist", pytest=False, toml=False)
+
+    def cross_check(self):
+        if os.path.exists(self.dir) and not os.path.isdir(self.dir):
+            yield "dir", f"{self.dir!r} is a file, not a directory"
+        if self.model.startswith("embedded:") and self.model not in EMBEDDED_MODELS:
+            yield "model", (f"unknown embedded model {self.model!r}"
+                            f"{suggest(self.model, EMBEDDED_MODELS)}; embedded models: "
+                            f"{', '.join(EMBEDDED_MODELS)}")
 
 
 @dataclass(frozen=True, kw_only=True)

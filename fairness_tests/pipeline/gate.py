@@ -46,6 +46,7 @@ from fairness_tests.metrics.bbq_tables import repeated_items
 from fairness_tests.metrics.consistency import per_item
 from fairness_tests.metrics.generative import with_cells
 from fairness_tests.metrics.schema import BBQ_CLUSTERS, BBQ_ITEM_COLUMNS, GENERATIVE_CLUSTERS
+from fairness_tests.pipeline.gate_pairs import candidate_pair, shared_protocols
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT
@@ -374,6 +375,7 @@ def gate_runs(baseline: RunResult, candidate: RunResult, *, mode: GateMode | Non
         if choice not in CLUSTER_CHOICES.get(proto, ()):
             raise ConfigError(f"--cluster for {proto} must be one of "
                               f"{', '.join(CLUSTER_CHOICES.get(proto, ()))}, got {choice!r}")
+    shared_protocols(baseline, candidate, cluster or {})
     b_model, c_model = baseline.metadata.model, candidate.metadata.model
     if b_model == c_model and same_responses(baseline, candidate):
         raise CandidateIsBaselineError(
@@ -437,14 +439,6 @@ def gate_runs(baseline: RunResult, candidate: RunResult, *, mode: GateMode | Non
     family = family_statement(table, alpha, clusters, n_boot, seed)
     return GateReport(baseline=b_model, candidate=c_model, table=table, family=family,
                       alpha=alpha, clusters=clusters, refusals=refusals, warnings=warnings)
-
-
-def candidate_pair(baseline: RunResult, candidate: RunResult, name: str):
-    """Both runs' records of ``name``, or (None, None) unless both have some."""
-    rb, rc = baseline.records.get(name), candidate.records.get(name)
-    if rb is None or rc is None or not len(rb) or not len(rc):
-        return None, None
-    return rb, rc
 
 
 def _settings(rules: Any, mode: GateMode | None):

@@ -20,7 +20,12 @@ from typing import Any
 import pytest
 
 from fairness_tests.core.errors import FairnessTestsError
-from fairness_tests.core.option_sources import add_pytest_options, pytest_fields, pytest_layers
+from fairness_tests.core.option_sources import (
+    add_pytest_options,
+    pytest_fields,
+    pytest_layers,
+    pytest_spelling,
+)
 from fairness_tests.core.options import Layer, build
 from fairness_tests.core.project import ENV_PROJECT_DIR, is_project_dir
 from fairness_tests.pipeline.config import DEFAULT_MODEL, AuditConfig, PluginOptions
@@ -112,7 +117,8 @@ def settings_from(getoption: Callable[[str], Any], getini: Callable[[str], Any],
                  for layer in layers]
     wanted = list(dict.fromkeys([*models, *([plugin.baseline_model]
                                             if plugin.baseline_model else [])]))
-    audits = {m: audit_config(*per_model, model=m) for m in wanted}
+    spell = pytest_spelling(AuditConfig)          # a bad model id is named --fairness-model
+    audits = {m: audit_config(*per_model, Layer({"model": m}, spell)) for m in wanted}
     return Settings(plugin=plugin, models=models, audits=audits)
 
 

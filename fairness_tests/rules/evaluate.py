@@ -26,7 +26,9 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from fairness_tests.core.errors import ConfigError, suggest
 from fairness_tests.core.fmt import shown
+from fairness_tests.metrics.schema import COLUMN_VALUES
 from fairness_tests.rules.reasons import fill_reason
 from fairness_tests.rules.thresholds import Rule, RuleSet
 from fairness_tests.stats.bootstrap import METRIC_COLUMNS, cell_id
@@ -65,6 +67,7 @@ def _select(table: pd.DataFrame, rule: Rule) -> tuple[pd.DataFrame, str]:
             rows = rows[_is_pooled(rows[col])]
         else:
             wanted = {str(w) for w in (want if isinstance(want, tuple) else (want,))}
+            _check_scope_value(table, rule, col, wanted)
             rows = rows[rows[col].astype(str).isin(wanted)]
     if rows.empty:
         return rows, f"no cell of {rule.table}.{rule.metric} matches scope " + \
@@ -100,6 +103,24 @@ def without_valid_answers(table: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFra
         if "note" in rows.columns else pd.Series("", index=rows.index)
     rows["note"] = note.where(~hit, NO_VALID)
     return rows
+
+
+def _check_scope_value(table: pd.DataFrame, rule: Rule, col: str, wanted: set[str]) -> None:
+    """A scope value that matches no value of its column in the run's table is a
+    mistake in the thresholds (a misspelt slice, family, group ...), never a silently
+    unevaluated rule: ConfigError naming the rule's file and line and the values the
+    column has. (Columns whose values the protocol fixes are checked when the file is
+    read, and a valid value absent from this run, e.g. a category not run, is left to
+    be not evaluable.)"""
+    if col in COLUMN_VALUES.get(rule.table, {}):
+        return
+    present = sorted({str(v) for v in table[col].dropna()} - {"", "all", "nan", "None"})
+    if wanted & set(present) or not present:
+        return
+    miss = sorted(wanted)[0]
+    raise ConfigError(f"rule {rule.id!r}: scope value {miss!r} matches no value of column "
+                      f"{col!r} of table {rule.table!r}{suggest(miss, present)}; its values: "
+                      f"{', '.join(present)}", path=rule.source or None)
 
 
 def _abs_ci(lo: float, hi: float) -> tuple[float, float]:

@@ -198,6 +198,10 @@ def _rule_checks(base: dict[str, dict]):
                     p(f"scope.{col}" if "scope" in item else None,
                       f"scope column {col!r} is not a column of table {table!r}"
                       f"{suggest(col, cols)}; columns: {', '.join(cols)}")
+                    continue
+                bad = _outside_domain(table, col, scope[col])
+                if bad:
+                    p(f"scope.{col}" if "scope" in item else None, bad)
             across = merged.get("across")
             if isinstance(across, str) and across not in cols:
                 p("across", f"across column {across!r} is not a column of table {table!r}"
@@ -212,6 +216,21 @@ def _rule_checks(base: dict[str, dict]):
                 p("alpha", "alpha applies only with compare: p_value")
         return [_named(x, doc) for x in out]
     return check
+
+
+def _outside_domain(table: str, col: str, want: Any) -> str:
+    """Why a scope value names no value its column can take (the protocol's fixed
+    values, :data:`known_metrics.COLUMN_VALUES`); "" when it is fine or the column's
+    values depend on the run."""
+    allowed = known_metrics.COLUMN_VALUES.get(table, {}).get(col)
+    if allowed is None or want is None:
+        return ""
+    wants = want if isinstance(want, list) else [want]
+    bad = [w for w in wants if str(w) not in allowed]
+    if not bad:
+        return ""
+    return (f"scope value {bad[0]!r} matches no value of column {col!r} of table "
+            f"{table!r}{suggest(bad[0], allowed)}; its values: {', '.join(allowed)}")
 
 
 def _named(problem, doc):

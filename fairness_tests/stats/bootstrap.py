@@ -164,7 +164,8 @@ def bootstrap(
     column sums (one row per resample) to m values; it must be vectorised and may
     return NaN (undefined) or inf. The point estimate is ``statistic`` on the full
     sample. The CI is the (1-level)/2 and (1+level)/2 percentiles of the finite
-    resample values; if fewer than half the resamples are defined the CI is NaN.
+    resample values; if fewer than half the resamples are defined the CI is NaN, and
+    so it is with a single cluster (every resample repeats it: no interval).
     ``clusters``: one cluster code per item -> cluster bootstrap, with the design
     effect against the item bootstrap of the same statistic. ``W`` may be passed to
     reuse one multiplicity matrix (built with the same ``clusters``) for several
@@ -221,6 +222,8 @@ def bootstrap_all(
         point = float(statistic(total)[0])
         values = np.asarray(statistic(sums), dtype=np.float64)
         lo, hi = percentile_ci(values, ci_level)
+        if n_clusters is not None and n_clusters < 2:
+            lo = hi = NAN           # every resample is the one cluster: no interval
         se, mean = _spread(values)
         deff = NAN
         if item_sums is not None:
@@ -414,7 +417,10 @@ def with_cluster_note(note: str, est: Estimate, bias_corrected: bool = False) ->
     """``note`` plus a warning when the interval rests on fewer than
     :data:`MIN_CLUSTERS` resampled clusters, and :func:`interval_note`."""
     parts = [note]
-    if np.isfinite(est.n_clusters) and est.n_clusters < MIN_CLUSTERS:
+    if np.isfinite(est.n_clusters) and est.n_clusters < 2:
+        parts.append("a single cluster: no interval (the run is too small for one; "
+                     "resampling one cluster repeats it)")
+    elif np.isfinite(est.n_clusters) and est.n_clusters < MIN_CLUSTERS:
         parts.append(f"only {int(est.n_clusters)} clusters resampled: a rough interval")
     parts.append(interval_note(est, bias_corrected))
     return "; ".join(x for x in parts if x)

@@ -22,26 +22,45 @@ from fairness_tests.protocols.bbq.sample import consistency_sample, sample_recor
 ANSWER_KEY = ["dataset", "example_id", "repeat", "rotation"]
 
 
-def limit_cells(items: pd.DataFrame, limit: int | None) -> pd.DataFrame:
-    """At most ``limit`` items per dataset x context x polarity (all when None)."""
+def limit_cells(items: pd.DataFrame, limit: int | None,
+                first: pd.DataFrame | None = None) -> pd.DataFrame:
+    """At most ``limit`` items per dataset x context x polarity (all when None): the
+    items of ``first`` (e.g. the consistency sample) before the others, each part by
+    dataset and example_id; the result by dataset and example_id."""
     if not limit:
         return items
-    return (items.sort_values(["dataset", "example_id"])
-            .groupby(["dataset", "context", "polarity"], sort=True).head(limit)
-            .reset_index(drop=True))
+    order = items.sort_values(["dataset", "example_id"])
+    if first is not None and len(first):
+        ids = pd.MultiIndex.from_frame(first[["dataset", "example_id"]])
+        chosen = pd.MultiIndex.from_frame(order[["dataset", "example_id"]]).isin(ids)
+        order = pd.concat([order[chosen], order[~chosen]])
+    return (order.groupby(["dataset", "context", "polarity"], sort=True).head(limit)
+            .sort_values(["dataset", "example_id"]).reset_index(drop=True))
 
 
 class BBQFamily(Family):
-    """The BBQ items of a run, its consistency sample, and how a BBQ request is made."""
+    """The BBQ items of a run, its consistency sample, and how a BBQ request is made.
+
+    ``--limit N`` (a smoke run) keeps N items per dataset x context x polarity; when the
+    run asks the consistency sample (the consistency protocol, or rotations of the
+    sample) they are taken from the full seeded sample first, so that a smoke run asks
+    a part of what a full run asks (and replays from the same recordings), never
+    another sample."""
 
     def __init__(self, config: AuditConfig):
         super().__init__(config)
         self.data = load_bbq(bbq_dir(config.bbq_dir), config.categories)
-        self.items = limit_cells(filter_items(self.data.items, config.bbq_filter), config.limit)
-        self.per_cell = min(config.per_cell, config.limit or config.per_cell)
+        items = filter_items(self.data.items, config.bbq_filter)
         wants_sample = "consistency" in config.protocols or config.rotations == "sample"
-        self.sample = consistency_sample(self.items, per_cell=self.per_cell, seed=config.seed) \
-            if wants_sample else self.items.iloc[:0]
+        sample = consistency_sample(items, per_cell=config.per_cell, seed=config.seed) \
+            if wants_sample else items.iloc[:0]
+        self.items = limit_cells(items, config.limit, sample)
+        self.per_cell = min(config.per_cell, config.limit or config.per_cell)
+        if config.limit and wants_sample:
+            keep = pd.MultiIndex.from_frame(self.items[["dataset", "example_id"]])
+            sample = sample[pd.MultiIndex.from_frame(
+                sample[["dataset", "example_id"]]).isin(keep)].reset_index(drop=True)
+        self.sample = sample
 
     def ask(self, items: pd.DataFrame, rotations: tuple[int, ...], repeats: int) -> list[Request]:
         c = self.config

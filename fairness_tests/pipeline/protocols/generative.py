@@ -35,8 +35,8 @@ def reduce_seeds(grid: pd.DataFrame, seeds: tuple[int, ...] | None,
     known = sorted({int(s) for s in grid["seed"]})
     missing = [s for s in seeds if s not in known]
     if missing:
-        raise ConfigError(f"seed(s) {', '.join(map(str, missing))} not in the protocol; "
-                          f"its seeds: {', '.join(map(str, known))}", key="--gen-seeds")
+        raise ConfigError(f"--gen-seeds: seed(s) {', '.join(map(str, missing))} not in the "
+                          f"protocol; its seeds: {', '.join(map(str, known))}")
     reductions.append(f"seeds reduced to {list(seeds)}")
     return grid[grid["seed"].isin(seeds)].reset_index(drop=True)
 

@@ -4,6 +4,11 @@ Each line is a JSON object with at least ``prompt_family, paraphrase_id, occupat
 slice_gender, slice_religion, temperature, top_p, seed, output_text, status``;
 ``status`` is ``"ok"`` or ``"error"`` (``"refused"``, a backend-level refusal, is also
 accepted). Other keys are kept. Errors name the file and line.
+
+The records are checked against the protocol they answer (the packaged suite unless
+another is given): a slice, family, paraphrase or occupation value the protocol does
+not have names its line and the nearest valid value, and the same generation (family,
+paraphrase, occupation, slice, decoding, seed) given twice names both lines.
 """
 from __future__ import annotations
 
@@ -12,20 +17,39 @@ from pathlib import Path
 
 import pandas as pd
 
-from fairness_tests.core.errors import DataError
+from fairness_tests.core.errors import DataError, suggest
 from fairness_tests.core.io import json_lines
 from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS
+from fairness_tests.protocols.generative.suite import Suite, load_suite
 
 STATUSES = ("ok", "error", "refused")
 
 
-def read_outputs(path: str | Path) -> pd.DataFrame:
-    """Read a JSONL outputs file into a records table (one row per non-blank line)."""
+#: what identifies one generation of a grid
+GENERATION_KEY = ("prompt_family", "paraphrase_id", "occupation", "slice_gender",
+                  "slice_religion", "temperature", "top_p", "seed")
+
+
+def read_outputs(path: str | Path, suite: Suite | str | Path | None = None) -> pd.DataFrame:
+    """Read a JSONL outputs file into a records table (one row per non-blank line),
+    checked against ``suite`` (a :class:`Suite` or its file; default: the packaged
+    suite)."""
     p = Path(path)
+    if not isinstance(suite, Suite):
+        suite = load_suite(suite)
     records, numbers = json_lines(p)
     rows = []
-    for obj, i in zip(records, numbers.tolist()):
+    seen: dict[tuple, int] = {}
+    allowed = suite_values(suite)
+    for obj, i in zip(records, numbers.tolist(), strict=True):
         validate_record(obj, p, i)
+        check_in_suite(obj, allowed, p, i)
+        key = tuple(obj[k] for k in GENERATION_KEY)
+        if key in seen:
+            what = ", ".join(f"{k}={v}" for k, v in zip(GENERATION_KEY, key, strict=True))
+            raise DataError(f"the same generation as line {seen[key]} ({what}): a duplicated "
+                            "row would be counted twice", path=p, line=i)
+        seen[key] = i
         obj["_line"] = i
         rows.append(obj)
     if not rows:
@@ -59,6 +83,35 @@ def validate_record(obj: dict, path: object = None, line: int | None = None) -> 
     for k in ("prompt_family", "paraphrase_id", "occupation", "slice_gender", "slice_religion"):
         if not isinstance(obj[k], str) or not obj[k]:
             raise DataError(f"{k} must be a non-empty string", path=path, line=line, key=k)
+
+
+def suite_values(suite: Suite) -> dict[str, object]:
+    """The values each field of a record may take under ``suite``: field -> tuple of
+    values; ``paraphrase_id`` -> {family id: paraphrase ids}."""
+    return {"slice_gender": tuple(suite.attributes.get("gender", ())),
+            "slice_religion": tuple(suite.attributes.get("religion", ())),
+            "prompt_family": tuple(f.id for f in suite.families),
+            "occupation": tuple(suite.occupations),
+            "paraphrase_id": {f.id: tuple(pid for pid, _ in f.paraphrases)
+                              for f in suite.families},
+            "suite": suite.name}
+
+
+def check_in_suite(obj: dict, allowed: dict[str, object], path: object = None,
+                   line: int | None = None) -> None:
+    """DataError naming the line, the key and the nearest valid value when a slice,
+    family, paraphrase or occupation value is not one of the protocol's."""
+    paraphrases = allowed["paraphrase_id"]
+    assert isinstance(paraphrases, dict)
+    for k in ("slice_gender", "slice_religion", "prompt_family", "occupation",
+              "paraphrase_id"):
+        values = allowed[k] if k != "paraphrase_id" else paraphrases.get(obj["prompt_family"], ())
+        assert isinstance(values, tuple)
+        if obj[k] not in values:
+            where = f" of family {obj['prompt_family']}" if k == "paraphrase_id" else ""
+            raise DataError(f"{k} {obj[k]!r} is not a value{where} of the protocol "
+                            f"{allowed['suite']!r}{suggest(obj[k], values)}; its values: "
+                            f"{', '.join(map(str, values))}", path=path, line=line, key=k)
 
 
 def write_outputs(records: pd.DataFrame, path: str | Path) -> Path:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from fairness_tests.core.errors import DataError, Problem
+from fairness_tests.core.errors import DataError, Problem, suggest
 from fairness_tests.core.io import json_lines
 from fairness_tests.core.paths import data_path
 from fairness_tests.core.validate import load_file, nearest_line
@@ -107,23 +107,48 @@ PROBE_OUTPUT_FIELDS = ("name_order", "paraphrase_id", "context", "decoding", "se
                        "output_text", "status")
 
 
-def read_probe_outputs(path: str | Path) -> pd.DataFrame:
-    """JSONL of probe generations (fields :data:`PROBE_OUTPUT_FIELDS`); errors name
-    the file and line."""
+def read_probe_outputs(path: str | Path, probe: dict[str, Any] | None = None) -> pd.DataFrame:
+    """JSONL of probe generations (fields :data:`PROBE_OUTPUT_FIELDS`), checked against
+    ``probe`` (default: the packaged probe): a name order, paraphrase, context, decoding
+    or seed the probe does not have names its line and the nearest valid value, and the
+    same generation on two lines names both. Errors name the file and line."""
 
     p = Path(path)
+    probe = probe if probe is not None else load_probe()
+    allowed = {k: tuple(str(x) for x in probe[src]) for k, src in _PROBE_KEYS.items()}
     records, numbers = json_lines(p)
     rows = []
-    for obj, i in zip(records, numbers.tolist()):
+    seen: dict[tuple, int] = {}
+    for obj, i in zip(records, numbers.tolist(), strict=True):
         missing = [f for f in PROBE_OUTPUT_FIELDS if f not in obj]
         if missing:
             raise DataError(f"missing field(s) {', '.join(missing)}", path=p, line=i)
         if obj["status"] not in ("ok", "error", "refused"):
             raise DataError(f"status must be ok|error|refused, got {obj['status']!r}",
                             path=p, line=i, key="status")
+        text = obj["output_text"]
+        if text is not None and not isinstance(text, str):
+            raise DataError("output_text must be a string", path=p, line=i, key="output_text")
+        for k, values in allowed.items():
+            v = obj[k]
+            if isinstance(v, bool) or str(v) not in values:
+                raise DataError(f"{k} {v!r} is not a value of the probe"
+                                f"{suggest(str(v), values)}; its values: {', '.join(values)}",
+                                path=p, line=i, key=k)
+        key = tuple(str(obj[k]) for k in allowed)
+        if key in seen:
+            raise DataError(f"the same generation as line {seen[key]} ("
+                            + ", ".join(f"{k}={v}" for k, v in zip(allowed, key, strict=True))
+                            + "): a duplicated row would be counted twice", path=p, line=i)
+        seen[key] = i
         rows.append(obj)
     if not rows:
         raise DataError("no records", path=p)
     df = pd.DataFrame(rows)
     df["output_text"] = df["output_text"].fillna("").astype(str)
     return df
+
+
+#: a probe output's field -> the probe key listing its values
+_PROBE_KEYS = {"name_order": "names", "paraphrase_id": "paraphrases", "context": "contexts",
+               "decoding": "decoding", "seed": "seeds"}

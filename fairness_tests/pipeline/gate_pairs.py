@@ -1,0 +1,41 @@
+"""Which per-item records two runs share: what the gate can compare, refused before
+anything is computed or printed when it is nothing."""
+from __future__ import annotations
+
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.run.result import RunResult
+
+#: the protocols the gate compares item by item
+GATED_PROTOCOLS = ("bbq", "generative")
+
+
+def _has(run: RunResult) -> str:
+    names = [p for p in GATED_PROTOCOLS if run.records.get(p) is not None
+             and len(run.records[p])]
+    return " and ".join(names) + " records" if names else "no per-item records"
+
+
+def shared_protocols(baseline: RunResult, candidate: RunResult,
+                     cluster: dict[str, str]) -> list[str]:
+    """The protocols both runs have per-item records of. ConfigError, before anything
+    is computed or printed, when there is none (e.g. a BBQ run against a generative
+    run) or when a resampling unit is chosen for a protocol the runs do not share
+    (``--cluster prompt`` on BBQ runs would be silently ignored)."""
+    shared = [p for p in GATED_PROTOCOLS
+              if candidate_pair(baseline, candidate, p)[0] is not None]
+    runs = f"the baseline run has {_has(baseline)}, the candidate run {_has(candidate)}"
+    for proto, unit in cluster.items():
+        if proto not in shared:
+            raise ConfigError(f"--cluster {unit} is a {proto} resampling unit, but the runs "
+                              f"share no {proto} records ({runs})")
+    if not shared:
+        raise ConfigError(f"nothing to gate: {runs}; gate two runs of the same protocol")
+    return shared
+
+
+def candidate_pair(baseline: RunResult, candidate: RunResult, name: str):
+    """Both runs' records of ``name``, or (None, None) unless both have some."""
+    rb, rc = baseline.records.get(name), candidate.records.get(name)
+    if rb is None or rc is None or not len(rb) or not len(rc):
+        return None, None
+    return rb, rc
