@@ -141,8 +141,10 @@ class CounterfactualInfo:
 class AskingInfo:
     """How an audit asked its model: the repeat mode (requested, used, fallback, whether
     repeats share one server-side forward pass), token and reasoning settings, the cost
-    budget, truncated answers per protocol, the shard, (live) tokens and cost spent, and
-    the stores ``store merge`` combined into the store the run read."""
+    budget, truncated answers per protocol, the shard, (live) tokens and cost spent, the
+    stores ``store merge`` combined into the store the run read, and for an API model the
+    prompt format (``prompt``: the format asked for, the one used for the model, the
+    answer prefix and the stop sequences of a multiple-choice prompt)."""
     repeat_mode: dict
     max_tokens: int
     reasoning_effort: str | None = None
@@ -152,6 +154,7 @@ class AskingInfo:
     shard: str | None = None
     usage: Usage | None = None
     merged_from: list[dict] = field(default_factory=list)   # stores merged into the store
+    prompt: dict | None = None     # API models: {requested, used, answer_prefix, stop}
 
 
 @dataclass
