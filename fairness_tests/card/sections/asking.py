@@ -92,7 +92,8 @@ def _spent(usage: dict) -> str:
 
 PROMPT_WORDS = {
     "chat": "the messages as given (a chat endpoint renders them with the server's chat "
-            "template; no answer prefix, no stop)",
+            "template, a completion endpoint gets their contents joined; no answer prefix, "
+            "no stop)",
     "chat-prefill": "the messages, then an assistant turn holding the answer prefix",
     "completion-gemma": "Gemma's turn format as plain text to the completion endpoint, "
                         "then the answer prefix",
