@@ -141,3 +141,19 @@ def test_bad_prompt_options_are_one_line_and_exit_2(tmp_path, capsys, argv, mess
     assert rc == 2 and message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "r").exists()
+
+
+def test_chat_prefill_for_a_provider_litellm_does_not_know_to_continue_is_exit_2(
+        tmp_path, capsys):
+    """Known only once litellm is loaded (the configuration does not import it): refused
+    before any request, one line naming the option, no run written."""
+    with FaultServer(answers=letters) as s:
+        rc = main(["audit", "--live", "--model", "openai/m", "--api-base", s.url,
+                   "--prompt-format", "chat-prefill", "--protocols", "consistency",
+                   "--limit", "1", "--repeats", "1", "--recordings", "--store",
+                   str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")])
+        assert len(s.hits) == 0
+    err = capsys.readouterr().err
+    assert rc == 2 and "prompt_format 'chat-prefill' needs a provider that continues an " \
+        "assistant turn; litellm does not know 'openai/m'" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
