@@ -256,7 +256,6 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, As
             elif not self.live:
                 yield "shard", "records a part of the requests: use it with --live"
 
-
     def _prompt_problems(self) -> Iterable[tuple[str, str]]:
         """A prompt format the model's endpoint cannot take (a completion format for a
         chat model, chat-prefill for a completion model), an empty answer prefix."""
