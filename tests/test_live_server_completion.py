@@ -7,9 +7,12 @@ before) are checked too, and the server's own answer to a logprobs / ``n`` probe
 read as what it is (``transformers serve`` ignores both)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import test_live_server as live
 
+from fairness_tests.cli.main import main
 from fairness_tests.models import repeat_modes as RM
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
 from fairness_tests.models.request import Decoding
@@ -82,3 +85,30 @@ def test_served_greedy_letters_match_the_in_process_backend(server, tmp_path):
                   for r in reqs]
     local = TransformersBackend("embedded", batch_size=4, threads=1).answer(local_reqs)
     assert [s.text for s in served] == [("a", "b", "c")[x.answer] for x in local]
+
+
+@pytest.mark.parametrize("fmt", ["completion-gemma", "auto"])
+def test_audit_through_the_served_base_model_answers_bbq_with_letters(server, tmp_path,
+                                                                      monkeypatch, capsys, fmt):
+    """``fairness-tests audit --prompt-format ...`` end to end against the served model:
+    8 BBQ items (``--limit 1``: one per dataset x context x polarity cell, no rotations),
+    greedy. Gemma's turns then "Answer: (" (what the local backend sends) give valid
+    letters; ``auto`` resolves by the model id, which here is a directory name without
+    "gemma": ``completion-plain`` (role: content lines, then the prefix). The shares are
+    printed (-s) for docs/api_models.md."""
+    monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
+    model = f"text-completion-openai/{server['model_dir']}"
+    main(["audit", "--live", "--model", model, "--api-base", server["api_base"],
+          "--store", str(tmp_path / "s.sqlite"), "--recordings", "--protocols", "bbq",
+          "--limit", "1", "--rotations", "none", "--temperature", "0", "--n-boot", "100",
+          "--prompt-format", fmt, "--out", str(tmp_path / "r")])
+    meta = json.loads((tmp_path / "r" / "run" / "run.json").read_text())
+    used = "completion-gemma" if fmt == "completion-gemma" else "completion-plain"
+    assert meta["asking"]["prompt"]["used"] == used
+    assert meta["requests"] == {"bbq": 8, "bbq_new": 8}
+    n, invalid = meta["bbq"]["n_answers"], meta["bbq"]["invalid_answers"]
+    with capsys.disabled():
+        print(f"\n{used}: {n - invalid} of {n} answers valid ({(n - invalid) / n:.0%})")
+    assert n == 8
+    if used == "completion-gemma":
+        assert invalid < n

@@ -71,3 +71,20 @@ def test_bad_input_exits_2_naming_the_problem(tmp_path, capsys):
                                           ("12h", 43200), ("7d", 604800), ("2w", 1209600)])
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds
+
+
+def test_stats_cost_unknown_is_never_zero(tmp_path, capsys):
+    """m1: 3 replies without a price -> "?"; m2: 2 priced at 0.001 + 1 without ->
+    "0.0020+?"; m3: 2 priced at 0.001 -> "0.0020"; a failed request -> "-"."""
+    db = tmp_path / "c.sqlite"
+    _fill(db)
+    with ResponseStore(db) as s:
+        for model, costs in (("m2", (0.001, 0.001, None)), ("m3", (0.001, 0.001))):
+            for i, c in enumerate(costs):
+                s.put(Request(messages=chat(None, f"{model} {i}"), backend="litellm",
+                              model=model), Response(key="", text="x", cost_usd=c))
+    assert main(["store", "stats", "--store", str(db)]) == 0
+    rows = {tuple(line.split()[:2]): line.split()[-1]
+            for line in capsys.readouterr().out.splitlines() if line.startswith("  litellm")}
+    assert rows == {("litellm:m1", "error"): "-", ("litellm:m1", "ok"): "?",
+                    ("litellm:m2", "ok"): "0.0020+?", ("litellm:m3", "ok"): "0.0020"}

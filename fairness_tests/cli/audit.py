@@ -74,6 +74,9 @@ def cmd_audit(command: AuditCommand) -> int:
     print(summary(result))
     for line in asking_lines(result.metadata):
         print(line)
+    spent = usage_line(result.metadata.asking)
+    if spent:
+        print(spent)
     for note in result.metadata.notes:
         print(note)
     paths = ", ".join(str(out / "card" / p.name) for p in card.paths.values())
@@ -104,6 +107,24 @@ def _shard_summary(result, config) -> int:
     print("no tables or card from one shard: merge the shard stores with `fairness-tests "
           "store merge S1 S2 ... --into S`, then `fairness-tests audit --store S`")
     return 0
+
+
+def usage_line(asking) -> str | None:
+    """What a live API run spent, in one line: replies, HTTP attempts, tokens and the
+    cost; a cost litellm has no price for is "unknown" (never $0.0000). None when the
+    run recorded no usage (replay, a local model)."""
+    u = asking.usage if asking is not None else None
+    if u is None:
+        return None
+    if u.cost_usd is not None and not u.cost_unknown_calls:
+        cost = f"cost {u.cost_usd:.4f} USD"
+    else:
+        cost = f"cost unknown ({u.cost_unknown_calls} repl(ies) without a price"
+        cost += f"; {u.cost_known_usd:.4f} USD for the priced ones)" if u.cost_known_usd \
+            else ")"
+    return (f"spent: {u.calls} repl(ies) in {u.attempts} HTTP "
+            f"attempt(s) ({u.retries} retries), {u.prompt_tokens} prompt + "
+            f"{u.completion_tokens} completion tokens, {cost}")
 
 
 def summary(result) -> str:

@@ -75,8 +75,19 @@ def cmd_stats(c) -> int:
             name = f"{g['backend']}:{g['model']}"
             tok = g["prompt_tokens"] + g["completion_tokens"]
             print(f"  {name:<{w}}  {g['status']:<8} {g['count']:>8} {tok:>10} "
-                  f"{g['cost_usd']:>10.4f}")
+                  f"{stats_cost(g):>10}")
+        print("  cost ?: no price recorded (a model without a price, a local model)")
     return 0
+
+
+def stats_cost(group: dict) -> str:
+    """A group's cost as ``store stats`` shows it: the sum when every row has a price,
+    ``?`` when none has (``-`` for failed requests: nothing answered), ``<sum>+?`` when
+    some have (never 0 standing for unknown)."""
+    priced, total = group.get("priced", group["count"]), group["count"]
+    if priced == 0:
+        return "-" if group["status"] == "error" else "?"
+    return f"{group['cost_usd']:.4f}" + ("" if priced == total else "+?")
 
 
 def cmd_export(c) -> int:

@@ -385,14 +385,17 @@ class ResponseStore(Leases, Recordings):
 
     # -- stats and prune ----------------------------------------------------
     def stats(self) -> dict[str, Any]:
-        """Counts by backend/model/status, file sizes, live leases."""
+        """Counts by backend/model/status, file sizes, live leases. Per group ``cost_usd``
+        sums the rows whose cost is known, ``priced`` counts them (the rest have none: a
+        model without a price, a local model, an error)."""
         rows = self._execute("SELECT backend, model, status, COUNT(*), "
                              "COALESCE(SUM(prompt_tokens),0), COALESCE(SUM(completion_tokens),0), "
-                             "COALESCE(SUM(cost_usd),0) FROM responses "
+                             "COALESCE(SUM(cost_usd),0), COUNT(cost_usd) FROM responses "
                              "GROUP BY backend, model, status ORDER BY backend, model, status"
                              ).fetchall()
         groups = [{"backend": b, "model": m, "status": s, "count": n, "prompt_tokens": pt,
-                   "completion_tokens": ct, "cost_usd": c} for b, m, s, n, pt, ct, c in rows]
+                   "completion_tokens": ct, "cost_usd": c, "priced": p}
+                  for b, m, s, n, pt, ct, c, p in rows]
         by_status = {s: 0 for s in STATUSES}
         for g in groups:
             by_status[g["status"]] = by_status.get(g["status"], 0) + g["count"]

@@ -18,6 +18,7 @@ from fairness_tests.core.paths import default_store_path
 from fairness_tests.models.answers import AskCounts
 from fairness_tests.models.backends import get_backend
 from fairness_tests.models.cost import BudgetReached, model_price
+from fairness_tests.models.prompt_format import DEFAULT_ANSWER_PREFIX, DEFAULT_PROMPT_FORMAT
 from fairness_tests.models.repeat_modes import RepeatModeUnsupported, apply_mode
 from fairness_tests.models.request import Request, Response
 from fairness_tests.models.runner import ask_counted
@@ -25,6 +26,8 @@ from fairness_tests.models.shard import in_shard, parse_shard
 from fairness_tests.models.store import ResponseStore
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.recordings import default_recordings
+
+DEFAULTS = {"prompt_format": DEFAULT_PROMPT_FORMAT, "answer_prefix": DEFAULT_ANSWER_PREFIX}
 
 
 def with_reasoning(requests: Sequence[Request], config: AuditConfig) -> list[Request]:
@@ -36,6 +39,24 @@ def with_reasoning(requests: Sequence[Request], config: AuditConfig) -> list[Req
             for r in requests]
 
 
+def with_prompt_format(requests: Sequence[Request], config: AuditConfig) -> list[Request]:
+    """``requests`` with the run's prompt format and answer prefix (part of their keys)
+    where they are not the defaults: every key this run computes (the store's, the
+    dry run's, the shard's, the export's) says how the prompt is sent."""
+    fields = {k: v for k, v in (("prompt_format", config.prompt_format),
+                                ("answer_prefix", config.answer_prefix))
+              if v != DEFAULTS[k]}
+    if not fields:
+        return list(requests)
+    return [r.with_(**{k: v for k, v in fields.items() if getattr(r, k) is None})
+            for r in requests]
+
+
+def run_requests(requests: Sequence[Request], config: AuditConfig) -> list[Request]:
+    """``requests`` as this run sends them: reasoning settings and prompt format."""
+    return with_prompt_format(with_reasoning(requests, config), config)
+
+
 def build_backend(config: AuditConfig, rate_limit_path: str | None = None) -> Any:
     """The backend ``config`` chooses (:meth:`~.config.ModelOptions.backend_name`), with
     its options: unstarted. ``rate_limit_path``: the file a rate limit is shared through."""
@@ -43,7 +64,8 @@ def build_backend(config: AuditConfig, rate_limit_path: str | None = None) -> An
     if c.backend_name() == "transformers":
         return get_backend("transformers", model=c.backend_model(),
                            batch_size=c.batch_size, workers=c.workers)
-    opts: dict[str, Any] = {"max_cost_usd": c.max_cost}
+    opts: dict[str, Any] = {"max_cost_usd": c.max_cost, "prompt_format": c.prompt_format,
+                            "answer_prefix": c.answer_prefix}
     if c.api_base:
         opts["api_base"] = c.api_base
     limits = {k: v for k, v in (("rpm", c.rpm), ("tpm", c.tpm)) if v}
@@ -105,17 +127,15 @@ class Asker:
         run's reasoning settings and repeat mode. A sharded run (``--shard i/N``) asks
         only its shard's requests; the others come back as error rows ("outside shard"),
         so it records and reports no tables."""
-        requests = with_reasoning(requests, self.config)
-        before = len(self.store)
+        requests = run_requests(requests, self.config)
         mine = requests
         if self.config.shard:
             i, n = parse_shard(self.config.shard)
             mine = [r for r in requests if in_shard(r.key(), i, n)]
-        out = self._ask(mine, label)
+        out, sent = self._ask(mine, label)
         self.keys.extend(r.key() for r in mine)
         self.counts[label] = len(requests)
-        asked = self.ask_counts.get(label)     # requests sent (an error row asked again too)
-        self.counts[f"{label}_new"] = asked.sent if asked else len(self.store) - before
+        self.counts[f"{label}_new"] = sent     # requests sent (an error row asked again too)
         self._warn_truncated(out, label)
         if not self.config.shard:
             return out
@@ -138,7 +158,9 @@ class Asker:
               f"raise {setting} or lower --reasoning-effort / --thinking-budget",
               file=sys.stderr)
 
-    def _ask(self, requests: list[Request], label: str) -> list[Response]:
+    def _ask(self, requests: list[Request], label: str) -> tuple[list[Response], int]:
+        """The responses and how many distinct requests were sent to the backend (an
+        error row asked again counts: the ``<label>_new`` of the run's ``requests``)."""
         try:
             try:
                 out, counts = ask_counted(apply_mode(requests, self.mode), self.backend,
@@ -153,7 +175,7 @@ class Asker:
         except BudgetReached as exc:
             raise exc.with_recorded(len(self.store) - self.size_at_start) from None
         self.ask_counts[label] = counts
-        return out
+        return out, counts.sent
 
     def failed(self) -> tuple[int, str | None]:
         """Requests of this run that ended in an error after their retries (outside a

@@ -16,6 +16,7 @@ import importlib.metadata
 
 from fairness_tests.core.paths import display_path
 from fairness_tests.core.version import __version__
+from fairness_tests.models import prompt_format as PF
 from fairness_tests.models.backends.base import capabilities_of
 from fairness_tests.models.repeat_modes import record
 from fairness_tests.pipeline.asker import Asker, check_live
@@ -127,7 +128,22 @@ def asking_info(config: AuditConfig, asker: Asker) -> AskingInfo:
                       truncated=dict(asker.truncated), shard=config.shard,
                       usage=totals() if config.live and callable(totals) else None,
                       merged_from=asker.store.merged_from(),
-                      counts={k: c.to_dict() for k, c in asker.ask_counts.items()})
+                      counts={k: c.to_dict() for k, c in asker.ask_counts.items()},
+                      prompt=prompt_info(config))
+
+
+def prompt_info(config: AuditConfig) -> dict | None:
+    """How an API model's prompts are sent (:mod:`fairness_tests.models.prompt_format`):
+    the format asked for, the concrete one for the model (``auto`` resolved), the answer
+    prefix and the ``stop`` sequences of a multiple-choice prompt (None for ``chat``:
+    neither is used). None for a local backend (its own prompt format: ``backend_info``)."""
+    if config.backend_name() != "litellm":
+        return None
+    used = PF.resolve(config.prompt_format, config.api_model())
+    prefixed = PF.uses_prefix(used, "choice")
+    return {"requested": config.prompt_format, "used": used,
+            "answer_prefix": config.answer_prefix if prefixed else None,
+            "stop": PF.sent_stop(used, config.answer_prefix, "choice")}
 
 
 def model_version(config: AuditConfig) -> str | None:

@@ -23,7 +23,14 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from fairness_tests.core.errors import suggest
+from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.options import Checked, opt, specs
+from fairness_tests.models.prompt_format import (
+    DEFAULT_ANSWER_PREFIX,
+    DEFAULT_PROMPT_FORMAT,
+    PromptFormat,
+    resolve,
+)
 from fairness_tests.pipeline.protocols import PROTOCOL_NAMES
 from fairness_tests.protocols.bbq.official import ALL, CATEGORIES
 from fairness_tests.protocols.generative.seeds import protocol_seeds
@@ -159,6 +166,17 @@ class AskingOptions(Checked):
                             "the store", gt=0, metavar="N", group=API, regen=False)
     tpm: float | None = opt(None, "API tokens per minute, shared by every process using "
                             "the store", gt=0, metavar="N", group=API, regen=False)
+    prompt_format: PromptFormat = opt(
+        DEFAULT_PROMPT_FORMAT, "how an API model reads a prompt: auto (a chat endpoint: the "
+        "messages, rendered by the server's chat template; a text-completion-*/ endpoint: "
+        "completion-gemma for a model id naming Gemma, else completion-plain), chat (the "
+        "messages as given), chat-prefill (then an assistant turn holding the answer "
+        "prefix; providers that continue it), completion-gemma / completion-plain (the "
+        "local backend's prompt text: Gemma turns or role: content lines, then the answer "
+        "prefix, stop at ')' and newline)", group=API)
+    answer_prefix: str = opt(DEFAULT_ANSWER_PREFIX, "text that ends a multiple-choice "
+                             "prompt so that the next token is the answer letter (every "
+                             "prompt format but chat)", metavar="TEXT", group=API)
     shard: str | None = opt(None, "with --live: record only shard I of N of the requests (by "
                             "key hash); combine stores with `fairness-tests store merge`",
                             metavar="I/N", group=API, regen=False, pytest=False)
@@ -245,16 +263,43 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, As
                     yield name, (f"applies to API models (backend litellm); the "
                                  f"{self.backend_name()} backend costs nothing and has no "
                                  "rate limits")
+            for name, default in (("prompt_format", DEFAULT_PROMPT_FORMAT),
+                                  ("answer_prefix", DEFAULT_ANSWER_PREFIX)):
+                if getattr(self, name) != default:
+                    yield name, (f"applies to API models (backend litellm); the "
+                                 f"{self.backend_name()} backend renders the model's own "
+                                 f"prompt format and ends it with {DEFAULT_ANSWER_PREFIX!r}")
             if self.repeat_mode != "calls":
                 yield "repeat_mode", ("applies to API models (backend litellm); the "
                                       f"{self.backend_name()} backend draws every repeat "
                                       "from one forward pass")
+        else:
+            yield from self._prompt_problems()
         if self.shard is not None:
             m = re.fullmatch(r"(\d+)/(\d+)", self.shard)
             if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
                 yield "shard", f"must be I/N with 1 <= I <= N, got {self.shard!r}"
             elif not self.live:
                 yield "shard", "records a part of the requests: use it with --live"
+
+    def _prompt_problems(self) -> Iterable[tuple[str, str]]:
+        """A prompt format the model's endpoint cannot take (a completion format for a
+        chat model, chat-prefill for a completion model), an empty answer prefix."""
+        if not self.answer_prefix.strip():
+            yield "answer_prefix", "must be a non-empty text, got an empty one"
+        try:
+            resolve(self.prompt_format, self.api_model())
+        except ConfigError as exc:
+            message = str(exc).removeprefix(f"key {exc.key!r}: ")
+            yield "prompt_format", f"{self.prompt_format!r} " + message.removeprefix(
+                f"prompt_format {self.prompt_format!r} ")
+
+    def api_model(self) -> str:
+        """The litellm model string the backend sends (a bare name with an API base is an
+        ``openai/`` model)."""
+        if self.api_base and "/" not in self.model:
+            return f"openai/{self.model}"
+        return self.model
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,19 +15,19 @@ from fairness_tests.models.cost import (
     still_to_ask,
 )
 from fairness_tests.models.request import Request
-from fairness_tests.pipeline.asker import build_backend, open_run_store, with_reasoning
+from fairness_tests.pipeline.asker import build_backend, open_run_store, run_requests
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.protocols.base import by_family
 
 
 def collect_requests(config: AuditConfig) -> dict[str, list[Request]]:
-    """The requests each protocol of ``config`` asks, with the run's reasoning settings;
-    nothing is asked."""
+    """The requests each protocol of ``config`` asks, as the run sends them (reasoning
+    settings, prompt format); nothing is asked."""
     out: dict[str, list[Request]] = {}
     for family_cls, protocols in by_family(config.protocols):
         family = family_cls(config)
         for p in protocols:
-            out[p.name] = with_reasoning(p.requests(family), config)
+            out[p.name] = run_requests(p.requests(family), config)
     return out
 
 

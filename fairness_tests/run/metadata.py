@@ -142,8 +142,10 @@ class AskingInfo:
     """How an audit asked its model: the repeat mode (requested, used, fallback, whether
     repeats share one server-side forward pass), token and reasoning settings, the cost
     budget, truncated answers per protocol, the shard, (live) tokens and cost spent, the
-    stores ``store merge`` combined into the store the run read, and per protocol what
-    the asking did (sent, from the store, failed)."""
+    stores ``store merge`` combined into the store the run read, per protocol what the
+    asking did (sent, from the store, failed), and for an API model the prompt format
+    (``prompt``: the format asked for, the one used for the model, the answer prefix and
+    the stop sequences of a multiple-choice prompt)."""
     repeat_mode: dict
     max_tokens: int
     reasoning_effort: str | None = None
@@ -156,6 +158,7 @@ class AskingInfo:
     #: per protocol: requests, sent, from_store, failed (+ first_error), invalid, ...
     #: (:class:`fairness_tests.models.answers.AskCounts` as a dict)
     counts: dict[str, dict] = field(default_factory=dict)
+    prompt: dict | None = None     # API models: {requested, used, answer_prefix, stop}
 
 
 @dataclass

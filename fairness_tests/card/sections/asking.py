@@ -2,9 +2,9 @@
 mode and its fallback, token / reasoning / cost budgets and what was spent, the shard
 and merged stores; per protocol the requests sent, answered from the store, failed
 (with the first error) and invalid; the share of prompts whose letter mass was below
-the floor. Read defensively: a run recorded before a field existed simply lacks it
-(nothing is shown for it, nothing invented). A cost the provider did not price is
-"unknown", never 0.
+the floor; an API model's prompt format. Read defensively: a run recorded before a
+field existed simply lacks it (nothing is shown for it, nothing invented). A cost the
+provider did not price is "unknown", never 0.
 """
 from __future__ import annotations
 
@@ -90,6 +90,37 @@ def _spent(usage: dict) -> str:
     return ", ".join(parts)
 
 
+PROMPT_WORDS = {
+    "chat": "the messages as given (a chat endpoint renders them with the server's chat "
+            "template, a completion endpoint gets their contents joined; no answer prefix, "
+            "no stop)",
+    "chat-prefill": "the messages, then an assistant turn holding the answer prefix",
+    "completion-gemma": "Gemma's turn format as plain text to the completion endpoint, "
+                        "then the answer prefix",
+    "completion-plain": "role: content lines as plain text to the completion endpoint, "
+                        "then the answer prefix",
+}
+
+
+def prompt_statement(p: dict | None) -> str | None:
+    """How an API model's prompts were sent (``asking.prompt``), in words; None when the
+    run did not record it (a local backend, an older run)."""
+    if not p or not p.get("used"):
+        return None
+    used, req = p["used"], p.get("requested")
+    text = f"prompt format {used}" + (f" ({req} for this model)" if req and req != used
+                                      else "")
+    words = PROMPT_WORDS.get(used)
+    if words:
+        text += f": {words}"
+    if p.get("answer_prefix"):
+        text += f" {p['answer_prefix']!r}"
+    if p.get("stop"):
+        text += ", stop at " + " or ".join("newline" if x == "\n" else repr(x)
+                                           for x in p["stop"])
+    return text
+
+
 def asking(a) -> dict[str, Any]:
     """How the model was asked (:class:`~fairness_tests.run.metadata.AskingInfo`) and
     one statement of it: the repeat mode used (and any fallback), whether repeats
@@ -111,6 +142,9 @@ def asking(a) -> dict[str, Any]:
         parts.append("repeats share one server-side forward pass, so between-call "
                      "nondeterminism is not measured" if mode.get("shared_forward_pass") else
                      "one request per repeat, so between-call nondeterminism is measured")
+    prompt = getattr(a, "prompt", None)
+    if prompt_statement(prompt):
+        parts.append(prompt_statement(prompt))
     parts.append(f"max_tokens {a.max_tokens}")
     if a.reasoning_effort:
         parts.append(f"reasoning effort {a.reasoning_effort}")
@@ -146,6 +180,8 @@ def asking(a) -> dict[str, Any]:
         out["truncated"] = trunc
     if a.merged_from:
         out["merged_from"] = list(a.merged_from)
+    if prompt:
+        out["prompt"] = {k: v for k, v in prompt.items() if v is not None}
     cost = _cost(usage)
     if cost is not None:
         out["cost_usd"] = cost
