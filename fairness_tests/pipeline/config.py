@@ -161,6 +161,23 @@ class AskingOptions(Checked):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BatchOptions(Checked):
+    """Provider batch APIs (:mod:`fairness_tests.models.batch`): the requests the store
+    lacks go as asynchronous batch jobs, billed at the provider's batch price."""
+    batch: bool = opt(False, "send the requests the store lacks as provider batch jobs "
+                      "(OpenAI-format Files + Batches API: about half price, results within "
+                      "24 h); resumable: the same command collects", group=API, regen=False)
+    batch_poll: float = opt(60.0, "seconds between polls of a batch job's status", gt=0,
+                            metavar="SECONDS", group=API, regen=False)
+    batch_wait: Literal["all", "none"] = opt(
+        "all", "all: wait for every batch job and finish the run; none: submit and exit 7 "
+        "(the same command collects later)", group=API, regen=False)
+    batch_fallback: Literal["batch", "direct"] = opt(
+        "batch", "lines a batch job failed or let expire: resubmitted once as a new batch, or "
+        "asked directly", group=API, regen=False)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ResampleOptions(Checked):
     seed: int = opt(0, "seed of the bootstrap, the consistency sample and sampling", ge=0,
                     metavar="N")
@@ -197,7 +214,7 @@ class GenClusterOption(Checked):
 
 @dataclass(frozen=True, kw_only=True)
 class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, AskingOptions,
-                  StatsOptions, BBQClusterOption, GenClusterOption):
+                  BatchOptions, StatsOptions, BBQClusterOption, GenClusterOption):
     """Every choice of an audit. Recorded in the run's metadata and on the card."""
     protocols: tuple[str, ...] = opt(DEFAULT_PROTOCOLS, "protocols to run (the registry's: "
                                      f"{', '.join(PROTOCOL_NAMES)})", choices=PROTOCOL_NAMES,
@@ -214,6 +231,9 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, As
         if self.suite and self.published_grid:
             yield "published_grid", "give a suite or a published grid, not both"
         if self.backend_name() != "litellm":
+            if self.batch:
+                yield "batch", (f"applies to API models (backend litellm); the "
+                                f"{self.backend_name()} backend has no batch API")
             for name in ("reasoning_effort", "thinking_budget", "max_cost", "rpm", "tpm"):
                 if getattr(self, name) is not None:
                     yield name, (f"applies to API models (backend litellm); the "
