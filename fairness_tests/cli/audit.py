@@ -5,7 +5,8 @@ Card (YAML, Markdown, HTML) and prints the decision rules' outcomes.
 Exit code 0 when no rule fails (expected failures and "not evaluable" do not fail
 the run), 1 when a rule fails or a declared expected failure passes (as pytest's
 strict xfail does), 2 on bad input, 3 when replay misses responses, 4 when --max-cost
-was reached (everything recorded is kept; run it again to resume).
+was reached (everything recorded is kept; run it again to resume), 7 when ``--batch
+--batch-wait none`` submitted batch jobs that are not finished (run it again to collect).
 
 ``--dry-run`` asks nothing: per protocol and repeat mode it prints the requests,
 input/output tokens and cost the run would spend, and what the store already holds.
@@ -18,9 +19,11 @@ from pathlib import Path
 
 from fairness_tests.card import write_cards
 from fairness_tests.cli.command import add_command
+from fairness_tests.core.exits import ExitCode
 from fairness_tests.core.fmt import json_value
 from fairness_tests.core.option_sources import cli_spelling
 from fairness_tests.core.options import Layer, specs
+from fairness_tests.models.batch import BatchPending
 from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.config import AuditCommand
 from fairness_tests.pipeline.configure import audit_config
@@ -46,7 +49,11 @@ def cmd_audit(command: AuditCommand) -> int:
     if command.dry_run:
         print(dry_run(config)[1])
         return 0
-    result = run_audit(config)
+    try:
+        result = run_audit(config)
+    except BatchPending as exc:       # --batch-wait none: submitted; the same command collects
+        print(f"fairness-tests: {exc}", file=sys.stderr)
+        return ExitCode.BATCH_PENDING
     if config.shard:
         return _shard_summary(result, config)
     out = Path(command.out)

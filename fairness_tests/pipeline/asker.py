@@ -16,6 +16,7 @@ from typing import Any
 from fairness_tests.core.errors import ConfigError, DataError
 from fairness_tests.core.paths import default_store_path
 from fairness_tests.models.backends import get_backend
+from fairness_tests.models.batch import BatchBackend
 from fairness_tests.models.cost import BudgetReached, model_price
 from fairness_tests.models.repeat_modes import RepeatModeUnsupported, apply_mode
 from fairness_tests.models.request import Request, Response
@@ -96,6 +97,11 @@ class Asker:
         importing litellm happens on its first request)."""
         if self._live is None:
             self._live = build_backend(self.config, f"{self.store.path}.limits")
+            c = self.config
+            if c.batch and c.live:          # --batch: the misses go as provider batch jobs
+                self._live = BatchBackend(self._live, self.store, model=c.model,
+                                          poll_s=c.batch_poll,
+                                          wait=c.batch_wait, fallback=c.batch_fallback)
         return self._live
 
     def ask(self, requests: Sequence[Request], label: str) -> list[Response]:
@@ -104,12 +110,16 @@ class Asker:
         only its shard's requests; the others come back as error rows ("outside shard"),
         so it records and reports no tables."""
         requests = with_reasoning(requests, self.config)
+        if isinstance(self._live, BatchBackend):
+            self._live.label = label            # the protocol its batch jobs are for
         before = len(self.store)
         mine = requests
         if self.config.shard:
             i, n = parse_shard(self.config.shard)
             mine = [r for r in requests if in_shard(r.key(), i, n)]
         out = self._ask(mine, label)
+        if isinstance(self._live, BatchBackend):   # the keys its provenance reports
+            self._live.note(apply_mode(mine, self.mode))
         self.keys.extend(r.key() for r in mine)
         self.counts[label] = len(requests)
         self.counts[f"{label}_new"] = len(self.store) - before

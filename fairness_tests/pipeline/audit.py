@@ -19,6 +19,7 @@ from fairness_tests.core.version import __version__
 from fairness_tests.models.backends.base import capabilities_of
 from fairness_tests.models.repeat_modes import record
 from fairness_tests.pipeline.asker import Asker, check_live
+from fairness_tests.pipeline.batch_run import batch_report, check_batch, submit_all
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.configure import recorded_config, regen_command
 from fairness_tests.pipeline.protocols.base import Asked, by_family
@@ -48,10 +49,12 @@ def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None) -
     fails before any model is called)."""
     config = config or AuditConfig()
     check_live(config)
+    check_batch(config)
     rules = rules if rules is not None else load_rules(config.thresholds, model=config.model)
     result = new_result(config)
     asker = Asker(config)
     try:
+        submit_all(config, asker)          # --batch: every protocol's jobs side by side
         for family_cls, protocols in by_family(config.protocols):
             family = family_cls(config)
             asked = {}
@@ -104,7 +107,8 @@ def asking_info(config: AuditConfig, asker: Asker) -> AskingInfo:
                       thinking_budget=config.thinking_budget, max_cost_usd=config.max_cost,
                       truncated=dict(asker.truncated), shard=config.shard,
                       usage=totals() if config.live and callable(totals) else None,
-                      merged_from=asker.store.merged_from())
+                      merged_from=asker.store.merged_from(),
+                      batch=batch_report(config, asker))
 
 
 def model_version(config: AuditConfig) -> str | None:

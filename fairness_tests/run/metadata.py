@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from fairness_tests.core.errors import DataError
 from fairness_tests.models.backends.base import BackendInfo, Usage
+from fairness_tests.models.batch import BatchInfo
 
 RUN_SCHEMA_VERSION = 2
 #: how the answers were had: asked now, served by the store, or read from a file
@@ -142,7 +143,8 @@ class AskingInfo:
     """How an audit asked its model: the repeat mode (requested, used, fallback, whether
     repeats share one server-side forward pass), token and reasoning settings, the cost
     budget, truncated answers per protocol, the shard, (live) tokens and cost spent, and
-    the stores ``store merge`` combined into the store the run read."""
+    the stores ``store merge`` combined into the store the run read, and with ``--batch``
+    the provider batch jobs (:class:`~fairness_tests.models.batch.BatchInfo`)."""
     repeat_mode: dict
     max_tokens: int
     reasoning_effort: str | None = None
@@ -152,6 +154,7 @@ class AskingInfo:
     shard: str | None = None
     usage: Usage | None = None
     merged_from: list[dict] = field(default_factory=list)   # stores merged into the store
+    batch: BatchInfo | None = None        # --batch: provider batch jobs (models.batch)
 
 
 @dataclass
