@@ -152,3 +152,234 @@ def test_text_completion_endpoint_and_its_replay(tmp_path):
     assert rows(tmp_path / "d.sqlite") == rows(tmp_path / "b.sqlite")
     assert run_files(tmp_path, "direct") == run_files(tmp_path, "batch")
     assert run_meta(tmp_path, "batch")["asking"]["batch"]["endpoint"] == "/v1/completions"
+
+
+# ----------------------------------------------------------------------------- the dry run
+
+def test_dry_run_prices_the_batch_at_half_the_direct_cost(tmp_path, capsys):
+    rc = main(["audit", "--dry-run", "--batch", "--model", MODEL, "--protocols", "consistency",
+               "--limit", "1", "--repeats", str(REPEATS), "--store", str(tmp_path / "s.sqlite"),
+               "--recordings"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    row = next(x.split() for x in out.splitlines() if x.startswith("consistency  calls*"))
+    inp, outp = int(row[5]), int(row[6])
+    # gpt-4o-mini: $0.15 / $0.60 per million tokens direct, $0.075 / $0.30 in a batch
+    direct = inp * 0.15e-6 + outp * 0.60e-6
+    half = inp * 0.075e-6 + outp * 0.30e-6
+    batch_row = next(x.split() for x in out.splitlines() if x.startswith("consistency  calls ")
+                     and len(x.split()) == 5)
+    assert batch_row == ["consistency", "calls", str(ITEMS * REPEATS), f"{direct:.6f}",
+                         f"{half:.6f}"]
+    assert "completion window 24h" in out and "(50% off the direct price)" in out
+    assert "local cost map (batch prices)" in out
+
+
+def test_dry_run_says_when_the_batch_price_is_unknown(tmp_path, capsys):
+    rc = main(["audit", "--dry-run", "--batch", "--model", "openai/some-unpriced-model",
+               "--protocols", "consistency", "--limit", "1", "--repeats", "2", "--store",
+               str(tmp_path / "s.sqlite"), "--recordings"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "batch price: unknown" in out
+    assert ["consistency", "calls", "16", "unknown", "unknown"] in [x.split() for x in
+                                                                     out.splitlines()]
+
+
+# ----------------------------------------------------------------------------- providers
+
+@pytest.mark.parametrize("model, words", [
+    ("anthropic/claude-3-5-haiku-20241022", ["cannot create Anthropic Message Batches",
+                                             "litellm_proxy/"]),
+    ("gemini/gemini-1.5-flash", ["no batch API", "without --batch"])])
+def test_a_provider_without_a_usable_batch_api_is_one_line_at_the_start(tmp_path, capsys,
+                                                                         model, words):
+    with BatchServer() as s:
+        rc = main(["audit", "--live", "--batch", "--backend", "litellm", "--model", model,
+                   "--store", str(tmp_path / "s.sqlite"), "--recordings", "--protocols",
+                   "consistency", "--limit", "1", "--out", str(tmp_path / "r")])
+        assert s.hits == [] and s.files_uploaded == 0
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "--batch" in err
+    assert all(w in err for w in words), err
+
+
+def test_batch_needs_an_api_model(capsys):
+    rc = main(["audit", "--batch", "--model", "embedded:gemma-3-270m", "--out", "/nonexistent"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--batch" in err and "no batch API" in err
+
+
+# ----------------------------------------------------------------------------- resuming
+
+def _wait_for_job(store: Path, timeout_s: float = 120.0) -> list[tuple]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if store.exists():
+            try:
+                with sqlite3.connect(store, timeout=1) as c:
+                    got = c.execute("SELECT batch_id, lines FROM batch_jobs").fetchall()
+                if got:
+                    return got
+            except sqlite3.OperationalError:
+                pass
+        time.sleep(0.1)
+    raise AssertionError("no batch job recorded")
+
+
+def test_sigkill_after_submission_then_the_same_command_resumes(tmp_path):
+    """A run killed (SIGKILL) while it waits for its batch: the rerun polls the recorded
+    job; exactly one batch is ever created, and nothing is asked directly."""
+    with BatchServer(answers=letters) as s:
+        args = argv(s, tmp_path, "--batch", "--batch-poll", "600", "--repeat-mode", "n")
+        env = {**os.environ, "FAIRNESS_PROGRESS": "off", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        proc = subprocess.Popen([sys.executable, "-m", "fairness_tests", *args], cwd=ROOT,
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            jobs = _wait_for_job(tmp_path / "s.sqlite")
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL
+        assert s.batches_created == 1 and jobs == [("batch-0002", ITEMS)]
+        with ResponseStore(tmp_path / "s.sqlite") as st:
+            assert len(st) == 0                   # nothing answered yet
+        assert batch(s, tmp_path, "--repeat-mode", "n") in (0, 1)
+        assert s.batches_created == 1 and s.files_uploaded == 1 and direct_hits(s) == []
+        assert len(batch_lines(s)) == ITEMS
+    with ResponseStore(tmp_path / "s.sqlite") as st:
+        assert len(st) == ITEMS * REPEATS
+    info = run_meta(tmp_path)["asking"]["batch"]
+    assert [(j["batch_id"], j["status"]) for j in info["jobs"]] == [("batch-0002", "completed")]
+
+
+def test_batch_wait_none_exits_7_and_the_same_command_collects(tmp_path, capsys):
+    with BatchServer(answers=letters) as s:
+        rc = batch(s, tmp_path, "--batch-wait", "none")
+        err = capsys.readouterr().err
+        assert rc == ExitCode.BATCH_PENDING == 7
+        assert "1 batch job(s) with 40 line(s) submitted" in err
+        assert "Run the same command again to collect" in err
+        assert not (tmp_path / "report" / "run").exists()
+        assert s.batches_created == 1 and s.hits == []
+        # the job is still running at the next call: exit 7 again, nothing resubmitted
+        assert batch(s, tmp_path, "--batch-wait", "none") == 7
+        assert batch(s, tmp_path, "--batch-wait", "none") in (0, 1)   # completed: collected
+        assert s.batches_created == 1 and len(batch_lines(s)) == ITEMS * REPEATS
+    with ResponseStore(tmp_path / "s.sqlite") as st:
+        assert len(st) == ITEMS * REPEATS
+
+
+# ----------------------------------------------------------------------------- failed lines
+
+def _requests(n: int, tag: str = "q") -> list[Request]:
+    return [Request(messages=chat(None, f"{tag} {i}: pick one"), backend="litellm",
+                    model=MODEL, kind="choice", choices=("a", "b", "c"),
+                    decoding=Decoding(1.0, 1.0, 16)) for i in range(n)]
+
+
+def _backend(server, store, **kw) -> BatchBackend:
+    return BatchBackend(LiteLLMBackend(api_base=server.url, timeout_s=5, max_retries=0), store,
+                        model=MODEL, poll_s=0.01, **kw)
+
+
+def _statuses(store: ResponseStore) -> list[str]:
+    return [r["response"]["status"] for r in store.iter_records()]
+
+
+def test_failed_lines_are_resubmitted_once(tmp_path):
+    with BatchServer(answers=letters, fail={1: 2}) as s, \
+            ResponseStore(tmp_path / "s.sqlite") as st:
+        be = _backend(s, st)
+        out = ask(_requests(6), be, st, progress=False)
+        assert [r.status for r in out] == ["ok"] * 6
+        assert s.batches_created == 2 and direct_hits(s) == []
+        jobs = BatchLedger(st).jobs()
+        assert [(j.attempt, j.lines, j.status) for j in jobs] == [(1, 6, "completed"),
+                                                                  (2, 2, "completed")]
+        assert be.report().resubmitted == 2 and be.report().missing == 0
+        assert all(j.collected_at is not None for j in jobs)
+
+
+def test_lines_failing_twice_are_error_rows_never_answers_and_a_rerun_asks_them(tmp_path):
+    with BatchServer(answers=letters, fail={1: 2, 2: 2}) as s, \
+            ResponseStore(tmp_path / "s.sqlite") as st:
+        be = _backend(s, st)
+        out = ask(_requests(5), be, st, progress=False)
+        assert [r.status for r in out] == ["error", "error", "ok", "ok", "ok"]
+        assert all(r.answer is None and r.text == "" for r in out[:2])
+        second = BatchLedger(st).jobs()[1].batch_id
+        assert out[0].error == f"batch {second} line failed (HTTP 500, server_error): " \
+                               f"internal error"
+        assert (be.report().resubmitted, be.report().missing) == (2, 2)
+        assert s.batches_created == 2
+        # a rerun asks the error rows again (a new job: the old ones are collected)
+        out = ask(_requests(5), _backend(s, st), st, progress=False)
+        assert [r.status for r in out] == ["ok"] * 5 and s.batches_created == 3
+        assert sorted(_statuses(st)) == ["ok"] * 5
+
+
+def test_failed_lines_asked_directly_with_fallback_direct(tmp_path):
+    with BatchServer(answers=letters, fail={1: 3}) as s, \
+            ResponseStore(tmp_path / "s.sqlite") as st:
+        be = _backend(s, st, fallback="direct")
+        out = ask(_requests(5), be, st, progress=False)
+        assert [r.status for r in out] == ["ok"] * 5
+        assert s.batches_created == 1 and len(direct_hits(s)) == 3
+        assert be.report().direct == 3
+
+
+def test_an_expired_batch_keeps_its_answers_and_resubmits_the_rest(tmp_path):
+    with BatchServer(answers=letters, fates=["expire:2"]) as s, \
+            ResponseStore(tmp_path / "s.sqlite") as st:
+        be = _backend(s, st)
+        out = ask(_requests(5), be, st, progress=False)
+        assert [r.status for r in out] == ["ok"] * 5
+        jobs = BatchLedger(st).jobs()
+        assert [(j.status, j.lines) for j in jobs] == [("expired", 5), ("completed", 3)]
+        assert len(batch_lines(s)) == 2 + 3
+
+
+def test_a_batch_that_fails_validation_is_resubmitted_once(tmp_path):
+    with BatchServer(answers=letters, fates=["fail", "fail"]) as s, \
+            ResponseStore(tmp_path / "s.sqlite") as st:
+        out = ask(_requests(3), _backend(s, st), st, progress=False)
+        assert [r.status for r in out] == ["error"] * 3
+        assert all("failed: the line was not answered" in r.error for r in out)
+        assert s.batches_created == 2 and s.hits == []
+
+
+def test_a_cancelled_batch_is_not_resubmitted_and_a_rerun_asks_again(tmp_path):
+    with BatchServer(answers=letters, fates=["cancel"]) as s, \
+            ResponseStore(tmp_path / "s.sqlite") as st:
+        out = ask(_requests(3), _backend(s, st), st, progress=False)
+        assert [r.status for r in out] == ["error"] * 3
+        assert all("cancelled" in r.error and "not resubmitted" in r.error for r in out)
+        assert s.batches_created == 1
+        out = ask(_requests(3), _backend(s, st), st, progress=False)
+        assert [r.status for r in out] == ["ok"] * 3 and s.batches_created == 2
+
+
+def test_jobs_are_split_within_the_providers_limits(tmp_path):
+    with BatchServer(answers=letters) as s, ResponseStore(tmp_path / "s.sqlite") as st:
+        out = ask(_requests(7), _backend(s, st, max_lines=3), st, progress=False)
+        assert [r.status for r in out] == ["ok"] * 7
+        assert [j.lines for j in BatchLedger(st).jobs()] == [3, 3, 1]
+        size = len(_backend(s, st)._lines(_requests(1, "r"))[0].jsonl())
+        out = ask(_requests(4, "r"), _backend(s, st, max_bytes=2 * size + 10), st,
+                  progress=False)
+        assert [j.lines for j in BatchLedger(st).jobs()][3:] == [2, 2]
+
+
+def test_the_store_records_each_job_with_its_keys(tmp_path):
+    with BatchServer(answers=letters) as s, ResponseStore(tmp_path / "s.sqlite") as st:
+        reqs = _requests(3)
+        ask(reqs, _backend(s, st), st, progress=False)
+        ledger = BatchLedger(st)
+        [job] = ledger.jobs()
+        assert ledger.lines(job.batch_id) == {r.key(): [r.key()] for r in reqs}
+        assert job.discount == "50%" and job.endpoint == "/v1/chat/completions"
+        # batch price: half of gpt-4o-mini's direct price, from the tokens the server billed
+        r = st.get(reqs[0].key())
+        assert r.cost_usd == pytest.approx(r.prompt_tokens * 0.075e-6
+                                           + r.completion_tokens * 0.30e-6)
+        assert r.latency_s is None

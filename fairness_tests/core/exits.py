@@ -4,8 +4,8 @@ no test collected).
 
 When several apply, the first in this order wins: usage (2), missing responses (3),
 budget (4), batch pending (7), incomplete (6), a failing rule (1), nothing evaluated (5),
-success (0). So a run whose requests failed says so (6) even when a rule fails on what it got, and a rule
-that fails is never hidden behind "nothing else was evaluated".
+success (0). So a run whose requests failed says so (6) even when a rule fails on what it
+got, and a rule that fails is never hidden behind "nothing else was evaluated".
 """
 from __future__ import annotations
 

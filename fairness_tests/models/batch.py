@@ -314,7 +314,8 @@ class BatchBackend:
                 continue
             err = rec.get("error") or (resp.get("body") or {}).get("error") or {}
             why[cid] = (f"batch {job.batch_id} line failed "
-                        f"(HTTP {resp.get('status_code', '-')}, {err.get('code') or 'error'}): "
+                        f"(HTTP {resp.get('status_code', '-')}, "
+                        f"{err.get('code') or err.get('type') or 'error'}): "
                         f"{err.get('message') or 'no message'}")
         for cid in self.ledger.lines(job.batch_id):
             if cid not in bodies and cid not in why:

@@ -5,6 +5,7 @@
 - the asker (:class:`~fairness_tests.pipeline.asker.Asker`) asks the run's live litellm
   backend through a :class:`~fairness_tests.models.batch.BatchBackend` (the runner, the
   store and the leases are as for direct asking; only the misses go, as batch lines).
+- :func:`dry_run_text`: the dry run's batch lines (the batch price beside the direct one).
 - :func:`submit_all`: before any protocol is collected, every protocol's misses are
   submitted (one set of jobs per protocol, side by side at the provider), so a run waits
   for one completion window, not one per protocol. With ``--batch-wait none`` the run
@@ -16,8 +17,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.batch import BatchBackend, BatchInfo, BatchPending
-from fairness_tests.models.batch_lines import batch_route
+from fairness_tests.models.batch_lines import COMPLETION_WINDOW, batch_price, batch_route
+from fairness_tests.models.cost import EstimateRow
 from fairness_tests.models.repeat_modes import RepeatModeUnsupported, apply_mode
 from fairness_tests.models.runner import stamp_requests
 from fairness_tests.models.shard import in_shard, parse_shard
@@ -89,3 +92,37 @@ def batch_report(config: AuditConfig, asker: Any) -> BatchInfo | None:
     if not (config.batch and config.live) or not isinstance(backend, BatchBackend):
         return None
     return backend.report(asker.keys)
+
+
+def dry_run_text(rows: list[EstimateRow], config: AuditConfig) -> str:
+    """The dry run's batch lines: where the batch lines would go, the completion window,
+    the batch price and its source, and per protocol row of the run's repeat mode the
+    direct and the batch cost (``input tokens x batch input price + output tokens x batch
+    output price``; "unknown" where there is no batch price)."""
+    model = _model(config)
+    try:
+        route = batch_route(model)
+    except ConfigError as exc:
+        return f"--batch: {exc}"
+    price = batch_price(model)
+    lines = [f"--batch: {route.endpoint} through {route.calls_provider}'s Files + Batches "
+             f"API, completion window {COMPLETION_WINDOW} (results within it, not at once)",
+             "batch price: " + (f"{price.source}: ${price.input_per_token * 1e6:.4g} / "
+                                f"${price.output_per_token * 1e6:.4g} per million input / "
+                                f"output tokens ({price.discount} off the direct price)"
+                                if price else "unknown (no batch price in litellm's local "
+                                "cost map and no documented discount for this provider)")]
+    head = f"{'protocol':12} {'mode':9} {'lines':>8} {'direct USD':>12} {'batch USD':>12}"
+    lines += [head, "-" * len(head)]
+    for r in rows:
+        if not r.selected:
+            continue
+        cost = None if price is None else (r.input_tokens * price.input_per_token
+                                           + r.output_tokens * price.output_per_token)
+        lines.append(f"{r.protocol:12} {r.repeat_mode:9} {r.calls:>8} {_usd(r.cost_usd):>12} "
+                     f"{_usd(cost):>12}")
+    return "\n".join(lines)
+
+
+def _usd(x: float | None) -> str:
+    return "unknown" if x is None else f"{x:.6f}"
