@@ -261,9 +261,10 @@ def test_batch_wait_none_exits_7_and_the_same_command_collects(tmp_path, capsys)
         assert "Run the same command again to collect" in err
         assert not (tmp_path / "report" / "run").exists()
         assert s.batches_created == 1 and s.hits == []
-        # the job is still running at the next call: exit 7 again, nothing resubmitted
-        assert batch(s, tmp_path, "--batch-wait", "none") == 7
-        assert batch(s, tmp_path, "--batch-wait", "none") in (0, 1)   # completed: collected
+        with ResponseStore(tmp_path / "s.sqlite") as st:
+            assert [j.status for j in BatchLedger(st).jobs()] == ["in_progress"]
+        # the same command: the job completed meanwhile (the server's next step): collected
+        assert batch(s, tmp_path, "--batch-wait", "none") in (0, 1)
         assert s.batches_created == 1 and len(batch_lines(s)) == ITEMS * REPEATS
     with ResponseStore(tmp_path / "s.sqlite") as st:
         assert len(st) == ITEMS * REPEATS
