@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.exits import ExitCode
@@ -115,6 +116,14 @@ def test_every_request_goes_through_one_batch_and_a_rerun_asks_nothing(tmp_path,
     assert [j["status"] for j in info["jobs"]] == ["completed"]
     assert (info["resubmitted"], info["direct"], info["missing"]) == (0, 0, 0)
     assert run_meta(tmp_path, "again")["asking"]["batch"]["jobs"] == info["jobs"]
+    # the card states it: batch mode, the job, its times, the discount, the fallbacks
+    card = yaml.safe_load((tmp_path / "report" / "card" / "card.yaml").read_text())
+    text = json.dumps(card)
+    assert '"batch_id": "batch-0002"' in text and '"discount": "50%"' in text
+    md = (tmp_path / "report" / "card" / "card.md").read_text()
+    assert "batch mode: answered through 1 provider batch job(s)" in md
+    assert f"submitted {info['jobs'][0]['submitted_at']}" in md and "50% off" in md
+    assert "0 missing (error rows)" in md
 
 
 @pytest.mark.parametrize("mode", ["calls", "n", "logprobs"])
