@@ -32,6 +32,7 @@ request.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import threading
 import time
@@ -39,7 +40,7 @@ from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from fault_server import FaultServer
+from fault_server import FaultServer, letter_model, tiktoken_counter
 
 WINDOW_S = 24 * 3600
 
@@ -123,6 +124,12 @@ class BatchServer(FaultServer):
         self._thread.start()
         return self
 
+    def stats(self) -> dict:
+        """The FaultServer's counters (batch lines are requests) and the batches and
+        files created."""
+        return {**super().stats(), "batches": self.batches_created,
+                "files": self.files_uploaded}
+
     # -- ids ------------------------------------------------------------------
     def _id(self, prefix: str) -> str:
         with self._block:
@@ -203,6 +210,8 @@ class BatchServer(FaultServer):
         elif path.endswith("/batches"):
             h._send(200, {"object": "list", "data": [e["batch"] for e in self.batches.values()],
                           "has_more": False})
+        elif path.endswith("/stats"):
+            h._send(200, self.stats())
         elif path.endswith("/models"):
             h._send(200, {"object": "list", "data": [{"id": "fault-model", "object": "model"}]})
         else:
@@ -263,3 +272,27 @@ class BatchServer(FaultServer):
 
 def _jsonl(records: list[dict]) -> bytes:
     return "".join(json.dumps(r) + "\n" for r in records).encode()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """A loopback Files + Batches server for benches; prints its URL, serves until killed.
+    ``GET /v1/stats`` answers its counters as JSON (the FaultServer's, every batch line
+    counted as a request, and ``batches`` / ``files``)."""
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--letters", action="store_true")
+    ap.add_argument("--tiktoken", default=None, metavar="ENCODING")
+    a = ap.parse_args(argv)
+    s = BatchServer(answers=letter_model if a.letters else None,
+                    tokenizer=tiktoken_counter(a.tiktoken) if a.tiktoken else None,
+                    chat_overhead=bool(a.tiktoken)).start()
+    print(s.url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        s.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
