@@ -212,6 +212,13 @@ def test_a_provider_without_a_usable_batch_api_is_one_line_at_the_start(tmp_path
     assert all(w in err for w in words), err
 
 
+def test_batch_and_a_cost_budget_do_not_go_together(capsys):
+    rc = main(["audit", "--live", "--batch", "--max-cost", "1", "--model", MODEL,
+               "--out", "/nonexistent"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "--max-cost" in err and "--dry-run --batch" in err
+
+
 def test_batch_needs_an_api_model(capsys):
     rc = main(["audit", "--batch", "--model", "embedded:gemma-3-270m", "--out", "/nonexistent"])
     err = capsys.readouterr().err

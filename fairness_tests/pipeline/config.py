@@ -243,6 +243,9 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, As
                 yield "repeat_mode", ("applies to API models (backend litellm); the "
                                       f"{self.backend_name()} backend draws every repeat "
                                       "from one forward pass")
+        if self.batch and self.max_cost is not None:
+            yield "max_cost", ("cannot stop a batch job midway (it is billed whole): leave it "
+                               "out with --batch and check the cost with --dry-run --batch")
         if self.shard is not None:
             m = re.fullmatch(r"(\d+)/(\d+)", self.shard)
             if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
