@@ -23,6 +23,7 @@ from fairness_tests.core.exits import ExitCode
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
 from fairness_tests.models.batch import BatchBackend
 from fairness_tests.models.batch_ledger import BatchLedger
+from fairness_tests.models.repeat_modes import RepeatModeUnsupported, apply_mode
 from fairness_tests.models.request import Decoding, Request, chat
 from fairness_tests.models.runner import ask
 from fairness_tests.models.store import ResponseStore
@@ -400,3 +401,20 @@ def test_the_store_records_each_job_with_its_keys(tmp_path):
         assert r.cost_usd == pytest.approx(r.prompt_tokens * 0.075e-6
                                            + r.completion_tokens * 0.30e-6)
         assert r.latency_s is None
+
+
+def test_a_repeat_mode_a_batch_line_did_not_honour_is_remembered(tmp_path):
+    """A server that ignores ``n`` in batch lines: those answers are errors (never one
+    choice standing for five), and the store remembers it, so the next run falls back to
+    ``calls`` before submitting anything."""
+    reqs = apply_mode([r.with_(repeat=k) for r in _requests(2) for k in range(3)], "n")
+    with BatchServer(answers=letters, n_support=False) as s, \
+            ResponseStore(tmp_path / "s.sqlite") as st:
+        out = ask(reqs, _backend(s, st), st, progress=False)
+        assert [r.status for r in out] == ["error"] * 6
+        assert "returned 1 choice(s) for n=3" in out[0].error
+        [cap] = [c for c in st.capabilities() if c.feature == "n"]
+        assert cap.supported is False and "in a batch line" in cap.reason
+        with pytest.raises(RepeatModeUnsupported):
+            ask(reqs, _backend(s, st), st, progress=False)
+        assert s.batches_created == 1

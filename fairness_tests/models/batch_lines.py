@@ -178,12 +178,18 @@ def read_line(backend: Any, line: Line, body: dict[str, Any],
     """The responses of ``line`` from its result ``body`` (a completion object), read as
     a direct reply is, billed at ``price`` (None: unknown). A body without choices, or a
     reply that does not honour the repeat mode, is an error for every request of the line
-    (the reason in ``error``; a re-run asks them again)."""
+    (the reason in ``error``; a re-run asks them again); a repeat mode not honoured is
+    remembered in the store as a direct reply's is, so the next run falls back to
+    ``calls`` before submitting anything."""
     litellm = load_litellm()
     try:
         reply = read_reply(litellm, line.reqs, _ns(body), line.text_mode, line.max_tokens,
                            line.rendered, backend.secrets(), backend.parse_choice)
     except (Retryable, Unsupported) as exc:
+        if isinstance(exc, Unsupported):       # remembered: the next run falls back at once
+            model, base = backend._model_and_base(line.reqs[0])
+            backend._learn(model, base, exc.feature or line.reqs[0].repeat_mode, False,
+                           reason=f"{exc} (in a batch line)")
         return Reply([failed(q, f"batch line {line.custom_id[:12]}: {exc}") for q in line.reqs],
                      None, None, None, None, None)
     cost = None if price is None else price.cost(reply.prompt_tokens, reply.completion_tokens)
