@@ -15,13 +15,14 @@ import sys
 import time
 from pathlib import Path
 
+import litellm
 import pytest
 import yaml
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.exits import ExitCode
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-from fairness_tests.models.batch import BatchBackend
+from fairness_tests.models.batch import BatchBackend, BatchPending
 from fairness_tests.models.batch_ledger import BatchLedger
 from fairness_tests.models.repeat_modes import RepeatModeUnsupported, apply_mode
 from fairness_tests.models.request import Decoding, Request, chat
@@ -418,3 +419,22 @@ def test_a_repeat_mode_a_batch_line_did_not_honour_is_remembered(tmp_path):
         with pytest.raises(RepeatModeUnsupported):
             ask(reqs, _backend(s, st), st, progress=False)
         assert s.batches_created == 1
+
+
+def test_a_job_cancelled_through_the_api_while_pending_is_reported_not_invented(tmp_path):
+    """``--batch-wait none`` submits; someone cancels the job (POST /v1/batches/{id}/cancel,
+    through litellm as a user would); the next run collects error rows naming it."""
+    with BatchServer(answers=letters) as s, ResponseStore(tmp_path / "s.sqlite") as st:
+        with pytest.raises(BatchPending) as pending:
+            ask(_requests(3), _backend(s, st, wait="none"), st, progress=False)
+        [job] = pending.value.jobs
+        cancelled = litellm.cancel_batch(batch_id=job.batch_id, custom_llm_provider="openai",
+                                         api_base=s.url, api_key="sk-test")
+        assert cancelled.status == "cancelling"
+        out = ask(_requests(3), _backend(s, st), st, progress=False)
+        assert [r.status for r in out] == ["error"] * 3
+        assert out[0].error == (f"batch {job.batch_id} line failed (HTTP -, batch_cancelled): "
+                                "this request was not executed: the batch cancelled "
+                                "(cancelled: not resubmitted; run again to ask)")
+        assert [j.status for j in BatchLedger(st).jobs()] == ["cancelled"]
+        assert s.batches_created == 1 and s.hits == []
