@@ -13,7 +13,15 @@ litellm's local cost map). Before each live run, ``audit --dry-run``'s estimate
 Expected requests: 448 x 20 = 8,960 (calls), 448 (n, logprobs); all items:
 162,240 / 8,112 / 8,112.
 
+Batch rows (``--batch``): the same runs with ``audit --batch --batch-poll 0.05`` against
+``tests/batch_server.py`` (the same answers, served through OpenAI's Files and Batches
+endpoints): requests are batch lines, ``batches`` the jobs created; the dry-run cost is
+the batch price (litellm's ``*_cost_per_token_batches``), the counted cost what the store
+holds (billed at the batch price). The wall time is the loopback's (its batches complete
+in three polls), not a provider's completion window.
+
     python bench/bench_repeat_modes.py [--items sample all] [--modes calls n logprobs]
+                                       [--batch]
 """
 from __future__ import annotations
 
@@ -39,11 +47,11 @@ MODEL = "openai/gpt-4o-mini"
 
 
 class Server:
-    """tests/fault_server.py in its own process."""
+    """tests/fault_server.py (or tests/batch_server.py) in its own process."""
 
-    def __init__(self):
+    def __init__(self, script: str = "fault_server.py"):
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "tests" / "fault_server.py"), "--letters",
+            [sys.executable, str(ROOT / "tests" / script), "--letters",
              "--tiktoken", "o200k_base"], stdout=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONPATH": str(ROOT)})
         self.url = self.proc.stdout.readline().strip()
@@ -65,13 +73,15 @@ def args_for(url: str, store: Path, mode: str, items: str) -> list[str]:
             "--repeat-mode", mode, "--consistency-items", items]
 
 
-def one(mode: str, items: str) -> dict:
+def one(mode: str, items: str, batch: bool = False) -> dict:
     from fairness_tests.cli.main import main
+    from fairness_tests.models.batch_lines import batch_price  # noqa: PLC0415  after the env
     from fairness_tests.models.store import ResponseStore
     from fairness_tests.pipeline.configure import audit_config
     from fairness_tests.pipeline.dry_run import dry_run
 
-    server = Server()
+    server = Server("batch_server.py" if batch else "fault_server.py")
+    extra = ["--batch", "--batch-poll", "0.05"] if batch else []
     try:
         with tempfile.TemporaryDirectory() as d:
             store = Path(d) / "store.sqlite"
@@ -86,7 +96,7 @@ def one(mode: str, items: str) -> dict:
             est = next(r for r in rows if r.protocol == "consistency" and r.selected)
             t0 = time.perf_counter()
             with contextlib.redirect_stdout(io.StringIO()):
-                rc = main(["audit", "--live", *argv, "--out", str(Path(d) / "report")])
+                rc = main(["audit", "--live", *argv, *extra, "--out", str(Path(d) / "report")])
             wall = time.perf_counter() - t0
             if rc not in (0, 1):
                 raise SystemExit(f"audit exited {rc}")
@@ -96,11 +106,17 @@ def one(mode: str, items: str) -> dict:
                 stored = len(st)
     finally:
         server.stop()
-    return {"items": items, "mode": mode, "responses": stored, "requests": truth["requests"],
+    dry_cost = est.cost_usd
+    if batch:
+        price = batch_price(MODEL)
+        dry_cost = est.input_tokens * price.input_per_token \
+            + est.output_tokens * price.output_per_token
+    return {"items": items, "mode": mode + ("+batch" if batch else ""), "responses": stored,
+            "batches": truth.get("batches", 0), "requests": truth["requests"],
             "input_tokens": truth["prompt_tokens"], "output_tokens": truth["completion_tokens"],
             "cost_usd": cost, "wall_s": wall, "dry_calls": est.calls,
             "dry_input_tokens": est.input_tokens, "dry_output_tokens": est.output_tokens,
-            "dry_cost_usd": est.cost_usd, "dry_s": t_dry}
+            "dry_cost_usd": dry_cost, "dry_s": t_dry}
 
 
 def main() -> int:
@@ -108,23 +124,28 @@ def main() -> int:
     ap.add_argument("--items", nargs="+", default=["sample", "all"], choices=["sample", "all"])
     ap.add_argument("--modes", nargs="+", default=["calls", "n", "logprobs"],
                     choices=["calls", "n", "logprobs"])
+    ap.add_argument("--batch", action="store_true",
+                    help="also the batch rows (audit --batch against tests/batch_server.py)")
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
     a = ap.parse_args()
     print(f"consistency x 20 repeats, {MODEL} on a loopback server; load average at start "
           f"{os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs)")
-    head = (f"{'items':6} {'mode':8} {'requests':>9} {'(dry run)':>9} {'input tok':>10} "
+    head = (f"{'items':6} {'mode':14} {'requests':>9} {'(dry run)':>9} {'input tok':>10} "
             f"{'(dry run)':>10} {'output tok':>10} {'(at most)':>10} {'cost $':>8} "
             f"{'(at most)':>9} {'wall s':>7} {'req/s':>6}")
     print(head)
     rows = []
-    for items in a.items:
-        for mode in a.modes:
-            r = one(mode, items)
-            rows.append(r)
-            print(f"{r['items']:6} {r['mode']:8} {r['requests']:>9} {r['dry_calls']:>9} "
-                  f"{r['input_tokens']:>10} {r['dry_input_tokens']:>10} {r['output_tokens']:>10} "
-                  f"{r['dry_output_tokens']:>10} {r['cost_usd']:>8.4f} {r['dry_cost_usd']:>9.4f} "
-                  f"{r['wall_s']:>7.1f} {r['requests'] / r['wall_s']:>6.0f}", flush=True)
+    runs = [(items, mode, False) for items in a.items for mode in a.modes]
+    if a.batch:
+        runs += [(items, mode, True) for items in a.items for mode in a.modes]
+    for items, mode, batch in runs:
+        r = one(mode, items, batch)
+        rows.append(r)
+        print(f"{r['items']:6} {r['mode']:14} {r['requests']:>9} {r['dry_calls']:>9} "
+              f"{r['input_tokens']:>10} {r['dry_input_tokens']:>10} {r['output_tokens']:>10} "
+              f"{r['dry_output_tokens']:>10} {r['cost_usd']:>8.4f} {r['dry_cost_usd']:>9.4f} "
+              f"{r['wall_s']:>7.1f} {r['requests'] / r['wall_s']:>6.0f}"
+              + (f"  ({r['batches']} batch job(s))" if r["batches"] else ""), flush=True)
     print(f"load average at end {os.getloadavg()[0]:.2f}")
     if a.json:
         Path(a.json).write_text(json.dumps(rows, indent=2) + "\n")

@@ -7,7 +7,9 @@ holds and at least one was evaluated (expected failures and "not evaluable" cell
 not fail the run); 1 when a rule fails or a declared expected failure passes (as
 pytest's strict xfail does); 2 on bad input; 3 when replay misses responses; 4 when
 --max-cost was reached (everything recorded is kept; run it again to resume); 5 when
-no rule could be evaluated; 6 when requests ended in errors (a rerun asks only those).
+no rule could be evaluated; 6 when requests ended in errors (a rerun asks only those);
+7 when ``--batch --batch-wait none`` submitted batch jobs that are not finished (run it
+again to collect).
 
 ``--dry-run`` asks nothing: per protocol and repeat mode it prints the requests,
 input/output tokens and cost the run would spend, and what the store already holds.
@@ -25,6 +27,7 @@ from fairness_tests.core.exits import ExitCode, worst
 from fairness_tests.core.io import check_output, output_dir
 from fairness_tests.core.option_sources import cli_spelling
 from fairness_tests.core.options import Layer, specs
+from fairness_tests.models.batch import BatchPending
 from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.config import AuditCommand
 from fairness_tests.pipeline.configure import audit_config
@@ -62,7 +65,11 @@ def cmd_audit(command: AuditCommand) -> int:
     stages = Stages(enabled=not command.quiet)
     if command.quiet:
         config = replace(config, progress=False)
-    result = run_audit(config, stages=stages)
+    try:
+        result = run_audit(config, stages=stages)
+    except BatchPending as exc:       # --batch-wait none: submitted; the same command collects
+        print(f"fairness-tests: {exc}", file=sys.stderr)
+        return ExitCode.BATCH_PENDING
     if config.shard:
         return _shard_summary(result, config)
     stages(f"writing the run and the card to {out}")

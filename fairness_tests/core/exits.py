@@ -3,9 +3,9 @@ the tests (pytest's own codes are pytest's: 0 passed, 1 a test failed, 4 usage e
 no test collected).
 
 When several apply, the first in this order wins: usage (2), missing responses (3),
-budget (4), incomplete (6), a failing rule (1), nothing evaluated (5), success (0). So a
-run whose requests failed says so (6) even when a rule fails on what it got, and a rule
-that fails is never hidden behind "nothing else was evaluated".
+budget (4), batch pending (7), incomplete (6), a failing rule (1), nothing evaluated (5),
+success (0). So a run whose requests failed says so (6) even when a rule fails on what it
+got, and a rule that fails is never hidden behind "nothing else was evaluated".
 """
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ class ExitCode(IntEnum):
     BUDGET = 4
     #: no rule could be evaluated (every rule not evaluable, or a protocol produced no cell)
     NOTHING_EVALUATED = 5
+    #: ``audit --batch --batch-wait none``: batch jobs submitted (or still running) at the
+    #: provider, recorded in the store; nothing evaluated yet. The same command collects
+    BATCH_PENDING = 7
     #: requests ended in errors: the results are incomplete; a rerun asks only those again
     INCOMPLETE = 6
     #: an unexpected fault: one line, and the traceback in a log file whose path is printed
@@ -35,8 +38,8 @@ class ExitCode(IntEnum):
 
 #: precedence when several codes apply (earlier wins)
 PRECEDENCE = (ExitCode.USAGE, ExitCode.MISSING_RESPONSES, ExitCode.BUDGET,
-              ExitCode.INCOMPLETE, ExitCode.RULE_FAILED, ExitCode.NOTHING_EVALUATED,
-              ExitCode.OK)
+              ExitCode.BATCH_PENDING, ExitCode.INCOMPLETE, ExitCode.RULE_FAILED,
+              ExitCode.NOTHING_EVALUATED, ExitCode.OK)
 
 
 def worst(*codes: ExitCode) -> ExitCode:

@@ -31,6 +31,12 @@ are created when a store is opened (:func:`prepare`, under the write lock, once)
   (:mod:`fairness_tests.models.capabilities`). A store without it (written before it
   existed) gets it on open; an older fairness-tests reading a store with it ignores
   it, so stores stay readable both ways and exported records are unchanged.
+- ``batch_jobs(batch_id, model, server, endpoint, label, attempt, input_file_id, status,
+  submitted_at, completed_at, collected_at, output_file_id, error_file_id, lines,
+  discount)`` and ``batch_lines(batch_id, key, custom_id)``: the provider batch jobs of
+  ``--batch`` runs, each recorded with its request keys the moment it is created, so a
+  killed or repeated run polls them instead of submitting again
+  (:mod:`fairness_tests.models.batch_ledger`). Not exported either.
 
 JSONL records carry ``"schema"``; a record without it is version 1 and is
 migrated the same way on import (:func:`record_v1_to_v2`).
@@ -107,8 +113,32 @@ CREATE TABLE IF NOT EXISTS capabilities (
     updated_at REAL NOT NULL,
     PRIMARY KEY (model, server, feature)
 );
+CREATE TABLE IF NOT EXISTS batch_jobs (
+    batch_id       TEXT PRIMARY KEY,
+    model          TEXT NOT NULL,
+    server         TEXT NOT NULL,
+    endpoint       TEXT NOT NULL,
+    label          TEXT NOT NULL,
+    attempt        INTEGER NOT NULL,
+    input_file_id  TEXT NOT NULL,
+    status         TEXT NOT NULL,
+    submitted_at   REAL NOT NULL,
+    completed_at   REAL,
+    collected_at   REAL,
+    output_file_id TEXT,
+    error_file_id  TEXT,
+    lines          INTEGER NOT NULL,
+    discount       TEXT
+);
+CREATE TABLE IF NOT EXISTS batch_lines (
+    batch_id  TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    custom_id TEXT NOT NULL,
+    PRIMARY KEY (batch_id, key)
+);
+CREATE INDEX IF NOT EXISTS batch_lines_key ON batch_lines(key);
 """
-ADDED_TABLES = ("capabilities",)
+ADDED_TABLES = ("capabilities", "batch_jobs", "batch_lines")
 
 
 def _version(conn: sqlite3.Connection) -> str | None:

@@ -17,6 +17,7 @@ from fairness_tests.core.errors import ConfigError, DataError
 from fairness_tests.core.paths import default_store_path
 from fairness_tests.models.answers import AskCounts
 from fairness_tests.models.backends import get_backend
+from fairness_tests.models.batch import BatchBackend
 from fairness_tests.models.cost import BudgetReached, model_price
 from fairness_tests.models.prompt_format import DEFAULT_ANSWER_PREFIX, DEFAULT_PROMPT_FORMAT
 from fairness_tests.models.repeat_modes import RepeatModeUnsupported, apply_mode
@@ -120,6 +121,11 @@ class Asker:
         importing litellm happens on its first request)."""
         if self._live is None:
             self._live = build_backend(self.config, f"{self.store.path}.limits")
+            c = self.config
+            if c.batch and c.live:          # --batch: the misses go as provider batch jobs
+                self._live = BatchBackend(self._live, self.store, model=c.model,
+                                          poll_s=c.batch_poll,
+                                          wait=c.batch_wait, fallback=c.batch_fallback)
         return self._live
 
     def ask(self, requests: Sequence[Request], label: str) -> list[Response]:
@@ -128,11 +134,15 @@ class Asker:
         only its shard's requests; the others come back as error rows ("outside shard"),
         so it records and reports no tables."""
         requests = run_requests(requests, self.config)
+        if isinstance(self._live, BatchBackend):
+            self._live.label = label            # the protocol its batch jobs are for
         mine = requests
         if self.config.shard:
             i, n = parse_shard(self.config.shard)
             mine = [r for r in requests if in_shard(r.key(), i, n)]
         out, sent = self._ask(mine, label)
+        if isinstance(self._live, BatchBackend):   # the keys its provenance reports
+            self._live.note(apply_mode(mine, self.mode))
         self.keys.extend(r.key() for r in mine)
         self.counts[label] = len(requests)
         self.counts[f"{label}_new"] = sent     # requests sent (an error row asked again too)

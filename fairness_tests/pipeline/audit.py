@@ -20,6 +20,7 @@ from fairness_tests.models import prompt_format as PF
 from fairness_tests.models.backends.base import capabilities_of
 from fairness_tests.models.repeat_modes import record
 from fairness_tests.pipeline.asker import Asker, check_live
+from fairness_tests.pipeline.batch_run import batch_report, check_batch, submit_all
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.configure import recorded_config, regen_command
 from fairness_tests.pipeline.protocols.base import Asked, by_family
@@ -53,6 +54,7 @@ def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None,
     command line prints them on stderr; silent by default)."""
     config = config or AuditConfig()
     check_live(config)
+    check_batch(config)
     rules = rules if rules is not None else load_rules(config.thresholds, model=config.model)
     result = new_result(config)
     stages(f"audit of {config.model}: protocols {' '.join(config.protocols)}; opening the "
@@ -61,6 +63,7 @@ def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None,
     stages(f"store {display_path(asker.store.path)}: {len(asker.store)} responses "
            f"({asker.imported} new from the recordings)")
     try:
+        submit_all(config, asker)          # --batch: every protocol's jobs side by side
         for family_cls, protocols in by_family(config.protocols):
             names = "/".join(p.name for p in protocols)
             stages(f"{names}: loading the items")
@@ -129,7 +132,7 @@ def asking_info(config: AuditConfig, asker: Asker) -> AskingInfo:
                       usage=totals() if config.live and callable(totals) else None,
                       merged_from=asker.store.merged_from(),
                       counts={k: c.to_dict() for k, c in asker.ask_counts.items()},
-                      prompt=prompt_info(config))
+                      prompt=prompt_info(config), batch=batch_report(config, asker))
 
 
 def prompt_info(config: AuditConfig) -> dict | None:

@@ -22,8 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from fairness_tests.core.errors import suggest
-from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.errors import ConfigError, suggest
 from fairness_tests.core.options import Checked, opt, specs
 from fairness_tests.models.prompt_format import (
     DEFAULT_ANSWER_PREFIX,
@@ -189,6 +188,23 @@ class AskingOptions(Checked):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BatchOptions(Checked):
+    """Provider batch APIs (:mod:`fairness_tests.models.batch`): the requests the store
+    lacks go as asynchronous batch jobs, billed at the provider's batch price."""
+    batch: bool = opt(False, "send the requests the store lacks as provider batch jobs "
+                      "(OpenAI-format Files + Batches API: about half price, results within "
+                      "24 h); resumable: the same command collects", group=API, regen=False)
+    batch_poll: float = opt(60.0, "seconds between polls of a batch job's status", gt=0,
+                            metavar="SECONDS", group=API, regen=False)
+    batch_wait: Literal["all", "none"] = opt(
+        "all", "all: wait for every batch job and finish the run; none: submit and exit 7 "
+        "(the same command collects later)", group=API, regen=False)
+    batch_fallback: Literal["batch", "direct"] = opt(
+        "batch", "lines a batch job failed or let expire: resubmitted once as a new batch, or "
+        "asked directly", group=API, regen=False)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ResampleOptions(Checked):
     seed: int = opt(0, "seed of the bootstrap, the consistency sample and sampling", ge=0,
                     metavar="N")
@@ -227,7 +243,7 @@ class GenClusterOption(Checked):
 
 @dataclass(frozen=True, kw_only=True)
 class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, AskingOptions,
-                  StatsOptions, BBQClusterOption, GenClusterOption):
+                  BatchOptions, StatsOptions, BBQClusterOption, GenClusterOption):
     """Every choice of an audit. Recorded in the run's metadata and on the card."""
     protocols: tuple[str, ...] = opt(DEFAULT_PROTOCOLS, "protocols to run (the registry's: "
                                      f"{', '.join(PROTOCOL_NAMES)})", choices=PROTOCOL_NAMES,
@@ -258,6 +274,9 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, As
                 yield "gen_seeds", (f"seed(s) {', '.join(map(str, missing))} not in the "
                                     f"protocol; its seeds: {', '.join(map(str, known or ()))}")
         if self.backend_name() != "litellm":
+            if self.batch:
+                yield "batch", (f"applies to API models (backend litellm); the "
+                                f"{self.backend_name()} backend has no batch API")
             for name in ("reasoning_effort", "thinking_budget", "max_cost", "rpm", "tpm"):
                 if getattr(self, name) is not None:
                     yield name, (f"applies to API models (backend litellm); the "
@@ -275,6 +294,9 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, As
                                       "from one forward pass")
         else:
             yield from self._prompt_problems()
+        if self.batch and self.max_cost is not None:
+            yield "max_cost", ("cannot stop a batch job midway (it is billed whole): leave it "
+                               "out with --batch and check the cost with --dry-run --batch")
         if self.shard is not None:
             m = re.fullmatch(r"(\d+)/(\d+)", self.shard)
             if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):

@@ -16,6 +16,7 @@ from fairness_tests.models.cost import (
 )
 from fairness_tests.models.request import Request
 from fairness_tests.pipeline.asker import build_backend, open_run_store, run_requests
+from fairness_tests.pipeline.batch_run import dry_run_text as batch_dry_run_text
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.protocols.base import by_family
 
@@ -53,6 +54,8 @@ def dry_run(config: AuditConfig) -> tuple[list[EstimateRow], str]:
         text += f"\n{config.backend_name()} backend: a local model, no API cost"
     if sharing:
         text += "\n" + sharing
+    if config.batch and caps.remote:
+        text += "\n" + batch_dry_run_text(rows, config)
     return rows, text
 
 

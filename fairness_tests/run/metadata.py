@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from fairness_tests.core.errors import DataError
 from fairness_tests.models.backends.base import BackendInfo, Usage
+from fairness_tests.models.batch import BatchInfo
 
 RUN_SCHEMA_VERSION = 2
 #: how the answers were had: asked now, served by the store, or read from a file
@@ -145,7 +146,8 @@ class AskingInfo:
     stores ``store merge`` combined into the store the run read, per protocol what the
     asking did (sent, from the store, failed), and for an API model the prompt format
     (``prompt``: the format asked for, the one used for the model, the answer prefix and
-    the stop sequences of a multiple-choice prompt)."""
+    the stop sequences of a multiple-choice prompt), and with ``--batch`` the provider
+    batch jobs (:class:`~fairness_tests.models.batch.BatchInfo`)."""
     repeat_mode: dict
     max_tokens: int
     reasoning_effort: str | None = None
@@ -159,6 +161,7 @@ class AskingInfo:
     #: (:class:`fairness_tests.models.answers.AskCounts` as a dict)
     counts: dict[str, dict] = field(default_factory=dict)
     prompt: dict | None = None     # API models: {requested, used, answer_prefix, stop}
+    batch: BatchInfo | None = None        # --batch: provider batch jobs (models.batch)
 
 
 @dataclass

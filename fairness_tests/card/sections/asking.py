@@ -2,7 +2,8 @@
 mode and its fallback, token / reasoning / cost budgets and what was spent, the shard
 and merged stores; per protocol the requests sent, answered from the store, failed
 (with the first error) and invalid; the share of prompts whose letter mass was below
-the floor; an API model's prompt format. Read defensively: a run recorded before a
+the floor; an API model's prompt format; with ``--batch``, the provider batch jobs
+(:func:`batch_statement`). Read defensively: a run recorded before a
 field existed simply lacks it (nothing is shown for it, nothing invented). A cost the
 provider did not price is "unknown", never 0.
 """
@@ -164,6 +165,10 @@ def asking(a) -> dict[str, Any]:
         parts.append("store merged from " + ", ".join(
             f"{x.get('source')} ({x.get('rows')} rows, {x.get('added')} new)"
             for x in a.merged_from))
+    batch = getattr(a, "batch", None)
+    if batch is not None:
+        batch = batch if isinstance(batch, dict) else dataclasses.asdict(batch)
+        parts.append(batch_statement(batch))
     counts = request_counts(a)
     if counts:
         parts.append("requests: " + "; ".join(
@@ -182,6 +187,8 @@ def asking(a) -> dict[str, Any]:
         out["merged_from"] = list(a.merged_from)
     if prompt:
         out["prompt"] = {k: v for k, v in prompt.items() if v is not None}
+    if batch is not None:
+        out["batch"] = batch
     cost = _cost(usage)
     if cost is not None:
         out["cost_usd"] = cost
@@ -198,3 +205,21 @@ def asking(a) -> dict[str, Any]:
         if lm:
             out["letter_mass"] = lm
     return out
+
+
+def batch_statement(b: dict[str, Any]) -> str:
+    """``--batch`` in one clause: the jobs (ids, status, when submitted and completed),
+    the endpoint and completion window, the discount billed, and the lines that fell back."""
+    jobs = b.get("jobs") or []
+    listed = ", ".join(f"{j['batch_id']} ({j.get('label', '?')}, {j.get('status')}, "
+                       f"{j.get('lines', '?')} lines, submitted {j.get('submitted_at')}, "
+                       f"completed {j.get('completed_at') or 'not yet'})" for j in jobs[:10])
+    more = f" and {len(jobs) - 10} more" if len(jobs) > 10 else ""
+    price = (f"billed at the batch price ({b.get('discount')} off the direct price: "
+             f"{b.get('price_source')})" if b.get("price_source")
+             else "batch price unknown (no batch price in litellm's cost map)")
+    fell = (f"{b.get('resubmitted', 0)} failed or expired line request(s) resubmitted once, "
+            f"{b.get('direct', 0)} asked directly, {b.get('missing', 0)} missing (error rows)")
+    return (f"batch mode: answered through {len(jobs)} provider batch job(s) at "
+            f"{b.get('endpoint')} with a {b.get('completion_window')} completion window "
+            f"[{listed}{more}], {price}; fell back: {fell}")
