@@ -149,7 +149,7 @@ def test_chat_prefill_for_a_provider_litellm_does_not_know_to_continue_is_exit_2
     before any request, one line naming the option, no run written."""
     with FaultServer(answers=letters) as s:
         rc = main(["audit", "--live", "--model", "openai/m", "--api-base", s.url,
-                   "--prompt-format", "chat-prefill", "--protocols", "consistency",
+                   "--prompt-format", "chat-prefill", "--protocols", "consistency", "-q",
                    "--limit", "1", "--repeats", "1", "--recordings", "--store",
                    str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")])
         assert len(s.hits) == 0
