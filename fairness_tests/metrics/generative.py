@@ -189,11 +189,15 @@ def max_over_slices(scored: pd.DataFrame, by: Sequence[str] = (),
         k = len(slices)
         stat = _slice_stat(k, reduce)
         for m in metrics:
-            y = g[m].to_numpy(dtype=float)
-            X = np.column_stack([member * y[:, None], member])
+            # a NaN score (a label this scorer does not give, an unjudged row) is left
+            # out of that metric's numerator and denominator, as in the rate tables
+            raw = g[m].to_numpy(dtype=float)
+            scored = (~np.isnan(raw)).astype(float)
+            y = np.where(scored > 0, raw, 0.0)
+            X = np.column_stack([member * y[:, None], member * scored[:, None]])
             est = bootstrap(X, stat, n_boot, seed, clusters=clusters)
             perm = permutation_test(
-                np.column_stack([y, np.ones_like(y)]), g["slice"].to_numpy(),
+                np.column_stack([y, scored]), g["slice"].to_numpy(),
                 lambda S, stat=stat: stat(np.hstack([S[:, :, 0], S[:, :, 1]])),
                 strata=g["frame"].to_numpy() if cl else None,
                 units=clusters, n_perm=n_perm, seed=seed)

@@ -54,6 +54,7 @@ def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None) -
     try:
         for family_cls, protocols in by_family(config.protocols):
             family = family_cls(config)
+            family.store = asker.store
             asked = {}
             for p in protocols:
                 requests = p.requests(family)
