@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairness_tests.core.errors import ConfigError
 from fairness_tests.metrics.scorer_tables import agreement_table, scorer_tables
 from fairness_tests.scoring.registry import ScoringContext, check_scorers, score_with
 from fairness_tests.stats.agreement import agreement, kappa_stat, raw_stat
@@ -88,7 +89,6 @@ def test_scorer_tables_stack_scorers_with_a_scorer_column():
 
 
 def test_unknown_scorer_names_the_option():
-    from fairness_tests.core.errors import ConfigError
     with pytest.raises(ConfigError, match="unknown scorer 'jduge'.*judge"):
         check_scorers(("published", "jduge"))
     with pytest.raises(ConfigError, match="named twice"):

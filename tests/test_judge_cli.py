@@ -18,6 +18,8 @@ import json
 import pytest
 
 from fairness_tests.cli.main import main
+from fairness_tests.pipeline.config import SCORER_NAMES
+from fairness_tests.scoring.registry import SCORERS
 from tests.fault_server import FaultServer
 from tests.test_judge import rule
 
@@ -101,6 +103,4 @@ def test_an_unknown_scorer_is_one_line(outputs, capsys):
 
 
 def test_registered_scorers_are_the_specs():
-    from fairness_tests.pipeline.config import SCORER_NAMES
-    from fairness_tests.scoring.registry import SCORERS
     assert tuple(SCORERS) == SCORER_NAMES
