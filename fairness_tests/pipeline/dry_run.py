@@ -17,6 +17,7 @@ from fairness_tests.models.cost import (
 from fairness_tests.models.request import Request
 from fairness_tests.pipeline.asker import build_backend, open_run_store, with_reasoning
 from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.judge_cost import judge_estimate
 from fairness_tests.pipeline.protocols.base import by_family
 
 
@@ -47,12 +48,15 @@ def dry_run(config: AuditConfig) -> tuple[list[EstimateRow], str]:
                             counter=OwnTokenizerCounter(local.prompt_tokens_of) if local
                             else None)
         sharing = prefix_sharing_text(by_protocol, store, local) if local else None
+        judge = judge_estimate(config, by_protocol.get("generative", []), store)
     price = model_price(config.model) if caps.remote else None
     text = format_rows(rows, config.model, price, local=not caps.remote)
     if not caps.remote:
         text += f"\n{config.backend_name()} backend: a local model, no API cost"
     if sharing:
         text += "\n" + sharing
+    if judge is not None:
+        text += "\n" + judge.text()
     return rows, text
 
 
