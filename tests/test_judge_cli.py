@@ -19,6 +19,7 @@ import pytest
 
 from fairness_tests.cli.main import main
 from fairness_tests.pipeline.config import SCORER_NAMES
+from fairness_tests.run.result import RunResult
 from fairness_tests.scoring.registry import SCORERS
 from tests.fault_server import FaultServer
 from tests.test_judge import rule
@@ -104,3 +105,53 @@ def test_an_unknown_scorer_is_one_line(outputs, capsys):
 
 def test_registered_scorers_are_the_specs():
     assert tuple(SCORERS) == SCORER_NAMES
+
+
+RULES = """version: 1
+rules:
+  - id: judge_worst_stereotype
+    table: generative_scorers
+    metric: stereotype
+    scope: {scorer: judge}
+    across: slice
+    reduce: max
+    op: "<="
+    bound: 0.3
+    rationale: test
+  - id: worst_stereotype
+    table: generative_by_slice
+    metric: stereotype
+    across: slice
+    reduce: max
+    op: "<="
+    bound: 0.3
+    rationale: test
+"""
+
+
+def test_rules_scope_by_scorer_and_verdicts_flip_with_the_scorer(outputs, tmp_path, capsys):
+    # worst-slice stereotype: published 2/4 (woman_Muslim), judge 1/4 (both slices).
+    # Regression: a run of one family and one decoding saves an empty protocol_spread
+    # table (no columns), which RunResult.load could not read back.
+    (tmp_path / "rules.yaml").write_text(RULES)
+    with FaultServer(reply=rule) as server:
+        assert main(["generative", "score", "--outputs", str(outputs),
+                     "--scorers", "published,judge", "--judge-model", "judge-model",
+                     "--judge-api-base", server.url, "--store", str(tmp_path / "s.sqlite"),
+                     "--n-boot", "100", "--thresholds", str(tmp_path / "rules.yaml"),
+                     "--out", str(tmp_path / "run")]) == 0
+    capsys.readouterr()
+    run = RunResult.load(tmp_path / "run")
+    v = run.verdicts.set_index("rule")
+    assert v.loc["judge_worst_stereotype", "status"] == "pass"
+    assert v.loc["judge_worst_stereotype", "value"] == pytest.approx(0.25)
+    assert v.loc["worst_stereotype", "status"] == "fail"
+    assert v.loc["worst_stereotype", "value"] == pytest.approx(0.5)
+    flips = run.tables["scorer_flips"]
+    assert len(flips) and set(flips["rule"]) == {"worst_stereotype"}
+    assert set(flips["scorer_b"]) == {"judge"}
+    assert set(flips["status_a"]) == {"fail"} and set(flips["status_b"]) == {"pass"}
+    ag = run.tables["scorer_agreement"]
+    k = ag[(ag["label"] == "stereotype") & (ag["slice"] == "all") & (ag["metric"] == "kappa")]
+    assert (k["scorer_a"].iloc[0], k["scorer_b"].iloc[0]) == ("published", "judge")
+    assert k["value"].iloc[0] == pytest.approx(5 / 7)      # kappa is symmetric
