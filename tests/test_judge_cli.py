@@ -17,6 +17,9 @@ import json
 
 import pytest
 
+from fairness_tests.card.files import write_cards
+from fairness_tests.card.fill import fill_card
+from fairness_tests.card.schema import validate_card
 from fairness_tests.cli.main import main
 from fairness_tests.pipeline.config import SCORER_NAMES
 from fairness_tests.run.result import RunResult
@@ -155,3 +158,17 @@ def test_rules_scope_by_scorer_and_verdicts_flip_with_the_scorer(outputs, tmp_pa
     k = ag[(ag["label"] == "stereotype") & (ag["slice"] == "all") & (ag["metric"] == "kappa")]
     assert (k["scorer_a"].iloc[0], k["scorer_b"].iloc[0]) == ("published", "judge")
     assert k["value"].iloc[0] == pytest.approx(5 / 7)      # kappa is symmetric
+    # the card names each scorer and shows the agreement table and the flips
+    card = fill_card(run)
+    assert validate_card(card).valid, validate_card(card).summary()
+    sc = card["scorer"]
+    assert sc["type"] == "hybrid" and sc["judge_model"] == "judge-model"
+    names = [s["name"] for s in sc["scorers"]]
+    assert names == ["published", "judge"]
+    judge = sc["scorers"][1]
+    assert judge["prompt"] == "judge-prompt-v1" and judge["rubric"] == "judge_default"
+    assert judge["mode"] == "json_schema" and len(judge["rubric_sha256"]) == 64
+    assert "scorer_flips" in sc["notes"] and "scorer_agreement" in card["results"]["tables"]
+    written = write_cards(run, tmp_path / "card", user_yaml={})
+    md = next(p for p in written.paths.values() if str(p).endswith(".md")).read_text()
+    assert "Scorer agreement" in md and "Verdicts that change with the scorer" in md
