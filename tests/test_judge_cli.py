@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from fairness_tests.card.files import write_cards
 from fairness_tests.card.fill import fill_card
 from fairness_tests.card.schema import validate_card
 from fairness_tests.cli.main import main
+from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.config import SCORER_NAMES
+from fairness_tests.pipeline.configure import audit_config
 from fairness_tests.run.result import RunResult
 from fairness_tests.scoring.registry import SCORERS
 from tests.fault_server import FaultServer
@@ -172,3 +175,28 @@ def test_rules_scope_by_scorer_and_verdicts_flip_with_the_scorer(outputs, tmp_pa
     written = write_cards(run, tmp_path / "card", user_yaml={})
     md = next(p for p in written.paths.values() if str(p).endswith(".md")).read_text()
     assert "Scorer agreement" in md and "Verdicts that change with the scorer" in md
+
+
+def test_audit_with_several_scorers_and_a_judge(tmp_path):
+    """The audit on the committed recordings (first 24 grid rows), scored by the
+    published and strict rubrics and the loopback judge; a replay (no --live) of the
+    same run asks the judge nothing."""
+    with FaultServer(reply=rule) as server:
+        kw = dict(protocols=["generative"], gen_limit=24, n_boot=100,
+                  store=str(tmp_path / "store.sqlite"), scorers=("published,strict", "judge"),
+                  judge_model="judge-model", judge_api_base=server.url)
+        run = run_audit(audit_config(live=True, **kw))
+        asked = len(server.hits)
+        texts = set(run.records["generative"]["output_text"])
+        assert asked == len(texts)                   # one request per distinct text
+        g = run.tables["generative_scorers"]
+        assert set(g["scorer"]) == {"published", "strict", "judge"}
+        pairs = set(zip(run.tables["scorer_agreement"]["scorer_a"],
+                        run.tables["scorer_agreement"]["scorer_b"], strict=True))
+        assert pairs == {("published", "strict"), ("published", "judge"), ("strict", "judge")}
+        assert [s["name"] for s in run.metadata.generative.scorers] == [
+            "published", "strict", "judge"]
+        again = run_audit(audit_config(**kw))           # replay: the store answers the judge
+        assert len(server.hits) == asked
+        pd.testing.assert_frame_equal(again.tables["scorer_agreement"],
+                                      run.tables["scorer_agreement"])
