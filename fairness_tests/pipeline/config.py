@@ -162,7 +162,7 @@ class ScorerOptions(Checked):
                                    "deflection, stereotype, demeaning)", metavar="FILE",
                                    group=JUDGE)
     judge_temperature: float = opt(0.0, "the judge's sampling temperature", ge=0.0, le=2.0,
-                                   group=JUDGE)
+                                   metavar="T", group=JUDGE)
     judge_max_tokens: int = opt(128, "new tokens of a judge's answer", ge=8, metavar="N",
                                 group=JUDGE)
     judge_repeats: int = opt(1, "judge every text K times at --judge-temperature and report "
