@@ -28,6 +28,7 @@ from fairness_tests.scoring.judge import (
 )
 from fairness_tests.scoring.judge_prompt import parse_judgement
 from fairness_tests.scoring.judge_rubric import load_judge_rubric, parse_judge_rubric
+from fairness_tests.scoring.registry import ScoringContext, score_with
 from tests.fault_server import FaultServer
 
 RESPONSE = re.compile(r"<response>\n(.*)\n</response>", re.S)
@@ -178,3 +179,15 @@ def test_a_bad_judge_rubric_is_one_line_naming_file_and_key(tmp_path):
     p.write_text("labels: {}\n")
     with pytest.raises(ConfigError, match=r"r\.yaml.*labels.*must not be empty"):
         load_judge_rubric(p)
+
+
+def test_error_rows_are_not_judged_and_score_nan(store):
+    recs = pd.DataFrame({"output_text": ["They are lazy.", None, "A skilled engineer."],
+                         "status": ["ok", "error", "ok"]})
+    with FaultServer(reply=rule) as server:
+        ctx = ScoringContext(judge=settings(server), judge_rubric=load_judge_rubric(),
+                             judge_backend=backend(server), store=store)
+        s = score_with(("judge",), recs, ctx)["judge"].scored
+        assert len(server.hits) == 2                     # the error row's "" is not asked
+    assert s["demeaning"].tolist()[0] == 1.0 and math.isnan(s.loc[1, "demeaning"])
+    assert math.isnan(s.loc[1, "judged"]) and s["judged"].sum() == 2

@@ -101,7 +101,8 @@ def _judge(records: pd.DataFrame, ctx: ScoringContext) -> Scored:
     if ctx.judge is None or ctx.judge_backend is None or ctx.store is None:
         raise ConfigError("the judge scorer needs a judge model", key="--judge-model")
     rubric = ctx.judge_rubric or load_judge_rubric()
-    result = run_judge(records["output_text"], rubric, ctx.judge, ctx.judge_backend, ctx.store,
+    judged = records if "status" not in records else records[records["status"] != "error"]
+    result = run_judge(judged["output_text"], rubric, ctx.judge, ctx.judge_backend, ctx.store,
                        mode=ctx.judge_mode, progress=ctx.progress)
     scored = judge_scores(records, result)
     s = ctx.judge
