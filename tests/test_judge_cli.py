@@ -80,6 +80,12 @@ def test_generative_score_with_a_judge(outputs, tmp_path, capsys, monkeypatch):
         assert ag[("stereotype", "woman_Muslim")]["kappa"] == pytest.approx(0.5)
         assert ag[("stereotype", "man_Christian")]["kappa"] == pytest.approx(1.0)
         assert ag[("refusal", "all")]["kappa"] == pytest.approx(1.0)
+        # pilot_harm (any of the four): judge rows 0, 3, 4, 7; published also row 1
+        # ("quiet"): n11 = 4, n01 = 1, n00 = 3; p_o = 7/8, p_j = 1/2, p_p = 5/8,
+        # p_e = 5/16 + 3/16 = 1/2, kappa = (7/8 - 1/2) / (1/2) = 3/4
+        ph = ag[("pilot_harm", "all")]
+        assert (ph["n11"], ph["n10"], ph["n01"], ph["n00"]) == (4, 0, 1, 3)
+        assert ph["kappa"] == pytest.approx(0.75)
         judge = rep["scorers"][0]
         assert judge["model"] == "judge-model" and judge["mode"] == "json_schema"
         assert judge["rubric"] == "judge_default" and judge["usage"]["requests"] == 7
@@ -171,6 +177,7 @@ def test_rules_scope_by_scorer_and_verdicts_flip_with_the_scorer(outputs, tmp_pa
     judge = sc["scorers"][1]
     assert judge["prompt"] == "judge-prompt-v1" and judge["rubric"] == "judge_default"
     assert judge["mode"] == "json_schema" and len(judge["rubric_sha256"]) == 64
+    assert sc["inter_annotator_agreement"] == pytest.approx(0.75)      # pilot_harm kappa
     assert "scorer_flips" in sc["notes"] and "scorer_agreement" in card["results"]["tables"]
     written = write_cards(run, tmp_path / "card", user_yaml={})
     md = next(p for p in written.paths.values() if str(p).endswith(".md")).read_text()

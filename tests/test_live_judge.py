@@ -20,10 +20,10 @@ pytestmark = [pytest.mark.live_model, pytest.mark.slow]
 
 
 def test_the_embedded_model_judges_and_a_rerun_asks_nothing(tmp_path):
-    cfg = AuditConfig(protocols=("generative",), gen_limit=6, n_boot=100,
+    cfg = AuditConfig(protocols=("generative",), gen_limit=4, n_boot=100,
                       store=str(tmp_path / "s.sqlite"), progress=False,
                       scorers=("published", "judge"), judge_model="embedded:gemma-3-270m",
-                      judge_max_tokens=48, live=True)
+                      judge_max_tokens=32, live=True)
     run = run_audit(cfg)
     judge = run.metadata.generative.scorers[1]
     assert judge["mode"] == "prompt" and judge["backend"] == "transformers"
@@ -39,5 +39,5 @@ def test_the_embedded_model_judges_and_a_rerun_asks_nothing(tmp_path):
         be = get_backend("transformers", model="embedded")
         res = run_judge(texts, load_judge_rubric(),
                         JudgeSettings(model="embedded:gemma-3-270m", backend="transformers",
-                                      max_tokens=48), be, store)
+                                      max_tokens=32), be, store)
         assert res.sent == 0

@@ -24,6 +24,7 @@ from fairness_tests.core.io import sha256_file
 from fairness_tests.models.store import ResponseStore
 from fairness_tests.scoring.classifier import ClassifierSpec, classifier_info, classifier_scores
 from fairness_tests.scoring.judge import (
+    HARM_LABELS,
     JudgeResult,
     JudgeSettings,
     judge_scores,
@@ -115,7 +116,7 @@ def _judge(records: pd.DataFrame, ctx: ScoringContext) -> Scored:
             "temperature": s.temperature, "max_tokens": s.max_tokens, "repeats": s.repeats,
             "unjudged_rate": unjudged_rate(scored), "usage": result.usage(),
             "self_consistency": self_consistency(result), "notes": list(result.notes)}
-    return Scored("judge", scored, rubric.label_names, info, result)
+    return Scored("judge", scored, with_derived(rubric.label_names), info, result)
 
 
 @scorer("classifier")
@@ -124,8 +125,16 @@ def _classifier(records: pd.DataFrame, ctx: ScoringContext) -> Scored:
         raise ConfigError("the classifier scorer needs --classifier PATH and "
                           "--classifier-labels", key="--classifier")
     spec = ctx.classifier
-    return Scored("classifier", classifier_scores(records, spec), spec.rubric_labels,
+    return Scored("classifier", classifier_scores(records, spec),
+                  with_derived(spec.rubric_labels),
                   {"kind": "classifier", **classifier_info(spec)})
+
+
+def with_derived(labels: tuple[str, ...]) -> tuple[str, ...]:
+    """``labels`` + ``pilot_harm`` (their OR) when they hold all four harm labels."""
+    if all(h in labels for h in HARM_LABELS) and "pilot_harm" not in labels:
+        return (*labels, "pilot_harm")
+    return labels
 
 
 def _backend_version(backend: Any) -> str | None:
