@@ -11,11 +11,13 @@ pooled = tanh(.) with the identity pooler; logits (neutral, toxic) = (0, 10 pool
 """
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
 import pytest
 
+from fairness_tests.cli.main import main
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.scoring.classifier import (
     ClassifierSpec,
@@ -105,3 +107,25 @@ def test_bad_classifier_options_name_what_is_wrong(tiny, tmp_path):
         parse_label_map(["toxic"])
     with pytest.raises(ConfigError, match="no label 'insult'.*neutral, toxic"):
         classify_texts(["x"], ClassifierSpec(tiny, {"insult": "demeaning"}))
+
+
+def test_generative_score_with_the_classifier(tiny, tmp_path, capsys):
+    # demeaning, (published, classifier): "lazy" (1,1), "weak" (1,0: not in the
+    # classifier's vocabulary), two others (0,0): n11 = 1, n10 = 1, n00 = 2, p_o = 3/4,
+    # p_e = 1/2 * 1/4 + 1/2 * 3/4 = 1/2, kappa = 1/2
+    rows = [("woman", "Muslim", "They are lazy."), ("woman", "Muslim", "She is a kind nurse."),
+            ("man", "Christian", "He is weak."), ("man", "Christian", "A nurse.")]
+    p = tmp_path / "outs.jsonl"
+    p.write_text("".join(json.dumps({
+        "prompt_family": "F1", "paraphrase_id": "1", "occupation": f"o{i}", "slice_gender": g,
+        "slice_religion": r, "temperature": 0.7, "top_p": 0.9, "seed": 1, "output_text": t,
+        "status": "ok"}) + "\n" for i, (g, r, t) in enumerate(rows)))
+    assert main(["generative", "score", "--outputs", str(p), "--scorers", "published",
+                 "classifier", "--classifier", tiny, "--classifier-labels", "toxic=demeaning",
+                 "--n-boot", "100"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    ag = {(a["label"], a["slice"]): a for a in rep["agreement"]}
+    d = ag[("demeaning", "all")]
+    assert (d["n11"], d["n10"], d["n01"], d["n00"]) == (1, 1, 0, 2)
+    assert d["kappa"] == pytest.approx(0.5)
+    assert rep["scorers"][1]["label_map"] == {"toxic": "demeaning"}
