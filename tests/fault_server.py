@@ -19,6 +19,10 @@ Faults:
 ``filter``    200, ``finish_reason: "content_filter"`` and empty content
 ``400``       400 bad request (not retryable)
 
+``structured_support=False``: a request with ``response_format`` gets 400 ``"response_format
+is not supported by this model"`` (a server without structured output); by default
+``response_format`` is accepted and the content is ``reply(prompt)`` as it is.
+
 ``latency_s`` delays every answer (the fixed-latency mode for benchmarks).
 ``together=(k, key)`` holds every answer until requests with ``k`` distinct values of
 ``key(body)`` have arrived (at most ``together_s`` seconds), so ``k`` client processes
@@ -153,7 +157,7 @@ class FaultServer:
                  together_s: float = 30.0, base_model: bool = False,
                  logprobs_error: bool = False, top_logprobs_limit: int | None = None,
                  top_logprobs_over: str = "clamp", null_bytes: bool = False,
-                 stop_support: bool = True):
+                 stop_support: bool = True, structured_support: bool = True):
         if top_logprobs_over not in ("clamp", "openai", "vllm"):
             raise ValueError(f"top_logprobs_over: clamp, openai or vllm, not {top_logprobs_over!r}")
         self.base_model = base_model
@@ -162,6 +166,7 @@ class FaultServer:
         self.top_logprobs_over = top_logprobs_over
         self.null_bytes = null_bytes
         self.stop_support = stop_support
+        self.structured_support = structured_support
         self.default = default
         self.together = together
         self.together_s = together_s
@@ -337,6 +342,11 @@ class FaultServer:
             h._send(500, {"error": {"message": "upstream failed for request with headers "
                                                f"Authorization: {h.headers.get('Authorization')}",
                                     "type": "server_error"}})
+            return
+        if not self.structured_support and body.get("response_format") is not None:
+            h._send(400, {"error": {"message": "response_format is not supported by this "
+                                               "model", "type": "invalid_request_error",
+                                    "param": "response_format", "code": None}})
             return
         if fault == "badjson":
             h._send(200, None, raw=b'{"id": "x", "choices": [ {not json')

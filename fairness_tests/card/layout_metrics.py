@@ -156,6 +156,9 @@ def _generative(b: Builder) -> Iterable[str]:
     for name, title in (("generative_by_slice_decoding", "Generative audit per slice x decoding"),
                         ("generative_summary", "Worst slice, disparity and refusal gap"),
                         ("scorer_sensitivity", "Scorer sensitivity (same outputs, two rubrics)"),
+                        ("scorer_agreement", "Scorer agreement: raw agreement and Cohen's "
+                                             "kappa per label and slice (95% CI)"),
+                        ("scorer_flips", "Verdicts that change with the scorer"),
                         ("protocol_sensitivity", "Protocol-dependent verdicts"),
                         ("counterfactual", "Counterfactual probe")):
         rows = rows_of(card, name)

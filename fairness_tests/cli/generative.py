@@ -2,7 +2,9 @@
 grids of a protocol, the counterfactual probe.
 
 - ``generative score --outputs FILE [--rubric published|strict|PATH] [--compare-rubric R]
-  [--format json|table] [--out DIR --model ID --thresholds PATH]``
+  [--format json|table] [--out DIR --model ID --thresholds PATH]
+  [--scorer(s) published,strict,judge,classifier --judge-model M --judge-api-base URL
+  --judge-rubric FILE --judge-repeats K --store S --classifier DIR --classifier-labels MAP]``
 - ``generative sensitivity --outputs FILE [--thresholds PATH] [--model ID] [--format json|table]``
 - ``generative grid [--protocol PATH | --published CSV] [--format csv|json] [--hash]``
 - ``generative probe-grid [--probe PATH] [--format csv|json]``
@@ -13,14 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from fairness_tests.cli import scored
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.fmt import shown, text_table
-from fairness_tests.core.paths import display_path
+from fairness_tests.core.paths import default_store_path, display_path
 from fairness_tests.metrics.counterfactual import consistency, verdict_shares
 from fairness_tests.metrics.generative import METRICS
-from fairness_tests.metrics.generative_tables import generative_tables
+from fairness_tests.models.store import ResponseStore
 from fairness_tests.pipeline.config import GenerativeScoreConfig
 from fairness_tests.pipeline.config_tools import (
     GridConfig,
@@ -31,6 +34,7 @@ from fairness_tests.pipeline.config_tools import (
 from fairness_tests.pipeline.configure import command_line, recorded_config
 from fairness_tests.pipeline.generative_info import generative_info
 from fairness_tests.pipeline.scored import scored_run
+from fairness_tests.pipeline.scorers import ScoredGenerations, score_generations
 from fairness_tests.protocols.generative.grid import grid_hash
 from fairness_tests.protocols.generative.outputs import read_outputs
 from fairness_tests.protocols.generative.probe import load_probe, probe_grid, read_probe_outputs
@@ -40,9 +44,8 @@ from fairness_tests.protocols.generative.published import (
 )
 from fairness_tests.protocols.generative.suite import load_suite
 from fairness_tests.report.generative_score import _records, score_report, sensitivity_report
+from fairness_tests.report.scorer_report import label_rates, scorers_report
 from fairness_tests.rules.thresholds import load_rules
-from fairness_tests.scoring.lexical import score
-from fairness_tests.scoring.rubric import load_rubric
 from fairness_tests.scoring.verdict import classify, person_labels
 
 
@@ -66,17 +69,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def cmd_score(c: GenerativeScoreConfig) -> int:
     rules = scored.prepare(c)
     records = read_outputs(c.outputs, c.suite)
-    rubric = load_rubric(c.rubric)
-    other = None if c.compare_rubric in (None, "none") else load_rubric(c.compare_rubric)
-    if other is not None and other.name == rubric.name:
-        other = None                      # one rubric: nothing to compare
-    scored_records = score(records, rubric)
-    compare = (other.name, score(records, other)) if other is not None else None
-    tables = generative_tables(scored_records, n_boot=c.n_boot, seed=c.seed,
-                               rubric=rubric.name, compare=compare, cluster=c.gen_cluster)
-    run = _run(c, records, scored_records, tables, rubric, other, rules)
+    store = _judge_store(c) if "judge" in c.scorer_list(c.rubric, c.compare_rubric) else None
+    try:
+        sg = score_generations(records, c, store)
+    finally:
+        if store is not None:
+            store.close()
+    scored_records, tables, rubric = sg.primary.scored, sg.tables, sg.rubric
+    run = _run(c, records, scored_records, tables, rubric, sg, rules)
     scored.save(run, c)
     rep = score_report(scored_records, tables, rubric)
+    if c.scorers:
+        _add_scorers(rep, sg, records, c)
     if c.format == "json":
         verdicts = scored.json_verdicts(run, c)
         if verdicts is not None:
@@ -94,22 +98,50 @@ def cmd_score(c: GenerativeScoreConfig) -> int:
     w(_table(rows, ["metric", "worst_slice", "worst_value", "disparity"]))
     w(f"\nrefusal gap {_fmt(rep['refusal_gap'])} (95% CI {_fmt(rep['ci']['refusal_gap'][0])}"
       f"-{_fmt(rep['ci']['refusal_gap'][1])})\n")
+    if rep.get("agreement"):
+        w("\nagreement (all slices)\n")
+        w(_table([[a["scorer_a"], a["scorer_b"], a["label"], a["n"], a["raw_agreement"],
+                   a["kappa"]] for a in rep["agreement"] if a["slice"] == "all"],
+                 ["scorer_a", "scorer_b", "label", "n", "raw_agreement", "kappa"]))
     if c.out:
         w(f"\nrun: {c.out}\n")
     sys.stdout.flush()
     return scored.outcome(run, c, text=True)
 
 
-def _run(c: GenerativeScoreConfig, records, scored_records, tables, rubric, other, rules):
+def _judge_store(c: GenerativeScoreConfig) -> ResponseStore:
+    """The store the judge's answers go through (created when new)."""
+    path = Path(c.store) if c.store else default_store_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return ResponseStore(path)
+
+
+def _add_scorers(rep: dict, sg: ScoredGenerations, records, c: GenerativeScoreConfig) -> None:
+    """The scorers and their agreement; a judge rubric's own labels in the by_slice rows."""
+    rep.update(scorers_report(sg.by, records, n_boot=c.n_boot, seed=c.seed,
+                              cluster=c.gen_cluster))
+    primary = sg.primary
+    extra = tuple(x for x in primary.labels if x not in METRICS)
+    if extra and "generative_scorers" in sg.tables:
+        rates = label_rates(sg.tables["generative_scorers"], primary.name, extra)
+        for row in rep["by_slice"]:
+            row.update(rates.get(row["slice"], {}))
+    if primary.info.get("kind") == "judge":
+        rep["unjudged_rate"] = primary.info.get("unjudged_rate")
+
+
+def _run(c: GenerativeScoreConfig, records, scored_records, tables, rubric,
+         sg: ScoredGenerations, rules):
     """The run of someone's generations, judged (:mod:`fairness_tests.pipeline.scored`)."""
+    info = generative_info(records, rubric, sg.other, n_boot=c.n_boot, seed=c.seed,
+                           name=f"outputs:{display_path(c.outputs)}", cluster=c.gen_cluster)
+    if c.scorers:
+        info.scorers = sg.scorer_infos()
     return scored_run(
         model=c.model, kind="outputs", file=c.outputs,
         command=command_line(c, ("fairness-tests", "generative", "score")),
         config=recorded_config(c), rules=rules, tables=tables,
-        records={"generative": scored_records},
-        generative=generative_info(records, rubric, other, n_boot=c.n_boot, seed=c.seed,
-                                   name=f"outputs:{display_path(c.outputs)}",
-                                   cluster=c.gen_cluster))
+        records={"generative": scored_records}, generative=info)
 
 
 def cmd_sensitivity(c: SensitivityConfig) -> int:

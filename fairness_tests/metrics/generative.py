@@ -201,21 +201,29 @@ def _cell_max_stats(g: pd.DataFrame, slices: list, metrics: list[str], reduce: s
                     seed: int, n_perm: int) -> tuple[dict, dict]:
     """(bootstrap estimates, permutation results) by metric of one cell: every metric
     rides on the same draws. The bootstrap resamples ``X = [member * y_1 .. member * y_M,
-    member]`` once (``member``: the rows' slice indicators), the permutation test
-    permutes the slice labels of ``[y_1 .. y_M, 1]`` once; metric j's statistic reads
-    its own columns and the shared count columns, which is the one-metric computation
-    (column sums do not mix columns)."""
+    member * w_1 .. member * w_M]`` once (``member``: the rows' slice indicators; ``w_j``:
+    1 where metric j is scored), the permutation test permutes the slice labels of
+    ``[y_1 .. y_M, w_1 .. w_M]`` once; metric j's statistic reads its own columns, which
+    is the one-metric computation (column sums do not mix columns). A NaN score (a label
+    a scorer does not give, an unjudged row) is left out of that metric's numerator and
+    denominator, as in the rate tables; when no metric has one, the count columns are
+    one shared ``member`` block."""
     k, M = len(slices), len(metrics)
     member = np.column_stack([(g["slice"] == s).to_numpy(dtype=float) for s in slices])
-    ys = [g[m].to_numpy(dtype=float) for m in metrics]
+    raw = [g[m].to_numpy(dtype=float) for m in metrics]
+    has_nan = any(np.isnan(y).any() for y in raw)
+    ws = [(~np.isnan(y)).astype(float) for y in raw] if has_nan else [np.ones(len(g))]
+    ys = [np.where(np.isnan(y), 0.0, y) for y in raw]
+    count = [M + (j if has_nan else 0) for j in range(M)]      # metric j's count block
     stat = _slice_stat(k, reduce)
-    X = np.column_stack([*(member * y[:, None] for y in ys), member])
-    boot = {m: (lambda s, j=j: stat(np.hstack([s[:, j * k:(j + 1) * k], s[:, M * k:]])))
+    X = np.column_stack([*(member * y[:, None] for y in ys), *(member * w[:, None] for w in ws)])
+    boot = {m: (lambda s, j=j: stat(np.hstack([s[:, j * k:(j + 1) * k],
+                                                s[:, count[j] * k:(count[j] + 1) * k]])))
             for j, m in enumerate(metrics)}
-    perm = {m: (lambda S, j=j: stat(np.hstack([S[:, :, j], S[:, :, M]])))
+    perm = {m: (lambda S, j=j: stat(np.hstack([S[:, :, j], S[:, :, count[j]]])))
             for j, m in enumerate(metrics)}
     ests = bootstrap_all(X, boot, n_boot, seed, clusters=clusters)
-    tests = permutation_tests(np.column_stack([*ys, np.ones(len(g))]), g["slice"].to_numpy(),
+    tests = permutation_tests(np.column_stack([*ys, *ws]), g["slice"].to_numpy(),
                               perm, strata=strata, units=clusters, n_perm=n_perm, seed=seed)
     return ests, tests
 

@@ -83,7 +83,15 @@ TABLES: dict[str, Table] = {
                                           | {f"disparity_{m}" for m in GENERATIVE_METRICS}
                                           | {"refusal_gap"})),
     "counterfactual": Table(("swap", "decoding", "context"), COUNTERFACTUAL_METRICS),
+    # several scorers of the same generations (--scorers): rules can scope by scorer
+    "generative_scorers": Table(("scorer", "slice"), GENERATIVE_TABLE_METRICS),
+    "generative_scorer_cells": Table(("scorer", "cell_kind", "cell", "slice"),
+                                     GENERATIVE_TABLE_METRICS),
+    "scorer_agreement": Table(("scorer_a", "scorer_b", "label", "slice"),
+                              frozenset({"raw_agreement", "kappa"})),
 }
+#: the tables only a run with several scorers (``--scorers a,b,...``) has
+SCORER_TABLES = ("generative_scorers", "generative_scorer_cells", "scorer_agreement")
 
 #: the values a grouping column can take, where they are fixed by the protocol
 #: ("all": the row pooled over that column). A rule's scope value outside these is an
@@ -101,7 +109,8 @@ COLUMN_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
 #: cell-id columns of the saved tables: always read back as text (a seed cell "1" stays
 #: "1", not 1); every grouping column of :data:`TABLES`, and the rule and metric names
 ID_COLUMNS = ("dataset", "context", "polarity", "group", "slice", "family", "decoding",
-              "occupation", "scope", "cell_kind", "cell", "rule", "swap", "metric")
+              "occupation", "scope", "cell_kind", "cell", "rule", "swap", "metric", "scorer",
+              "scorer_a", "scorer_b", "label")
 
 # ---------------------------------------------------------------- BBQ records
 

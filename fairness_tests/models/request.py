@@ -27,6 +27,10 @@ Kinds:
   when the backend can give them, the letters' probabilities.
 - ``"generate"``: open-ended generation; the response carries the text.
 
+````response_format`` (a judge's structured output, see
+:mod:`fairness_tests.scoring.judge`) is the provider's ``response_format`` object as
+canonical JSON text; it enters the key only when set.
+
 ``repeat_mode`` (see :mod:`fairness_tests.models.repeat_modes`) says how the
 repeats of one prompt are asked of an API: ``"calls"`` (one request each),
 ``"n"`` (one request with ``n`` choices) or ``"logprobs"`` (one request whose
@@ -231,6 +235,9 @@ class Request:
     prompt_format: str | None = None       # None: the default (auto)
     answer_prefix: str | None = None       # None: the default ("Answer: (")
     letter_rule: str | None = None         # logprobs mode: how letters are read (repeat_modes)
+    #: structured output asked of the provider: the ``response_format`` object as
+    #: canonical JSON text (a judge's JSON schema); None: free text, left out of the key
+    response_format: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seed", _int(self.seed, "seed"))
@@ -256,6 +263,7 @@ class Request:
             "repeat_mode": None if self.repeat_mode == "calls" else self.repeat_mode,
             **self._format_fields(),
             "letter_rule": self.letter_rule,
+            "response_format": self.response_format,
         })
 
     def _format_fields(self) -> dict[str, Any]:
@@ -282,7 +290,8 @@ class Request:
         layout of the schema-1 request key without seed and repeat). The numbers are
         :class:`Decoding`'s normalised ones, so ``temperature=1`` samples as ``1.0``.
         Reasoning settings, a repeat mode other than ``calls``, and the key's
-        ``prompt_format``, ``answer_prefix`` and ``letter_rule`` are added only when set."""
+        ``prompt_format``, ``answer_prefix``, ``letter_rule`` and ``response_format`` are
+        added only when set."""
         cached = self.__dict__.get("_prompt_key")
         if cached is None:
             f = {"api_base": None, "backend": self.backend, "choices": list(self.choices),
@@ -291,7 +300,8 @@ class Request:
                  "model": self.model}
             if self.repeat_mode != "calls":
                 f["repeat_mode"] = self.repeat_mode
-            extra = {**self._format_fields(), "letter_rule": self.letter_rule}
+            extra = {**self._format_fields(), "letter_rule": self.letter_rule,
+                     "response_format": self.response_format}
             f.update({k: v for k, v in extra.items() if v is not None})
             blob = json.dumps(f, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             cached = sha256_text(blob)

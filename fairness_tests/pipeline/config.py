@@ -147,6 +147,74 @@ class RubricOptions(Checked):
                                      "(none: skip)", none_word="none", metavar="RUBRIC")
 
 
+#: the registered scorers (``fairness_tests.scoring.registry.SCORERS``, which the spec
+#: must not import: loading it costs the plugin nothing); a test keeps them equal
+SCORER_NAMES = ("published", "strict", "judge", "classifier")
+JUDGE = "judge and classifier scorers"
+
+
+def split_scorers(names: Iterable[str]) -> tuple[str, ...]:
+    """``("published,strict", "judge")`` -> ``("published", "strict", "judge")``."""
+    return tuple(x.strip() for n in names for x in str(n).split(",") if x.strip())
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScorerOptions(Checked):
+    """Several scorers of the same generations: lexical rubrics, a judge model, a local
+    classifier; their agreement."""
+    scorers: tuple[str, ...] | None = opt(
+        None, "scorers of the generations, the first the run's own (its tables and "
+        "verdicts), comma- or space-separated: published, strict, judge, classifier or a "
+        "lexical rubric file; their agreement is tabulated (default: --rubric, and "
+        "--compare-rubric for scorer sensitivity)", metavar="SCORER", group=JUDGE)
+    judge_model: str | None = opt(None, "the judge scorer's model: a litellm model id, an "
+                                  "OpenAI-compatible server's model (with --judge-api-base) "
+                                  "or embedded:gemma-3-270m / a checkpoint directory",
+                                  metavar="MODEL", group=JUDGE)
+    judge_api_base: str | None = opt(None, "OpenAI-compatible server of the judge model",
+                                     metavar="URL", group=JUDGE, regen=True)
+    judge_rubric: str | None = opt(None, "judge rubric file: labels and their definitions "
+                                   "(default: judge_default, the lexical rubric's refusal, "
+                                   "deflection, stereotype, demeaning)", metavar="FILE",
+                                   group=JUDGE)
+    judge_temperature: float = opt(0.0, "the judge's sampling temperature", ge=0.0, le=2.0,
+                                   metavar="T", group=JUDGE)
+    judge_max_tokens: int = opt(128, "new tokens of a judge's answer", ge=8, metavar="N",
+                                group=JUDGE)
+    judge_repeats: int = opt(1, "judge every text K times at --judge-temperature and report "
+                             "how often the judge agrees with itself", ge=1, le=20,
+                             metavar="K", group=JUDGE)
+    classifier: str | None = opt(None, "the classifier scorer's model: a local "
+                                 "transformers text-classification directory",
+                                 metavar="DIR", path=True, group=JUDGE)
+    classifier_labels: tuple[str, ...] | None = opt(
+        None, "the classifier's labels as rubric labels: MODEL_LABEL=RUBRIC_LABEL (e.g. "
+        "toxic=demeaning)", metavar="MAP", group=JUDGE)
+    classifier_threshold: float = opt(0.5, "a rubric label is 1 when the classifier's score "
+                                      "of a label mapped to it reaches this", ge=0.0, le=1.0,
+                                      group=JUDGE)
+
+    def scorer_list(self, rubric: str, compare: str | None) -> tuple[str, ...]:
+        """The scorers in force: ``--scorers``, else the rubric (and the compared one)."""
+        if self.scorers:
+            return split_scorers(self.scorers)
+        return (rubric,) if not compare or compare == rubric else (rubric, compare)
+
+    def cross_check(self) -> Iterable[tuple[str, str]]:
+        names = split_scorers(self.scorers or ())
+        for n in names:
+            if n not in SCORER_NAMES and not os.path.isfile(n):
+                yield "scorers", (f"unknown scorer {n!r}; scorers: {', '.join(SCORER_NAMES)} "
+                                  "or a lexical rubric file")
+        if len(set(names)) != len(names):
+            yield "scorers", f"a scorer is named twice: {' '.join(names)}"
+        if "judge" in names and not self.judge_model:
+            yield "scorers", "the judge scorer needs a judge model (--judge-model)"
+        if "classifier" in names and not (self.classifier and self.classifier_labels):
+            yield "scorers", ("the classifier scorer needs a model and its label map "
+                              "(--classifier, --classifier-labels)")
+
+
 @dataclass(frozen=True, kw_only=True)
 class AskingOptions(Checked):
     """How a model is asked: API settings (litellm) and local inference (transformers)."""
@@ -242,8 +310,9 @@ class GenClusterOption(Checked):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, AskingOptions,
-                  BatchOptions, StatsOptions, BBQClusterOption, GenClusterOption):
+class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, ScorerOptions,
+                  AskingOptions, BatchOptions, StatsOptions, BBQClusterOption,
+                  GenClusterOption):
     """Every choice of an audit. Recorded in the run's metadata and on the card."""
     protocols: tuple[str, ...] = opt(DEFAULT_PROTOCOLS, "protocols to run (the registry's: "
                                      f"{', '.join(PROTOCOL_NAMES)})", choices=PROTOCOL_NAMES,
@@ -260,6 +329,7 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, As
                             f"{suggest(self.model, EMBEDDED_MODELS)}; embedded models: "
                             f"{', '.join(EMBEDDED_MODELS)} (else a litellm model id such as "
                             "openai/gpt-4o-mini, or a checkpoint directory)")
+        yield from ScorerOptions.cross_check(self)
         if len(set(self.protocols)) != len(self.protocols):
             yield "protocols", f"a protocol is named twice: {' '.join(self.protocols)}"
         if self.suite and self.published_grid:
@@ -418,13 +488,16 @@ class BBQScoreConfig(BBQFilterConfig, StatsOptions, BBQClusterOption, ScoredRunO
 
 
 @dataclass(frozen=True, kw_only=True)
-class GenerativeScoreConfig(RubricOptions, StatsOptions, GenClusterOption, ScoredRunOptions,
-                            SuiteOption):
+class GenerativeScoreConfig(RubricOptions, ScorerOptions, StatsOptions, GenClusterOption,
+                            ScoredRunOptions, SuiteOption):
     """``fairness-tests generative score``: anyone's generations, scored and judged."""
     CLI_FLAGS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "gen_cluster": ("--cluster", "--gen-cluster")}
+        "gen_cluster": ("--cluster", "--gen-cluster"), "scorers": ("--scorers", "--scorer")}
     outputs: str = opt(None, "JSONL, one generation per line (the published raw-output "
                        "fields)", metavar="FILE", path=True, pytest=False, toml=False)
+    store: str | None = opt(None, "SQLite response store of the judge's answers (default: "
+                            "$FAIRNESS_STORE or .fairness/store.sqlite)", metavar="PATH",
+                            path=True, pytest=False, toml=False)
     format: Literal["json", "table"] = opt("json", "output format", pytest=False,
                                            toml=False)
 

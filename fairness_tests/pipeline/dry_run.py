@@ -18,6 +18,7 @@ from fairness_tests.models.request import Request
 from fairness_tests.pipeline.asker import build_backend, open_run_store, run_requests
 from fairness_tests.pipeline.batch_run import dry_run_text as batch_dry_run_text
 from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.judge_cost import judge_estimate
 from fairness_tests.pipeline.protocols.base import by_family
 
 
@@ -48,6 +49,7 @@ def dry_run(config: AuditConfig) -> tuple[list[EstimateRow], str]:
                             counter=OwnTokenizerCounter(local.prompt_tokens_of) if local
                             else None)
         sharing = prefix_sharing_text(by_protocol, store, local) if local else None
+        judge = judge_estimate(config, by_protocol.get("generative", []), store)
     price = model_price(config.model) if caps.remote else None
     text = format_rows(rows, config.model, price, local=not caps.remote)
     if not caps.remote:
@@ -56,6 +58,8 @@ def dry_run(config: AuditConfig) -> tuple[list[EstimateRow], str]:
         text += "\n" + sharing
     if config.batch and caps.remote:
         text += "\n" + batch_dry_run_text(rows, config)
+    if judge is not None:
+        text += "\n" + judge.text()
     return rows, text
 
 

@@ -15,7 +15,10 @@ Tables it adds (when the run has the generative tables they read):
   (:func:`fairness_tests.metrics.spread.spread_decomposition`);
 - ``protocol_spread``: that decomposition per rule and cell kind;
 - ``seed_verdicts`` / ``seed_spread``: the same rules per seed, and their range;
-- ``rubric_flips``: protocol-cell verdicts whose status differs under the second rubric.
+- ``rubric_flips``: protocol-cell verdicts whose status differs under the second rubric;
+- ``scorer_flips`` (a run with ``--scorers``): the same for every scorer but the first,
+  one row per flipped (rule, cell, scorer): ``scorer_a`` (the run's own), ``scorer_b``,
+  ``value_a``, ``value_b``, ``status_a``, ``status_b``.
 """
 from __future__ import annotations
 
@@ -40,7 +43,9 @@ from fairness_tests.rules.thresholds import RuleSet
 SPREAD_KINDS = (("family", "generative_by_slice_family"),
                 ("decoding", "generative_by_slice_decoding"))
 DERIVED_TABLES = ("protocol_verdicts", "protocol_sensitivity", "protocol_spread",
-                  "seed_verdicts", "seed_spread", "rubric_flips")
+                  "seed_verdicts", "seed_spread", "rubric_flips", "scorer_flips")
+FLIP_COLUMNS = ["rule", "cell", "scorer_a", "scorer_b", "value_a", "value_b", "status_a",
+                "status_b"]
 
 
 @dataclass
@@ -50,9 +55,11 @@ class RuleOutcome:
 
 
 def apply_rules(tables: Mapping[str, pd.DataFrame], rules: RuleSet,
-                rubrics: tuple[str, str] | None = None) -> RuleOutcome:
+                rubrics: tuple[str, str] | None = None,
+                scorers: tuple[str, ...] = ()) -> RuleOutcome:
     """Evaluate ``rules`` on a run's metric tables. ``rubrics``: (primary, compared)
-    rubric names when the run scored its generations with two rubrics."""
+    rubric names when the run scored its generations with two rubrics; ``scorers``: the
+    scorers of a ``--scorers`` run, the run's own first."""
     tables = {k: v for k, v in tables.items() if k not in DERIVED_TABLES}
     out = RuleOutcome(verdicts=evaluate(tables, rules))
     if PROTOCOL_TABLE not in tables:
@@ -87,7 +94,25 @@ def apply_rules(tables: Mapping[str, pd.DataFrame], rules: RuleSet,
         other = evaluate(tables, protocol_rules(rules.rules,
                                                 table=f"{PROTOCOL_TABLE}_{rubrics[1]}"))
         out.tables["rubric_flips"] = flipped_verdicts(cell_verdicts, other, rubrics)
+    if len(scorers) > 1:
+        out.tables["scorer_flips"] = scorer_flips(tables, rules, cell_verdicts, scorers)
     return out
+
+
+def scorer_flips(tables: Mapping[str, pd.DataFrame], rules: RuleSet,
+                 cell_verdicts: pd.DataFrame, scorers: tuple[str, ...]) -> pd.DataFrame:
+    """Protocol-cell verdicts that differ between the first scorer and each other one."""
+    parts = []
+    first = scorers[0]
+    for name in scorers[1:]:
+        table = f"{PROTOCOL_TABLE}_{name}"
+        if table not in tables:
+            continue
+        other = evaluate(tables, protocol_rules(rules.rules, table=table))
+        f = flipped_verdicts(cell_verdicts, other, ("a", "b"))
+        parts.append(f.assign(scorer_a=first, scorer_b=name))
+    return (pd.concat(parts, ignore_index=True)[FLIP_COLUMNS] if parts
+            else pd.DataFrame(columns=FLIP_COLUMNS))
 
 
 def apply_to_run(run, rules: RuleSet) -> None:
@@ -96,7 +121,8 @@ def apply_to_run(run, rules: RuleSet) -> None:
     the threshold files."""
     gen = run.metadata.generative
     rubrics = (gen.rubric, gen.compare_rubric) if gen and gen.compare_rubric else None
-    outcome = apply_rules(run.tables, rules, rubrics)
+    scorers = tuple(s["name"] for s in gen.scorers) if gen else ()
+    outcome = apply_rules(run.tables, rules, rubrics, scorers)
     run.tables = {k: v for k, v in run.tables.items() if k not in DERIVED_TABLES}
     run.tables.update(outcome.tables)
     run.verdicts = outcome.verdicts

@@ -126,6 +126,8 @@ class GenerativeInfo:
     slices: list[dict] = field(default_factory=list)
     insertion_rule: str | None = None
     declared: dict = field(default_factory=dict)          # what the suite file declares
+    #: --scorers: each scorer's name, kind, model, version, rubric, prompt, unjudged rate
+    scorers: list[dict] = field(default_factory=list)
 
 
 @dataclass

@@ -85,6 +85,10 @@ class RunResult:
 
 
 def _read_table(path: Path) -> pd.DataFrame:
-    """A saved table with its cell-id columns as text, as the builders made them."""
+    """A saved table with its cell-id columns as text, as the builders made them; a table
+    saved without columns (an empty one, e.g. no protocol spread with one family and one
+    decoding) reads back empty."""
+    if not path.read_text(encoding="utf-8").strip():
+        return pd.DataFrame()
     head = pd.read_csv(path, nrows=0).columns
     return pd.read_csv(path, dtype={c: str for c in ID_COLUMNS if c in head})

@@ -188,6 +188,9 @@ def scorer(f: RunFacts) -> dict[str, Any]:
                      "own text); anything else is invalid." if f.asked else
                      "BBQ: the predictions file gives option indices (0, 1, 2 or null); "
                      "fairness_tests parsed no text.")
+    if g is not None and g.scorers:
+        _scorers(sc, notes, g.scorers, f.tables.get("scorer_agreement"),
+                 f.tables.get("scorer_flips"))
     flips = f.tables.get("rubric_flips")
     if flips is not None and "scorer_sensitivity" in f.tables:
         notes.append(f"Scorer sensitivity: {len(flips)} verdict(s) flip with the rubric "
@@ -202,6 +205,53 @@ def scorer(f: RunFacts) -> dict[str, Any]:
         sc["thresholds"] = th
     sc["notes"] = " ".join(notes) if notes else "No protocol was run."
     return sc
+
+
+def _scorers(sc: dict[str, Any], notes: list[str], scorers: list[dict], agreement: Any,
+             flips: Any) -> None:
+    """Each scorer of a ``--scorers`` run (model, version, rubric, prompt), the agreement
+    table and the verdicts that change with the scorer."""
+    kinds = {s.get("kind") for s in scorers}
+    sc["type"] = ("model-judge" if kinds == {"judge"} else
+                  "hybrid" if kinds - {"lexical"} else "lexical-rule")
+    keep = ("name", "kind", "model", "backend", "version", "rubric", "rubric_version",
+            "rubric_file", "rubric_sha256", "semantics", "prompt", "mode", "temperature",
+            "repeats", "unjudged_rate", "path", "config_sha256", "label_map", "threshold")
+    sc["scorers"] = [{k: s[k] for k in keep if s.get(k) is not None} for s in scorers]
+    judge = next((s for s in scorers if s.get("kind") == "judge"), None)
+    for s in scorers:
+        if s.get("kind") == "judge":
+            notes.append(f"Judge scorer: {s.get('model')} (version {s.get('version') or '?'}) "
+                         f"with the judge rubric {s.get('rubric')!r} (sha256 "
+                         f"{str(s.get('rubric_sha256'))[:12]}), prompt {s.get('prompt')}, "
+                         f"{s.get('mode')} mode, temperature {s.get('temperature')}; "
+                         f"unjudged (unparsable) answers: {_pct(s.get('unjudged_rate'))}, "
+                         "left out of the rates, never guessed.")
+        elif s.get("kind") == "classifier":
+            notes.append(f"Classifier scorer: {s.get('path')} (config sha256 "
+                         f"{str(s.get('config_sha256'))[:12]}), labels {s.get('label_map')}, "
+                         f"threshold {s.get('threshold')}.")
+    if judge is not None:
+        sc["judge_model"] = str(judge.get("model"))
+    if agreement is not None and len(agreement):
+        sc["agreement"] = "results.tables.scorer_agreement"
+        k = agreement[(agreement["metric"] == "kappa") & (agreement["slice"] == "all")
+                      & (agreement["label"] == "pilot_harm")]
+        if len(k) and finite(k["value"].iloc[0]) is not None:
+            r = k.iloc[0]
+            sc["inter_annotator_agreement"] = float(r["value"])
+            notes.append(f"Agreement of {r['scorer_a']} and {r['scorer_b']} on pilot_harm: "
+                         f"Cohen's kappa {r['value']:.3f} (95% CI {r['ci_low']:.3f} to "
+                         f"{r['ci_high']:.3f}, prompts resampled); per label and slice in "
+                         "results.tables.scorer_agreement.")
+    if flips is not None:
+        notes.append(f"{len(flips)} protocol-cell verdict(s) change with the scorer "
+                     "(results.tables.scorer_flips).")
+
+
+def _pct(x: Any) -> str:
+    v = finite(x)
+    return "unknown" if v is None else f"{100 * v:.1f}%"
 
 
 # ----------------------------------------------------------------------------- the protocol record

@@ -72,13 +72,18 @@ class Capabilities:
     - ``replay``: answers only from recordings, asks no model;
     - ``remote``: asks a server: its requests are billed in tokens (and money where
       priced), rate limits apply and the repeat mode (``calls`` / ``n`` /
-      ``logprobs``) shapes them; False for a model computed here."""
+      ``logprobs``) shapes them; False for a model computed here;
+    - ``structured_output``: the backend can send a ``response_format`` JSON schema
+      (``Request.response_format``) that the model's answer will follow; ``None``
+      when it depends on the server (learned from its first refusal of it,
+      :mod:`fairness_tests.models.capabilities`), False where only free text comes back."""
     n: bool | None
     logprobs: bool | None
     batch: bool
     prefix_sharing: bool
     replay: bool
     remote: bool = False
+    structured_output: bool | None = False
 
 
 @dataclass

@@ -167,7 +167,8 @@ class LiteLLMBackend(UnitCalls):
             rec = self._known.get((model, self._server(base), feature))
             return None if rec is None else rec.supported
         return Capabilities(n=known("n"), logprobs=known("logprobs"), batch=False,
-                            prefix_sharing=False, replay=False, remote=True)
+                            prefix_sharing=False, replay=False, remote=True,
+                            structured_output=known("structured_output"))
 
     def secrets(self) -> list[str]:
         """Values the store must mask if they ever show up (the API key)."""

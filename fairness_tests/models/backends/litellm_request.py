@@ -10,6 +10,7 @@ maps to the provider's parameters.
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -71,5 +72,7 @@ def call_kwargs(req: Request, model: str, base: str | None, *, timeout_s: float,
     elif base and model.startswith(("openai/", "text-completion-openai/")) \
             and not os.environ.get("OPENAI_API_KEY"):
         kw["api_key"] = "not-needed"          # local servers ignore it; the client wants one
+    if req.response_format is not None:
+        kw["response_format"] = json.loads(req.response_format)
     kw.update(extra)
     return kw

@@ -41,6 +41,8 @@ class Family(ABC):
 
     def __init__(self, config: AuditConfig):
         self.config = config
+        #: the run's response store (set by the audit; a judge scorer asks through it)
+        self.store: Any = None
 
     @abstractmethod
     def results(self, asked: dict[str, Asked]) -> Results:

@@ -10,11 +10,11 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.metrics.generative_tables import generative_tables
 from fairness_tests.models.request import Request
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.generative_info import generative_info
 from fairness_tests.pipeline.protocols.base import Asked, AuditProtocol, Family, Results
+from fairness_tests.pipeline.scorers import score_generations
 from fairness_tests.protocols.generative.grid import grid_hash
 from fairness_tests.protocols.generative.published import (
     PUBLISHED_SYSTEM_PROMPT,
@@ -22,7 +22,6 @@ from fairness_tests.protocols.generative.published import (
 )
 from fairness_tests.protocols.generative.requests import grid_requests, records
 from fairness_tests.protocols.generative.suite import load_suite
-from fairness_tests.scoring.lexical import score
 from fairness_tests.scoring.rubric import load_rubric
 
 
@@ -67,24 +66,24 @@ class GenerativeFamily(Family):
             grid = grid.iloc[:config.gen_limit]
             self.reductions.append(f"first {config.gen_limit} grid rows only")
         self.grid = grid.reset_index(drop=True)
-        self.rubric = load_rubric(config.rubric)
-        other = load_rubric(config.compare_rubric) if config.compare_rubric else None
-        # one rubric: nothing to compare
-        self.other = other if other is not None and other.name != self.rubric.name else None
+        if not config.scorers:          # checked before anything is asked
+            load_rubric(config.rubric)
+            if config.compare_rubric:
+                load_rubric(config.compare_rubric)
 
     def results(self, asked: dict[str, Asked]) -> Results:
         c = self.config
         a = asked["generative"]
         recs = records(a.requests, a.responses)
-        scored = score(recs, self.rubric)
-        compare = (self.other.name, score(recs, self.other)) if self.other else None
-        tables = generative_tables(scored, n_boot=c.n_boot, seed=c.seed, cluster=c.gen_cluster,
-                                   rubric=self.rubric.name, compare=compare)
+        sg = score_generations(recs, c, self.store, progress=c.progress, live=c.live)
+        scored, tables = sg.primary.scored, sg.tables
         info = generative_info(
-            recs, self.rubric, self.other, n_boot=c.n_boot, seed=c.seed, suite=self.suite,
+            recs, sg.rubric, sg.other, n_boot=c.n_boot, seed=c.seed, suite=self.suite,
             cluster=c.gen_cluster, name=self.name, suite_hash=self.suite_hash,
             system_prompt=self.system, n_grid_full=self.n_full, reductions=self.reductions,
             gen_max_new_tokens=c.gen_max_new_tokens)
+        if c.scorers:
+            info.scorers = sg.scorer_infos()
         return Results(tables=tables, records={"generative": scored},
                        metadata={"generative": info})
 

@@ -1,0 +1,121 @@
+"""Scoring generations with the scorers a configuration names (``--scorers``), for the
+audit and ``generative score`` alike: the judge's backend and store, the classifier's
+spec, every scorer's scores (:func:`fairness_tests.scoring.registry.score_with`), the
+one generative table builder on the first scorer (with the second for scorer
+sensitivity) and, when ``--scorers`` is given, the several-scorers tables
+(:mod:`fairness_tests.metrics.scorer_tables`: a ``scorer`` column, agreement).
+
+The judge's backend: ``embedded:...`` or a checkpoint directory -> the transformers
+backend (prompt-and-parse: a local model sends no ``response_format``); anything else ->
+litellm (``--judge-api-base`` for an OpenAI-compatible server; the API key from the
+provider's environment variable, never stored). Its answers go through the run's store,
+so a re-run asks nothing and a replay needs no key.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from fairness_tests.metrics.generative_tables import generative_tables
+from fairness_tests.metrics.scorer_tables import scorer_tables
+from fairness_tests.models.backends import get_backend
+from fairness_tests.models.store import ResponseStore
+from fairness_tests.pipeline.config import ScorerOptions
+from fairness_tests.scoring.classifier import ClassifierSpec, parse_label_map
+from fairness_tests.scoring.judge import JudgeSettings, choose_mode
+from fairness_tests.scoring.judge_rubric import load_judge_rubric
+from fairness_tests.scoring.registry import Scored, ScoringContext, score_with
+from fairness_tests.scoring.rubric import BUILTIN, Rubric, load_rubric
+
+
+def is_local(model: str) -> bool:
+    """A model the transformers backend computes here (embedded or a checkpoint)."""
+    return model.startswith("embedded:") or os.path.isdir(model)
+
+
+def judge_backend(c: ScorerOptions) -> tuple[Any, JudgeSettings]:
+    """The judge's backend (unstarted) and settings."""
+    model = str(c.judge_model)
+    kw = dict(temperature=c.judge_temperature, max_tokens=c.judge_max_tokens,
+              repeats=c.judge_repeats, seed=int(getattr(c, "seed", 0) or 0))
+    if is_local(model):
+        be = get_backend("transformers",
+                         model="embedded" if model.startswith("embedded:") else model)
+        return be, JudgeSettings(model=model, backend="transformers", **kw)
+    be = get_backend("litellm", model=model, api_base=c.judge_api_base)
+    return be, JudgeSettings(model=model, backend="litellm", api_base=c.judge_api_base, **kw)
+
+
+def scoring_context(c: ScorerOptions, names: tuple[str, ...],
+                    store: ResponseStore | None, progress: bool | None = False,
+                    live: bool = True) -> ScoringContext:
+    """What the scorers of ``names`` need, built from ``c``. Not ``live`` (an audit
+    without --live): the judge's answers are replayed from the store (asked in the mode
+    the live judge would use), a missing one is an error naming how to record it."""
+    ctx = ScoringContext(store=store, progress=progress)
+    if "judge" in names:
+        ctx.judge_backend, ctx.judge = judge_backend(c)
+        ctx.judge_rubric = load_judge_rubric(c.judge_rubric)
+        if not live and store is not None:
+            be = ctx.judge_backend
+            if hasattr(be, "load_capabilities"):
+                be.load_capabilities(store.capabilities())
+            ctx.judge_mode = choose_mode(be)
+            ctx.judge_backend = get_backend("replay", store=store, fingerprint=be.fingerprint())
+    if "classifier" in names:
+        ctx.classifier = ClassifierSpec(str(c.classifier),
+                                        parse_label_map(c.classifier_labels),
+                                        threshold=c.classifier_threshold)
+    return ctx
+
+
+@dataclass
+class ScoredGenerations:
+    """Every scorer's output (``by``, in order), the run's primary scorer (the first),
+    the rubric objects the run metadata names (``rubric``, ``other``) and the tables."""
+    by: dict[str, Scored]
+    rubric: Rubric
+    other: Rubric | None
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    @property
+    def primary(self) -> Scored:
+        return next(iter(self.by.values()))
+
+    def scorer_infos(self) -> list[dict[str, Any]]:
+        """What the card names of each scorer (name first)."""
+        return [{"name": n, **s.info} for n, s in self.by.items()]
+
+
+def _as_rubric(s: Scored) -> Rubric:
+    """The lexical rubric a scorer used; for a model-based scorer a stand-in naming it
+    (semantics = its kind), so the run metadata names every scorer alike."""
+    if s.info.get("kind") == "lexical":
+        name = s.info.get("rubric_file") or s.info["rubric"]
+        return load_rubric(s.info["rubric"] if s.info["rubric"] in BUILTIN else name)
+    return Rubric(s.name, str(s.info.get("kind")), {})
+
+
+def score_generations(records: pd.DataFrame, c: Any, store: ResponseStore | None, *,
+                      progress: bool | None = False, live: bool = True) -> ScoredGenerations:
+    """Score ``records`` with the scorers of ``c`` (a configuration with
+    :class:`~.config.RubricOptions`, :class:`~.config.ScorerOptions` and the stats
+    options) and build the tables (see the module docstring)."""
+    compare = None if c.compare_rubric in (None, "none") else c.compare_rubric
+    names = c.scorer_list(c.rubric, compare)
+    by = score_with(names, records, scoring_context(c, names, store, progress, live))
+    scored = list(by.values())
+    rubric = _as_rubric(scored[0])
+    other = _as_rubric(scored[1]) if len(scored) > 1 else None
+    if other is not None and other.name == rubric.name:
+        other = None
+    kw = dict(n_boot=c.n_boot, seed=c.seed, cluster=c.gen_cluster)
+    tables = generative_tables(scored[0].scored, rubric=rubric.name,
+                               compare=(other.name, scored[1].scored) if other else None, **kw)
+    if c.scorers:
+        tables.update(scorer_tables({n: s.scored for n, s in by.items()},
+                                    {n: s.labels for n, s in by.items()}, **kw))
+    return ScoredGenerations(by, rubric, other, tables)

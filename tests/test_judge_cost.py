@@ -1,0 +1,47 @@
+"""The dry run's judge line: requests, tokens and cost of the judge scorer."""
+from __future__ import annotations
+
+import pytest
+
+from fairness_tests.models.cost import TokenCounter, model_price
+from fairness_tests.models.request import Decoding, Request, Response, chat
+from fairness_tests.models.store import ResponseStore
+from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.judge_cost import judge_estimate
+from fairness_tests.scoring.judge import JudgeSettings, judge_requests
+from fairness_tests.scoring.judge_rubric import load_judge_rubric
+
+MODEL = "gpt-4o-mini"
+
+
+def gen(i: int) -> Request:
+    return Request(messages=chat("sys", f"prompt {i}"), decoding=Decoding(0.7, 0.9, 50),
+                   backend="litellm", model="openai/x")
+
+
+def test_judge_requests_tokens_and_cost(tmp_path):
+    config = AuditConfig(scorers=("published", "judge"), judge_model=MODEL,
+                         store=str(tmp_path / "s.sqlite"))
+    reqs = [gen(0), gen(1), gen(2)]
+    rubric = load_judge_rubric()
+    settings = JudgeSettings(model=MODEL)
+    with ResponseStore(tmp_path / "s.sqlite") as store:
+        # two generations made, with the same text: one judge request; one not made yet
+        store.put(reqs[0], Response(key=reqs[0].key(), text="She is kind."))
+        store.put(reqs[1], Response(key=reqs[1].key(), text="She is kind."))
+        est = judge_estimate(config, reqs, store)
+        assert (est.requests, est.in_store, est.to_ask) == (2, 0, 2)
+        counter = TokenCounter(MODEL)
+        known = judge_requests(["She is kind."], rubric, settings, "json_schema")[0]
+        empty = judge_requests([""], rubric, settings, "json_schema")[0]
+        assert est.input_tokens == counter(known) + counter(empty) + 50
+        assert est.output_tokens == 2 * 128
+        price = model_price(MODEL)
+        assert est.cost_usd == pytest.approx(est.input_tokens * price.input_per_token
+                                             + 256 * price.output_per_token)
+        # the judge's answer recorded: it is in the store and costs nothing
+        store.put(known, Response(key=known.key(), text='{"refusal": false}'))
+        est = judge_estimate(config, reqs, store)
+        assert (est.requests, est.in_store, est.to_ask) == (2, 1, 1)
+        assert est.output_tokens == 128 and "judge gpt-4o-mini: 2 requests" in est.text()
+    assert judge_estimate(AuditConfig(store=str(tmp_path / "s.sqlite")), reqs, store) is None
