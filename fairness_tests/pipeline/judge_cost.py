@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from fairness_tests.models.cost import TokenCounter, model_price, still_to_ask
 from fairness_tests.models.request import Request
 from fairness_tests.models.store import ResponseStore
-from fairness_tests.pipeline.config import AuditConfig, split_scorers
+from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.config_scorers import split_scorers
 from fairness_tests.pipeline.scorers import is_local
 from fairness_tests.scoring.judge import JudgeSettings, judge_requests
 from fairness_tests.scoring.judge_rubric import load_judge_rubric
