@@ -84,3 +84,22 @@ def test_statuses_equal_the_full_rows_statuses(tmp_path):
     assert store.missing([req(i) for i in range(1300)], retry_errors=True) == \
         [req(i) for i in range(1300) if i >= 1200 or i % 7 == 0]
     store.close()
+
+
+def test_the_dry_runs_status_cache_answers_as_the_store(tmp_path):
+    """``StoredStatuses`` (the dry run's) gives the store's statuses for any key set,
+    each key read from the store once."""
+    from fairness_tests.models.cost import StoredStatuses, still_to_ask  # noqa: PLC0415
+    store = ResponseStore(tmp_path / "s.sqlite")
+    for i in range(30):
+        store.put(req(i), Response(key="", text="(a)", answer=0,
+                                   status="error" if i % 4 == 0 else "ok"))
+    cache = StoredStatuses(store)
+    for lo, hi in ((0, 20), (10, 40), (0, 40)):
+        keys = [req(i).key() for i in range(lo, hi)]
+        assert cache.statuses(keys) == store.statuses(keys)
+        reqs = [req(i) for i in range(lo, hi)]
+        assert still_to_ask(reqs, cache) == still_to_ask(reqs, store)
+    store.prune(model="m1", vacuum=False)          # read once: the cache still holds them
+    assert len(cache.statuses([req(i).key() for i in range(40)])) == 30
+    store.close()

@@ -178,6 +178,24 @@ class EstimateRow:
         return asdict(self)
 
 
+class StoredStatuses:
+    """The statuses ``store`` holds, each key looked up once: the dry run counts the same
+    requests per protocol, per repeat mode, in total and for prefix sharing. Answers
+    :func:`still_to_ask` as the store would (``statuses(keys)``)."""
+
+    def __init__(self, store: Any):
+        self._store = store
+        self._seen: dict[str, str | None] = {}
+
+    def statuses(self, keys: Iterable[str]) -> dict[str, str]:
+        keys = list(dict.fromkeys(keys))
+        new = [k for k in keys if k not in self._seen]
+        if new:
+            got = self._store.statuses(new)
+            self._seen.update({k: got.get(k) for k in new})
+        return {k: s for k in keys if (s := self._seen[k]) is not None}
+
+
 def still_to_ask(requests: Iterable[Request], store: Any) -> tuple[int, list[Request]]:
     """(distinct requests, the first request of each key the store does not answer
     yet: no row, or an error row)."""

@@ -92,14 +92,13 @@ def canonical(value: Any, where: Any = "request") -> Any:
     if t is dict:
         return _canonical_dict(value, where)
     if t is list or t is tuple:
-        return [v if type(v) is str else canonical(v, (where, f"[{i}]"))
-                for i, v in enumerate(value)]
+        return [v if type(v) is str else canonical(v, (where, i)) for i, v in enumerate(value)]
     if isinstance(value, (str, bool)):
         return value
     if isinstance(value, dict):
         return _canonical_dict(value, where)
     if isinstance(value, (list, tuple)):
-        return [canonical(v, (where, f"[{i}]")) for i, v in enumerate(value)]
+        return [canonical(v, (where, i)) for i, v in enumerate(value)]
     number = _number(value, where)
     if number is not None:
         return number
@@ -114,16 +113,17 @@ def _canonical_dict(value: dict, where: Any) -> dict:
         if type(k) is not str and not isinstance(k, str):
             raise ConfigError(f"{_where(where)}: non-string key {k!r}")
         if v is not None:
-            out[k] = v if type(v) is str else canonical(v, (where, f".{k}"))
+            out[k] = v if type(v) is str else canonical(v, (where, k))
     return out
 
 
 def _where(where: Any) -> str:
-    """The readable place of a (parent, step) chain: ``request.messages[0]``."""
+    """The readable place of a (parent, step) chain: ``request.messages[0]`` (a string
+    step is a key, an int an index)."""
     steps = []
     while isinstance(where, tuple):
         where, step = where
-        steps.append(step)
+        steps.append(f"[{step}]" if type(step) is int else f".{step}")
     return str(where) + "".join(reversed(steps))
 
 

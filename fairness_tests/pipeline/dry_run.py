@@ -9,6 +9,7 @@ from fairness_tests.models.backends.base import capabilities_of
 from fairness_tests.models.cost import (
     EstimateRow,
     OwnTokenizerCounter,
+    StoredStatuses,
     dry_run_rows,
     format_rows,
     model_price,
@@ -42,7 +43,8 @@ def dry_run(config: AuditConfig) -> tuple[list[EstimateRow], str]:
     backend = build_backend(config)
     caps = capabilities_of(backend)
     local = backend if caps.prefix_sharing else None
-    with open_run_store(config) as store:
+    with open_run_store(config) as opened:
+        store = StoredStatuses(opened)
         # a local model computes each distinct prompt once whatever the repeat mode (the
         # other modes are shapes of API requests): its row only, its own token counts
         rows = dry_run_rows(by_protocol, store, config.model, config.repeat_mode, caps,
