@@ -16,6 +16,7 @@ from card_testdata import make_run  # noqa: E402
 
 from fairness_tests.cli.card import register  # noqa: E402
 from fairness_tests.cli.main import main  # noqa: E402
+from fairness_tests.core.io import OUTPUT_MARKER  # noqa: E402
 from fairness_tests.core.paths import DATA_DIR, bbq_dir, fairness_cards_dir  # noqa: E402
 
 EXAMPLE_USER = DATA_DIR / "card_user_example.yaml"
@@ -39,8 +40,8 @@ def _card(runs, tmp_path, which=0, user=True):
 
 def test_card_writes_three_files(runs, tmp_path, capsys):
     out = _card(runs, tmp_path)
-    assert sorted(p.name for p in out.iterdir()) == ["card.html", "card.md", "card.yaml",
-                                                     "tables"]   # the CSVs card.md links
+    assert sorted(p.name for p in out.iterdir()) == [OUTPUT_MARKER, "card.html", "card.md",
+                                                     "card.yaml", "tables"]   # + linked CSVs
     printed = capsys.readouterr().out.split()
     assert printed == [str(out / "card.yaml"), str(out / "card.md"), str(out / "card.html")]
 

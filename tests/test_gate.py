@@ -53,7 +53,8 @@ def test_regression_fails_exactly_its_cell_and_exits_1(runs, tmp_path, capsys):
     acc = next(r for r in out["rows"] if r["metric"] == "accuracy"
                and r["cell"] == "Race_x_gender/disambig")
     assert acc["n_clusters"] == 42 and acc["test"].startswith("cluster-robust Wald")
-    assert {p.name for p in (tmp_path / "g").iterdir()} == {"gate.csv", "gate.json", "gate.md"}
+    assert {p.name for p in (tmp_path / "g").iterdir()} == {"gate.csv", "gate.json", "gate.md",
+                                                            ".fairness-tests-output"}
 
 
 def test_mode_override_and_text_format(runs, capsys):
