@@ -148,8 +148,10 @@ def test_xdist_workers_make_the_run_once_with_the_outcomes_of_one_process(tmp_pa
     # generative protocols, 4 items per BBQ cell without rotations, 64 grid rows
     smoke = ["--fairness-protocol", "bbq", "--fairness-protocol", "generative",
              "--fairness-limit", "4", "--fairness-rotations", "none",
-             "--fairness-gen-limit", "64", "--fairness-store", str(warm_store),
-             "-p", "no:cacheprovider"]
+             "--fairness-gen-limit", "64", "-p", "no:cacheprovider"]
+    # the project's store (ini fairness_store), holding the recordings already
+    (repo / ".fairness").mkdir()
+    warm_store.rename(repo / ".fairness" / "store.sqlite")
     made, outcomes = {}, {}
     for n in ("2", "0"):
         proc = subprocess.run([sys.executable, "-m", "pytest", "-n", n, *smoke,
