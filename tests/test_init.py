@@ -150,7 +150,7 @@ def test_xdist_workers_make_the_run_once_with_the_outcomes_of_one_process(tmp_pa
              "--fairness-limit", "4", "--fairness-rotations", "none",
              "--fairness-gen-limit", "64", "-p", "no:cacheprovider"]
     # the project's store (ini fairness_store), holding the recordings already
-    (repo / ".fairness").mkdir()
+    (repo / ".fairness").mkdir(exist_ok=True)
     warm_store.rename(repo / ".fairness" / "store.sqlite")
     made, outcomes = {}, {}
     for n in ("2", "0"):
