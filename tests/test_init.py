@@ -132,7 +132,7 @@ def _outcomes(junit: Path) -> dict[str, str]:
     return out
 
 
-@pytest.mark.slow   # two inner sessions on a smoke run (4 items per BBQ cell, 64 grid rows)
+@pytest.mark.slow   # two inner sessions on a smoke run
 def test_xdist_workers_make_the_run_once_with_the_outcomes_of_one_process(tmp_path, warm_store):
     """Issue 24: ``pytest -n 2`` in an initialised repository makes the run once (one
     worker audits, the other reads what it saved: the summary says which), and every
@@ -144,8 +144,14 @@ def test_xdist_workers_make_the_run_once_with_the_outcomes_of_one_process(tmp_pa
         __import__("fairness_tests.core.paths", fromlist=["bbq_dir"]).bbq_dir().resolve())}
     for k in ("FAIRNESS_PYTEST_SESSION", "PYTEST_XDIST_WORKER", "FAIRNESS_PROGRESS"):
         env.pop(k, None)
-    smoke = ["--fairness-limit", "4", "--fairness-gen-limit", "64",
-             "--fairness-store", str(warm_store), "-p", "no:cacheprovider"]
+    # a smoke run that replays (as tests/test_card_fill.py's small audit): the BBQ and
+    # generative protocols, 4 items per BBQ cell without rotations, 64 grid rows
+    smoke = ["--fairness-protocol", "bbq", "--fairness-protocol", "generative",
+             "--fairness-limit", "4", "--fairness-rotations", "none",
+             "--fairness-gen-limit", "64", "-p", "no:cacheprovider"]
+    # the project's store (ini fairness_store), holding the recordings already
+    (repo / ".fairness").mkdir(exist_ok=True)
+    warm_store.rename(repo / ".fairness" / "store.sqlite")
     made, outcomes = {}, {}
     for n in ("2", "0"):
         proc = subprocess.run([sys.executable, "-m", "pytest", "-n", n, *smoke,
