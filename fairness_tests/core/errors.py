@@ -45,7 +45,8 @@ class DataError(FairnessTestsError):
         if key is not None:
             where.append(f"key {key!r}")
         self.path, self.line, self.key = path, line, key
-        super().__init__(f"{': '.join([', '.join(where)] if where else [])}{': ' if where else ''}{message}")
+        prefix = f"{', '.join(where)}: " if where else ""
+        super().__init__(f"{prefix}{message}")
 
 
 class ConfigError(DataError):
