@@ -60,7 +60,7 @@ import functools
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -330,7 +330,7 @@ def rate_table(
             col = g[flag]
             defined = col.notna().to_numpy()
             k, n = float(col[defined].astype(float).sum()), int(defined.sum())
-            cell = dict(zip(by, key, strict=True))
+            cell: dict[str, Any] = dict(zip(by, key, strict=True))
             if n == 0:
                 rows.append(metric_row(flag, NAN, n=0, note="no rows", **cell))
                 continue
@@ -361,7 +361,7 @@ def mean_table(df: pd.DataFrame, by: Sequence[str], columns: Iterable[str],
     grouped = df.groupby(list(by), sort=True, dropna=False) if by else [((), df)]
     for key, g in grouped:
         key = key if isinstance(key, tuple) else (key,)
-        cell = dict(zip(by, key, strict=True))
+        cell: dict[str, Any] = dict(zip(by, key, strict=True))
         for c in columns:
             defined = g[c].notna().to_numpy()
             x = g[c].to_numpy(dtype=np.float64)[defined]

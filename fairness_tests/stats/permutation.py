@@ -160,7 +160,7 @@ def _by_unit(X, lab, st, units):
     u, n_units = cluster_codes(units)
     Xu = np.zeros((n_units, X.shape[1]))
     np.add.at(Xu, u, X)
-    out = []
+    out: list[np.ndarray | None] = []
     for what, codes in (("label", lab), ("stratum", st)):
         if codes is None:
             out.append(None)
