@@ -24,7 +24,7 @@ def read_outputs(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     records, numbers = json_lines(p)
     rows = []
-    for obj, i in zip(records, numbers.tolist()):
+    for obj, i in zip(records, numbers.tolist(), strict=True):
         validate_record(obj, p, i)
         obj["_line"] = i
         rows.append(obj)
