@@ -210,7 +210,7 @@ class ResponseStore(Leases, Recordings):
 
     def missing(self, requests: Iterable[Request], *, retry_errors: bool = False) -> list[Request]:
         """Requests (first of each key) with no stored row (or an error row, if asked)."""
-        by_key = {}
+        by_key: dict[str, Request] = {}
         for r in requests:
             by_key.setdefault(r.key(), r)
         got = self.get_many(by_key)

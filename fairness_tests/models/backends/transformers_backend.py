@@ -106,7 +106,7 @@ class _ChoicePlan:
     letters: list[list[int]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     ids: list[list[int]] = field(default_factory=list)
-    tree: PrefixTree | None = None
+    tree: PrefixTree = field(init=False)    # set once the token ids are known
 
 
 @dataclass
