@@ -33,7 +33,7 @@ rows with ``cluster="row"``.
 from __future__ import annotations
 
 import warnings
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -100,7 +100,7 @@ def slice_table(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFA
     df = scored if "prompt" in scored else with_cells(scored)
     keys = [*by, "slice"]
     ok = df[df["status"] != "error"]
-    kw = dict(clusters=cl, n_boot=n_boot, seed=seed)
+    kw: dict[str, Any] = dict(clusters=cl, n_boot=n_boot, seed=seed)
     parts = [
         rate_table(ok, keys, RATE_METRICS, **kw),
         mean_table(ok, keys, MEAN_METRICS, **kw),
@@ -188,13 +188,16 @@ def max_over_slices(scored: pd.DataFrame, by: Sequence[str] = (),
         clusters = g[cl].to_numpy() if cl else None
         k = len(slices)
         stat = _slice_stat(k, reduce)
+
+        def pooled(S: np.ndarray, stat=stat) -> np.ndarray:
+            return stat(np.hstack([S[:, :, 0], S[:, :, 1]]))
+
         for m in metrics:
             y = g[m].to_numpy(dtype=float)
             X = np.column_stack([member * y[:, None], member])
             est = bootstrap(X, stat, n_boot, seed, clusters=clusters)
             perm = permutation_test(
-                np.column_stack([y, np.ones_like(y)]), g["slice"].to_numpy(),
-                lambda S, stat=stat: stat(np.hstack([S[:, :, 0], S[:, :, 1]])),
+                np.column_stack([y, np.ones_like(y)]), g["slice"].to_numpy(), pooled,
                 strata=g["frame"].to_numpy() if cl else None,
                 units=clusters, n_perm=n_perm, seed=seed)
             note = "" if k >= (1 if reduce == "max" else 2) else "fewer than two slices"

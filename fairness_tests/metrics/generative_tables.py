@@ -23,13 +23,16 @@ Decoding cells are labelled ``t<temperature>_p<top_p>`` everywhere (one grouping
 """
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from fairness_tests.metrics import generative as G
 from fairness_tests.metrics.schema import GenerativeCluster
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS
 
-PROTOCOL_KINDS = (("overall", []), ("family", ["family"]), ("decoding", ["decoding"]))
+PROTOCOL_KINDS: tuple[tuple[str, list[str]], ...] = (
+    ("overall", []), ("family", ["family"]), ("decoding", ["decoding"]))
 SUMMARY_COLUMNS = ["scope", "family", "slice", *METRIC_COLUMNS]
 
 
@@ -101,7 +104,7 @@ def generative_tables(scored: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
     the same generations scored by that rubric)`` for scorer sensitivity; ``cluster``:
     "prompt" (resample prompts, the default) or "row"."""
     df = G.with_cells(scored)
-    kw = dict(n_boot=n_boot, seed=seed, cluster=cluster)
+    kw: dict[str, Any] = dict(n_boot=n_boot, seed=seed, cluster=cluster)
     out = G.all_tables(df, **kw)
     out["generative_summary"] = generative_summary(df, **kw)
     out["generative_cells"] = protocol_cells(df, **kw)
