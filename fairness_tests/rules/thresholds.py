@@ -110,7 +110,8 @@ class Rule:
         what = f"{'|' if self.abs else ''}{self.metric}{'|' if self.abs else ''}"
         if self.across:
             what = f"{self.reduce} over {self.across} of {what}"
-        cmp = "" if self.compare == "value" else f" ({self.compare.replace('_', ' ')} of the 95% CI)"
+        cmp = ("" if self.compare == "value"
+               else f" ({self.compare.replace('_', ' ')} of the 95% CI)")
         return f"{what}{cmp} {self.op} {self.bound:g}"
 
 
@@ -165,7 +166,7 @@ def _rule_checks(base: dict[str, dict]):
             rid = item.get("id")
             at = f"rules[{i}]"
 
-            def p(key: str | None, msg: str):
+            def p(key: str | None, msg: str, at: str = at) -> None:
                 k = f"{at}.{key}" if key else at
                 out.append(Problem(k, msg, nearest_line(k, lines)))
 
@@ -216,12 +217,12 @@ def _rule_checks(base: dict[str, dict]):
 
 def _named(problem, doc):
     """Prefix a problem under ``rules[i]`` with the rule's id."""
-    import re as _re
-
-    m = _re.match(r"rules\[(\d+)\]", problem.key)
+    m = re.match(r"rules\[(\d+)\]", problem.key)
     if not m:
         return problem
     rules = doc.get("rules") if isinstance(doc, dict) else None
+    if rules is None:
+        return problem
     try:
         rid = rules[int(m.group(1))].get("id")
     except (IndexError, TypeError, AttributeError):
