@@ -75,8 +75,8 @@ class GateReport:
     GATE_COLUMNS``); ``family``: the family of comparisons and the method, stated;
     ``refusals``: what was not gated and why; ``warnings``: protocol differences the
     caller allowed."""
-    baseline: str
-    candidate: str
+    baseline: str | None                # None: a scored run whose model was not named
+    candidate: str | None
     table: pd.DataFrame
     family: str
     alpha: float
@@ -298,7 +298,7 @@ def same_responses(baseline: RunResult, candidate: RunResult) -> bool:
         ra, rb = baseline.records.get(name), candidate.records.get(name)
         if (ra is None) != (rb is None):
             return False
-        if ra is None:
+        if ra is None or rb is None:
             continue
         key = [k for k in key if k in ra.columns and k in rb.columns]
         if len(ra) != len(rb) or col not in ra or col not in rb:
