@@ -76,7 +76,7 @@ class Project:
         """Recording manifests, first match wins: the project's, then the packaged one."""
         return ([self.manifest] if self.manifest else []) + [packaged_manifest()]
 
-    def card_yaml(self, model: str) -> Path | None:
+    def card_yaml(self, model: str | None) -> Path | None:
         """``<cards>/<model slug>.yaml``: the project's, else the packaged one, if any."""
         if not model:
             return None
