@@ -52,7 +52,7 @@ import fnmatch
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -154,13 +154,13 @@ def _rule_items(doc: Any) -> list[tuple[int, dict]]:
         if isinstance(rules, list) else []
 
 
-def _rule_checks(base: dict[str, dict]):
+def _rule_checks(base: dict[str, dict]) -> Callable[[Any, dict[str, int]], list[Problem]]:
     """Checks a schema cannot express, on each rule merged with the rule it overrides
     (``base``: id -> raw mapping of the defaults): required keys, table, metric, scope
     and across columns from :mod:`known_metrics`, CI/p-value combinations."""
 
-    def check(doc: Any, lines: dict[str, int]):
-        out = []
+    def check(doc: Any, lines: dict[str, int]) -> list[Problem]:
+        out: list[Problem] = []
         seen: set[str] = set()
         for i, item in _rule_items(doc):
             rid = item.get("id")
@@ -215,7 +215,7 @@ def _rule_checks(base: dict[str, dict]):
     return check
 
 
-def _named(problem, doc):
+def _named(problem: Problem, doc: Any) -> Problem:
     """Prefix a problem under ``rules[i]`` with the rule's id."""
     m = re.match(r"rules\[(\d+)\]", problem.key)
     if not m:
@@ -232,7 +232,7 @@ def _named(problem, doc):
     return Problem(problem.key, f"rule {rid!r}: {problem.message}", problem.line)
 
 
-def _drift_check(doc: Any, lines: dict[str, int]):
+def _drift_check(doc: Any, lines: dict[str, int]) -> list[Problem]:
 
     drift = doc.get("drift") if isinstance(doc, dict) else None
     known = set().union(*(m for _, m in known_metrics.TABLES.values())) | {"default"}
@@ -245,7 +245,7 @@ def _drift_check(doc: Any, lines: dict[str, int]):
     return out
 
 
-def _reason_check(doc: Any, lines: dict[str, int]):
+def _reason_check(doc: Any, lines: dict[str, int]) -> list[Problem]:
     """Each ``expected_fail.reason``: known placeholders, no literal figure
     (:func:`fairness_tests.rules.reasons.reason_problems`)."""
     out = []
@@ -259,7 +259,7 @@ def _reason_check(doc: Any, lines: dict[str, int]):
     return out
 
 
-def _regex_check(doc: Any, lines: dict[str, int]):
+def _regex_check(doc: Any, lines: dict[str, int]) -> list[Problem]:
 
     regex = doc.get("model_regex") if isinstance(doc, dict) else None
     if isinstance(regex, str):
