@@ -69,8 +69,8 @@ def exit_code(verdicts) -> int:
 
 def unexpected_passes(verdicts):
     """Verdict rows that pass although the rule declares an expected failure for them."""
-    return verdicts[(verdicts["status"] == "pass")
-                    & verdicts["why"].astype(str).str.contains("declared expected_fail", regex=False)]
+    declared = verdicts["why"].astype(str).str.contains("declared expected_fail", regex=False)
+    return verdicts[(verdicts["status"] == "pass") & declared]
 
 
 def _shard_summary(result, config) -> int:

@@ -136,6 +136,7 @@ def cmd_score(c: BBQScoreConfig) -> int:
 
 def _write_run(c: BBQScoreConfig, data, items, resolved, tables, records) -> None:
     """The run directory of someone's predictions (:mod:`fairness_tests.pipeline.scored`)."""
+    assert c.out is not None                # written with --out only
     write_scored_run(
         c.out, model=c.model, kind="predictions", file=c.predictions,
         command=command_line(c, ("fairness-tests", "bbq", "score")),

@@ -49,6 +49,7 @@ def register(subparsers) -> None:
 
 
 def _write(c: CardConfig) -> int:
+    assert c.run is not None and c.out is not None   # CardConfig requires both here
     run = RunResult.load(c.run)
     written = write_cards(run, c.out, user_yaml=c.user_yaml, gate=c.gate)
     for kind in ("yaml", "md", "html"):

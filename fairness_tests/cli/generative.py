@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.fmt import shown, text_table
@@ -96,6 +97,7 @@ def cmd_score(c: GenerativeScoreConfig) -> int:
 
 def _write_run(c: GenerativeScoreConfig, records, scored, tables, rubric, other) -> None:
     """The run directory of someone's generations (:mod:`fairness_tests.pipeline.scored`)."""
+    assert c.out is not None                # written with --out only
     write_scored_run(
         c.out, model=c.model, kind="outputs", file=c.outputs,
         command=command_line(c, ("fairness-tests", "generative", "score")),
@@ -107,8 +109,9 @@ def _write_run(c: GenerativeScoreConfig, records, scored, tables, rubric, other)
 
 
 def cmd_sensitivity(c: SensitivityConfig) -> int:
+    r1, r2 = c.rubrics                      # exactly two (SensitivityConfig checks)
     rep = sensitivity_report(read_outputs(c.outputs), load_rules(c.thresholds, c.model),
-                             tuple(c.rubrics), c.n_boot, c.seed)
+                             (r1, r2), c.n_boot, c.seed)
     if c.format == "json":
         print(json.dumps(rep, indent=1))
         return 0
@@ -131,6 +134,7 @@ def cmd_sensitivity(c: SensitivityConfig) -> int:
 
 
 def cmd_grid(c: GridConfig) -> int:
+    system: str | None
     if c.published:
         grid, system = load_published_grid(c.published), PUBLISHED_SYSTEM_PROMPT
     else:
@@ -163,6 +167,7 @@ def cmd_probe_score(c: ProbeScoreConfig) -> int:
     overall = verdict_shares(df, probe["labels"], by=())
     person_a, person_b = person_labels(probe)     # exactly two: the probe file is validated
     cons = consistency(df, (person_a, person_b))
+    rep: dict[str, Any]
     rep = {"n_records": len(df), "n_error": int((df["status"] == "error").sum()),
            "verdict_counts": {k: int(v) for k, v in df["verdict"].value_counts().items()},
            "shares_overall": _records(overall), "shares": _records(shares),

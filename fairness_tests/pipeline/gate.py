@@ -34,7 +34,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 
@@ -357,7 +357,7 @@ def generative_frame(records: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- the gate
 
 def gate_runs(baseline: RunResult, candidate: RunResult, *, mode: GateMode | None = None,
-              seed: int = 0, cluster: dict[str, str] | None = None,
+              seed: int = 0, cluster: Mapping[str, str] | None = None,
               n_boot: int = DEFAULT_N_BOOT, alpha: float = ALPHA, rules: Any = None,
               allow_protocol_change: bool = False) -> GateReport:
     """Gate ``candidate`` against ``baseline`` (see the module docstring).

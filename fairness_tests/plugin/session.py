@@ -1,7 +1,8 @@
 """One RunResult per model per pytest session, shared by xdist workers.
 
 The first process (controller or worker) that needs a model's run takes an
-exclusive file lock ``<cache>/<session>/<hash>.lock`` (:mod:`fairness_tests.core.locks`), computes the run with
+exclusive file lock ``<cache>/<session>/<hash>.lock`` (:mod:`fairness_tests.core.locks`),
+computes the run with
 :func:`fairness_tests.pipeline.audit.run_audit` and saves it to ``<cache>/<session>/<hash>/``
 (:meth:`RunResult.save` writes beside it and renames); every other process waits on
 the lock and loads the saved directory. ``<hash>`` is the sha256 of the audit
@@ -61,7 +62,8 @@ def saved_run(settings: Settings, model: str) -> RunResult | None:
     return None
 
 
-def produce(settings: Settings, model: str, cache_root: Path, sid: str, rules) -> RunResult | Unavailable:
+def produce(settings: Settings, model: str, cache_root: Path, sid: str,
+            rules) -> RunResult | Unavailable:
     """The model's RunResult for this session (computed once, shared through the cache),
     with its verdicts from ``rules`` (the session's thresholds for the model)."""
     from fairness_tests.rules.apply import apply_to_run
