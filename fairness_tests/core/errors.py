@@ -55,11 +55,16 @@ class ConfigError(DataError):
 
 class MissingResponsesError(FairnessTestsError):
     """Replay mode asked for responses that were never recorded."""
+    missing_count: int
+    missing_keys: list[str]
+    missing_requests: list[Any]             # the Requests not found (models layer)
 
 
 class FingerprintMismatchError(MissingResponsesError):
     """Stored responses were answered by a backend with another fingerprint (prompt
     format, chat template, weights) than the one asking now: they are stale."""
+    recorded: dict[str, str]
+    asked: dict[str, str]
 
 
 def suggest(word: Any, options: Iterable[Any]) -> str:

@@ -107,7 +107,7 @@ class ResponseStore(Leases, Recordings):
         """This process's lease owner id (``host:pid:random``)."""
         with self._lock:
             self._connect()
-            return self._owner  # type: ignore[return-value]
+            return self._owner  # type: ignore[return-value]  # set by _connect()
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():

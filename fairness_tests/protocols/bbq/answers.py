@@ -192,8 +192,9 @@ def resolve(preds: Predictions, items: pd.DataFrame, conventions: str = PROJECT,
 
 def _listed(out: pd.DataFrame, t: pd.DataFrame, status: str) -> list[dict]:
     sel = out.index[out["status"] == status][:MAX_LISTED]
-    return [{"line": int(t["line"].at[i]), "category": t.at[i, "dataset"],
-             "example_id": int(t["example_id"].at[i]), "answer": t.at[i, "value"]} for i in sel]
+    at: Any = t.at      # pandas-stubs: a cell is any scalar; line and example_id are ints
+    return [{"line": int(at[i, "line"]), "category": at[i, "dataset"],
+             "example_id": int(at[i, "example_id"]), "answer": at[i, "value"]} for i in sel]
 
 
 def _report(preds: Predictions, t: pd.DataFrame, out: pd.DataFrame, conventions: str,
