@@ -54,8 +54,6 @@ SF / DF permute the group labels within templates (within the cell with
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 import pandas as pd
 
@@ -445,11 +443,6 @@ def position_counts(items: pd.DataFrame, preds: pd.DataFrame) -> pd.DataFrame:
         ["pos_a", "pos_b", "pos_c", "valid"]].sum().reset_index()[cols]
 
 
-def _position_share_stat(k: int) -> Callable[[np.ndarray], np.ndarray]:
-    """s[:, k] / s[:, 3]: the share of valid answers at position k."""
-    return lambda s: safe_ratio(s[:, k], s[:, 3])
-
-
 def _position_bias_stat(s: np.ndarray) -> np.ndarray:
     """s = [pos_a, pos_b, pos_c, valid] sums -> max_p |share_p - 1/3|."""
     return np.abs(safe_ratio(s[:, :3], s[:, 3:4]) - 1.0 / 3.0).max(axis=1)
@@ -494,10 +487,9 @@ def position_bias(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAUL
         Xa = np.column_stack([(av == k).astype(float) for k in range(3)] + [~np.isnan(av)])
         perm = permutation_test(Xa, a["rotation"].to_numpy(), _position_bias_of_rotations,
                                 strata=a["example_id"].to_numpy(), n_perm=n_perm, seed=seed)
-        stats: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-            "position_bias": _position_bias_stat}
+        stats = {"position_bias": _position_bias_stat}  # + shares: lambdas mypy cannot type
         for k, letter in enumerate("abc"):
-            stats[f"position_share_{letter}"] = _position_share_stat(k)
+            stats[f"position_share_{letter}"] = lambda s, k=k: safe_ratio(s[:, k], s[:, 3])  # type: ignore[misc]
         e = bootstrap_all(X, stats, n_boot, seed, level, clusters=clusters)
         rows.append(_row(cell, "position_bias", e["position_bias"], nv,
                          undefined="undefined: no valid answer", p_value=perm.p_value,

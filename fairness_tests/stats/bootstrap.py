@@ -60,7 +60,7 @@ import functools
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -175,7 +175,7 @@ def bootstrap(
 
 def bootstrap_all(
     X: np.ndarray,
-    statistics: dict[str, Callable[[np.ndarray], np.ndarray]],
+    statistics: Mapping[str, Callable[[np.ndarray], np.ndarray]],
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = DEFAULT_SEED,
     level: float = DEFAULT_LEVEL,
