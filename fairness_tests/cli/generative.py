@@ -169,6 +169,7 @@ def cmd_sensitivity(c: SensitivityConfig) -> int:
 
 
 def cmd_grid(c: GridConfig) -> int:
+    system: str | None
     if c.published:
         grid, system = load_published_grid(c.published), PUBLISHED_SYSTEM_PROMPT
     else:
@@ -199,7 +200,9 @@ def cmd_probe_score(c: ProbeScoreConfig) -> int:
     df["verdict"] = classify(df["output_text"], probe, df["status"])
     shares = verdict_shares(df, probe["labels"])
     overall = verdict_shares(df, probe["labels"], by=())
-    cons = consistency(df, tuple(person_labels(probe)))
+    person_a, person_b = person_labels(probe)     # exactly two: the probe file is validated
+    cons = consistency(df, (person_a, person_b))
+    rep: dict[str, Any]
     rep = {"n_records": len(df), "n_error": int((df["status"] == "error").sum()),
            "verdict_counts": {k: int(v) for k, v in df["verdict"].value_counts().items()},
            "shares_overall": _records(overall), "shares": _records(shares),

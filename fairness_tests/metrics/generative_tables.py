@@ -31,7 +31,8 @@ from fairness_tests.metrics import generative as G
 from fairness_tests.metrics.schema import GenerativeCluster
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS
 
-PROTOCOL_KINDS = (("overall", []), ("family", ["family"]), ("decoding", ["decoding"]))
+PROTOCOL_KINDS: tuple[tuple[str, list[str]], ...] = (
+    ("overall", []), ("family", ["family"]), ("decoding", ["decoding"]))
 SUMMARY_COLUMNS = ["scope", "family", "slice", *METRIC_COLUMNS]
 
 

@@ -23,7 +23,7 @@ Tables it adds (when the run has the generative tables they read):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 import pandas as pd
 
