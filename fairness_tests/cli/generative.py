@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from fairness_tests.cli import scored
 from fairness_tests.cli.command import add_command
@@ -145,8 +146,9 @@ def _run(c: GenerativeScoreConfig, records, scored_records, tables, rubric,
 
 
 def cmd_sensitivity(c: SensitivityConfig) -> int:
+    r1, r2 = c.rubrics                      # exactly two (SensitivityConfig checks)
     rep = sensitivity_report(read_outputs(c.outputs, c.suite), load_rules(c.thresholds, c.model),
-                             tuple(c.rubrics), c.n_boot, c.seed)
+                             (r1, r2), c.n_boot, c.seed)
     if c.format == "json":
         print(json.dumps(rep, indent=1))
         return 0

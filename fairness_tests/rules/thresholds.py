@@ -193,8 +193,9 @@ def _rule_checks(base: dict[str, dict]) -> Callable[[Any, dict[str, int]], list[
             if isinstance(metric, str) and metric not in metrics:
                 p("metric" if "metric" in item else None,
                   f"unknown metric {metric!r} for table {table!r}{suggest(metric, metrics)}")
-            scope = merged.get("scope")
-            for col in scope if isinstance(scope, dict) else ():
+            raw_scope = merged.get("scope")
+            scope: dict = raw_scope if isinstance(raw_scope, dict) else {}
+            for col in scope:
                 if col not in cols:
                     p(f"scope.{col}" if "scope" in item else None,
                       f"scope column {col!r} is not a column of table {table!r}"
@@ -234,7 +235,7 @@ def _outside_domain(table: str, col: str, want: Any) -> str:
             f"{table!r}{suggest(bad[0], allowed)}; its values: {', '.join(allowed)}")
 
 
-def _named(problem, doc):
+def _named(problem: Problem, doc: Any) -> Problem:
     """Prefix a problem under ``rules[i]`` with the rule's id."""
     m = re.match(r"rules\[(\d+)\]", problem.key)
     if not m:

@@ -329,7 +329,7 @@ def rate_table(
     grouped = df.groupby(list(by), sort=True, dropna=False) if by else [((), df)]
     for key, g in grouped:
         key = key if isinstance(key, tuple) else (key,)
-        cell = dict(zip(by, key, strict=True))
+        cell: dict[str, Any] = dict(zip(by, key, strict=True))
         ests = (_column_means(g, flags, clusters, n_boot, seed, level)
                 if clusters is not None else {})
         for flag in flags:
@@ -390,7 +390,7 @@ def mean_table(df: pd.DataFrame, by: Sequence[str], columns: Iterable[str],
     grouped = df.groupby(list(by), sort=True, dropna=False) if by else [((), df)]
     for key, g in grouped:
         key = key if isinstance(key, tuple) else (key,)
-        cell = dict(zip(by, key, strict=True))
+        cell: dict[str, Any] = dict(zip(by, key, strict=True))
         ests = _column_means(g, columns, clusters, n_boot, seed, level)
         for c in columns:
             if c not in ests:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -120,7 +120,7 @@ def permutation_test(
 def permutation_tests(
     X: np.ndarray,
     labels: Sequence | np.ndarray,
-    statistics: dict[str, Callable[[np.ndarray], np.ndarray]],
+    statistics: Mapping[str, Callable[[np.ndarray], np.ndarray]],
     strata: Sequence | np.ndarray | None = None,
     units: Sequence | np.ndarray | None = None,
     n_perm: int = DEFAULT_N_PERM,
