@@ -235,3 +235,21 @@ def test_score_letter_probs_give_exact_expected_consistency(small_dir, tmp_path,
     rc, out, err = run(["bbq", "score", "--no-rules", "--data", str(d), "--predictions", str(bad),
                         "--filter", "none"], capsys)
     assert rc == 2 and "line 1" in err and "letter_probs" in err
+
+
+def test_compare_of_a_run_without_a_model_name_is_one_clean_error(small_dir, tmp_path, capsys):
+    """A run scored without --model has no model id: compare without --names must say
+    so (exit 2, naming the directory), not fail on ``None.strip()`` (found by mypy)."""
+    d, ids = small_dir
+    rows = [{"category": ds, "example_id": eid, "answer": it["label"]}
+            for ds, items in ids.items() for eid, it in items.items()]
+    p = write_jsonl(tmp_path / "p.jsonl", rows)
+    for out, model in (("named", ["--model", "named"]), ("anonymous", [])):
+        assert main(["bbq", "score", "--data", str(d), "--predictions", str(p), "--out",
+                     str(tmp_path / out), "--n-boot", "100", "--format", "json", *model]) == 0
+    capsys.readouterr()
+    rc = main(["compare", str(tmp_path / "named"), str(tmp_path / "anonymous"), "--out",
+               str(tmp_path / "report")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert f"empty model name for run directory {tmp_path / 'anonymous'}" in err

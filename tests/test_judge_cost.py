@@ -7,6 +7,7 @@ from fairness_tests.models.cost import TokenCounter, model_price
 from fairness_tests.models.request import Decoding, Request, Response, chat
 from fairness_tests.models.store import ResponseStore
 from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.dry_run import collect_requests, dry_run
 from fairness_tests.pipeline.judge_cost import judge_estimate
 from fairness_tests.scoring.judge import JudgeSettings, judge_requests
 from fairness_tests.scoring.judge_rubric import load_judge_rubric
@@ -45,3 +46,16 @@ def test_judge_requests_tokens_and_cost(tmp_path):
         assert (est.requests, est.in_store, est.to_ask) == (2, 1, 1)
         assert est.output_tokens == 128 and "judge gpt-4o-mini: 2 requests" in est.text()
     assert judge_estimate(AuditConfig(store=str(tmp_path / "s.sqlite")), reqs, store) is None
+
+
+def test_dry_run_with_the_judge_scorer(tmp_path):
+    """Regression: the dry run passed its status cache to the judge estimate, which reads
+    the stored generations' texts (AttributeError: no get_many). Store empty: every
+    generation is still to make, so each is one judge request (K = 1) still to ask."""
+    config = AuditConfig(backend="litellm", model="openai/" + MODEL, recordings=(),
+                         protocols=("generative",), limit=2, store=str(tmp_path / "s.sqlite"),
+                         scorers=("published", "judge"), judge_model=MODEL)
+    n = len(collect_requests(config)["generative"])
+    assert n > 0
+    _, text = dry_run(config)
+    assert f"judge {MODEL}: {n} requests (0 in store, {n} to ask)" in text

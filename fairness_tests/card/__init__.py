@@ -11,6 +11,8 @@ Imports are lazy so ``import fairness_tests.card`` stays cheap.
 """
 from __future__ import annotations
 
+import importlib
+
 _EXPORTS = {
     "write_cards": "files", "render_card_files": "files", "WrittenCard": "files",
     "fill_card": "fill", "load_user_yaml": "user_yaml",
@@ -23,7 +25,5 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str):
     if name in _EXPORTS:
-        import importlib
-
         return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
     raise AttributeError(name)

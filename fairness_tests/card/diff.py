@@ -108,8 +108,10 @@ def diff_cards(baseline: dict, candidate: dict) -> CardDiff:
             ci(b.get("ci_low"), b.get("ci_high")) if b else ""))
     order = {"regressed": 0, "added": 1, "removed": 2, "changed": 3, "improved": 4}
     d.changes.sort(key=lambda c: (order[c.kind], c.rule, c.cell))
-    ra = {r.get("id", r.get("rule")): r.get("outcome") for r in baseline.get("decision_rules") or []}
-    rb = {r.get("id", r.get("rule")): r.get("outcome") for r in candidate.get("decision_rules") or []}
+    ra = {r.get("id", r.get("rule")): r.get("outcome")
+          for r in baseline.get("decision_rules") or []}
+    rb = {r.get("id", r.get("rule")): r.get("outcome")
+          for r in candidate.get("decision_rules") or []}
     d.rule_outcomes = [(str(k), ra.get(k), rb.get(k)) for k in sorted(set(ra) | set(rb), key=str)
                        if ra.get(k) != rb.get(k)]
     for path, label in COMPARABILITY:
@@ -137,12 +139,13 @@ def render_diff_markdown(d: CardDiff) -> str:
                   + ", ".join(esc(p[0]) for p in d.protocol_differences)
                   + "; a verdict change may come from the protocol, not the model.", ""]
         lines += ["| protocol fact | baseline | candidate |", "|---|---|---|"]
-        lines += [f"| {esc(l)} | {esc(_short(a))} | {esc(_short(b))} |"
-                  for l, a, b in d.protocol_differences] + [""]
+        lines += [f"| {esc(fact)} | {esc(_short(a))} | {esc(_short(b))} |"
+                  for fact, a, b in d.protocol_differences] + [""]
     if d.rule_outcomes:
         lines += ["## Decision rules whose outcome changed", "", "| rule | baseline | candidate |",
                   "|---|---|---|"]
-        lines += [f"| {esc(r)} | {esc(a or '—')} | {esc(b or '—')} |" for r, a, b in d.rule_outcomes]
+        lines += [f"| {esc(r)} | {esc(a or '—')} | {esc(b or '—')} |"
+                  for r, a, b in d.rule_outcomes]
         lines.append("")
     if d.changes:
         lines += ["## Verdicts that changed", "",

@@ -29,7 +29,7 @@ ENV_USER_YAML = "FAIRNESS_CARD_USER_YAML"   # the user YAML when none is passed 
 CARD_FILES = {"yaml": "card.yaml", "md": "card.md", "html": "card.html"}
 
 
-def default_user_yaml(model: str) -> str | None:
+def default_user_yaml(model: str | None) -> str | None:
     """``<cards>/<model slug>.yaml``, the project's or else the package's, when it
     exists: what a run cannot know about a model (intended use, governance, ...)."""
     p = find_project().card_yaml(model)
@@ -45,7 +45,8 @@ class WrittenCard:
 
 def dump_yaml(card: dict) -> str:
     """The card as YAML text: sorted keys, block style, UTF-8, stable line width."""
-    header = ("# Fairness Card written by fairness_tests (schema: fairness_tests/data/card_schema;\n"
+    header = ("# Fairness Card written by fairness_tests (schema: "
+              "fairness_tests/data/card_schema;\n"
               "# validates against the published core.yaml + llm.yaml). Edit the user YAML, not "
               "this file.\n")
     # libyaml's emitter when present (3-4x faster; the same text for our cards, a test
@@ -104,12 +105,12 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
         user = user_yaml
     elif user_yaml:
         source = str(user_yaml)
-        user = load_user_yaml(user_yaml)
+        user = load_user_yaml(os.fspath(user_yaml))
     else:
         user = {}
     gate_source = "gate record"
     if gate is not None and not isinstance(gate, dict):
-        gate_source, gate = load_gate(gate)
+        gate_source, gate = load_gate(os.fspath(gate))
     card = fill_card(run, user, user_source=source, gate=gate, gate_source=gate_source)
     report = validate_card(card, source="card.yaml")
     user_paths = [f["path"] for f in user_fields()["fields"]]

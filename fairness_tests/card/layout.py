@@ -156,7 +156,7 @@ def _identification(b: Builder, titles: dict) -> None:
     surface = s.get("surface")
     if surface:
         src = {"run": " (from the backend)", "user": " (stated by the user)"}.get(
-            s.get("surface_source"), "")
+            s.get("surface_source") or "", "")
         pairs.append(("Surface", f"{surface}{src}"))
     for label, key in (("Backend", "backend"), ("Backend version", "backend_version"),
                        ("Recorded by backend", "recorded_backend"),

@@ -138,7 +138,7 @@ def note(panels: list[dict], skipped: list[str]) -> str:
 def slice_panels(card: dict, rows: list[dict]) -> tuple[list[dict], list[str]]:
     """Per-slice rate panels (one per rate metric) with their bounds, sharing one scale."""
     defs = metric_definitions()
-    metrics = sorted({r.get("metric") for r in rows if r.get("metric")},
+    metrics = sorted({str(r.get("metric")) for r in rows if r.get("metric")},
                      key=lambda m: (RATE_METRICS_ORDER.index(m) if m in RATE_METRICS_ORDER
                                     else 99, m))
     panels, skipped = [], []
@@ -148,7 +148,7 @@ def slice_panels(card: dict, rows: list[dict]) -> tuple[list[dict], list[str]]:
         sel = [r for r in rows if r.get("metric") == m]
         pts = sorted(({"label": str(r.get("slice")), "value": r.get("value"),
                        "lo": r.get("ci_low"), "hi": r.get("ci_high")} for r in sel),
-                     key=lambda p: p["label"])
+                     key=lambda p: str(p["label"]))
         cells = {str(r.get("slice")): row_cell(r, ("slice",)) for r in sel}
         bs, sk = bounds(card, m, cells, ("slice",))
         skipped += sk
@@ -187,6 +187,7 @@ def heatmaps(card: dict, rows: list[dict]) -> list[dict]:
         slices = sorted({str(r.get("slice")) for r in sel})
         fams = sorted({str(r.get("family")) for r in sel})
         cells = {(str(r.get("slice")), str(r.get("family"))): r.get("value") for r in sel}
+        hm: dict[str, Any]
         hm = {"metric": metric, "rows": slices, "cols": fams,
               "values": [[cells.get((s, f)) for f in fams] for s in slices]}
         worst = _worst_slice_rule(card, metric, fams)

@@ -93,10 +93,11 @@ def _ticks(lo: float, hi: float, step: float) -> list[float]:
 
 
 def _label_lines(labels: list[tuple[float, str]], lo: float, hi: float
-                 ) -> list[tuple[float, float, str, str]]:
+                 ) -> list[tuple[float, int, str, str]]:
     """Place labels (x, text) at size 10 on as few lines as keep them apart and inside
     [lo, hi]: (x, line, anchor, text) each."""
-    out, ends = [], []
+    out: list[tuple[float, int, str, str]] = []
+    ends: list[float] = []
     for x, t in sorted(labels):
         w = text_width(t, 10)
         anchor, left = "middle", x - w / 2
@@ -112,7 +113,7 @@ def _label_lines(labels: list[tuple[float, str]], lo: float, hi: float
     return out
 
 
-def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
+def dot_ci(title: str, points: list[dict[str, Any]], width: float = 420,
            kind: str = "dot_ci", domain: list[float] | None = None,
            bounds: list[dict[str, Any]] | None = None) -> str:
     """Dots with 95% CI bars, one row per point (``label, value, lo, hi``). ``domain``:
@@ -159,7 +160,7 @@ def dot_ci(title: str, points: list[dict[str, Any]], width: int = 420,
         fl, fh = finite(lo), finite(hi)
         hi_ub = hi == "UB"
         if fl is not None and (fh is not None or hi_ub):
-            x2 = label_w + plot_w if hi_ub else x(fh)
+            x2 = x(fh) if fh is not None and not hi_ub else label_w + plot_w
             out.append(f'<line class="ci" x1="{_f(x(fl))}" y1="{_f(cy)}" x2="{_f(x2)}" '
                        f'y2="{_f(cy)}" stroke="{ACCENT}" stroke-width="2"/>')
             for xx in (x(fl),) + (() if hi_ub else (x2,)):
@@ -287,9 +288,9 @@ def histogram(title: str, bin_edges: list[float], counts: list[int], xlabel: str
     """Bars over ``bin_edges``; ``ymax``: the count axis shared with other histograms;
     ``ref``: a dashed red line at a rule's bound (``ref_label``); ``mean``: a solid line
     at the items' mean, both labelled above the plot."""
-    marks = [(v, t, c) for v, t, c in ((ref, ref_label or f"{ref}", FAIL),
-                                        (mean, f"mean {num(mean, 1)}", INK))
-             if finite(v) is not None]
+    marks = [(fv, t, c) for v, t, c in ((ref, ref_label or f"{ref}", FAIL),
+                                         (mean, f"mean {num(mean, 1)}", INK))
+             if (fv := finite(v)) is not None]
     left, bottom = 44, 40
     top = 30 + 12 * len(marks) + (6 if marks else 0)
     h = top + 130 + bottom
@@ -326,23 +327,23 @@ def histogram(title: str, bin_edges: list[float], counts: list[int], xlabel: str
         out.append(f'<text x="{_f(left + plot_w / 2)}" y="{h - 6}" font-size="11" fill="{INK}" '
                    f'text-anchor="middle">{escape(xlabel)}</text>')
     lo, hi = bin_edges[0], bin_edges[-1]
-    for k, (v, t, colour) in enumerate(marks):
-        xv = left + (max(lo, min(hi, float(v))) - lo) / ((hi - lo) or 1) * plot_w
+    for k, (v, label, colour) in enumerate(marks):
+        xv = left + (max(lo, min(hi, v)) - lo) / ((hi - lo) or 1) * plot_w
         dash = ' stroke-dasharray="4 3"' if colour == FAIL else ""
         out.append(f'<line class="{"bound" if colour == FAIL else "mean"}" x1="{_f(xv)}" '
                    f'y1="{top - 4}" x2="{_f(xv)}" y2="{_f(top + plot_h)}" stroke="{colour}" '
                    f'stroke-width="1.5"{dash}/>')
-        w = text_width(t, 10)
+        w = text_width(label, 10)
         anchor = "end" if xv + w / 2 > width - 2 else "start" if xv - w / 2 < 2 else "middle"
         out.append(f'<text class="{"bound-label" if colour == FAIL else "mean-label"}" '
                    f'x="{_f(xv)}" y="{34 + 12 * k}" font-size="10" fill="{colour}" '
-                   f'text-anchor="{anchor}">{escape(t)}</text>')
+                   f'text-anchor="{anchor}">{escape(label)}</text>')
     out.append("</svg>")
     return "\n".join(out)
 
 
 def bars_ref(title: str, bars: list[dict[str, Any]], ref: float, ref_label: str = "",
-             width: int = 420, kind: str = "bars_ref") -> str:
+             width: float = 420, kind: str = "bars_ref") -> str:
     """Horizontal bars from 0 (``label, value, lo, hi``) with their 95% CI and a dashed
     vertical reference line at ``ref`` (an audit threshold), as in the generative
     position paper's Figure 1; a bar beyond the line is red. An undefined value is

@@ -51,6 +51,7 @@ def register(subparsers) -> None:
 
 
 def _write(c: CardConfig) -> int:
+    assert c.run is not None and c.out is not None   # CardConfig requires both here
     check_output(c.out)                        # before any work: a user's files stay
     run = RunResult.load(c.run)
     with output_dir(c.out) as tmp:

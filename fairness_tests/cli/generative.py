@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from fairness_tests.cli import scored
 from fairness_tests.cli.command import add_command
@@ -145,8 +146,9 @@ def _run(c: GenerativeScoreConfig, records, scored_records, tables, rubric,
 
 
 def cmd_sensitivity(c: SensitivityConfig) -> int:
+    r1, r2 = c.rubrics                      # exactly two (SensitivityConfig checks)
     rep = sensitivity_report(read_outputs(c.outputs, c.suite), load_rules(c.thresholds, c.model),
-                             tuple(c.rubrics), c.n_boot, c.seed)
+                             (r1, r2), c.n_boot, c.seed)
     if c.format == "json":
         print(json.dumps(rep, indent=1))
         return 0
@@ -169,6 +171,7 @@ def cmd_sensitivity(c: SensitivityConfig) -> int:
 
 
 def cmd_grid(c: GridConfig) -> int:
+    system: str | None
     if c.published:
         grid, system = load_published_grid(c.published), PUBLISHED_SYSTEM_PROMPT
     else:
@@ -199,7 +202,9 @@ def cmd_probe_score(c: ProbeScoreConfig) -> int:
     df["verdict"] = classify(df["output_text"], probe, df["status"])
     shares = verdict_shares(df, probe["labels"])
     overall = verdict_shares(df, probe["labels"], by=())
-    cons = consistency(df, tuple(person_labels(probe)))
+    person_a, person_b = person_labels(probe)     # exactly two: the probe file is validated
+    cons = consistency(df, (person_a, person_b))
+    rep: dict[str, Any]
     rep = {"n_records": len(df), "n_error": int((df["status"] == "error").sum()),
            "verdict_counts": {k: int(v) for k, v in df["verdict"].value_counts().items()},
            "shares_overall": _records(overall), "shares": _records(shares),

@@ -70,7 +70,7 @@ def load_entries(dirs: list[str | Path], names: list[str] | None = None) -> list
     by_name: dict[str, Entry] = {}
     for i, d in enumerate(dirs):
         run = RunResult.load(d)
-        name = (names[i] if names is not None else run.metadata.model).strip()
+        name = (names[i] if names is not None else run.metadata.model or "").strip()
         if not name:
             raise ConfigError(f"empty model name for run directory {d}", key="--names")
         protos = protocols_of(run)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -140,7 +140,7 @@ def pairwise(entries: list[Entry], *, n_boot: int = DEFAULT_N_BOOT, seed: int = 
     order = {e.name: i for i, e in enumerate(entries)}
     for fam in families(cluster):
         frames = _frames(entries, fam)
-        for a, b in combinations(sorted(frames, key=order.get), 2):
+        for a, b in combinations(sorted(frames, key=order.__getitem__), 2):
             t = gm.gate_table(frames[a], frames[b], fam.key, fam.by, fam.metrics, _zero_margin,
                               fam.cluster, fam.shared, n_boot=n_boot, seed=seed)
             if not len(t):
@@ -190,7 +190,8 @@ def ranking(pairs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=RANK_COLUMNS)
     for (metric, cell), g in pairs.groupby(["metric", "cell"], sort=False):
         values: dict[str, float] = {}
-        for r in g.itertuples(index=False):
+        pair_rows: Iterable[Any] = g.itertuples(index=False)
+        for r in pair_rows:
             values.setdefault(r.model_a, float(r.value_a))
             values.setdefault(r.model_b, float(r.value_b))
         ranked = [m for m, v in values.items() if np.isfinite(v)]

@@ -27,7 +27,7 @@ ul.differences li{color:var(--fail)}
 
 # ---------------------------------------------------------------- Markdown
 
-def _md_cell(s: str) -> str:
+def _md_cell(s: object) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 

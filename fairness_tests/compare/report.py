@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any, Iterable
 
 import pandas as pd
 
@@ -77,10 +78,11 @@ def protocol_facts(entries: list[Entry]) -> tuple[list[str], list[str]]:
     for proto in PROTOCOLS:
         having = [e for e in entries if e.run(proto) is not None]
         for e in having[1:]:
-            pair = (having[0].run(proto), e.run(proto))
-            kw = dict(names=(having[0].name, e.name), protocol=proto)
-            differences += G.protocol_differences(*pair, **kw)
-            unstated += G.protocol_unstated(*pair, **kw)
+            a, b = having[0].run(proto), e.run(proto)
+            assert a is not None and b is not None   # both have the protocol
+            names = (having[0].name, e.name)
+            differences += G.protocol_differences(a, b, names=names, protocol=proto)
+            unstated += G.protocol_unstated(a, b, names=names, protocol=proto)
     return differences, unstated
 
 
@@ -141,7 +143,8 @@ def _pairwise_section(pairs: pd.DataFrame, alpha: float) -> Section:
                          f"the adjusted p < {alpha:g} (the gate's notes call A the baseline "
                          f"and B the candidate)."))
     rows, body = [], []
-    for r in pairs.itertuples(index=False):
+    pair_rows: Iterable[Any] = pairs.itertuples(index=False)
+    for r in pair_rows:
         rows.append(long_row("pairwise", r.model_b, r.cell, r.metric, r.delta, r.ci_low,
                              r.ci_high, r.n, note="; ".join(x for x in (r.verdict, r.note) if x),
                              versus=r.model_a, p_value=r.p_value, p_adjusted=r.p_adjusted))
@@ -151,7 +154,7 @@ def _pairwise_section(pairs: pd.DataFrame, alpha: float) -> Section:
     sec.tables.append(Display("pairs", ["Metric", "Cell", "A", "B", "A value", "B value",
                                         "B - A [95% CI]", "n", "p", "p (Holm)", "verdict"],
                               body))
-    notes = sorted({r.note for r in pairs.itertuples(index=False) if r.note})
+    notes = sorted({str(r.note) for r in pairs.itertuples(index=False) if r.note})
     sec.notes = notes
     sec.long = long_frame(rows)
     return sec
@@ -165,14 +168,16 @@ def _ranking_section(ranks: pd.DataFrame, names: list[str]) -> Section:
     rows, body = [], []
     for (metric, cell), g in ranks.groupby(["metric", "cell"], sort=False):
         line = [metric, cell, g["better"].iloc[0]]
-        by = {r.model: r for r in g.itertuples(index=False)}
+        rank_rows: Iterable[Any] = g.itertuples(index=False)
+        by = {str(r.model): r for r in rank_rows}
         for n in names:
             r = by.get(n)
             if r is None:
                 line.append("-")
                 continue
-            rows.append(long_row("ranking", n, cell, metric, r.rank, r.rank_low, r.rank_high,
-                                 r.n, note=f"value {fmt(r.value)}; {r.n_models} models ranked"))
+            rows.append(long_row("ranking", n, str(cell), str(metric), r.rank, r.rank_low,
+                                 r.rank_high, r.n,
+                                 note=f"value {fmt(r.value)}; {r.n_models} models ranked"))
             line.append("n/a" if math.isnan(r.rank) else
                         f"{int(r.rank)} [{_r(r.rank_low)}-{_r(r.rank_high)}]")
         body.append(line)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -63,10 +63,10 @@ LABELS = {"accuracy": "Accuracy", "s_amb": "s_AMB", "s_dis": "s_DIS", "sf": "SF"
 
 @dataclass
 class Display:
-    """One rendered table: a title, a header and rows of text."""
+    """One rendered table: a title, a header and rows of cells (rendered with ``str``)."""
     title: str
     header: list[str]
-    rows: list[list[str]]
+    rows: Sequence[Sequence[object]]
     caption: str = ""
 
 
@@ -84,7 +84,7 @@ class Section:
 
 
 def long_row(section: str, model: str, cell: str, metric: str, value=NAN, ci_low=NAN,
-             ci_high=NAN, n=NAN, note: str = "", versus: str = "", p_value=NAN,
+             ci_high=NAN, n=NAN, note: object = "", versus: str = "", p_value=NAN,
              p_adjusted=NAN) -> dict:
     return {"section": section, "model": model, "versus": versus, "cell": cell,
             "metric": metric, "value": _float(value), "ci_low": _float(ci_low),

@@ -45,7 +45,8 @@ class DataError(FairnessTestsError):
         if key is not None:
             where.append(f"key {key!r}")
         self.path, self.line, self.key = path, line, key
-        super().__init__(f"{': '.join([', '.join(where)] if where else [])}{': ' if where else ''}{message}")
+        prefix = f"{', '.join(where)}: " if where else ""
+        super().__init__(f"{prefix}{message}")
 
 
 class ConfigError(DataError):
@@ -54,11 +55,16 @@ class ConfigError(DataError):
 
 class MissingResponsesError(FairnessTestsError):
     """Replay mode asked for responses that were never recorded."""
+    missing_count: int
+    missing_keys: list[str]
+    missing_requests: list[Any]             # the Requests not found (models layer)
 
 
 class FingerprintMismatchError(MissingResponsesError):
     """Stored responses were answered by a backend with another fingerprint (prompt
     format, chat template, weights) than the one asking now: they are stale."""
+    recorded: dict[str, str]
+    asked: dict[str, str]
 
 
 def suggest(word: Any, options: Iterable[Any]) -> str:

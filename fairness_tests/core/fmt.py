@@ -41,7 +41,7 @@ def shown(x: object, spec: str = ".4g", undefined: str = "undefined",
     if x is None:
         return undefined
     try:
-        v = float(x)  # type: ignore[arg-type]
+        v = float(x)  # type: ignore[arg-type]  # anything: a TypeError is the check
     except (TypeError, ValueError):
         return str(x)
     if math.isnan(v):
@@ -54,7 +54,7 @@ def shown(x: object, spec: str = ".4g", undefined: str = "undefined",
 def shown_p(x: object, undefined: str = "undefined") -> str:
     """A p-value as reports print it: 3 decimals, 2 significant digits below 0.001."""
     try:
-        v = float(x)  # type: ignore[arg-type]
+        v = float(x)  # type: ignore[arg-type]  # anything: a TypeError is the check
     except (TypeError, ValueError):
         return undefined if x is None else str(x)
     return shown(v, ".2g" if v < 0.001 else ".3f", undefined)

@@ -125,7 +125,7 @@ def read_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
                         path=path) from None
 
 
-def write_jsonl(path: str | Path, records: Iterable[Any],
+def write_jsonl(path: str | os.PathLike[str], records: Iterable[Any],
                 dumps: Callable[[Any], str] = canonical_dumps) -> int:
     """Write one ``dumps(record)`` a line to ``path`` (gzip with a zero mtime for
     ``.gz``), beside it first and then renamed into place, so a reader never sees half a

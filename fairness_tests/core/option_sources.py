@@ -25,7 +25,8 @@ class _Store(argparse.Action):
     """Stores the raw string(s); conversion and checks happen once, in :func:`build`. A
     list option given twice extends its list (``--cluster a --cluster b``)."""
 
-    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
         if isinstance(values, list) and getattr(namespace, self.dest, None):
             values = [*getattr(namespace, self.dest), *values]
         setattr(namespace, self.dest, values)

@@ -27,6 +27,8 @@ def data_path(*parts: str) -> Path:
     Found with :func:`importlib.resources.files`; pip installs wheels unzipped, so the
     resource is a file on disk and is returned as a :class:`~pathlib.Path`."""
     res = importlib.resources.files("fairness_tests").joinpath("data", *parts)
+    if not isinstance(res, os.PathLike):  # a zipped or namespace package: not supported
+        raise TypeError(f"packaged data is not a file on disk: {res}")
     return Path(os.fspath(res))
 
 

@@ -36,10 +36,16 @@ project removes cannot come back from the package.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.paths import data_path
@@ -70,7 +76,7 @@ class Project:
         """Recording manifests, first match wins: the project's, then the packaged one."""
         return ([self.manifest] if self.manifest else []) + [packaged_manifest()]
 
-    def card_yaml(self, model: str) -> Path | None:
+    def card_yaml(self, model: str | None) -> Path | None:
         """``<cards>/<model slug>.yaml``: the project's, else the packaged one, if any."""
         if not model:
             return None
@@ -96,10 +102,6 @@ def model_slug(model: str) -> str:
 
 def _read_table(pyproject: Path) -> dict | None:
     """The ``[tool.fairness_tests]`` table of a pyproject.toml (None when absent)."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
     try:
         doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except OSError as exc:

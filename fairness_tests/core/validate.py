@@ -61,7 +61,7 @@ def line_index(text: str) -> dict[str, int]:
     if root is not None:
         out["(top level)"] = root.start_mark.line + 1
 
-    def walk(node, parts):
+    def walk(node: yaml.Node, parts: list[Any]) -> None:
         if isinstance(node, yaml.MappingNode):
             for k, v in node.value:
                 p = parts + [k.value]
@@ -101,7 +101,7 @@ def _duplicate_keys(text: str) -> list[Problem]:
         return []
     out: list[Problem] = []
 
-    def walk(node, parts):
+    def walk(node: yaml.Node, parts: list[Any]) -> None:
         if isinstance(node, yaml.MappingNode):
             seen: set[str] = set()
             for k, v in node.value:
@@ -170,7 +170,7 @@ def _got(instance: Any) -> str:
     return f"got {kind} {shown[:60]}" if kind not in ("mapping", "list") else f"got a {kind}"
 
 
-def _messages(err) -> list[tuple[list[Any], str]]:
+def _messages(err: Any) -> list[tuple[list[Any], str]]:    # a jsonschema ValidationError
     """(key path parts, message) for one jsonschema error."""
     parts = list(err.absolute_path)
     custom = err.schema.get("x-message") if isinstance(err.schema, dict) else None

@@ -287,7 +287,7 @@ def bbq_metrics(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAULT_
         n = len(g)
         clusters = _templates(g, cluster)
 
-        def est(X, stat):
+        def est(X, stat, clusters=clusters):
             if isinstance(stat, dict):          # several statistics of the same columns
                 return bootstrap_all(np.column_stack(X), stat, n_boot, seed, level,
                                      clusters=clusters)
@@ -336,7 +336,7 @@ def _group_rows(cell, g, est, concentration, min_group_n, strata, n_perm, seed) 
     fav = g["fav"].to_numpy()[:, None] * onehot
     X = [onehot, fav]
     sizes = onehot.sum(axis=0).astype(int)
-    small = [f"{nm} ({k})" for nm, k in zip(names, sizes) if k < min_group_n]
+    small = [f"{nm} ({k})" for nm, k in zip(names, sizes, strict=True) if k < min_group_n]
     note = f"small groups (n < {min_group_n}): {', '.join(small)}" if small else ""
     n = int(has.sum())
 
@@ -487,9 +487,9 @@ def position_bias(items: pd.DataFrame, preds: pd.DataFrame, n_boot: int = DEFAUL
         Xa = np.column_stack([(av == k).astype(float) for k in range(3)] + [~np.isnan(av)])
         perm = permutation_test(Xa, a["rotation"].to_numpy(), _position_bias_of_rotations,
                                 strata=a["example_id"].to_numpy(), n_perm=n_perm, seed=seed)
-        stats = {"position_bias": _position_bias_stat}
+        stats = {"position_bias": _position_bias_stat}  # + shares: lambdas mypy cannot type
         for k, letter in enumerate("abc"):
-            stats[f"position_share_{letter}"] = (lambda s, k=k: safe_ratio(s[:, k], s[:, 3]))
+            stats[f"position_share_{letter}"] = lambda s, k=k: safe_ratio(s[:, k], s[:, 3])  # type: ignore[misc]
         e = bootstrap_all(X, stats, n_boot, seed, level, clusters=clusters)
         rows.append(_row(cell, "position_bias", e["position_bias"], nv,
                          undefined="undefined: no valid answer", p_value=perm.p_value,

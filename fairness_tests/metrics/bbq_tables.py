@@ -25,6 +25,8 @@ numbers. What is computed follows from what the predictions hold:
 """
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from fairness_tests.metrics import bbq as M
@@ -54,7 +56,7 @@ def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAUL
     ``preds``: ``dataset, example_id, repeat, rotation, answer`` (answer in the
     original option order, NaN = invalid), one row per (item, repeat, rotation);
     ``cluster``: "template" (resample templates, the default) or "item"."""
-    kw = dict(n_boot=n_boot, seed=seed, cluster=cluster)
+    kw: dict[str, Any] = dict(n_boot=n_boot, seed=seed, cluster=cluster)
     out: dict[str, pd.DataFrame] = {}
     # one canonical row order, so the tables do not depend on the order the answers
     # arrived in (float sums over repeats are order-sensitive in the last bit)

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -345,7 +345,7 @@ def gate_table(base: pd.DataFrame, cand: pd.DataFrame, key: Sequence[str], by: S
         keyv = keyv if isinstance(keyv, tuple) else (keyv,)
         cell = cell_id(*keyv) or "all"
         cl = g[cluster].to_numpy() if cluster else None
-        units = len(pd.unique(cl)) if cluster else len(g)
+        units = len(pd.unique(cl)) if cl is not None else len(g)
         for m in metrics:
             if m.where is not None and not m.where(keyv):
                 continue
@@ -410,14 +410,16 @@ def decide(table: pd.DataFrame, alpha: float = ALPHA, power: float = POWER) -> p
     m = int(t["p_value"].notna().sum())
     a = alpha / max(m, 1)
     verdicts, detect = [], []
-    for r in t.itertuples(index=False):
+    rows: Iterable[Any] = t.itertuples(index=False)  # gate-table rows (mixed column types)
+    for r in rows:
         verdicts.append(_verdict(r, alpha))
         if r.mode not in MODES:
             raise ValueError(f"gate mode {r.mode!r}")
         if not np.isfinite(r.p_value):       # not evaluable: no test, no power
             detect.append(NAN)
         elif r.test in CLUSTER_TESTS.values():
-            detect.append(cluster_detectable_drop(*r.power_model, r.discordance, r.margin, a,
+            items, spread = r.power_model
+            detect.append(cluster_detectable_drop(items, spread, r.discordance, r.margin, a,
                                                   r.mode, power))
         elif r.test == SCORE_TEST:
             detect.append(detectable_accuracy_drop(int(r.n), r.discordance, r.margin, a, r.mode,

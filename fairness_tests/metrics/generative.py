@@ -33,7 +33,7 @@ rows with ``cluster="row"``.
 from __future__ import annotations
 
 import warnings
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -100,7 +100,7 @@ def slice_table(scored: pd.DataFrame, by: Sequence[str] = (), n_boot: int = DEFA
     df = scored if "prompt" in scored else with_cells(scored)
     keys = [*by, "slice"]
     ok = df[df["status"] != "error"]
-    kw = dict(clusters=cl, n_boot=n_boot, seed=seed)
+    kw: dict[str, Any] = dict(clusters=cl, n_boot=n_boot, seed=seed)
     parts = [
         rate_table(ok, keys, RATE_METRICS, **kw),
         mean_table(ok, keys, MEAN_METRICS, **kw),

@@ -31,7 +31,8 @@ from fairness_tests.metrics import generative as G
 from fairness_tests.metrics.schema import GenerativeCluster
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS
 
-PROTOCOL_KINDS = (("overall", []), ("family", ["family"]), ("decoding", ["decoding"]))
+PROTOCOL_KINDS: tuple[tuple[str, list[str]], ...] = (
+    ("overall", []), ("family", ["family"]), ("decoding", ["decoding"]))
 SUMMARY_COLUMNS = ["scope", "family", "slice", *METRIC_COLUMNS]
 
 
@@ -123,22 +124,24 @@ def generative_tables(scored: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
     the same generations scored by that rubric)`` for scorer sensitivity; ``cluster``:
     "prompt" (resample prompts, the default) or "row"."""
     df = G.with_cells(scored)
-    kw = dict(n_boot=n_boot, seed=seed, cluster=cluster)
-    tables = slice_tables(df, **kw)
+    tables = slice_tables(df, n_boot=n_boot, seed=seed, cluster=cluster)
     out = {name: tables(by) for name, by in G.VIEWS.items()}
-    out["generative_summary"] = generative_summary(df, **kw, tables=tables)
-    out["generative_cells"] = protocol_cells(df, **kw, tables=tables)
-    seeds = seed_cells(df, **kw)
+    out["generative_summary"] = generative_summary(
+        df, n_boot=n_boot, seed=seed, cluster=cluster, tables=tables)
+    out["generative_cells"] = protocol_cells(
+        df, n_boot=n_boot, seed=seed, cluster=cluster, tables=tables)
+    seeds = seed_cells(df, n_boot=n_boot, seed=seed, cluster=cluster)
     if len(seeds):
         out["generative_seed_cells"] = seeds
     if compare is not None:
         name, other = compare
         ob = G.with_cells(other)
-        other_tables = slice_tables(ob, **kw)
+        other_tables = slice_tables(ob, n_boot=n_boot, seed=seed, cluster=cluster)
         ta = out["generative_by_slice"]
         tb = other_tables(())
         out["scorer_sensitivity"] = G.rubric_deltas(
             ta[ta["metric"].isin(G.METRICS)], tb[tb["metric"].isin(G.METRICS)],
             (rubric, name))
-        out[f"generative_cells_{name}"] = protocol_cells(ob, **kw, tables=other_tables)
+        out[f"generative_cells_{name}"] = protocol_cells(
+            ob, n_boot=n_boot, seed=seed, cluster=cluster, tables=other_tables)
     return out

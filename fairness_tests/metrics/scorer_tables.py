@@ -18,6 +18,7 @@ Rows of every scored table are the same records in the same order (one scorer ea
 from __future__ import annotations
 
 from itertools import combinations
+from typing import Any
 
 import pandas as pd
 
@@ -56,7 +57,7 @@ def agreement_table(scored: dict[str, pd.DataFrame], labels: dict[str, tuple[str
                 ag = agreement(da.loc[idx, label].to_numpy(dtype=float),
                                db.loc[idx, label].to_numpy(dtype=float),
                                clusters, n_boot, seed)
-                cell = {"scorer_a": a, "scorer_b": b, "label": label, "slice": sl}
+                cell: dict[str, Any] = {"scorer_a": a, "scorer_b": b, "label": label, "slice": sl}
                 counts = dict(zip(COUNT_COLUMNS, (ag.n11, ag.n10, ag.n01, ag.n00), strict=True))
                 note = "" if ag.n else "no row scored by both"
                 rows.append({**metric_row("raw_agreement", ag.raw, n=ag.n, note=note, **cell),
@@ -71,27 +72,27 @@ def scorer_tables(scored: dict[str, pd.DataFrame], labels: dict[str, tuple[str, 
                   cluster: GenerativeCluster = "prompt") -> dict[str, pd.DataFrame]:
     """Every table of the module docstring, for scorers ``scored`` (name -> scored
     records, the first is the run's primary scorer) giving ``labels``."""
-    kw = dict(n_boot=n_boot, seed=seed, cluster=cluster)
     by_slice, cells = [], []
     out: dict[str, pd.DataFrame] = {}
     for i, (name, df) in enumerate(scored.items()):
         d = G.with_cells(df)
         extra = [x for x in labels[name] if x not in G.METRICS]
-        t = G.slice_table(d, (), **kw)
+        t = G.slice_table(d, (), n_boot=n_boot, seed=seed, cluster=cluster)
         if extra:
             ok = d[d["status"] != "error"]
             from_extra = rate_table(ok, ["slice"], extra, clusters=None if cluster == "row"
                                       else "prompt", n_boot=n_boot, seed=seed)
             t = pd.concat([t, from_extra[t.columns]], ignore_index=True)
         by_slice.append(t.assign(scorer=name))
-        c = protocol_cells(d, **kw)
+        c = protocol_cells(d, n_boot=n_boot, seed=seed, cluster=cluster)
         cells.append(c.assign(scorer=name))
         if i:
             out[f"generative_cells_{name}"] = c
     out["generative_scorers"] = _front(pd.concat(by_slice, ignore_index=True))
     out["generative_scorer_cells"] = _front(pd.concat(cells, ignore_index=True))
     if len(scored) > 1:
-        out["scorer_agreement"] = agreement_table(scored, labels, **kw)
+        out["scorer_agreement"] = agreement_table(scored, labels, n_boot=n_boot, seed=seed,
+                                                  cluster=cluster)
     return out
 
 

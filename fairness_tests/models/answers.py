@@ -79,7 +79,7 @@ def answer_state(request: Request, response: Response) -> AnswerState:
     ``invalid`` (the model answered something that is no option); else ``valid``. A rule
     whose cell has no ``valid`` answer has nothing to be evaluated on."""
     if response.status != "ok":
-        return response.status  # type: ignore[return-value]
+        return response.status
     if request.kind != "choice" or response.answer is not None:
         return "valid"
     if response.letter_mass is not None and response.letter_mass < MIN_LETTER_MASS:

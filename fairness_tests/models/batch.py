@@ -34,7 +34,7 @@ import datetime as _dt
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -308,6 +308,8 @@ class BatchBackend:
         why: dict[str, str] = {}
         for rec in self._records(job.output_file_id) + self._records(job.error_file_id):
             cid = rec.get("custom_id")
+            if not isinstance(cid, str):     # names none of our lines: nothing to match
+                continue
             resp = rec.get("response") or {}
             if resp.get("status_code") == 200 and isinstance(resp.get("body"), dict):
                 bodies[cid] = resp["body"]
@@ -393,7 +395,7 @@ class BatchBackend:
         for :meth:`report`."""
         self.asked.update(r.key() for r in stamp_requests(requests, self))
 
-    def report(self, keys: list[str] = ()) -> BatchInfo:
+    def report(self, keys: Iterable[str] = ()) -> BatchInfo:
         """The run's :class:`BatchInfo`: the jobs that hold any of ``keys`` or of the
         requests the run asked (:meth:`note`), or that this process used, oldest first."""
         wanted = set(keys) | self.asked

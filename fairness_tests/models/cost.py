@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from fairness_tests.core.errors import FairnessTestsError
 from fairness_tests.models import prompt_format as PF
@@ -236,9 +236,12 @@ class OwnTokenizerCounter(TokenCounter):
     label = "the model's own tokenizer over the exact prompt text (exact)"
     exact = True
 
-    def __init__(self, count):
-        self._count = count
+    def __init__(self, count: Callable[[Request], int]):
+        self._own = count
         self._cache = {}
+
+    def _count(self, req: Request) -> int:
+        return self._own(req)
 
 
 def dry_run_rows(by_protocol: dict[str, list[Request]], store: Any, model: str,

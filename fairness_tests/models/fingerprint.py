@@ -60,6 +60,6 @@ def mismatch_error(recorded: Mapping[str, Any], asked: Mapping[str, Any], n: int
                  f"first with `fairness-tests store prune --model {model or '<model>'} "
                  f"--store {store}`.")
     exc = FingerprintMismatchError("\n".join(lines))
-    exc.recorded, exc.asked = dict(recorded), dict(asked)   # type: ignore[attr-defined]
-    exc.missing_count = n                                   # type: ignore[attr-defined]
+    exc.recorded, exc.asked = dict(recorded), dict(asked)
+    exc.missing_count = n
     return exc

@@ -220,9 +220,12 @@ class Progress:
             self._last_pct_mark = pct - (pct % self.every_pct) if self.every_pct else pct
 
     def _emit(self, text: str) -> None:
+        stream = self.stream
+        if stream is None:
+            return
         try:
-            self.stream.write(text)   # one write per line: no interleaving
-            self.stream.flush()
+            stream.write(text)   # one write per line: no interleaving
+            stream.flush()
             self.lines_written += 1
         except (OSError, ValueError):
             self.stream = None

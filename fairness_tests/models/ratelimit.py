@@ -29,6 +29,7 @@ the process.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 import time
@@ -53,7 +54,7 @@ class RateLimiter:
     ``path``: the shared state file (None: this process only)."""
 
     def __init__(self, rpm: float | None = None, tpm: float | None = None,
-                 path: str | Path | None = None):
+                 path: str | os.PathLike[str] | None = None):
         for name, value in (("rpm", rpm), ("tpm", tpm)):
             if value is not None and not float(value) > 0:
                 raise ConfigError(f"{name} must be a positive number, got {value!r}",

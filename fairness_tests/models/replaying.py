@@ -46,9 +46,9 @@ def missing_error(missing: Sequence[Request], store: ResponseStore | None,
                                     store=store.path if store is not None else "<store>",
                                     n=len(missing)))
     exc = MissingResponsesError("\n".join(lines))
-    exc.missing_count = len(missing)                      # type: ignore[attr-defined]
-    exc.missing_keys = [r.key() for r in missing]         # type: ignore[attr-defined]
-    exc.missing_requests = list(missing)                  # type: ignore[attr-defined]
+    exc.missing_count = len(missing)
+    exc.missing_keys = [r.key() for r in missing]
+    exc.missing_requests = list(missing)
     return exc
 
 

@@ -13,7 +13,7 @@ import json
 import os
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, overload
 
 from fairness_tests.core.io import canonical_dumps
 
@@ -111,6 +111,11 @@ class StoredTextScrubber:
         if not text or not self._maybe(text):
             return text
         return _scrub_text(text, self.values)
+
+    @overload
+    def json_text(self, text: str) -> str: ...
+    @overload
+    def json_text(self, text: None) -> None: ...
 
     def json_text(self, text: str | None) -> str | None:
         if not text or not self._maybe(text):

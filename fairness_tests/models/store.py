@@ -107,7 +107,7 @@ class ResponseStore(Leases, Recordings):
         """This process's lease owner id (``host:pid:random``)."""
         with self._lock:
             self._connect()
-            return self._owner  # type: ignore[return-value]
+            return self._owner  # type: ignore[return-value]  # set by _connect()
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None and self._pid == os.getpid():
@@ -221,7 +221,7 @@ class ResponseStore(Leases, Recordings):
 
     def missing(self, requests: Iterable[Request], *, retry_errors: bool = False) -> list[Request]:
         """Requests (first of each key) with no stored row (or an error row, if asked)."""
-        by_key = {}
+        by_key: dict[str, Request] = {}
         for r in requests:
             by_key.setdefault(r.key(), r)
         got = self.statuses(by_key)

@@ -187,5 +187,6 @@ def _conflict_error(conn, conflicts: list[tuple[str, Path]], aliases: list[str],
     lines.append("Keep one recording of each key: prune one side (`fairness-tests store prune "
                  "--store ...`) or merge the stores separately.")
     exc = DataError("\n".join(lines), key=conflicts[0][0])
+    # the conflicting keys, for the caller: an extra attribute of this one DataError
     exc.conflicts = [k for k, _ in conflicts]            # type: ignore[attr-defined]
     return exc

@@ -60,7 +60,7 @@ def audit_config(*layers: Layer, cls: type = AuditConfig, **values: Any) -> Any:
     if rec is not None and rec.settings:
         where = f"{display_path(rec.manifest) if rec.manifest else 'manifest'} (settings " \
                 f"of {rec.model})"
-        base = [Layer(rec.settings, lambda n, w=where: f"{w} {n}")]
+        base = [Layer(rec.settings, lambda n: f"{where} {n}")]
     return build(cls, [*base, *given])
 
 

@@ -51,7 +51,8 @@ def dry_run(config: AuditConfig) -> tuple[list[EstimateRow], str]:
                             counter=OwnTokenizerCounter(local.prompt_tokens_of) if local
                             else None)
         sharing = prefix_sharing_text(by_protocol, store, local) if local else None
-        judge = judge_estimate(config, by_protocol.get("generative", []), store)
+        # the judge reads the stored generations' texts, not only their statuses
+        judge = judge_estimate(config, by_protocol.get("generative", []), opened)
     price = model_price(config.model) if caps.remote else None
     text = format_rows(rows, config.model, price, local=not caps.remote)
     if not caps.remote:

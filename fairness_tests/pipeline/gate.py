@@ -34,7 +34,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 
@@ -76,8 +76,8 @@ class GateReport:
     GATE_COLUMNS``); ``family``: the family of comparisons and the method, stated;
     ``refusals``: what was not gated and why; ``warnings``: protocol differences the
     caller allowed."""
-    baseline: str
-    candidate: str
+    baseline: str | None                # None: a scored run whose model was not named
+    candidate: str | None
     table: pd.DataFrame
     family: str
     alpha: float
@@ -299,7 +299,7 @@ def same_responses(baseline: RunResult, candidate: RunResult) -> bool:
         ra, rb = baseline.records.get(name), candidate.records.get(name)
         if (ra is None) != (rb is None):
             return False
-        if ra is None:
+        if ra is None or rb is None:
             continue
         key = [k for k in key if k in ra.columns and k in rb.columns]
         if len(ra) != len(rb) or col not in ra or col not in rb:
@@ -358,7 +358,7 @@ def generative_frame(records: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- the gate
 
 def gate_runs(baseline: RunResult, candidate: RunResult, *, mode: GateMode | None = None,
-              seed: int = 0, cluster: dict[str, str] | None = None,
+              seed: int = 0, cluster: Mapping[str, str] | None = None,
               n_boot: int = DEFAULT_N_BOOT, alpha: float = ALPHA, rules: Any = None,
               allow_protocol_change: bool = False) -> GateReport:
     """Gate ``candidate`` against ``baseline`` (see the module docstring).

@@ -2,6 +2,8 @@
 anything is computed or printed when it is nothing."""
 from __future__ import annotations
 
+from typing import Mapping
+
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.run.result import RunResult
 
@@ -16,7 +18,7 @@ def _has(run: RunResult) -> str:
 
 
 def shared_protocols(baseline: RunResult, candidate: RunResult,
-                     cluster: dict[str, str]) -> list[str]:
+                     cluster: Mapping[str, str]) -> list[str]:
     """The protocols both runs have per-item records of. ConfigError, before anything
     is computed or printed, when there is none (e.g. a BBQ run against a generative
     run) or when a resampling unit is chosen for a protocol the runs do not share

@@ -24,6 +24,7 @@ from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.config_scorers import split_scorers
 from fairness_tests.pipeline.scorers import is_local
 from fairness_tests.scoring.judge import JudgeSettings, judge_requests
+from fairness_tests.scoring.judge_prompt import JudgeMode
 from fairness_tests.scoring.judge_rubric import load_judge_rubric
 
 
@@ -66,7 +67,7 @@ def judge_estimate(config: AuditConfig, generation_requests: list[Request],
                     if r.key() in got and got[r.key()].status == "ok"})
     pending = [r for r in generation_requests
                if r.key() not in got or got[r.key()].status != "ok"]
-    mode = "prompt" if local else "json_schema"
+    mode: JudgeMode = "prompt" if local else "json_schema"
     reqs = judge_requests(known, rubric, settings, mode)
     distinct, missing = still_to_ask(reqs, store)
     k = settings.repeats

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fairness_tests.core.errors import Problem
-from fairness_tests.core.options import Layer, OptionErrors, build
+from fairness_tests.core.options import Layer, OptionErrors, Spelling, build
 from fairness_tests.core.paths import data_path
 from fairness_tests.core.project import find_project
 from fairness_tests.core.validate import load_file, nearest_line
@@ -41,6 +41,11 @@ def settings_key(i: int) -> str:
     return f"recordings[{i}].settings"
 
 
+def _under(key: str) -> Spelling:
+    """An option's name as a key under ``key``: ``key.name``."""
+    return lambda n: f"{key}.{n}"
+
+
 def _check(data: Any, lines: dict[str, int], base: Path) -> list[Problem]:
     """Files that exist beside the manifest; settings that are valid audit options
     (checked by the configuration spec, every problem at once)."""
@@ -57,9 +62,8 @@ def _check(data: Any, lines: dict[str, int], base: Path) -> list[Problem]:
         settings = e.get("settings")
         if not isinstance(settings, dict):
             continue
-        key = settings_key(i)
         try:
-            build(AuditConfig, [Layer(settings, lambda n, key=key: f"{key}.{n}")])
+            build(AuditConfig, [Layer(settings, _under(settings_key(i)))])
         except OptionErrors as exc:
             for name, message in exc.problems_by_field:
                 k = exc.spell(name)

@@ -39,14 +39,16 @@ def is_local(model: str) -> bool:
 def judge_backend(c: ScorerOptions) -> tuple[Any, JudgeSettings]:
     """The judge's backend (unstarted) and settings."""
     model = str(c.judge_model)
-    kw = dict(temperature=c.judge_temperature, max_tokens=c.judge_max_tokens,
-              repeats=c.judge_repeats, seed=int(getattr(c, "seed", 0) or 0))
-    if is_local(model):
+    local = is_local(model)
+    if local:
         be = get_backend("transformers",
                          model="embedded" if model.startswith("embedded:") else model)
-        return be, JudgeSettings(model=model, backend="transformers", **kw)
-    be = get_backend("litellm", model=model, api_base=c.judge_api_base)
-    return be, JudgeSettings(model=model, backend="litellm", api_base=c.judge_api_base, **kw)
+    else:
+        be = get_backend("litellm", model=model, api_base=c.judge_api_base)
+    return be, JudgeSettings(model=model, backend="transformers" if local else "litellm",
+                             api_base=None if local else c.judge_api_base,
+                             temperature=c.judge_temperature, max_tokens=c.judge_max_tokens,
+                             repeats=c.judge_repeats, seed=int(getattr(c, "seed", 0) or 0))
 
 
 def scoring_context(c: ScorerOptions, names: tuple[str, ...],

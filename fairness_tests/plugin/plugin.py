@@ -158,7 +158,9 @@ class FairnessSession:
         if self._gate is None:
             from fairness_tests.plugin.gate import gate_runs
             from fairness_tests.plugin.session import Unavailable
-            base = self.run(self.settings.baseline)
+            baseline = self.settings.baseline
+            assert baseline is not None     # the callers check for a baseline model first
+            base = self.run(baseline)
             out = {}
             for m in self.settings.models:
                 if m == self.settings.baseline:

@@ -40,7 +40,7 @@ def _num(x: Any) -> str:
 
 def _parse_num(s: str) -> float:
     s = s.strip()
-    return {"null": math.nan, "UB": math.inf, "-UB": -math.inf}.get(s) if s in (
+    return {"null": math.nan, "UB": math.inf, "-UB": -math.inf}[s] if s in (
         "null", "UB", "-UB") else float(s)
 
 

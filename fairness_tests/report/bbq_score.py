@@ -2,6 +2,8 @@
 (built by :func:`fairness_tests.metrics.bbq_tables.bbq_tables`, the one BBQ builder)."""
 from __future__ import annotations
 
+from typing import Any, Iterable
+
 import pandas as pd
 
 from fairness_tests.core.fmt import json_value
@@ -44,9 +46,10 @@ PROXY_ORDER = ("all", "label", "names")
 def _cells(bbq: pd.DataFrame) -> list[tuple[str, str, str]]:
     """(dataset, context, proxy) of every row of the report, in order."""
     if "proxy" not in bbq:
-        return [(ds, ctx, "all") for (ds, ctx), _ in bbq.groupby(["dataset", "context"], sort=True)]
+        return [(str(ds), str(ctx), "all")
+                for (ds, ctx), _ in bbq.groupby(["dataset", "context"], sort=True)]
     keys = bbq[["dataset", "context", "proxy"]].drop_duplicates().itertuples(index=False)
-    return sorted(((k.dataset, k.context, k.proxy) for k in keys),
+    return sorted(((str(k.dataset), str(k.context), str(k.proxy)) for k in keys),
                   key=lambda k: (k[0], k[1], PROXY_ORDER.index(k[2])))
 
 
@@ -91,6 +94,7 @@ def score_report(items: pd.DataFrame, preds: pd.DataFrame, tables: dict[str, pd.
             for pol in ("neg", "nonneg")}
         row["notes"] = cell_notes
         rows.append(row)
+    out: dict[str, Any]
     out = {"rows": rows, "missing": coverage(items, preds),
            "permutation": permutation_block(tables["bbq"])}
     if answers is not None:
@@ -139,9 +143,10 @@ def consistency_json(table: pd.DataFrame) -> dict:
     def pack(g: pd.DataFrame, keys: dict) -> dict:
         d = dict(keys)
         d["n_items"] = int(g["n"].iloc[0])
-        for r in g.itertuples(index=False):
+        metric_rows: Iterable[Any] = g.itertuples(index=False)
+        for r in metric_rows:
             v = json_value(r.value)
-            d[r.metric] = int(v) if r.metric in ("flagged", "n_mfaa_below_90") else v
+            d[r.metric] = int(r.value) if r.metric in ("flagged", "n_mfaa_below_90") else v
             if r.metric == "repeats_fit":
                 d["repeats_fit_p_value"] = json_value(r.p_value)
         return d

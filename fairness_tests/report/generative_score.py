@@ -138,4 +138,4 @@ def sensitivity_report(records: pd.DataFrame, rules: RuleSet,
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: json_value(v) for k, v in r.items()} for r in df.to_dict(orient="records")]
+    return [{str(k): json_value(v) for k, v in r.items()} for r in df.to_dict(orient="records")]

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from fairness_tests.core.fmt import json_value
+from fairness_tests.metrics.schema import GenerativeCluster
 from fairness_tests.metrics.scorer_tables import AGREEMENT_CELLS, COUNT_COLUMNS, agreement_table
 from fairness_tests.scoring.registry import Scored, lexical_scored
 from fairness_tests.scoring.rubric import load_rubric
@@ -33,14 +34,14 @@ def agreement_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
         row["n"] = int(first["n"])
         row.update({c: int(first[c]) for c in COUNT_COLUMNS})
         for r in g.itertuples(index=False):
-            row[r.metric] = json_value(r.value)
+            row[str(r.metric)] = json_value(r.value)
             row[f"{r.metric}_ci"] = [json_value(r.ci_low), json_value(r.ci_high)]
         out.append(row)
     return out
 
 
 def scorers_report(by: dict[str, Scored], records: pd.DataFrame, *, n_boot: int, seed: int,
-                   cluster: str = "prompt") -> dict[str, Any]:
+                   cluster: GenerativeCluster = "prompt") -> dict[str, Any]:
     """``{"scorers": ..., "agreement": ...}`` (see the module docstring)."""
     infos = [{"name": n, **_jsonable(s.info)} for n, s in by.items()]
     pairs = dict(by)

@@ -23,7 +23,7 @@ Tables it adds (when the run has the generative tables they read):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 import pandas as pd
 
@@ -115,7 +115,7 @@ def scorer_flips(tables: Mapping[str, pd.DataFrame], rules: RuleSet,
             else pd.DataFrame(columns=FLIP_COLUMNS))
 
 
-def apply_to_run(run, rules: RuleSet) -> None:
+def apply_to_run(run: Any, rules: RuleSet) -> None:   # a RunResult (the run layer, above)
     """Set a run's verdicts and rule-derived tables from ``rules`` (the thresholds the
     user named), replacing any computed with other rules; the run's metadata names
     the threshold files."""

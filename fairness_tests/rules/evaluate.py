@@ -62,7 +62,8 @@ def _select(table: pd.DataFrame, rule: Rule) -> tuple[pd.DataFrame, str]:
         if col not in rows.columns:
             if want is None:
                 continue            # the table is pooled over this column already
-            return rows.iloc[0:0], f"table {rule.table!r} has no column {col!r} (scope {col}={want})"
+            return rows.iloc[0:0], (f"table {rule.table!r} has no column {col!r} "
+                                    f"(scope {col}={want})")
         if want is None:
             rows = rows[_is_pooled(rows[col])]
         else:
@@ -149,7 +150,7 @@ def _cells(rows: pd.DataFrame, rule: Rule, cols: list[str]) -> list[dict]:
     lo = rows["ci_low"].astype(float)
     hi = rows["ci_high"].astype(float)
     if rule.abs:
-        ci = [_abs_ci(a, b) for a, b in zip(lo, hi)]
+        ci = [_abs_ci(a, b) for a, b in zip(lo, hi, strict=True)]
         rows["value"] = v.abs()
         rows["ci_low"] = [c[0] for c in ci]
         rows["ci_high"] = [c[1] for c in ci]

@@ -77,8 +77,8 @@ def protocol_dependence(verdicts: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for rule, g in verdicts.groupby("rule", sort=False):
         ev = g[g["status"].isin(["pass", "fail"])]
-        overall = g.loc[g["cell"] == "overall", "status"]
-        overall = overall.iloc[0] if len(overall) else "not_evaluable"
+        cell_all = g.loc[g["cell"] == "overall", "status"]
+        overall = cell_all.iloc[0] if len(cell_all) else "not_evaluable"
         statuses = set(ev["status"])
         resolved = {_resolved(r) for _, r in ev.iterrows()} - {""}
         if len(statuses) < 2:
@@ -99,7 +99,7 @@ def protocol_dependence(verdicts: pd.DataFrame) -> pd.DataFrame:
                      "n_not_evaluable": int((g["status"] == "not_evaluable").sum()),
                      "protocol_dependent": kind == "beyond_noise", "disagreement": kind,
                      "disagreeing": ";".join(f"{c}={s}" for c, s in
-                                             zip(dis["cell"], dis["status"]))})
+                                             zip(dis["cell"], dis["status"], strict=True))})
     return pd.DataFrame(rows, columns=DEPENDENCE_COLUMNS)
 
 
@@ -116,7 +116,8 @@ def seed_spread(seed_verdicts: pd.DataFrame) -> pd.DataFrame:
                      "value_max": float(d.max()) if len(d) else np.nan,
                      "n_pass": int((g["status"] == "pass").sum()),
                      "n_fail": int((g["status"] == "fail").sum()),
-                     "seeds": ";".join(f"{c}={_short(x)}" for c, x in zip(g["cell"], v))})
+                     "seeds": ";".join(f"{c}={_short(x)}"
+                                       for c, x in zip(g["cell"], v, strict=True))})
     return pd.DataFrame(rows, columns=["rule", "metric", "n_seeds", "value_min", "value_max",
                                        "n_pass", "n_fail", "seeds"])
 

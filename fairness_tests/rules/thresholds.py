@@ -52,7 +52,7 @@ import fnmatch
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -110,7 +110,8 @@ class Rule:
         what = f"{'|' if self.abs else ''}{self.metric}{'|' if self.abs else ''}"
         if self.across:
             what = f"{self.reduce} over {self.across} of {what}"
-        cmp = "" if self.compare == "value" else f" ({self.compare.replace('_', ' ')} of the 95% CI)"
+        cmp = ("" if self.compare == "value"
+               else f" ({self.compare.replace('_', ' ')} of the 95% CI)")
         return f"{what}{cmp} {self.op} {self.bound:g}"
 
 
@@ -153,19 +154,19 @@ def _rule_items(doc: Any) -> list[tuple[int, dict]]:
         if isinstance(rules, list) else []
 
 
-def _rule_checks(base: dict[str, dict]):
+def _rule_checks(base: dict[str, dict]) -> Callable[[Any, dict[str, int]], list[Problem]]:
     """Checks a schema cannot express, on each rule merged with the rule it overrides
     (``base``: id -> raw mapping of the defaults): required keys, table, metric, scope
     and across columns from :mod:`known_metrics`, CI/p-value combinations."""
 
-    def check(doc: Any, lines: dict[str, int]):
-        out = []
+    def check(doc: Any, lines: dict[str, int]) -> list[Problem]:
+        out: list[Problem] = []
         seen: set[str] = set()
         for i, item in _rule_items(doc):
             rid = item.get("id")
             at = f"rules[{i}]"
 
-            def p(key: str | None, msg: str):
+            def p(key: str | None, msg: str, at: str = at) -> None:
                 k = f"{at}.{key}" if key else at
                 out.append(Problem(k, msg, nearest_line(k, lines)))
 
@@ -192,8 +193,9 @@ def _rule_checks(base: dict[str, dict]):
             if isinstance(metric, str) and metric not in metrics:
                 p("metric" if "metric" in item else None,
                   f"unknown metric {metric!r} for table {table!r}{suggest(metric, metrics)}")
-            scope = merged.get("scope")
-            for col in scope if isinstance(scope, dict) else ():
+            raw_scope = merged.get("scope")
+            scope: dict = raw_scope if isinstance(raw_scope, dict) else {}
+            for col in scope:
                 if col not in cols:
                     p(f"scope.{col}" if "scope" in item else None,
                       f"scope column {col!r} is not a column of table {table!r}"
@@ -233,14 +235,14 @@ def _outside_domain(table: str, col: str, want: Any) -> str:
             f"{table!r}{suggest(bad[0], allowed)}; its values: {', '.join(allowed)}")
 
 
-def _named(problem, doc):
+def _named(problem: Problem, doc: Any) -> Problem:
     """Prefix a problem under ``rules[i]`` with the rule's id."""
-    import re as _re
-
-    m = _re.match(r"rules\[(\d+)\]", problem.key)
+    m = re.match(r"rules\[(\d+)\]", problem.key)
     if not m:
         return problem
     rules = doc.get("rules") if isinstance(doc, dict) else None
+    if rules is None:
+        return problem
     try:
         rid = rules[int(m.group(1))].get("id")
     except (IndexError, TypeError, AttributeError):
@@ -250,7 +252,7 @@ def _named(problem, doc):
     return Problem(problem.key, f"rule {rid!r}: {problem.message}", problem.line)
 
 
-def _drift_check(doc: Any, lines: dict[str, int]):
+def _drift_check(doc: Any, lines: dict[str, int]) -> list[Problem]:
 
     drift = doc.get("drift") if isinstance(doc, dict) else None
     known = set().union(*(m for _, m in known_metrics.TABLES.values())) | {"default"}
@@ -263,7 +265,7 @@ def _drift_check(doc: Any, lines: dict[str, int]):
     return out
 
 
-def _reason_check(doc: Any, lines: dict[str, int]):
+def _reason_check(doc: Any, lines: dict[str, int]) -> list[Problem]:
     """Each ``expected_fail.reason``: known placeholders, no literal figure
     (:func:`fairness_tests.rules.reasons.reason_problems`)."""
     out = []
@@ -277,7 +279,7 @@ def _reason_check(doc: Any, lines: dict[str, int]):
     return out
 
 
-def _regex_check(doc: Any, lines: dict[str, int]):
+def _regex_check(doc: Any, lines: dict[str, int]) -> list[Problem]:
 
     regex = doc.get("model_regex") if isinstance(doc, dict) else None
     if isinstance(regex, str):

@@ -241,6 +241,6 @@ def _value(hint: Any, v: Any, path: Any, key: str) -> Any:
         if v is None and type(None) in args:
             return None
         hint = next(a for a in args if a is not type(None))
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _build(hint, v, path, key + ".")
     return v

@@ -86,7 +86,8 @@ def score(records: pd.DataFrame, rubric: Rubric | str = "published") -> pd.DataF
     s["pilot_harm"] = s["refusal"] | s["deflection"] | s["stereotype"] | s["demeaning"]
     s["positive_professional"] = c["positive_professional"]
     s["caution"] = c["caution"]
-    s["word_len"] = texts.str.split().str.len().fillna(0).astype(np.int64)
+    # pandas-stubs types .str of a Series of lists as unusable; valid at runtime
+    s["word_len"] = texts.str.split().str.len().fillna(0).astype(np.int64)  # type: ignore[misc]
     s = s[SCORE_COLUMNS].astype(float)
     s.loc[status == "error", :] = np.nan
     out = records.drop(columns=[c for c in SCORE_COLUMNS if c in records]).copy()

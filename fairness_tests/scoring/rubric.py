@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.paths import DATA_DIR
@@ -95,7 +95,7 @@ def parse_rubric(raw: Any, path: Path | str | None = None,
     return Rubric(str(name), semantics, cats, Path(path) if path else None)
 
 
-def _entries(raw: Any):
+def _entries(raw: Any) -> Iterator[tuple[str, Any, Any]]:
     """(key path, entry, semantics) for every entry of a rubric mapping."""
     if not isinstance(raw, dict):
         return
@@ -114,7 +114,7 @@ def _entries(raw: Any):
                     yield f"{k}[{i}]", e, "published"
 
 
-def _entry_checks(raw: Any, lines: dict[str, int]):
+def _entry_checks(raw: Any, lines: dict[str, int]) -> list[Problem]:
     """What the schema cannot say: regexes compile, strict inflection syntax, and
     published entries are plain strings (a backslash makes one a regex)."""
 

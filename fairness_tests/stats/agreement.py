@@ -74,11 +74,12 @@ def agreement(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
               clusters: Sequence | np.ndarray | None = None, n_boot: int = DEFAULT_N_BOOT,
               seed: int = DEFAULT_SEED) -> Agreement:
     """:class:`Agreement` of two 0/1 vectors (NaN: not scored, left out)."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    both = ~np.isnan(a) & ~np.isnan(b)
-    a, b = a[both], b[both]
-    X = np.column_stack([a * b, a * (1 - b), (1 - a) * b, (1 - a) * (1 - b)])
+    xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    both = ~np.isnan(xa) & ~np.isnan(xb)
+    xa, xb = xa[both], xb[both]
+    X = np.column_stack([xa * xb, xa * (1 - xb), (1 - xa) * xb, (1 - xa) * (1 - xb)])
     cl = None if clusters is None else np.asarray(clusters)[both]
     est = bootstrap_all(X, {"raw": raw_stat, "kappa": kappa_stat}, n_boot, seed, clusters=cl)
     counts = X.sum(axis=0).astype(int) if len(X) else np.zeros(4, dtype=int)
-    return Agreement(*(int(c) for c in counts), est["raw"], est["kappa"])
+    n11, n10, n01, n00 = (int(c) for c in counts)
+    return Agreement(n11, n10, n01, n00, est["raw"], est["kappa"])

@@ -60,7 +60,7 @@ import functools
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -145,7 +145,7 @@ class Estimate:
     n_clusters: float = NAN
     deff: float = NAN
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[float]:
         return iter((self.value, self.ci_low, self.ci_high))
 
 
@@ -176,7 +176,7 @@ def bootstrap(
 
 def bootstrap_all(
     X: np.ndarray,
-    statistics: dict[str, Callable[[np.ndarray], np.ndarray]],
+    statistics: Mapping[str, Callable[[np.ndarray], np.ndarray]],
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = DEFAULT_SEED,
     level: float = DEFAULT_LEVEL,
@@ -329,7 +329,7 @@ def rate_table(
     grouped = df.groupby(list(by), sort=True, dropna=False) if by else [((), df)]
     for key, g in grouped:
         key = key if isinstance(key, tuple) else (key,)
-        cell = dict(zip(by, key, strict=True))
+        cell: dict[str, Any] = dict(zip(by, key, strict=True))
         ests = (_column_means(g, flags, clusters, n_boot, seed, level)
                 if clusters is not None else {})
         for flag in flags:
@@ -390,7 +390,7 @@ def mean_table(df: pd.DataFrame, by: Sequence[str], columns: Iterable[str],
     grouped = df.groupby(list(by), sort=True, dropna=False) if by else [((), df)]
     for key, g in grouped:
         key = key if isinstance(key, tuple) else (key,)
-        cell = dict(zip(by, key, strict=True))
+        cell: dict[str, Any] = dict(zip(by, key, strict=True))
         ests = _column_means(g, columns, clusters, n_boot, seed, level)
         for c in columns:
             if c not in ests:
@@ -402,7 +402,7 @@ def mean_table(df: pd.DataFrame, by: Sequence[str], columns: Iterable[str],
 
 def metric_row(metric: str, value: "float | Estimate",
                ci: tuple[float, float] = (NAN, NAN), n: int = 0, note: str = "",
-               p_value: float = NAN, bias_corrected: bool = False, **cell) -> dict:
+               p_value: float = NAN, bias_corrected: bool = False, **cell: Any) -> dict:
     """One row of a metric table as a dict (cell columns first). ``value`` is a number
     (with ``ci``) or an :class:`Estimate`, whose ``n_clusters`` and ``deff`` fill those
     columns; ``bias_corrected``: also fill ``value_bc`` (max-type metrics only)."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -120,7 +120,7 @@ def permutation_test(
 def permutation_tests(
     X: np.ndarray,
     labels: Sequence | np.ndarray,
-    statistics: dict[str, Callable[[np.ndarray], np.ndarray]],
+    statistics: Mapping[str, Callable[[np.ndarray], np.ndarray]],
     strata: Sequence | np.ndarray | None = None,
     units: Sequence | np.ndarray | None = None,
     n_perm: int = DEFAULT_N_PERM,
@@ -134,7 +134,9 @@ def permutation_tests(
     lab, n_groups = cluster_codes(labels)
     st = None if strata is None else cluster_codes(strata)[0]
     if units is not None:
-        X, lab, st = _by_unit(X, lab, st, units)
+        X, unit_lab, st = _by_unit(X, lab, st, units)
+        assert unit_lab is not None         # labels are always given
+        lab = unit_lab
     obs_sums = group_sums(X, lab[None, :], n_groups)
     observed = {k: float(f(obs_sums)[0]) for k, f in statistics.items()}
     live = {k: v for k, v in observed.items() if np.isfinite(v) or np.isposinf(v)}
@@ -155,12 +157,14 @@ def permutation_tests(
             for k in statistics}
 
 
-def _by_unit(X, lab, st, units):
+def _by_unit(X: np.ndarray, lab: np.ndarray, st: np.ndarray | None,
+             units: Sequence | np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Sum X over units; one label (and stratum) per unit, checked."""
     u, n_units = cluster_codes(units)
     Xu = np.zeros((n_units, X.shape[1]))
     np.add.at(Xu, u, X)
-    out = []
+    out: list[np.ndarray | None] = []
     for what, codes in (("label", lab), ("stratum", st)):
         if codes is None:
             out.append(None)

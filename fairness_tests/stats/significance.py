@@ -82,6 +82,7 @@ import math
 from typing import Any, Literal, get_args
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fairness_tests.stats.distributions import reference, small_clusters
 
@@ -92,7 +93,7 @@ GateMode = Literal["harm", "non_inferiority"]
 MODES: tuple[GateMode, ...] = get_args(GateMode)
 
 
-def holm(p_values) -> np.ndarray:
+def holm(p_values: ArrayLike) -> np.ndarray:
     """Holm-adjusted p-values (same order); NaN p-values are not in the family and
     stay NaN."""
     p = np.asarray(p_values, dtype=np.float64)
@@ -171,7 +172,7 @@ def paired_rate_test(b: int, c: int, n: int, margin: float, mode: GateMode) -> f
     return _one_sided(d / math.sqrt(var), mode)
 
 
-def cr2_standard_error(balance, items) -> tuple[Any, float]:
+def cr2_standard_error(balance: ArrayLike, items: ArrayLike) -> tuple[Any, float]:
     """(se of ``w_hat``, Bell-McCaffrey degrees of freedom) of the CR2 cluster-robust
     variance for a ratio of cluster sums (module docstring); ``balance`` may carry
     leading axes (one se per row; the degrees of freedom depend on ``items`` only).
@@ -188,7 +189,8 @@ def cr2_standard_error(balance, items) -> tuple[Any, float]:
     return se[()], float(np.trace(AS) ** 2 / np.trace(AS @ AS))
 
 
-def cluster_statistic(balance, items, margin: float, mode: GateMode) -> tuple[Any, float]:
+def cluster_statistic(balance: ArrayLike, items: ArrayLike, margin: float,
+                      mode: GateMode) -> tuple[Any, float]:
     """(T, degrees of freedom) of the mode's clustered test of ``w = m`` (module
     docstring): ``harm`` the CR2 Wald statistic, ``non_inferiority`` the cluster score
     statistic; ``balance`` may carry leading axes (one T per row). Where the variance is
@@ -206,7 +208,8 @@ def cluster_statistic(balance, items, margin: float, mode: GateMode) -> tuple[An
         return np.where(ss > 1e-15, r.sum(axis=-1) / np.sqrt(ss), np.nan)[()], n.size - 1.0
 
 
-def cluster_paired_rate_test(balance, items, margin: float, mode: GateMode) -> float:
+def cluster_paired_rate_test(balance: ArrayLike, items: ArrayLike, margin: float,
+                             mode: GateMode) -> float:
     """One-sided p-value of ``w = m`` for clustered paired proportions
     (``balance[t] = b_t - c_t``, ``items[t] = n_t``): ``harm`` by the CR2 Wald test with
     Bell-McCaffrey degrees of freedom, ``non_inferiority`` by the cluster score test
@@ -227,15 +230,15 @@ def cluster_paired_rate_test(balance, items, margin: float, mode: GateMode) -> f
     return _one_sided(float(T), mode, df)
 
 
-def effective_clusters(items) -> float:
+def effective_clusters(items: ArrayLike) -> float:
     """Kish's effective number of clusters ``N^2 / sum n_t^2`` (C for equal sizes)."""
     n = np.asarray(items, dtype=float)
     return float(n.sum() ** 2 / (n @ n)) if n.size else float("nan")
 
 
-def cluster_detectable_drop(items, spread, discordance: float, margin: float, alpha: float,
-                            mode: GateMode, power: float = POWER, sims: int = 4000,
-                            seed: int = 0) -> float:
+def cluster_detectable_drop(items: ArrayLike, spread: ArrayLike, discordance: float,
+                            margin: float, alpha: float, mode: GateMode,
+                            power: float = POWER, sims: int = 4000, seed: int = 0) -> float:
     """Smallest true accuracy drop w the mode's clustered test (CR2 Wald for harm, the
     cluster score test for non-inferiority) fails with probability ``power`` at the
     per-cell level ``alpha``, by simulating that test: cluster balances
@@ -272,7 +275,7 @@ def cluster_detectable_drop(items, spread, discordance: float, margin: float, al
     return hi
 
 
-def cluster_spread(balance, items) -> np.ndarray:
+def cluster_spread(balance: ArrayLike, items: ArrayLike) -> np.ndarray:
     """Each cluster's observed spread ``|d_t - w_hat n_t| sqrt(C / (C - 1))`` (their
     squares sum to the cluster-robust CR1 variance of ``w_hat`` times N^2)."""
     d = np.asarray(balance, dtype=float)

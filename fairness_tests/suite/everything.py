@@ -30,7 +30,7 @@ def _copy(func: types.FunctionType, marks: list) -> types.FunctionType:
     new.__dict__.update(func.__dict__)
     new.__doc__, new.__module__, new.__qualname__ = func.__doc__, func.__module__, func.__qualname__
     new.__kwdefaults__ = func.__kwdefaults__
-    new.pytestmark = list(getattr(func, "pytestmark", [])) + list(marks)
+    new.__dict__["pytestmark"] = list(getattr(func, "pytestmark", [])) + list(marks)
     return new
 
 

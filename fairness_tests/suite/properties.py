@@ -2,7 +2,7 @@
 ``@pytest.mark.fairness_rules``). A rule matched by none of them is checked by
 ``test_other_rules``, so a rule added to a thresholds file is never ignored."""
 
-PROPERTIES = {
+PROPERTIES: dict[str, dict[str, str | list[str]]] = {
     "accuracy_floors": {"tables": "bbq", "metrics": "accuracy"},
     "sdis_bound": {"metrics": "s_dis"},
     "samb_bound": {"metrics": "s_amb"},

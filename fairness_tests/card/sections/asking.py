@@ -144,8 +144,9 @@ def asking(a) -> dict[str, Any]:
                      "nondeterminism is not measured" if mode.get("shared_forward_pass") else
                      "one request per repeat, so between-call nondeterminism is measured")
     prompt = getattr(a, "prompt", None)
-    if prompt_statement(prompt):
-        parts.append(prompt_statement(prompt))
+    statement = prompt_statement(prompt)
+    if statement:
+        parts.append(statement)
     parts.append(f"max_tokens {a.max_tokens}")
     if a.reasoning_effort:
         parts.append(f"reasoning effort {a.reasoning_effort}")

@@ -42,7 +42,7 @@ def load_gate(path: str | Path) -> tuple[str, dict]:
     return str(p), record
 
 
-def upgrade_gate(record: dict, model: str, source: str = "gate record") -> dict[str, Any]:
+def upgrade_gate(record: dict, model: str | None, source: str = "gate record") -> dict[str, Any]:
     """The card's ``upgrade_gate`` from a gate record whose candidate is ``model``."""
     if record["candidate"] != model:
         raise ConfigError(f"the gate's candidate is {record['candidate']!r}, the card is of "

@@ -319,6 +319,7 @@ def _source(f: RunFacts) -> dict[str, Any]:
 
 def _bbq(f: RunFacts) -> dict[str, Any]:
     b = f.bbq
+    assert b is not None                  # called for a run with BBQ records only
     out: dict[str, Any] = {
         "data_sha256": dict(sorted(b.sha256.items())), "official": b.official,
         "filter": b.filter, "n_items": b.n_items, "n_answers": b.n_answers,
@@ -357,6 +358,7 @@ def bbq_choices(b) -> dict[str, str]:
 
 def _bbq_seeds(f: RunFacts) -> str:
     b = f.bbq
+    assert b is not None                  # called for a run with BBQ records only
     boot = (f"bootstrap {b.bootstrap.resamples} resamples, seed {b.bootstrap.seed}")
     if not f.asked:
         return f"BBQ: how the answers were sampled is not known to this run; {boot}."
@@ -367,7 +369,9 @@ def _bbq_seeds(f: RunFacts) -> str:
 
 
 def _bbq_samples(f: RunFacts) -> str:
-    b, c = f.bbq, f.bbq.consistency
+    b = f.bbq
+    assert b is not None                  # called for a run with BBQ records only
+    c = b.consistency
     return (f"BBQ: one answer per item ({b.n_items} items)"
             + (f"; {c.repeats} repeated answers for each of the {c.n_items} consistency-sample "
                "items" if c is not None else "")
@@ -376,6 +380,7 @@ def _bbq_samples(f: RunFacts) -> str:
 
 def _generative(f: RunFacts) -> dict[str, Any]:
     g = f.gen
+    assert g is not None                  # called for a run with generative records only
     out: dict[str, Any] = {
         "suite_name": g.suite, "rubric": g.rubric, "rubric_semantics": g.rubric_semantics,
         "n_generations": g.n_generations, "n_error": g.n_error,

@@ -366,7 +366,7 @@ class LiteLLMBackend(UnitCalls):
         if not_asked:
             raise BudgetReached(self._usage.cost_known_usd, self.max_cost_usd or 0.0,
                                 len(not_asked))
-        return out  # type: ignore[return-value]
+        return out  # type: ignore[return-value]  # every slot filled by now
 
     def _budget_spent(self) -> bool:
         with self._lock:

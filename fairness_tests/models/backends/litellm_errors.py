@@ -101,13 +101,14 @@ def no_answer(exc: BaseException) -> bool:
     if _NO_ANSWER_TEXT.search(str(exc)):
         return True
     seen = 0
-    while exc is not None and seen < 10:
-        name = type(exc).__name__
+    cur: BaseException | None = exc
+    while cur is not None and seen < 10:
+        name = type(cur).__name__
         if name in ("APIConnectionError", "APITimeoutError", "ConnectError", "ConnectTimeout",
                     "ReadTimeout", "RemoteProtocolError", "ClientConnectorError",
-                    "ServerDisconnectedError") or isinstance(exc, ConnectionError):
+                    "ServerDisconnectedError") or isinstance(cur, ConnectionError):
             return True
-        exc = exc.__cause__ or exc.__context__
+        cur = cur.__cause__ or cur.__context__
         seen += 1
     return False
 

@@ -103,7 +103,7 @@ def from_choice(req: Request, choice: Any, text_mode: bool, max_tokens: int,
     it; a multiple-choice answer parsed by ``parse_choice``. No content at all (and no
     refusal) in a chat reply is :class:`Retryable`."""
     content, refusal, finish = content_of(choice, text_mode)
-    common = dict(key=req.key(), finish_reason=finish)
+    common: dict[str, Any] = dict(key=req.key(), finish_reason=finish)
     if finish == "content_filter" or refusal:
         return Response(text=content or "", status="refused",
                         error=scrub_text(refusal or f"finish_reason={finish}",

@@ -31,6 +31,7 @@ Pure Python (token id lists in, nodes out): nothing here imports torch.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
@@ -221,13 +222,13 @@ def cut_points(lengths: Sequence[int], max_rows: int, overhead: int) -> list[tup
     """Contiguous groups ``[i, j)`` of ascending ``lengths``, at most ``max_rows`` each,
     minimising ``sum(overhead + (j - i) * lengths[j - 1])`` (dynamic programming)."""
     n = len(lengths)
-    best = [0] + [None] * n                 # best[j]: cheapest cover of lengths[:j]
+    best: list[float] = [0] + [math.inf] * n  # best[j]: cheapest cover of lengths[:j]
     cut = [0] * (n + 1)
     for j in range(1, n + 1):
         top = lengths[j - 1]
         for i in range(max(0, j - max_rows), j):
             cost = best[i] + overhead + (j - i) * top
-            if best[j] is None or cost < best[j]:
+            if cost < best[j]:
                 best[j], cut[j] = cost, i
     out, j = [], n
     while j > 0:
@@ -273,6 +274,7 @@ def _split(node: Node, at: int) -> Node:
     place under its parent and is returned; the node keeps the lower part."""
     upper = Node(seq=node.seq, start=node.start, end=at, parent=node.parent,
                  children=[node], first=node.first, last=node.last)
+    assert node.parent is not None         # the root (no tokens) is never cut
     siblings = node.parent.children
     assert siblings[-1] is node            # the path being extended is the newest one
     siblings[-1] = upper

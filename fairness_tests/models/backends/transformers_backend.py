@@ -106,7 +106,7 @@ class _ChoicePlan:
     letters: list[list[int]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     ids: list[list[int]] = field(default_factory=list)
-    tree: PrefixTree | None = None
+    tree: PrefixTree = field(init=False)    # set once the token ids are known
 
 
 @dataclass
@@ -225,7 +225,7 @@ class TransformersBackend:
                on_response: Callable[[Request, Response], None] | None = None) -> list[Response]:
         out: list[Response | None] = [None] * len(requests)
         if not requests:
-            return out  # type: ignore[return-value]
+            return out  # type: ignore[return-value]  # every slot filled by now
         reporter = on_response if isinstance(on_response, Reporter) else None
         if reporter is not None and self._loaded is None:
             reporter.phase(f"loading model {self.model_id} ({self.device}) ...")
@@ -271,7 +271,7 @@ class TransformersBackend:
                 self._run_choice(requests, plan, done, batch_done, workers)
             if gen_plan:
                 self._run_generate(requests, gen_plan, done, batch_done, workers)
-        return out  # type: ignore[return-value]
+        return out  # type: ignore[return-value]  # every slot filled by now
 
     def _workers(self) -> Workers:
         """The workers of this backend's device and threads (see :mod:`.workers`); on a

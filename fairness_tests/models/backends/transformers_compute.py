@@ -43,7 +43,7 @@ class RowSampler:
             else:
                 vals, idx = torch.sort(probs[i], descending=True)
             keep = _nucleus(vals, self.top_p)
-            j = torch.multinomial(keep.cpu(), 1, generator=gen).item()
+            j = int(torch.multinomial(keep.cpu(), 1, generator=gen).item())
             out[i, idx[j]] = 0.0
         return out
 

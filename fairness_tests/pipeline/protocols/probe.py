@@ -43,7 +43,8 @@ class ProbeFamily(Family):
         df["status"] = [r.status for r in a.responses]
         df["verdict"] = classify(df["output_text"], self.spec, df["status"])
         shares = CF.verdict_shares(df, self.spec["labels"])
-        cons = CF.consistency(df, tuple(person_labels(self.spec)))
+        person_a, person_b = person_labels(self.spec)     # exactly two: the probe file is validated
+        cons = CF.consistency(df, (person_a, person_b))
         table = pd.concat([shares.assign(swap=""), cons.assign(decoding="", context="")],
                           ignore_index=True)
         info = CounterfactualInfo(

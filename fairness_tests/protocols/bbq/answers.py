@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -147,6 +148,7 @@ def resolve(preds: Predictions, items: pd.DataFrame, conventions: str = PROJECT,
     answers, status, unknown = [], [], []
     differs: dict[str, list] = {}
     fields: dict[str, int] = {}
+    r: Any  # a row of the predictions table (columns of mixed types)
     for r in t.itertuples(index=False):
         d = data[(r.dataset, int(r.example_id))]
         if r.item is not None:
@@ -190,14 +192,16 @@ def resolve(preds: Predictions, items: pd.DataFrame, conventions: str = PROJECT,
 
 def _listed(out: pd.DataFrame, t: pd.DataFrame, status: str) -> list[dict]:
     sel = out.index[out["status"] == status][:MAX_LISTED]
-    return [{"line": int(t.at[i, "line"]), "category": t.at[i, "dataset"],
-             "example_id": int(t.at[i, "example_id"]), "answer": t.at[i, "value"]} for i in sel]
+    at: Any = t.at      # pandas-stubs: a cell is any scalar; line and example_id are ints
+    return [{"line": int(at[i, "line"]), "category": at[i, "dataset"],
+             "example_id": int(at[i, "example_id"]), "answer": at[i, "value"]} for i in sel]
 
 
 def _report(preds: Predictions, t: pd.DataFrame, out: pd.DataFrame, conventions: str,
             differs: dict[str, list], fields: dict[str, int]) -> dict:
     """What a reader must know about the answers (``t``: the lines scored)."""
     n = {s: int((out["status"] == s).sum()) for s in (NULL, UNMATCHED, AMBIGUOUS)}
+    rep: dict[str, Any]
     rep = {"format": preds.format, "field": preds.field, "kind": preds.kind,
            "conventions": conventions, "n_lines": int(len(t)), "null": n[NULL],
            "unmatched": n[UNMATCHED], "ambiguous": n[AMBIGUOUS],

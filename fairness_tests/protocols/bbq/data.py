@@ -162,6 +162,7 @@ def load_bbq(directory: str | Path, datasets: tuple[str, ...] | None = DATASETS,
     for c in categories:
         rows = None if metadata is None else metadata[metadata["category"] == c]
         if rows is not None and len(rows):
+            assert meta_path is not None  # rows come from the metadata file
             rows, note = dedupe_metadata(rows, c, meta_path)
             notes += note
             frames.append(join_metadata(read_items(paths[c], c), rows, meta_path, paths[c]))
@@ -223,9 +224,9 @@ def read_items(path: str | Path, dataset: str, derive: bool = False) -> pd.DataF
             raise DataError("context_condition must be ambig|disambig, got "
                             f"{r['context_condition']!r}", path=path, line=int(no),
                             key="context_condition")
-        for k in ("context", "question", "ans0", "ans1", "ans2"):
-            if not isinstance(r[k], str):
-                raise DataError(f"{k} must be a string", path=path, line=int(no), key=k)
+        for name in ("context", "question", "ans0", "ans1", "ans2"):
+            if not isinstance(r[name], str):
+                raise DataError(f"{name} must be a string", path=path, line=int(no), key=name)
         cols["dataset"].append(dataset)
         cols["example_id"].append(eid)
         cols["line"].append(int(no))

@@ -58,7 +58,7 @@ def parse_tags(dataset: str, tags: pd.Series) -> tuple[pd.Series, pd.Series]:
     """Vectorised tag parse -> (race, var2); NaN where a tag is empty or unparsable."""
     tags = tags.fillna("").astype(str)
     parts = tags.str.split("-")
-    n = parts.str.len()
+    n = parts.str.len()  # type: ignore[misc]  # pandas-stubs: .str on lists is valid
     first, last = parts.str[0], parts.str[-1]
     if dataset == "Race_x_gender":
         ok = n >= 2

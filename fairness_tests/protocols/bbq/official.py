@@ -87,7 +87,7 @@ def resolve_categories(names: tuple[str, ...] | list[str] | None,
     eleven; otherwise the names given, each once, in :data:`CATEGORIES` order."""
     if names is None or len(names) == 0:
         return tuple(default)
-    wanted = set()
+    wanted: set[str] = set()
     for n in names:
         if n == ALL:
             wanted.update(CATEGORIES)

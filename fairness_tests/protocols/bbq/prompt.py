@@ -27,7 +27,7 @@ def option_order(rotation: int) -> tuple[int, int, int]:
     """Original option index shown at positions a, b, c under ``rotation``."""
     if rotation not in ROTATIONS:
         raise ValueError(f"rotation must be 0, 1 or 2, got {rotation!r}")
-    return tuple((p + rotation) % 3 for p in range(3))  # type: ignore[return-value]
+    return (rotation % 3, (1 + rotation) % 3, (2 + rotation) % 3)
 
 
 def prompt_text(context: str, question: str, options: Sequence[str], rotation: int = 0) -> str:

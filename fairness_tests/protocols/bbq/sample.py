@@ -24,7 +24,7 @@ def consistency_sample(items: pd.DataFrame, per_cell: int = DEFAULT_PER_CELL,
     parts = []
     for c, (key, g) in enumerate(items.groupby(CELL, sort=True)):
         if len(g) < per_cell:
-            raise DataError(f"cell {'/'.join(key)} has {len(g)} items, fewer than the "
+            raise DataError(f"cell {'/'.join(map(str, key))} has {len(g)} items, fewer than the "
                             f"{per_cell} the consistency sample needs")
         g = g.sort_values("example_id", kind="stable")
         rng = np.random.default_rng([seed, c])

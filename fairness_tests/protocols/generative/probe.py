@@ -44,13 +44,14 @@ def load_probe(path: str | Path | None = None) -> dict[str, Any]:
     return raw
 
 
-def _checks(raw: Any, lines: dict[str, int]):
+def _checks(raw: Any, lines: dict[str, int]) -> list[Problem]:
     """Regexes compile, classifier labels are labels, exactly two person labels."""
 
-    out = []
+    out: list[Problem] = []
     if not isinstance(raw, dict) or not isinstance(raw.get("classifier_regex"), dict):
         return out
-    labels = raw.get("labels") if isinstance(raw.get("labels"), list) else []
+    got = raw.get("labels")
+    labels = got if isinstance(got, list) else []
     for label, pats in raw["classifier_regex"].items():
         key = f"classifier_regex.{label}"
         if label not in labels:
@@ -95,7 +96,7 @@ def probe_requests(grid: pd.DataFrame, backend: str = "replay", model: str = "",
                    max_tokens: int = PROBE_MAX_TOKENS) -> list[Request]:
     out = []
     for row in grid.to_dict(orient="records"):
-        meta = {k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+        meta = {str(k): (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
         out.append(Request(messages=chat(system_prompt, meta["prompt_text"]),
                            decoding=Decoding(meta["temperature"], meta["top_p"], max_tokens),
                            seed=meta["seed"], backend=backend, model=model, api_base=api_base,

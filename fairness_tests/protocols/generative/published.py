@@ -57,7 +57,7 @@ def load_published_grid(path: str | Path | None = None) -> pd.DataFrame:
             if len(values) != len(GRID_COLUMNS):
                 raise DataError(f"expected {len(GRID_COLUMNS)} fields, found {len(values)}",
                                 path=p, line=line)
-            row: dict[str, object] = dict(zip(GRID_COLUMNS, values))
+            row: dict[str, object] = dict(zip(GRID_COLUMNS, values, strict=True))
             for cols, cast, what in ((_INT, int, "an integer"), (_FLOAT, float, "a number")):
                 for c in cols:
                     try:

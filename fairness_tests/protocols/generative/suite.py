@@ -76,7 +76,7 @@ class Suite:
     def slices(self) -> list[dict[str, str]]:
         """Every combination of attribute values, in file order."""
         names = list(self.attributes)
-        return [dict(zip(names, combo))
+        return [dict(zip(names, combo, strict=True))
                 for combo in itertools.product(*(self.attributes[n] for n in names))]
 
     def grid(self) -> pd.DataFrame:
@@ -137,7 +137,8 @@ def _checks(raw: Any, lines: dict[str, int]):
         for a in slices["attributes"]:
             if str(a) not in used:
                 p("slices.insertion", f"attribute {a!r} is never inserted")
-    fams = raw.get("families") if isinstance(raw.get("families"), list) else []
+    got = raw.get("families")
+    fams = got if isinstance(got, list) else []
     fam_ids = [str(f.get("id")) for f in fams if isinstance(f, dict) and "id" in f]
     if len(set(fam_ids)) != len(fam_ids):
         p("families", "duplicate family ids")
