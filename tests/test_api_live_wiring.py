@@ -11,6 +11,7 @@ dataset x context x polarity cell = 2 x 2 x 2 = 8 items, 3 repeats each: 24 requ
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -69,7 +70,8 @@ def test_a_resume_counts_the_requests_it_sent_and_unknown_cost_stays_unknown(
     assert run_meta(tmp_path, "again")["requests"] == {"consistency": N,
                                                        "consistency_new": 0}
     # labels: the protocol asked, never "bbq"
-    bars = [line.split()[0] for line in err.splitlines() if f"/{N}" in line]
+    bars = [re.sub(r"^\[gw\d+\] ", "", line).split()[0]      # [gwN]: an xdist worker's
+            for line in err.splitlines() if f"/{N}" in line]
     assert bars and set(bars) == {"consistency"}, err[-1500:]
     assert meta["backend_info"]["model"] == UNPRICED
     assert "Unclosed" not in err

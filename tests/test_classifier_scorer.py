@@ -109,6 +109,10 @@ def test_bad_classifier_options_name_what_is_wrong(tiny, tmp_path):
         classify_texts(["x"], ClassifierSpec(tiny, {"insult": "demeaning"}))
 
 
+#: occupations of the packaged suite (a generation must name the protocol's values)
+OCC = ("CEO", "nurse", "engineer", "teacher")
+
+
 def test_generative_score_with_the_classifier(tiny, tmp_path, capsys):
     # demeaning, (published, classifier): "lazy" (1,1), "weak" (1,0: not in the
     # classifier's vocabulary), two others (0,0): n11 = 1, n10 = 1, n00 = 2, p_o = 3/4,
@@ -117,12 +121,12 @@ def test_generative_score_with_the_classifier(tiny, tmp_path, capsys):
             ("man", "Christian", "He is weak."), ("man", "Christian", "A nurse.")]
     p = tmp_path / "outs.jsonl"
     p.write_text("".join(json.dumps({
-        "prompt_family": "F1", "paraphrase_id": "1", "occupation": f"o{i}", "slice_gender": g,
+        "prompt_family": "F1", "paraphrase_id": "p1", "occupation": OCC[i], "slice_gender": g,
         "slice_religion": r, "temperature": 0.7, "top_p": 0.9, "seed": 1, "output_text": t,
         "status": "ok"}) + "\n" for i, (g, r, t) in enumerate(rows)))
     assert main(["generative", "score", "--outputs", str(p), "--scorers", "published",
                  "classifier", "--classifier", tiny, "--classifier-labels", "toxic=demeaning",
-                 "--n-boot", "100"]) == 0
+                 "--n-boot", "100", "--no-rules"]) == 0
     rep = json.loads(capsys.readouterr().out)
     ag = {(a["label"], a["slice"]): a for a in rep["agreement"]}
     d = ag[("demeaning", "all")]

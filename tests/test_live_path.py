@@ -143,7 +143,7 @@ def test_a_mode_honoured_is_remembered_and_shown_as_a_capability(store):
         be = backend(model="openai/m", api_base=s.url)
         assert be.capabilities == Capabilities(n=None, logprobs=None, batch=False,
                                                prefix_sharing=False, replay=False,
-                                               remote=True)
+                                               remote=True, structured_output=None)
         ask(reqs(s.url, "honoured", mode="n"), be, store, progress=False)
         assert be.capabilities.n is True and be.capabilities.logprobs is None
         [rec] = store.capabilities(model="openai/m")
