@@ -24,7 +24,7 @@ from fairness_tests.protocols.bbq.filter import filter_items
 from fairness_tests.run.result import RunResult
 
 BASE = "embedded:gemma-3-270m"
-CAND = "embedded:gemma-3-270m-degraded"
+CAND = "gemma-3-270m-degraded"     # a saved run of a model no embedded: id names
 PRED_COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer"]
 
 

@@ -2,6 +2,7 @@
 under xdist (-n 2)."""
 import json
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -190,8 +191,8 @@ def test_xdist_workers_share_one_audit_per_model(project):
     assert calls == ["m1"]                       # once, although two workers collected
     # ... and the summary says so: made by one worker, read by the other
     made = [ln for ln in r.outlines if ln.startswith("m1: ")]
-    assert len(made) == 1 and made[0].startswith("m1: audited once (gw")
-    assert made[0].endswith("; 1 other process read it")
+    assert len(made) == 1 and made[0].startswith("m1: audited once (")
+    assert re.search(r"; [1-9]\d* other process(es)? read it$", made[0]), made    # not re-made
     # the session's run cache is removed at the end
     assert not [p for p in (project.path / ".fairness" / "runs").rglob("*") if p.is_file()]
 
