@@ -25,7 +25,7 @@ numbers. What is computed follows from what the predictions hold:
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -49,13 +49,15 @@ def repeated_items(preds: pd.DataFrame) -> pd.DataFrame:
 def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAULT_N_BOOT,
                seed: int = DEFAULT_SEED, concentration: float = M.DEFAULT_CONCENTRATION,
                min_group_n: int = M.DEFAULT_MIN_GROUP_N, cluster: BBQCluster = "template",
-               conventions: str = M.PROJECT) -> dict[str, pd.DataFrame]:
+               conventions: str = M.PROJECT,
+               stage: Callable[[str], None] | None = None) -> dict[str, pd.DataFrame]:
     """Every BBQ metric table the predictions support (see the module docstring).
 
     ``items``: the filtered items (``protocols.bbq.filter.filter_items``);
     ``preds``: ``dataset, example_id, repeat, rotation, answer`` (answer in the
     original option order, NaN = invalid), one row per (item, repeat, rotation);
-    ``cluster``: "template" (resample templates, the default) or "item"."""
+    ``cluster``: "template" (resample templates, the default) or "item"; ``stage``:
+    called with a progress line after each table group (the audit's stage lines)."""
     kw: dict[str, Any] = dict(n_boot=n_boot, seed=seed, cluster=cluster)
     out: dict[str, pd.DataFrame] = {}
     # one canonical row order, so the tables do not depend on the order the answers
@@ -81,6 +83,9 @@ def bbq_tables(items: pd.DataFrame, preds: pd.DataFrame, *, n_boot: int = DEFAUL
         out["bbq_groups"] = M.group_table(items, first, min_group_n=min_group_n, **kw)
     rep = repeated_items(preds)
     if len(rep):
+        if stage is not None and "bbq" in out:
+            stage(f"bbq: {len(out['bbq'])} + {len(out['bbq_groups'])} rows; consistency: "
+                  f"{rep[['dataset', 'example_id']].drop_duplicates().shape[0]} repeated items")
         per_item = C.per_item(items, rep)
         expected = E.expected_items(items, rep)
         if len(expected):

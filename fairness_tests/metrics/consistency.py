@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fairness_tests.metrics.expected_consistency import K, goodness_of_fit
+from fairness_tests.metrics.expected_consistency import FitResult, K, goodness_of_fit_cells
 from fairness_tests.metrics.schema import CONSISTENCY_METRICS
 from fairness_tests.stats.bootstrap import METRIC_COLUMNS
 
@@ -87,12 +87,12 @@ def _summary(g: pd.DataFrame) -> dict[str, float]:
             "flagged_pct": 100.0 * flagged / n, "n_mfaa_below_90": float((mfaa < 90).sum())}
 
 
-def _expected_summary(g: pd.DataFrame, seed: int) -> tuple[dict[str, float], float]:
+def _expected_summary(g: pd.DataFrame, fit: FitResult | None) -> dict[str, float]:
     """Summary of the exact expectations over the items of g that have them, and the
-    goodness-of-fit p-value (NaN without any)."""
+    cell's goodness of fit (NaN without any item)."""
     e = g[g["mfaa_expected"].notna()]
-    if e.empty:
-        return {m: float("nan") for m in EXPECTED_METRICS}, float("nan")
+    if e.empty or fit is None:
+        return {m: float("nan") for m in EXPECTED_METRICS}
     out = {}
     for m in ("mfaa", "gtc"):
         x = e[f"{m}_expected"].to_numpy(float)
@@ -100,10 +100,23 @@ def _expected_summary(g: pd.DataFrame, seed: int) -> tuple[dict[str, float], flo
                     f"{m}_expected_max": x.max(),
                     f"{m}_expected_std": float(np.std(x, ddof=1)) if len(x) > 1 else np.nan})
     out["flagged_expected_pct"] = 100.0 * float(e["p_flagged"].mean())
-    fit = goodness_of_fit(e[[f"obs_{k}" for k in range(K)]].to_numpy(),
-                          e[[f"p_{k}" for k in range(K)]].to_numpy(), seed=seed)
     out["repeats_fit"] = fit.statistic
-    return out, fit.p_value
+    return out
+
+
+def _cell_fits(t: pd.DataFrame, masks: list[np.ndarray], seed: int) -> list[FitResult | None]:
+    """The goodness of fit of every cell (``masks`` over the rows of ``t``), from one
+    parametric-bootstrap draw of the items with a distribution
+    (:func:`~fairness_tests.metrics.expected_consistency.goodness_of_fit_cells`); None
+    for a cell without such an item."""
+    has = t["mfaa_expected"].notna().to_numpy()
+    if not has.any():
+        return [None] * len(masks)
+    e = t[has]
+    fits = goodness_of_fit_cells(e[[f"obs_{k}" for k in range(K)]].to_numpy(),
+                                 e[[f"p_{k}" for k in range(K)]].to_numpy(),
+                                 np.array([m[has] for m in masks]), seed=seed)
+    return [f if (m & has).any() else None for f, m in zip(fits, masks, strict=True)]
 
 
 def consistency_table(item_table: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
@@ -117,14 +130,17 @@ def consistency_table(item_table: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
     levels = []
     for col in GROUPING:
         levels.append([*sorted(t[col].unique()), "all"])
-    keys = [(d, c, p) for d in levels[0] for c in levels[1] for p in levels[2]]
-    for d, c, p in keys:
+    cells = []
+    for d, c, p in ((d, c, p) for d in levels[0] for c in levels[1] for p in levels[2]):
         m = np.ones(len(t), dtype=bool)
         for col, v in zip(GROUPING, (d, c, p), strict=True):
             if v != "all":
                 m &= (t[col] == v).to_numpy()
-        if not m.any():
-            continue
+        if m.any():
+            cells.append(((d, c, p), m))
+    fits = (_cell_fits(t, [m for _, m in cells], seed) if "mfaa_expected" in t
+            else [None] * len(cells))
+    for ((d, c, p), m), fit in zip(cells, fits, strict=True):
         g = t[m]
         s = _summary(g)
         for metric in METRICS:
@@ -134,7 +150,8 @@ def consistency_table(item_table: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
                          "value": v, "ci_low": np.nan, "ci_high": np.nan, "n": len(g),
                          "note": note})
         if "mfaa_expected" in g:
-            e, p_fit = _expected_summary(g, seed)
+            e = _expected_summary(g, fit)
+            p_fit = fit.p_value if fit is not None else float("nan")
             n_e = int(g["mfaa_expected"].notna().sum())
             for metric in EXPECTED_METRICS:
                 note = ("exact, from the items' letter distributions" if n_e else

@@ -117,30 +117,50 @@ class FitResult:
     method: str = "Pearson X^2, parametric-bootstrap p-value"
 
 
-def _pearson(O: np.ndarray, E: np.ndarray) -> np.ndarray:  # noqa: E741  the formula's O, E
-    """X^2 over the last two axes (items, options); options with E = 0 contribute 0
-    when O = 0 and inf otherwise."""
+def _pearson_items(O: np.ndarray, E: np.ndarray) -> np.ndarray:  # noqa: E741  the formula's O, E
+    """Each item's X^2 contribution, summed over the last axis (options); options with
+    E = 0 contribute 0 when O = 0 and inf otherwise."""
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(E > 0, (O - E) ** 2 / np.where(E > 0, E, 1.0),
                      np.where(O > 0, np.inf, 0.0))
-    return t.sum(axis=(-1, -2))
+    return t.sum(axis=-1)
 
 
 def goodness_of_fit(counts: np.ndarray, P: np.ndarray, n_sim: int = DEFAULT_N_SIM,
                     seed: int = DEFAULT_SEED) -> FitResult:
     """Do the observed answer counts (I, 4) follow the distributions P (I, 4)?
     (see the module docstring)."""
+    return goodness_of_fit_cells(counts, P, np.ones((1, len(counts)), dtype=bool),
+                                 n_sim=n_sim, seed=seed)[0]
+
+
+def goodness_of_fit_cells(counts: np.ndarray, P: np.ndarray, cells: np.ndarray,
+                          n_sim: int = DEFAULT_N_SIM,
+                          seed: int = DEFAULT_SEED) -> list[FitResult]:
+    """:func:`goodness_of_fit` of several cells pooling the same items: ``cells`` (C, I)
+    says which items each cell pools. The parametric bootstrap draws every item's
+    repeats once (B x I multinomial vectors) and each cell sums its items' X^2
+    contributions, so a table of C cells costs one draw instead of C; each cell's
+    p-value is a parametric-bootstrap p-value with the same Monte Carlo error
+    (sqrt(p (1 - p) / B) at most 0.011 for B = 2,000). A cell pooling no item gets
+    X^2 = 0 on df 0 and p = 1."""
     O = np.asarray(counts, dtype=np.float64)  # noqa: E741  observed, as in the formula
     P = np.asarray(P, dtype=np.float64)
+    cells = np.atleast_2d(np.asarray(cells, dtype=bool))
     n_i = O.sum(axis=1)
     E = n_i[:, None] * P
-    observed = float(_pearson(O, E))
-    df = int(((P > 0).sum(axis=1) - 1).clip(min=0).sum())
+    observed_items = _pearson_items(O, E)
+    df_items = ((P > 0).sum(axis=1) - 1).clip(min=0)
     rng = np.random.default_rng(seed)
     sims = rng.multinomial(n_i.astype(np.int64), P, size=(n_sim, len(P)))
-    stats = _pearson(sims.astype(np.float64), E[None, :, :])
-    p = (1.0 + float(np.sum(stats >= observed - 1e-9 * max(1.0, observed)))) / (1.0 + n_sim)
-    return FitResult(observed, df, p, int(n_sim))
+    sim_items = _pearson_items(sims.astype(np.float64), E[None, :, :])      # (B, I)
+    out = []
+    for m in cells:
+        observed = float(observed_items[m].sum())
+        stats = sim_items[:, m].sum(axis=1)
+        p = (1.0 + float(np.sum(stats >= observed - 1e-9 * max(1.0, observed)))) / (1.0 + n_sim)
+        out.append(FitResult(observed, int(df_items[m].sum()), p, int(n_sim)))
+    return out
 
 
 def expected_items(items: pd.DataFrame, rep: pd.DataFrame) -> pd.DataFrame:

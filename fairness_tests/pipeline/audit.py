@@ -68,7 +68,7 @@ def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None,
             names = "/".join(p.name for p in protocols)
             stages(f"{names}: loading the items")
             family = family_cls(config)
-            family.store = asker.store
+            family.store, family.stages = asker.store, stages
             asked = {}
             for p in protocols:
                 requests = p.requests(family)

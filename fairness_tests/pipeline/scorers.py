@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -102,10 +102,12 @@ def _as_rubric(s: Scored) -> Rubric:
 
 
 def score_generations(records: pd.DataFrame, c: Any, store: ResponseStore | None, *,
-                      progress: bool | None = False, live: bool = True) -> ScoredGenerations:
+                      progress: bool | None = False, live: bool = True,
+                      stage: Callable[[str], None] | None = None) -> ScoredGenerations:
     """Score ``records`` with the scorers of ``c`` (a configuration with
     :class:`~.config.RubricOptions`, :class:`~.config.ScorerOptions` and the stats
-    options) and build the tables (see the module docstring)."""
+    options) and build the tables (see the module docstring); ``stage``: called with a
+    progress line between the scoring and the tables (the audit's stage lines)."""
     compare = None if c.compare_rubric in (None, "none") else c.compare_rubric
     names = c.scorer_list(c.rubric, compare)
     by = score_with(names, records, scoring_context(c, names, store, progress, live))
@@ -114,6 +116,9 @@ def score_generations(records: pd.DataFrame, c: Any, store: ResponseStore | None
     other = _as_rubric(scored[1]) if len(scored) > 1 else None
     if other is not None and other.name == rubric.name:
         other = None
+    if stage is not None:
+        stage(f"generative: {len(records)} generations scored by {', '.join(by)}; "
+              "building the tables")
     kw = dict(n_boot=c.n_boot, seed=c.seed, cluster=c.gen_cluster)
     tables = generative_tables(scored[0].scored, rubric=rubric.name,
                                compare=(other.name, scored[1].scored) if other else None, **kw)

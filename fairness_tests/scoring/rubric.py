@@ -169,16 +169,18 @@ def term_pattern(term: str, path: Any = None, key: str | None = None) -> str:
     return start + body + end
 
 
-def strict_category_pattern(cat: Category) -> str:
-    """One alternation for a strict category; each alternative carries its own case
-    flag; longest alternatives first so overlapping entries count once."""
+def strict_category_pattern(cat: Category) -> re.Pattern[str]:
+    """One alternation for a strict category, compiled case-insensitive, a case-sensitive
+    entry wrapped in ``(?-i:...)``; longest alternatives first so overlapping entries
+    count once. (The same language as wrapping every alternative in its own ``(?i:...)``,
+    which makes the regex engine 3-4x slower.)"""
     alts = []
     for e in cat.entries:
         if isinstance(e, dict):
-            flag = "" if e.get("case_sensitive") else "i"
-            alts.append((len(e["regex"]), f"(?{flag or '-i'}:{e['regex']})"))
+            regex = e["regex"]
+            alts.append((len(regex), f"(?-i:{regex})" if e.get("case_sensitive") else regex))
         else:
             p = term_pattern(e)
-            alts.append((len(p), f"(?i:{p})"))
+            alts.append((len(p), p))
     alts.sort(key=lambda t: -t[0])
-    return "|".join(a for _, a in alts)
+    return re.compile("|".join(f"(?:{a})" for _, a in alts), re.IGNORECASE)

@@ -18,6 +18,7 @@ import pandas as pd
 from fairness_tests.models.request import Request, Response
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.protocols import protocol
+from fairness_tests.pipeline.stages import SILENT, Stages
 
 
 @dataclass
@@ -43,6 +44,8 @@ class Family(ABC):
         self.config = config
         #: the run's response store (set by the audit; a judge scorer asks through it)
         self.store: Any = None
+        #: where the family's stage lines go while it computes (set by the audit)
+        self.stages: Stages = SILENT
 
     @abstractmethod
     def results(self, asked: dict[str, Asked]) -> Results:

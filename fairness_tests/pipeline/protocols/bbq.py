@@ -76,7 +76,7 @@ class BBQFamily(Family):
         preds = predictions_table(requests, responses).drop_duplicates(ANSWER_KEY) \
             .reset_index(drop=True)
         tables = bbq_tables(self.items, preds, n_boot=c.n_boot, seed=c.seed,
-                            cluster=c.bbq_cluster)
+                            cluster=c.bbq_cluster, stage=self.stages)
         sampled = "consistency" in asked and c.consistency_items == "sample"
         info = bbq_info(
             self.data, self.items, preds, filter=c.bbq_filter, seed=c.seed, n_boot=c.n_boot,

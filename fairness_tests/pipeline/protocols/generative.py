@@ -75,7 +75,8 @@ class GenerativeFamily(Family):
         c = self.config
         a = asked["generative"]
         recs = records(a.requests, a.responses)
-        sg = score_generations(recs, c, self.store, progress=c.progress, live=c.live)
+        sg = score_generations(recs, c, self.store, progress=c.progress, live=c.live,
+                               stage=self.stages)
         scored, tables = sg.primary.scored, sg.tables
         info = generative_info(
             recs, sg.rubric, sg.other, n_boot=c.n_boot, seed=c.seed, suite=self.suite,
