@@ -14,6 +14,7 @@ from fairness_tests.metrics.expected_consistency import (
     expected_max_count,
     expected_per_item,
     goodness_of_fit,
+    goodness_of_fit_cells,
 )
 
 
@@ -89,3 +90,29 @@ def test_goodness_of_fit_holds_its_size_and_catches_a_cache():
     P0[0] = [1.0, 0.0, 0.0, 0.0]
     O[0] = [19, 1, 0, 0]
     assert math.isinf(goodness_of_fit(O, P0, n_sim=100).statistic)
+
+
+def test_cells_share_one_draw_and_each_is_its_own_fit():
+    """goodness_of_fit_cells (issue 24: one parametric-bootstrap draw for the 27 cells of
+    a consistency table): a cell's X^2 is the sum of its items' terms and its df the sum
+    of their (k_i - 1), computed here by hand; the all-items cell is exactly the one-cell
+    test with the same seed; each cell's p-value agrees with the one-cell test of its
+    own items within the Monte Carlo error of two independent estimates."""
+    rng = np.random.default_rng(3)
+    P = distribution(rng.dirichlet([2, 2, 2], size=30) * 0.95)
+    P[5] = [0.6, 0.4, 0.0, 0.0]                       # two options impossible: k_5 = 2
+    obs = rng.multinomial(12, P).astype(float)
+    cells = np.array([np.ones(30, bool), np.arange(30) < 10, np.arange(30) % 3 == 0])
+    fits = goodness_of_fit_cells(obs, P, cells, n_sim=4000, seed=11)
+    for m, fit in zip(cells, fits, strict=True):
+        E = obs[m].sum(axis=1, keepdims=True) * P[m]
+        pos = E > 0
+        x2 = float((((obs[m] - E) ** 2)[pos] / E[pos]).sum())
+        assert fit.statistic == pytest.approx(x2, rel=1e-12)
+        assert fit.df == int(((P[m] > 0).sum(axis=1) - 1).sum())
+        alone = goodness_of_fit(obs[m], P[m], n_sim=4000, seed=12)
+        se = math.sqrt(2 * alone.p_value * (1 - alone.p_value) / 4000) + 1 / 4000
+        assert abs(fit.p_value - alone.p_value) < 4 * se
+    one = goodness_of_fit(obs, P, n_sim=4000, seed=11)
+    assert (fits[0].statistic, fits[0].df, fits[0].p_value) == \
+        (one.statistic, one.df, one.p_value)

@@ -20,6 +20,7 @@ from fairness_tests.models.request import (
     Decoding,
     Message,
     Request,
+    _plain_canonical,
     canonical,
     canonical_json,
     chat,
@@ -157,3 +158,39 @@ def test_request_keys_equal_the_reference_keys():
     for r in reqs:
         assert r.key() == ref_key(r)
         assert r.with_(repeat=1).key() == ref_key(r.with_(repeat=1))
+
+
+def test_the_plain_fast_path_equals_canonical_and_steps_aside_for_other_types():
+    """Request keys take a one-pass path for the plain types requests are built with
+    (issue 24); on random key-field dicts it gives what canonical() gives, or None
+    (canonical decides) when a value is of another type."""
+    rng = random.Random(7)
+    plain = other = 0
+    for _ in range(3000):
+        fields = {"backend": rng.choice(["litellm", "transformers"]),
+                  "model": rng.choice(["m", "embedded:gemma-3-270m"]),
+                  "kind": "choice",
+                  "messages": [["user", f"q{rng.randint(0, 9)}"]],
+                  "choices": rng.choice([["a", "b"], []]),
+                  "decoding": {"temperature": rng.choice([0.0, 1.0, 0.7, 2.0]),
+                               "top_p": rng.choice([1.0, 0.9]), "max_tokens": 16},
+                  "seed": rng.randint(0, 5), "repeat": rng.randint(0, 3),
+                  "repeat_mode": rng.choice([None, "n"]), "letter_rule": None}
+        if rng.random() < 0.3:          # a value of another type somewhere
+            where = rng.choice(["seed", "model", "messages", "decoding"])
+            odd = rng.choice([True, np.int64(3), np.float32(0.7), ("t",), 1.5])
+            if where == "decoding":
+                fields["decoding"]["temperature"] = odd
+            elif where == "messages":
+                fields["messages"] = [("user", "q")]
+            else:
+                fields[where] = odd
+        fast = _plain_canonical(fields)
+        if fast is None:
+            other += 1
+            continue
+        plain += 1
+        assert fast == canonical(fields) == ref_canonical(fields)
+        assert json.dumps(fast, sort_keys=True) == json.dumps(ref_canonical(fields),
+                                                              sort_keys=True)
+    assert plain > 1500 and other > 300

@@ -2,13 +2,21 @@
 semantics (fairness_cards README). `published` must reproduce each false positive,
 `strict` must not. Expected values are counted by hand on the texts below."""
 import json
+import random
+import re
 
 import pytest
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.paths import fairness_cards_dir
 from fairness_tests.scoring.lexical import score_text
-from fairness_tests.scoring.rubric import PUBLISHED_KEYS, load_rubric, parse_rubric, term_pattern
+from fairness_tests.scoring.rubric import (
+    PUBLISHED_KEYS,
+    load_rubric,
+    parse_rubric,
+    strict_category_pattern,
+    term_pattern,
+)
 
 
 def P(text):
@@ -159,3 +167,35 @@ def test_bad_rubric_files_name_file_and_key(tmp_path):
     assert {p.message for p in e.value.problems} == {"missing required key"}
     with pytest.raises(ConfigError, match="cannot read"):
         load_rubric(tmp_path / "absent.json")
+
+
+def test_strict_patterns_match_as_each_entry_with_its_own_case_flag():
+    """A strict category is compiled once, case-insensitive, a case-sensitive entry
+    wrapped in (?-i:...) (issue 24: 3-4x faster); on texts built to probe case, word
+    boundaries, overlaps and inflections it counts exactly what the alternation of each
+    entry under its own inline flag counts (the language the rubric defines)."""
+    rubric = load_rubric("strict")
+    words = ["Mr. Khan", "mr. khan", "MR Smith", "Miss Amina", "mission", "Sorry",
+             "SORRY",
+             "sorry,", "I can't", "I CANNOT", "workplace considerations", "consideration",
+             "concerned", "Concerns", "emotional intelligence", "Emotional", "quietly",
+             "Quiet", "terrorists", "Muslims", "christianity", "traditional", "hard-working",
+             "leader", "LEADERS", "risky", "Ms.Khan", "Mrs.  Patel", "strong  background"]
+    rng = random.Random(5)
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 12)))
+             for _ in range(400)]
+    for name, cat in rubric.categories.items():
+        alts = []
+        for e in cat.entries:
+            if isinstance(e, dict):
+                flag = "" if e.get("case_sensitive") else "i"
+                alts.append((len(e["regex"]), f"(?{flag or '-i'}:{e['regex']})"))
+            else:
+                p = term_pattern(e)
+                alts.append((len(p), f"(?i:{p})"))
+        alts.sort(key=lambda t: -t[0])
+        reference = re.compile("|".join(a for _, a in alts))
+        compiled = strict_category_pattern(cat)
+        counts = [len(compiled.findall(t)) for t in texts]
+        assert counts == [len(reference.findall(t)) for t in texts], name
+        assert sum(counts) > 0 or name in ("deflection",), name

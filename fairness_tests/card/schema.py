@@ -19,13 +19,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fairness_tests.core.errors import ConfigError, Problem
 from fairness_tests.core.paths import DATA_DIR
 from fairness_tests.core.validate import (
     MISSING_REQUIRED,
     line_index,
+    load_yaml,
     parse,
     read_text,
     schema_problems,
@@ -39,18 +38,18 @@ CARD_VERSION = "0.1.0"
 def load_schema(name: str) -> dict:
     """One schema file of ``data/card_schema`` as a dict (``core``, ``llm``, ``fairness_tests``)."""
     path = SCHEMA_DIR / f"{name}.yaml"
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return load_yaml(path.read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=None)
 def user_fields() -> dict:
     """``data/card_schema/user_fields.yaml``: sections and the fields a run cannot know."""
-    return yaml.safe_load((SCHEMA_DIR / "user_fields.yaml").read_text(encoding="utf-8"))
+    return load_yaml((SCHEMA_DIR / "user_fields.yaml").read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=None)
 def metric_definitions() -> dict:
-    return yaml.safe_load((SCHEMA_DIR / "metric_definitions.yaml").read_text(encoding="utf-8"))
+    return load_yaml((SCHEMA_DIR / "metric_definitions.yaml").read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=None)

@@ -15,9 +15,9 @@ from fairness_tests.pipeline.config import BBQFilterConfig, BBQScoreConfig, Data
 from fairness_tests.pipeline.configure import command_line, recorded_config
 from fairness_tests.pipeline.scored import scored_run
 from fairness_tests.protocols.bbq.answers import BBQ_AUTHORS, question_only, resolve
-from fairness_tests.protocols.bbq.data import load_bbq
+from fairness_tests.protocols.bbq.data import load_filtered
 from fairness_tests.protocols.bbq.fetch import BASE_URL, fetch
-from fairness_tests.protocols.bbq.filter import filter_counts, filter_items
+from fairness_tests.protocols.bbq.filter import filter_counts
 from fairness_tests.protocols.bbq.official import resolve_categories
 from fairness_tests.protocols.bbq.predictions import read_predictions
 from fairness_tests.report.bbq_score import answers_lines, score_report
@@ -39,9 +39,8 @@ def register(subparsers) -> None:
 
 
 def _load(c: BBQFilterConfig, categories: tuple[str, ...] | None = None):
-    data = load_bbq(bbq_dir(c.bbq_dir), categories or c.categories,
-                    require_official=c.require_official)
-    return data, filter_items(data.items, c.bbq_filter)
+    return load_filtered(bbq_dir(c.bbq_dir), categories or c.categories, c.bbq_filter,
+                         require_official=c.require_official)
 
 
 def _score_inputs(c: BBQScoreConfig):

@@ -117,6 +117,40 @@ def _canonical_dict(value: dict, where: Any) -> dict:
     return out
 
 
+def _plain_canonical(fields: dict[str, Any]) -> dict[str, Any] | None:
+    """:func:`canonical` of a request's key fields when they hold the plain types a
+    request is built with (strings, lists of strings, a decoding of floats and ints,
+    int seed and repeat), in one cheap pass: ``None`` values dropped, an integral float
+    as an int. None when anything else is there (then :func:`canonical` decides)."""
+    out: dict[str, Any] = {}
+    for k, v in fields.items():
+        t = type(v)
+        if v is None:
+            continue
+        if t is str or t is int:
+            out[k] = v
+        elif k == "decoding" and t is dict:
+            d = {}
+            for dk, dv in v.items():
+                dt = type(dv)
+                if dt is float and math.isfinite(dv):
+                    d[dk] = int(dv) if dv.is_integer() else dv
+                elif dt is int or dt is str:
+                    d[dk] = dv
+                elif dv is not None:
+                    return None
+            out[k] = d
+        elif t is list and all(type(x) is str for x in v):
+            out[k] = v
+        elif k == "messages" and t is list and all(
+                type(m) is list and len(m) == 2 and type(m[0]) is str and type(m[1]) is str
+                for m in v):
+            out[k] = v
+        else:
+            return None
+    return out
+
+
 def _where(where: Any) -> str:
     """The readable place of a (parent, step) chain: ``request.messages[0]`` (a string
     step is a key, an int an index)."""
@@ -251,7 +285,7 @@ class Request:
         repeat mode other than ``calls``, a ``letter_rule``, a prompt format other than
         ``chat`` and an answer prefix other than the default (where one is used) enter
         only when set, so keys of runs that use none of them are unchanged."""
-        return canonical({
+        fields = {
             "backend": self.backend,
             "model": self.model,
             "kind": self.kind,
@@ -264,7 +298,8 @@ class Request:
             **self._format_fields(),
             "letter_rule": self.letter_rule,
             "response_format": self.response_format,
-        })
+        }
+        return _plain_canonical(fields) or canonical(fields)
 
     def _format_fields(self) -> dict[str, Any]:
         """``{prompt_format, answer_prefix}`` as the key holds them (None: left out)."""

@@ -29,12 +29,12 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from fairness_tests.core.cache import cache_root
 from fairness_tests.core.errors import ConfigError, DataError
 from fairness_tests.core.io import sha256_file
 from fairness_tests.core.locks import exclusive
 from fairness_tests.models.prompt_format import format_gemma
 
-ENV_CACHE = "FAIRNESS_CACHE"
 EMBEDDED = "embedded"
 EMBEDDED_MODEL_ID = "gemma-3-270m-q4_k_m"   # the model id recorded in requests/cards
 ANSWER_PREFIX = "Answer: ("
@@ -84,13 +84,6 @@ def choice_prompt(messages: Iterable[Any], answer_prefix: str = ANSWER_PREFIX) -
 
 
 # --------------------------------------------------------------------------- cache
-
-def cache_root() -> Path:
-    """``$FAIRNESS_CACHE`` or ``~/.cache/fairness_tests``."""
-    env = os.environ.get(ENV_CACHE)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "fairness_tests"
-
-
 
 def _atomic_dir(final: Path, build) -> Path:
     """Run ``build(tmp_dir)`` in a temporary sibling of ``final`` and rename it into

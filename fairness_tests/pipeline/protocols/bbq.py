@@ -14,8 +14,7 @@ from fairness_tests.models.request import Decoding, Request
 from fairness_tests.pipeline.bbq_info import bbq_info
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.protocols.base import Asked, AuditProtocol, Family, Results
-from fairness_tests.protocols.bbq.data import load_bbq
-from fairness_tests.protocols.bbq.filter import filter_items
+from fairness_tests.protocols.bbq.data import load_filtered
 from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table
 from fairness_tests.protocols.bbq.sample import consistency_sample, sample_record
 
@@ -49,8 +48,8 @@ class BBQFamily(Family):
 
     def __init__(self, config: AuditConfig):
         super().__init__(config)
-        self.data = load_bbq(bbq_dir(config.bbq_dir), config.categories)
-        items = filter_items(self.data.items, config.bbq_filter)
+        self.data, items = load_filtered(bbq_dir(config.bbq_dir), config.categories,
+                                         config.bbq_filter)
         wants_sample = "consistency" in config.protocols or config.rotations == "sample"
         sample = consistency_sample(items, per_cell=config.per_cell, seed=config.seed) \
             if wants_sample else items.iloc[:0]

@@ -27,16 +27,18 @@ the authors' rule finds none); ``label_type`` is ``name`` (the people are named)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from fairness_tests.core.cache import cached, code_digest
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.io import json_lines
-from fairness_tests.core.paths import ENV_BBQ_DIR, display_path
+from fairness_tests.core.paths import DATA_DIR, ENV_BBQ_DIR, display_path
 from fairness_tests.protocols.bbq import authors
+from fairness_tests.protocols.bbq.filter import filter_items
 from fairness_tests.protocols.bbq.official import (
     DEFAULT_CATEGORIES,
     INTERSECTIONAL,
@@ -138,6 +140,44 @@ def load_bbq(directory: str | Path, datasets: tuple[str, ...] | None = DATASETS,
     """Load the given categories from ``directory`` (see module docstring);
     ``datasets``: category names or ``("all",)`` (None: the intersectional two)."""
     directory = Path(directory)
+    categories, paths, meta_path, sha, blob = _located(directory, datasets, require_official)
+    return _parse(directory, categories, paths, meta_path, sha, blob)
+
+
+def load_filtered(directory: str | Path, datasets: tuple[str, ...] | None = DATASETS,
+                  filter: str = "intersectional",
+                  require_official: bool = False) -> tuple[BBQData, pd.DataFrame]:
+    """:func:`load_bbq` and the items kept by ``filter``
+    (:func:`fairness_tests.protocols.bbq.filter.filter_items`), what an audit and ``bbq
+    score`` start from. Parsing 27,000 items takes about a second, so the result is
+    kept in the user cache (:func:`fairness_tests.core.cache.cached`) under the files'
+    sha256, the categories, the filter and the digest of this package's code and data:
+    the files are still read and hashed each time (and checked with
+    ``require_official``), never parsed twice."""
+    directory = Path(directory)
+    categories, paths, meta_path, sha, blob = _located(directory, datasets, require_official)
+
+    def build() -> tuple[BBQData, pd.DataFrame]:
+        data = _parse(directory, categories, paths, meta_path, sha, blob)
+        return data, filter_items(data.items, filter)
+
+    key = {"files": {p.name: sha[p.name] for p in [*paths.values(), *([meta_path] if meta_path
+                                                                         else [])]},
+           "layout": {c: str(p.relative_to(directory)) for c, p in paths.items()},
+           "categories": list(categories), "filter": filter, "code": _code_digest()}
+    data, kept = cached("bbq-items", key, build)
+    return replace(data, directory=directory), kept
+
+
+def _code_digest() -> str:
+    """The digest of what parses and filters the items: this package's modules and the
+    packaged BBQ tables (templates, occupations)."""
+    return code_digest(Path(__file__).parent, DATA_DIR / "bbq")
+
+
+def _located(directory: Path, datasets: tuple[str, ...] | None, require_official: bool):
+    """(categories, {category: file}, metadata file or None, sha256s, blob ids) of the
+    files to read, each file's digests computed and, with ``require_official``, checked."""
     categories = resolve_categories(datasets)
     if not directory.is_dir():
         raise not_found(directory, "no such directory", categories)
@@ -157,6 +197,12 @@ def load_bbq(directory: str | Path, datasets: tuple[str, ...] | None = DATASETS,
             why = verify(p.name, sha[p.name], blob[p.name])
             if why:
                 raise DataError(f"not the official release's file: {why}", path=p)
+    return categories, paths, meta_path, sha, blob
+
+
+def _parse(directory: Path, categories: tuple[str, ...], paths: dict[str, Path],
+           meta_path: Path | None, sha: dict[str, str], blob: dict[str, str]) -> BBQData:
+    """The items of the located files, joined with their metadata rows (or derived)."""
     metadata = read_metadata(meta_path) if meta_path else None
     frames, sources, notes = [], {}, []
     for c in categories:

@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from fairness_tests.core.paths import DATA_DIR
+from fairness_tests.core.validate import load_yaml
 
 DEFAULT_SUITE = DATA_DIR / "suites" / "default.yaml"
 
@@ -21,7 +22,7 @@ def protocol_seeds(suite: str | Path | None = None,
         if published_grid:
             with Path(published_grid).open(newline="", encoding="utf-8") as fh:
                 return sorted({int(r["seed"]) for r in csv.DictReader(fh)})
-        raw = yaml.safe_load(Path(suite or DEFAULT_SUITE).read_text(encoding="utf-8"))
+        raw = load_yaml(Path(suite or DEFAULT_SUITE).read_text(encoding="utf-8"))
         seeds = raw.get("seeds") if isinstance(raw, dict) else None
         return sorted({int(s) for s in seeds}) if isinstance(seeds, list) else None
     except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError, csv.Error):
