@@ -14,6 +14,7 @@ one response is worth to a rule.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib
 from collections.abc import Callable, Sequence
@@ -152,8 +153,10 @@ def apply_parse(request: Request, response: Response,
 
 
 def copy_response(r: Response) -> Response:
-    """An independent copy (a request asked twice gets two responses to mutate)."""
-    c = dataclasses.replace(r)
+    """An independent copy (a request asked twice gets two responses to mutate): its
+    fields copied as they are (Response has no ``__post_init__`` to re-run), the letter
+    probabilities as a list of their own."""
+    c = copy.copy(r)
     if r.letter_probs is not None:
         c.letter_probs = list(r.letter_probs)
     return c

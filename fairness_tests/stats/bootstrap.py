@@ -113,9 +113,9 @@ def _multiplicities(n: int, n_boot: int, seed: int) -> np.ndarray:
         W = np.zeros((n_boot, 0), dtype=np.float64)
     else:
         rng = np.random.default_rng(seed)
-        idx = rng.integers(0, n, size=(n_boot, n))
-        flat = (idx + (np.arange(n_boot)[:, None] * n)).ravel()
-        W = np.bincount(flat, minlength=n_boot * n).reshape(n_boot, n).astype(np.float64)
+        flat = rng.integers(0, n, size=(n_boot, n))
+        flat += np.arange(n_boot)[:, None] * n      # in place: one (B x n) array less
+        W = np.bincount(flat.ravel(), minlength=n_boot * n).astype(np.float64).reshape(n_boot, n)
     W.flags.writeable = False
     return W
 
