@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fairness_tests.card.schema import load_card
 from fairness_tests.models.backends.base import BackendInfo
 from fairness_tests.rules.evaluate import VERDICT_COLUMNS
 from fairness_tests.run.metadata import (
@@ -319,7 +320,6 @@ COMMITTED = Path(__file__).resolve().parent.parent / "docs" / "cards" / \
 
 @functools.lru_cache(maxsize=1)
 def _committed_card() -> dict:
-    from fairness_tests.card.schema import load_card
     return load_card(COMMITTED)
 
 
