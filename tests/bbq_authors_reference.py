@@ -22,6 +22,8 @@ Public functions:
   match_prediction(pred, item) -> int | None
   authors_scores(data_jsonl, preds_jsonl, answer_field, ...) -> list[dict]
   load_intersectional_templates(csv_path) -> {question_index: (var2, proper_nouns_only)}
+  paper_figures() -> {(category, format, context): (accuracy, bias)}, percent: the
+      paper's UnifiedQA-11B figures (tests/data/bbq_paper/unifiedqa.csv)
 
 Pure Python (the standard library only); deterministic row order.
 """
@@ -31,6 +33,7 @@ import csv
 import json
 import re
 from collections import defaultdict
+from pathlib import Path
 
 ANS = ("ans0", "ans1", "ans2")
 INTERSECTIONAL = ("Race_x_gender", "Race_x_SES")
@@ -433,3 +436,17 @@ def unmatched_predictions(preds_jsonl, answer_field: str) -> list[tuple[int, str
         if match_prediction(row.get(answer_field), row) is None:
             out.append((int(row["example_id"]), row.get(answer_field)))
     return out
+
+
+# --------------------------------------------------------------------------- the paper
+PAPER_CSV = Path(__file__).resolve().parent / "data" / "bbq_paper" / "unifiedqa.csv"
+
+
+def paper_figures(path=PAPER_CSV) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """The paper's UnifiedQA-11B figures (Parrish et al. 2022: accuracy Fig. 5, bias
+    Fig. 3, question-only Fig. 6), percent to one decimal: (category, format, context)
+    -> (accuracy, bias); format RACE, ARC or qonly (ambiguous contexts only). The one
+    copy of the table (tests/data/bbq_paper/README.md)."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        return {(r["category"], r["format"], r["context"]):
+                (float(r["accuracy"]), float(r["bias"])) for r in csv.DictReader(fh)}
