@@ -22,6 +22,7 @@ Public functions:
   match_prediction(pred, item) -> int | None
   authors_scores(data_jsonl, preds_jsonl, answer_field, ...) -> list[dict]
   load_intersectional_templates(csv_path) -> {question_index: (var2, proper_nouns_only)}
+  official_scores(...): authors_scores on read-only files, computed once per process
   paper_figures() -> {(category, format, context): (accuracy, bias)}, percent: the
       paper's UnifiedQA-11B figures (tests/data/bbq_paper/unifiedqa.csv)
 
@@ -29,7 +30,9 @@ Pure Python (the standard library only); deterministic row order.
 """
 from __future__ import annotations
 
+import copy
 import csv
+import functools
 import json
 import re
 from collections import defaultdict
@@ -436,6 +439,18 @@ def unmatched_predictions(preds_jsonl, answer_field: str) -> list[tuple[int, str
         if match_prediction(row.get(answer_field), row) is None:
             out.append((int(row["example_id"]), row.get(answer_field)))
     return out
+
+
+# ----------------------------------------------------------------- shared results
+@functools.lru_cache(maxsize=None)
+def _official_scores(data_jsonl, preds_jsonl, answer_field: str) -> tuple[dict, ...]:
+    return tuple(authors_scores(data_jsonl, preds_jsonl, answer_field))
+
+
+def official_scores(data_jsonl, preds_jsonl, answer_field: str) -> list[dict]:
+    """``authors_scores(data_jsonl, preds_jsonl, answer_field)`` computed once per process
+    for the same arguments (the real files are read-only): a deep copy each call."""
+    return copy.deepcopy(list(_official_scores(data_jsonl, preds_jsonl, answer_field)))
 
 
 # --------------------------------------------------------------------------- the paper

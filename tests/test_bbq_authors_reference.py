@@ -290,9 +290,9 @@ def scores():
     out = {}
     for fmt, field in FIELDS.items():
         for c in CATS:
-            for r in R.authors_scores(OFFICIAL / "data" / f"{c}.jsonl",
-                                      OFFICIAL / "results" / "UnifiedQA" / f"preds_{c}.jsonl",
-                                      field):
+            for r in R.official_scores(OFFICIAL / "data" / f"{c}.jsonl",
+                                       OFFICIAL / "results" / "UnifiedQA" / f"preds_{c}.jsonl",
+                                       field):
                 out[(c, fmt, r["context"], r["proxy"])] = r
     return out
 

@@ -155,8 +155,8 @@ def test_the_interface_command_equals_the_authors_analysis(category, capsys):
                      "bbq-authors", "--predictions", str(PREDS / f"preds_{category}.jsonl"),
                      "--answer-field", field], capsys)
         rows = {(r["dataset"], r["context"], r["proxy"]): r for r in doc["rows"]}
-        ref = R.authors_scores(OFFICIAL_DIR / "data" / f"{category}.jsonl",
-                               PREDS / f"preds_{category}.jsonl", field)
+        ref = R.official_scores(OFFICIAL_DIR / "data" / f"{category}.jsonl",
+                                PREDS / f"preds_{category}.jsonl", field)
         assert set(rows) == {(r["dataset"], r["context"], r["proxy"]) for r in ref}
         for r in ref:
             got = rows[(r["dataset"], r["context"], r["proxy"])]
