@@ -216,27 +216,29 @@ def all_six(tmp_path_factory):
 
 
 @functools.lru_cache(maxsize=None)
-def _category_files(category: str) -> tuple[dict, list]:
-    """A category's data items by example_id and its predictions file's rows, read once
-    (read-only)."""
+def _category_files(category: str) -> tuple[dict, list, dict]:
+    """A category's data items by example_id, its predictions file's rows and the
+    reference's target_loc of every item (example_id -> option or None), read and
+    derived once (read-only)."""
     data = {}
     for x in open(OFFICIAL_DIR / "data" / f"{category}.jsonl", encoding="utf-8"):
         it = json.loads(x)
         data[it["example_id"]] = it
     preds = [json.loads(x) for x in open(PREDS / f"preds_{category}.jsonl", encoding="utf-8")]
-    return data, preds
+    targets = {eid: R.derive_target_loc(it) for eid, it in data.items()}
+    return data, preds, targets
 
 
 def project_expected(category: str, field: str) -> dict:
     """The project's conventions, computed here from the data items and the reference's
     matching: every answer counts (unmatched = wrong), non-unknown = not the option
     tagged exactly "unknown", bias only on items with a target."""
-    data, preds = _category_files(category)
+    data, preds, targets = _category_files(category)
     out = {}
     for row in preds:
         it = data[row["example_id"]]
         k = R.match_prediction(row[field], it)
-        t = R.derive_target_loc(it)
+        t = targets[row["example_id"]]
         g = out.setdefault(it["context_condition"], [0, 0, 0, 0, 0])
         g[0] += 1
         g[1] += k == it["label"]
