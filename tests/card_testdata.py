@@ -5,14 +5,10 @@ checks a derived figure the arithmetic is written next to the assertion.
 """
 from __future__ import annotations
 
-import copy
-import functools
 import math
-from pathlib import Path
 
 import pandas as pd
 
-from fairness_tests.card.schema import load_card
 from fairness_tests.models.backends.base import BackendInfo
 from fairness_tests.rules.evaluate import VERDICT_COLUMNS
 from fairness_tests.run.metadata import (
@@ -309,21 +305,3 @@ USER = {
                    "monitoring": ["weekly replay of the recorded suite"]},
     "reproducibility": {"code_url": "https://example.org/fairness_tests", "license": "MIT"},
 }
-
-
-# ----------------------------------------------------------------- the committed card
-#: the committed card of the embedded model (845 KB of YAML: about 4 s to parse with
-#: PyYAML's pure-Python loader, which fairness_tests.card.schema.load_card uses)
-COMMITTED = Path(__file__).resolve().parent.parent / "docs" / "cards" / \
-    "embedded-gemma-3-270m" / "card.yaml"
-
-
-@functools.lru_cache(maxsize=1)
-def _committed_card() -> dict:
-    return load_card(COMMITTED)
-
-
-def committed_card() -> dict:
-    """``load_card(COMMITTED)``, parsed once per process; each call returns a deep copy
-    (the caller may change it)."""
-    return copy.deepcopy(_committed_card())

@@ -143,3 +143,28 @@ def store(tmp_path):
     s = ResponseStore(tmp_path / "s.sqlite")
     yield s
     s.close()
+
+
+# ----------------------------------------------------------------------------------------
+# The committed card of the embedded model (docs/cards/embedded-gemma-3-270m/card.yaml,
+# 845 KB of YAML: about 4 s to parse with the pure-Python loader load_card uses), parsed
+# once per session and shared by the card tests (test_card_render, test_card_browser,
+# test_card_print).
+COMMITTED_CARD = Path(__file__).resolve().parent.parent / "docs" / "cards" / \
+    "embedded-gemma-3-270m" / "card.yaml"
+
+
+@pytest.fixture(scope="session")
+def committed_card(tmp_path_factory) -> Callable[[], dict]:
+    """A function returning ``load_card(COMMITTED_CARD)``: parsed once per session (the
+    first worker pickles it, the others read the pickle); each call a fresh copy."""
+    import pickle  # noqa: PLC0415  (kept inside this appended block)
+
+    from fairness_tests.card.schema import load_card  # noqa: PLC0415
+
+    def build(d: Path) -> None:
+        (d / "card.pickle").write_bytes(pickle.dumps(load_card(COMMITTED_CARD)))
+
+    key = {"sha256": hashlib.sha256(COMMITTED_CARD.read_bytes()).hexdigest()}
+    data = (once(tmp_path_factory, "committed-card", key, build) / "card.pickle").read_bytes()
+    return lambda: pickle.loads(data)

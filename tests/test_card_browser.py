@@ -24,7 +24,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from browser import A11Y_PROBE, CLIPPED_PROBE, Opened, launch, screenshots  # noqa: E402
-from card_testdata import USER, committed_card, make_run  # noqa: E402
+from card_testdata import USER, make_run  # noqa: E402
 
 from fairness_tests.card import write_cards  # noqa: E402
 from fairness_tests.card.files import render_card_files  # noqa: E402
@@ -94,7 +94,8 @@ def test_full_card_renders_without_console_errors(browser, tmp_path):
         opened.close()
 
 
-def test_committed_card_has_no_clipped_label_and_unique_ids(browser, tmp_path):
+def test_committed_card_has_no_clipped_label_and_unique_ids(browser, tmp_path,
+                                                            committed_card):
     """The real card: long BBQ cell labels (Race_x_gender/disambig/nonneg), 22 plots."""
     card = committed_card()
     paths = render_card_files(card, tmp_path / "card", kinds=("html",))

@@ -24,7 +24,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from browser import CLIPPED_PROBE, Opened, launch  # noqa: E402
-from card_testdata import USER, committed_card  # noqa: E402
+from card_testdata import USER  # noqa: E402
 from test_card_plots import _many_failures  # noqa: E402
 
 from fairness_tests.card.files import render_card_files  # noqa: E402
@@ -78,7 +78,7 @@ def _shots_dir(tmp_path: Path) -> Path:
     return d
 
 
-def _pages(tmp_path: Path) -> dict[str, Path]:
+def _pages(tmp_path: Path, committed_card) -> dict[str, Path]:
     out = {}
     out["test"] = render_card_files(fill_card(_many_failures(), USER), tmp_path / "test",
                                     kinds=("html",))["html"]
@@ -90,9 +90,9 @@ def _pages(tmp_path: Path) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def pages(tmp_path_factory) -> dict[str, Path]:
+def pages(tmp_path_factory, committed_card) -> dict[str, Path]:
     """The three pages, rendered once for the module."""
-    return _pages(tmp_path_factory.mktemp("pages"))
+    return _pages(tmp_path_factory.mktemp("pages"), committed_card)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from card_testdata import USER, committed_card, make_run  # noqa: E402
+from card_testdata import USER, make_run  # noqa: E402
 
 from fairness_tests.card.files import render_card_files, write_cards  # noqa: E402
 from fairness_tests.card.fill import fill_card  # noqa: E402
@@ -143,12 +143,12 @@ def test_no_plot_without_data():
 
 # ----------------------------------------------------------------- a card people read
 
-# the committed card of the embedded model: card_testdata.committed_card() parses
-# docs/cards/embedded-gemma-3-270m/card.yaml once per process (about 4 s) and hands out
-# copies
+# the committed card of the embedded model: the session fixture committed_card
+# (tests/conftest.py) parses docs/cards/embedded-gemma-3-270m/card.yaml once per session
+# (about 4 s) and hands out copies
 
 
-def test_markdown_card_is_small_and_links_its_tables_as_csv(tmp_path):
+def test_markdown_card_is_small_and_links_its_tables_as_csv(tmp_path, committed_card):
     """The old card.md inlined every supporting table (~230 KB for the embedded model)."""
     import csv
 
@@ -178,7 +178,8 @@ def test_markdown_card_is_small_and_links_its_tables_as_csv(tmp_path):
     assert {"ci_low", "ci_high", "n"} <= set(rows[0])
 
 
-def test_rerendering_removes_csv_files_of_tables_the_card_no_longer_has(tmp_path):
+def test_rerendering_removes_csv_files_of_tables_the_card_no_longer_has(tmp_path,
+                                                                        committed_card):
     card = committed_card()
     render_card_files(card, tmp_path, kinds=("md",))
     assert (tmp_path / "tables" / "protocol_verdicts.csv").exists()
@@ -242,7 +243,7 @@ def _strict_errors(text: str) -> list[str]:
     return p.errors + ([f"unclosed: {p.stack}"] if p.stack else [])
 
 
-def test_html_is_strictly_well_formed_with_unique_ids(tmp_path):
+def test_html_is_strictly_well_formed_with_unique_ids(tmp_path, committed_card):
     """The old card gave every section's id twice (<section id> and <h2 id>)."""
     for card in (fill_card(make_run(), USER), fill_card(make_run("bbq")), committed_card()):
         assert _strict_errors(render_html(card)) == []
@@ -269,7 +270,7 @@ def _vnu():
 
 
 @pytest.mark.slow          # one JVM start (~3 s)
-def test_html_passes_the_nu_validator(tmp_path):
+def test_html_passes_the_nu_validator(tmp_path, committed_card):
     """The three cards pass the Nu validator with no error and no warning; control: it
     reports the duplicated id the old renderer wrote. One validator run for all four
     files (one JVM start), its messages told apart by file."""
