@@ -26,13 +26,15 @@ pytestmark = pytest.mark.skipif(not (SHARED / "Race_x_SES.jsonl").exists(),
 
 
 @pytest.fixture(scope="module")
-def data():
-    return load_bbq(SHARED)
+def data(stand_in_bbq):
+    """``load_bbq(SHARED)``, loaded once per session (tests/conftest.py)."""
+    return stand_in_bbq.data()
 
 
 @pytest.fixture(scope="module")
-def kept(data):
-    return filter_items(data.items)
+def kept(stand_in_bbq):
+    """``filter_items(data.items)``, once per session (tests/conftest.py)."""
+    return stand_in_bbq.kept()
 
 
 def test_loads_both_datasets_with_target_loc(data):
