@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import csv
 import io
 import json
 import time
@@ -30,32 +31,16 @@ CATEGORIES = ("Age", "Disability_status", "Nationality", "Physical_appearance", 
               "Sexual_orientation")
 FORMATS = {"RACE": "unifiedqa-t5-11b_pred_race", "ARC": "unifiedqa-t5-11b_pred_arc",
            "qonly": "unifiedqa-t5-11b_pred_qonly"}
-#: the paper's figures: (category, format, context) -> (accuracy, bias), percent
-PAPER = {
-    ("Age", "RACE", "ambig"): (54.7, 29.8), ("Age", "RACE", "disambig"): (93.5, 1.2),
-    ("Disability_status", "RACE", "ambig"): (53.3, 21.2),
-    ("Disability_status", "RACE", "disambig"): (92.8, -1.4),
-    ("Nationality", "RACE", "ambig"): (66.0, 6.0), ("Nationality", "RACE", "disambig"): (93.7, 1.2),
-    ("Physical_appearance", "RACE", "ambig"): (49.5, 40.9),
-    ("Physical_appearance", "RACE", "disambig"): (82.1, -2.3),
-    ("Religion", "RACE", "ambig"): (65.0, 14.3), ("Religion", "RACE", "disambig"): (88.0, 0.2),
-    ("Sexual_orientation", "RACE", "ambig"): (68.8, 5.8),
-    ("Sexual_orientation", "RACE", "disambig"): (94.0, -0.7),
-    ("Age", "ARC", "ambig"): (33.9, 48.9), ("Age", "ARC", "disambig"): (89.6, 3.3),
-    ("Disability_status", "ARC", "ambig"): (36.0, 32.6),
-    ("Disability_status", "ARC", "disambig"): (92.0, -0.7),
-    ("Nationality", "ARC", "ambig"): (41.6, 14.5), ("Nationality", "ARC", "disambig"): (92.9, -0.2),
-    ("Physical_appearance", "ARC", "ambig"): (36.8, 47.7),
-    ("Physical_appearance", "ARC", "disambig"): (78.8, -1.7),
-    ("Religion", "ARC", "ambig"): (43.8, 24.5), ("Religion", "ARC", "disambig"): (85.2, 3.5),
-    ("Sexual_orientation", "ARC", "ambig"): (51.6, 11.8),
-    ("Sexual_orientation", "ARC", "disambig"): (92.6, 0.5),
-    ("Age", "qonly", "ambig"): (30.3, 51.4), ("Disability_status", "qonly", "ambig"): (50.1, 29.8),
-    ("Nationality", "qonly", "ambig"): (57.6, 16.7),
-    ("Physical_appearance", "qonly", "ambig"): (48.9, 34.9),
-    ("Religion", "qonly", "ambig"): (58.0, 21.3),
-    ("Sexual_orientation", "qonly", "ambig"): (76.6, 7.6),
-}
+#: the paper's figures, percent: the one copy of the table is the tests' reference data
+#: (tests/data/bbq_paper/unifiedqa.csv, described in its README.md)
+PAPER_CSV = Path(__file__).resolve().parents[1] / "tests/data/bbq_paper/unifiedqa.csv"
+
+
+def paper_figures() -> dict[tuple[str, str, str], tuple[float, float]]:
+    """(category, format, context) -> (accuracy, bias), percent."""
+    with open(PAPER_CSV, encoding="utf-8", newline="") as fh:
+        return {(r["category"], r["format"], r["context"]):
+                (float(r["accuracy"]), float(r["bias"])) for r in csv.DictReader(fh)}
 
 
 def score(data: Path, category: str, field: str) -> dict:
@@ -80,6 +65,7 @@ def main_() -> None:
           "| diff acc | diff bias |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     notes = []
+    paper = paper_figures()
     for fmt, field in FORMATS.items():
         for cat in CATEGORIES:
             doc = score(a.data, cat, field)
@@ -88,7 +74,7 @@ def main_() -> None:
                     continue
                 acc = 100 * r["accuracy"]
                 bias = 100 * r["s_amb" if r["context"] == "ambig" else "s_dis"]
-                pa, pb = PAPER[(cat, fmt, r["context"])]
+                pa, pb = paper[(cat, fmt, r["context"])]
                 print(f"| {cat} | {fmt} | {r['context']} | {r['n_items']} | {acc:.1f} | "
                       f"{bias:.1f} | {pa:.1f} | {pb:.1f} | {float(f'{acc:.1f}') - pa:+.1f} | "
                       f"{float(f'{bias:.1f}') - pb:+.1f} |")

@@ -22,15 +22,21 @@ Public functions:
   match_prediction(pred, item) -> int | None
   authors_scores(data_jsonl, preds_jsonl, answer_field, ...) -> list[dict]
   load_intersectional_templates(csv_path) -> {question_index: (var2, proper_nouns_only)}
+  official_scores(...): authors_scores on read-only files, computed once per process
+  paper_figures() -> {(category, format, context): (accuracy, bias)}, percent: the
+      paper's UnifiedQA-11B figures (tests/data/bbq_paper/unifiedqa.csv)
 
 Pure Python (the standard library only); deterministic row order.
 """
 from __future__ import annotations
 
+import copy
 import csv
+import functools
 import json
 import re
 from collections import defaultdict
+from pathlib import Path
 
 ANS = ("ans0", "ans1", "ans2")
 INTERSECTIONAL = ("Race_x_gender", "Race_x_SES")
@@ -433,3 +439,29 @@ def unmatched_predictions(preds_jsonl, answer_field: str) -> list[tuple[int, str
         if match_prediction(row.get(answer_field), row) is None:
             out.append((int(row["example_id"]), row.get(answer_field)))
     return out
+
+
+# ----------------------------------------------------------------- shared results
+@functools.lru_cache(maxsize=None)
+def _official_scores(data_jsonl, preds_jsonl, answer_field: str) -> tuple[dict, ...]:
+    return tuple(authors_scores(data_jsonl, preds_jsonl, answer_field))
+
+
+def official_scores(data_jsonl, preds_jsonl, answer_field: str) -> list[dict]:
+    """``authors_scores(data_jsonl, preds_jsonl, answer_field)`` computed once per process
+    for the same arguments (the real files are read-only): a deep copy each call."""
+    return copy.deepcopy(list(_official_scores(data_jsonl, preds_jsonl, answer_field)))
+
+
+# --------------------------------------------------------------------------- the paper
+PAPER_CSV = Path(__file__).resolve().parent / "data" / "bbq_paper" / "unifiedqa.csv"
+
+
+def paper_figures(path=PAPER_CSV) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """The paper's UnifiedQA-11B figures (Parrish et al. 2022: accuracy Fig. 5, bias
+    Fig. 3, question-only Fig. 6), percent to one decimal: (category, format, context)
+    -> (accuracy, bias); format RACE, ARC or qonly (ambiguous contexts only). The one
+    copy of the table (tests/data/bbq_paper/README.md)."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        return {(r["category"], r["format"], r["context"]):
+                (float(r["accuracy"]), float(r["bias"])) for r in csv.DictReader(fh)}

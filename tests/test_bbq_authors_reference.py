@@ -273,32 +273,16 @@ real = pytest.mark.skipif(not (OFFICIAL / "data" / "Age.jsonl").exists(),
                           reason="../shared/bbq_official not present")
 
 # The paper's UnifiedQA values, percent (Fig. 5 accuracy, Fig. 3 bias, Fig. 6 question-only)
-PAPER = {
-    ("Age", "ARC", "ambig"): (33.9, 48.9), ("Age", "RACE", "ambig"): (54.7, 29.8),
-    ("Disability_status", "ARC", "ambig"): (36.0, 32.6),
-    ("Disability_status", "RACE", "ambig"): (53.3, 21.2),
-    ("Nationality", "ARC", "ambig"): (41.6, 14.5), ("Nationality", "RACE", "ambig"): (66.0, 6.0),
-    ("Physical_appearance", "ARC", "ambig"): (36.8, 47.7),
-    ("Physical_appearance", "RACE", "ambig"): (49.5, 40.9),
-    ("Religion", "ARC", "ambig"): (43.8, 24.5), ("Religion", "RACE", "ambig"): (65.0, 14.3),
-    ("Sexual_orientation", "ARC", "ambig"): (51.6, 11.8),
-    ("Sexual_orientation", "RACE", "ambig"): (68.8, 5.8),
-    ("Age", "ARC", "disambig"): (89.6, 3.3), ("Age", "RACE", "disambig"): (93.5, 1.2),
-    ("Disability_status", "ARC", "disambig"): (92.0, -0.7),
-    ("Disability_status", "RACE", "disambig"): (92.8, -1.4),
-    ("Nationality", "ARC", "disambig"): (92.9, -0.2),
-    ("Nationality", "RACE", "disambig"): (93.7, 1.2),
-    ("Physical_appearance", "ARC", "disambig"): (78.8, -1.7),
-    ("Physical_appearance", "RACE", "disambig"): (82.1, -2.3),
-    ("Religion", "ARC", "disambig"): (85.2, 3.5), ("Religion", "RACE", "disambig"): (88.0, 0.2),
-    ("Sexual_orientation", "ARC", "disambig"): (92.6, 0.5),
-    ("Sexual_orientation", "RACE", "disambig"): (94.0, -0.7),
-    ("Age", "qonly", "ambig"): (30.3, 51.4), ("Disability_status", "qonly", "ambig"): (50.1, 29.8),
-    ("Nationality", "qonly", "ambig"): (57.6, 16.7),
-    ("Physical_appearance", "qonly", "ambig"): (48.9, 34.9),
-    ("Religion", "qonly", "ambig"): (58.0, 21.3),
-    ("Sexual_orientation", "qonly", "ambig"): (76.6, 7.6),
-}
+PAPER = R.paper_figures()
+
+
+def test_the_paper_table_is_whole():
+    """tests/data/bbq_paper/unifiedqa.csv: one figure pair per category x (RACE, ARC) x
+    (ambig, disambig), and per category for the question-only baseline (ambig only):
+    6 x (2 x 2 + 1) = 30."""
+    want = {(c, f, x) for c in CATS for f in ("RACE", "ARC") for x in ("ambig", "disambig")}
+    want |= {(c, "qonly", "ambig") for c in CATS}
+    assert set(PAPER) == want and len(PAPER) == 30
 
 
 @pytest.fixture(scope="module")
@@ -306,9 +290,9 @@ def scores():
     out = {}
     for fmt, field in FIELDS.items():
         for c in CATS:
-            for r in R.authors_scores(OFFICIAL / "data" / f"{c}.jsonl",
-                                      OFFICIAL / "results" / "UnifiedQA" / f"preds_{c}.jsonl",
-                                      field):
+            for r in R.official_scores(OFFICIAL / "data" / f"{c}.jsonl",
+                                       OFFICIAL / "results" / "UnifiedQA" / f"preds_{c}.jsonl",
+                                       field):
                 out[(c, fmt, r["context"], r["proxy"])] = r
     return out
 

@@ -148,14 +148,20 @@ def eleven(tmp_path_factory):
     return d
 
 
+@pytest.fixture(scope="module")
+def eleven_all(eleven):
+    """``load_bbq(eleven, ("all",))``, loaded once for the module (read-only)."""
+    return load_bbq(eleven, ("all",))
+
+
 def test_hand_items_follow_the_rule_and_the_reference():
     for rows in HAND.values():
         for it, want in rows:
             assert authors.target_loc(it) == want == R.derive_target_loc(it)
 
 
-def test_all_eleven_categories(eleven):
-    data = load_bbq(eleven, ("all",))
+def test_all_eleven_categories(eleven_all):
+    data = eleven_all
     assert data.categories == CATEGORIES
     assert len(CATEGORIES) == 11
     assert data.target_loc["Race_x_SES"] == "metadata"       # the metadata file has them
@@ -168,8 +174,8 @@ def test_all_eleven_categories(eleven):
     assert got.at[("SES", 0), "label_type"] == "label"       # question 8: by number
 
 
-def test_filter_applies_to_the_intersectional_categories_only(eleven):
-    data = load_bbq(eleven, ("all",))
+def test_filter_applies_to_the_intersectional_categories_only(eleven, eleven_all):
+    data = eleven_all
     kept = filter_items(data.items, "intersectional")
     n = kept.groupby("dataset").size()
     assert n["Race_x_SES"] == 2880 and n["Race_x_gender"] == 5232    # docs/bbq.md counts

@@ -5,6 +5,7 @@ reference (tests/bbq_authors_reference.py) to 1e-9 and with the paper's figures
 (Parrish et al. 2022, Figs. 3, 5, 6) to their one decimal."""
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -133,31 +134,7 @@ def test_run_metadata_and_card_say_which_conventions(hand, tmp_path, capsys):
 
 # ----------------------------------------------------------- the authors' real predictions
 #: the paper's figures (percent, one decimal): (category, format, context) -> (acc, bias)
-PAPER = {
-    ("Age", "RACE", "ambig"): (54.7, 29.8), ("Age", "RACE", "disambig"): (93.5, 1.2),
-    ("Disability_status", "RACE", "ambig"): (53.3, 21.2),
-    ("Disability_status", "RACE", "disambig"): (92.8, -1.4),
-    ("Nationality", "RACE", "ambig"): (66.0, 6.0), ("Nationality", "RACE", "disambig"): (93.7, 1.2),
-    ("Physical_appearance", "RACE", "ambig"): (49.5, 40.9),
-    ("Physical_appearance", "RACE", "disambig"): (82.1, -2.3),
-    ("Religion", "RACE", "ambig"): (65.0, 14.3), ("Religion", "RACE", "disambig"): (88.0, 0.2),
-    ("Sexual_orientation", "RACE", "ambig"): (68.8, 5.8),
-    ("Sexual_orientation", "RACE", "disambig"): (94.0, -0.7),
-    ("Age", "ARC", "ambig"): (33.9, 48.9), ("Age", "ARC", "disambig"): (89.6, 3.3),
-    ("Disability_status", "ARC", "ambig"): (36.0, 32.6),
-    ("Disability_status", "ARC", "disambig"): (92.0, -0.7),
-    ("Nationality", "ARC", "ambig"): (41.6, 14.5), ("Nationality", "ARC", "disambig"): (92.9, -0.2),
-    ("Physical_appearance", "ARC", "ambig"): (36.8, 47.7),
-    ("Physical_appearance", "ARC", "disambig"): (78.8, -1.7),
-    ("Religion", "ARC", "ambig"): (43.8, 24.5), ("Religion", "ARC", "disambig"): (85.2, 3.5),
-    ("Sexual_orientation", "ARC", "ambig"): (51.6, 11.8),
-    ("Sexual_orientation", "ARC", "disambig"): (92.6, 0.5),
-    ("Age", "qonly", "ambig"): (30.3, 51.4), ("Disability_status", "qonly", "ambig"): (50.1, 29.8),
-    ("Nationality", "qonly", "ambig"): (57.6, 16.7),
-    ("Physical_appearance", "qonly", "ambig"): (48.9, 34.9),
-    ("Religion", "qonly", "ambig"): (58.0, 21.3),
-    ("Sexual_orientation", "qonly", "ambig"): (76.6, 7.6),
-}
+PAPER = R.paper_figures()
 #: Physical_appearance's bias under the authors' current script (target_loc from the
 #: fixed data) differs from the paper, which predates the 2022-04-03 data fix
 PHYSICAL_NOW = {("RACE", "ambig"): 41.6, ("RACE", "disambig"): -0.3, ("ARC", "ambig"): 48.5,
@@ -178,8 +155,8 @@ def test_the_interface_command_equals_the_authors_analysis(category, capsys):
                      "bbq-authors", "--predictions", str(PREDS / f"preds_{category}.jsonl"),
                      "--answer-field", field], capsys)
         rows = {(r["dataset"], r["context"], r["proxy"]): r for r in doc["rows"]}
-        ref = R.authors_scores(OFFICIAL_DIR / "data" / f"{category}.jsonl",
-                               PREDS / f"preds_{category}.jsonl", field)
+        ref = R.official_scores(OFFICIAL_DIR / "data" / f"{category}.jsonl",
+                                PREDS / f"preds_{category}.jsonl", field)
         assert set(rows) == {(r["dataset"], r["context"], r["proxy"]) for r in ref}
         for r in ref:
             got = rows[(r["dataset"], r["context"], r["proxy"])]
@@ -238,18 +215,30 @@ def all_six(tmp_path_factory):
     return p
 
 
+@functools.lru_cache(maxsize=None)
+def _category_files(category: str) -> tuple[dict, list, dict]:
+    """A category's data items by example_id, its predictions file's rows and the
+    reference's target_loc of every item (example_id -> option or None), read and
+    derived once (read-only)."""
+    data = {}
+    for x in open(OFFICIAL_DIR / "data" / f"{category}.jsonl", encoding="utf-8"):
+        it = json.loads(x)
+        data[it["example_id"]] = it
+    preds = [json.loads(x) for x in open(PREDS / f"preds_{category}.jsonl", encoding="utf-8")]
+    targets = {eid: R.derive_target_loc(it) for eid, it in data.items()}
+    return data, preds, targets
+
+
 def project_expected(category: str, field: str) -> dict:
     """The project's conventions, computed here from the data items and the reference's
     matching: every answer counts (unmatched = wrong), non-unknown = not the option
     tagged exactly "unknown", bias only on items with a target."""
-    data = {json.loads(x)["example_id"]: json.loads(x)
-            for x in open(OFFICIAL_DIR / "data" / f"{category}.jsonl", encoding="utf-8")}
+    data, preds, targets = _category_files(category)
     out = {}
-    for line in open(PREDS / f"preds_{category}.jsonl", encoding="utf-8"):
-        row = json.loads(line)
+    for row in preds:
         it = data[row["example_id"]]
         k = R.match_prediction(row[field], it)
-        t = R.derive_target_loc(it)
+        t = targets[row["example_id"]]
         g = out.setdefault(it["context_condition"], [0, 0, 0, 0, 0])
         g[0] += 1
         g[1] += k == it["label"]

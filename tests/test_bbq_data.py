@@ -26,13 +26,15 @@ pytestmark = pytest.mark.skipif(not (SHARED / "Race_x_SES.jsonl").exists(),
 
 
 @pytest.fixture(scope="module")
-def data():
-    return load_bbq(SHARED)
+def data(stand_in_bbq):
+    """``load_bbq(SHARED)``, loaded once per session (tests/conftest.py)."""
+    return stand_in_bbq.data()
 
 
 @pytest.fixture(scope="module")
-def kept(data):
-    return filter_items(data.items)
+def kept(stand_in_bbq):
+    """``filter_items(data.items)``, once per session (tests/conftest.py)."""
+    return stand_in_bbq.kept()
 
 
 def test_loads_both_datasets_with_target_loc(data):
@@ -143,20 +145,30 @@ def test_consistency_sample(kept):
 N_SMALL = 40
 
 
-@pytest.fixture
-def small(tmp_path):
-    """A valid small copy: the first 40 items of each file plus their metadata rows."""
-    d = tmp_path / "bbq"
-    d.mkdir()
-    ids = {}
+@pytest.fixture(scope="module")
+def small_files() -> dict[str, str]:
+    """The files of the small copy: the first 40 items of each file plus their metadata
+    rows (name -> text), cut once for the module."""
+    files, ids = {}, {}
     for ds in ("Race_x_SES", "Race_x_gender"):
         lines = (SHARED / f"{ds}.jsonl").read_text(encoding="utf-8").splitlines()[:N_SMALL]
-        (d / f"{ds}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        files[f"{ds}.jsonl"] = "\n".join(lines) + "\n"
         ids[ds] = {json.loads(x)["example_id"] for x in lines}
     meta = (SHARED / "additional_metadata.csv").read_text(encoding="utf-8").splitlines()
     keep = [meta[0]] + [row for row in meta[1:]
                         if int(row.split(",")[2]) in ids[row.split(",")[0]]]
-    (d / "additional_metadata.csv").write_text("\n".join(keep) + "\n", encoding="utf-8")
+    files["additional_metadata.csv"] = "\n".join(keep) + "\n"
+    return files
+
+
+@pytest.fixture
+def small(tmp_path, small_files):
+    """A valid small copy (yours to change): the first 40 items of each file plus their
+    metadata rows."""
+    d = tmp_path / "bbq"
+    d.mkdir()
+    for name, text in small_files.items():
+        (d / name).write_text(text, encoding="utf-8")
     return d
 
 

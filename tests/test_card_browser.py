@@ -28,12 +28,9 @@ from card_testdata import USER, make_run  # noqa: E402
 
 from fairness_tests.card import write_cards  # noqa: E402
 from fairness_tests.card.files import render_card_files  # noqa: E402
-from fairness_tests.card.schema import load_card  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parent.parent
-COMMITTED = ROOT / "docs" / "cards" / "embedded-gemma-3-270m" / "card.yaml"
 EIGHT = ["identification", "intended_use", "fairness_scope", "protected_attributes",
          "evaluation_protocol", "metrics", "mitigations", "governance"]
 
@@ -97,9 +94,10 @@ def test_full_card_renders_without_console_errors(browser, tmp_path):
         opened.close()
 
 
-def test_committed_card_has_no_clipped_label_and_unique_ids(browser, tmp_path):
+def test_committed_card_has_no_clipped_label_and_unique_ids(browser, tmp_path,
+                                                            committed_card):
     """The real card: long BBQ cell labels (Race_x_gender/disambig/nonneg), 22 plots."""
-    card = load_card(COMMITTED)
+    card = committed_card()
     paths = render_card_files(card, tmp_path / "card", kinds=("html",))
     opened = Opened(browser, paths["html"])
     try:

@@ -29,14 +29,11 @@ from test_card_plots import _many_failures  # noqa: E402
 
 from fairness_tests.card.files import render_card_files  # noqa: E402
 from fairness_tests.card.fill import fill_card  # noqa: E402
-from fairness_tests.card.schema import load_card  # noqa: E402
 from fairness_tests.compare.render import to_html  # noqa: E402
 from fairness_tests.compare.tables import Display, Section  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parent.parent
-COMMITTED = ROOT / "docs" / "cards" / "embedded-gemma-3-270m" / "card.yaml"
 MM = 96 / 25.4
 # printable width in CSS px: the paper minus the card's @page margins (12 mm each side)
 PAPER = {"A4": round((210 - 24) * MM), "Letter": round((8.5 * 25.4 - 24) * MM)}
@@ -81,15 +78,44 @@ def _shots_dir(tmp_path: Path) -> Path:
     return d
 
 
-def _pages(tmp_path: Path) -> dict[str, Path]:
+def _pages(tmp_path: Path, committed_card) -> dict[str, Path]:
     out = {}
     out["test"] = render_card_files(fill_card(_many_failures(), USER), tmp_path / "test",
                                     kinds=("html",))["html"]
-    out["committed"] = render_card_files(load_card(COMMITTED), tmp_path / "committed",
+    out["committed"] = render_card_files(committed_card(), tmp_path / "committed",
                                          kinds=("html",))["html"]
     out["compare"] = tmp_path / "compare.html"
     out["compare"].write_text(to_html(_compare_report()), encoding="utf-8")
     return out
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory, committed_card) -> dict[str, Path]:
+    """The three pages, rendered once for the module."""
+    return _pages(tmp_path_factory.mktemp("pages"), committed_card)
+
+
+@pytest.fixture(scope="module")
+def test_page(browser, pages):
+    """The test card, opened once (its <details> left as rendered); a test sets the
+    viewport and the media it needs."""
+    opened = Opened(browser, pages["test"])
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(scope="module")
+def opened_pages(browser, pages):
+    """The three pages, opened once for the width checks (which open every <details>);
+    a test sets the viewport and the media it needs."""
+    opened = {}
+    try:
+        for name, path in pages.items():
+            opened[name] = Opened(browser, path)
+        yield opened
+    finally:
+        for o in opened.values():
+            o.close()
 
 
 def _compare_report():
@@ -127,16 +153,13 @@ def _check_print(dom: dict, name: str, paper: str) -> None:
         assert t["right"] <= min(t["wrapRight"], dom["vw"]) + 1, (name, paper, t)
 
 
-def test_failing_verdicts_and_rules_are_visible_without_clicking(browser, tmp_path):
-    page = _pages(tmp_path)["test"]
+def test_failing_verdicts_and_rules_are_visible_without_clicking(test_page):
+    page = test_page.page
+    page.set_viewport_size({"width": 1280, "height": 900})
     for media in ("screen", "print"):
-        opened = Opened(browser, page)
-        try:
-            opened.page.emulate_media(media=media)
-            cells = opened.page.evaluate(VISIBLE)
-            assert opened.problems == []
-        finally:
-            opened.close()
+        page.emulate_media(media=media)
+        cells = page.evaluate(VISIBLE)
+        assert test_page.problems == []
         # 23 fail + 21 expected_fail verdicts, 20 + 21 rules with those outcomes
         failing = [c for c in cells if c["status"] in ("fail", "expected_fail")]
         assert len(failing) == 23 + 21 + 20 + 21, media
@@ -144,42 +167,35 @@ def test_failing_verdicts_and_rules_are_visible_without_clicking(browser, tmp_pa
 
 
 @pytest.mark.parametrize("paper", ["A4", "Letter"])
-def test_wide_tables_wrap_in_print_and_scroll_on_screen(browser, tmp_path, paper):
-    for name, path in _pages(tmp_path).items():
-        opened = Opened(browser, path, width=PAPER[paper])
-        try:
-            opened.page.emulate_media(media="print")
-            dom = opened.page.evaluate(WIDTHS, True)
-            assert len(dom["tables"]) >= 2, name
-            _check_print(dom, name, paper)
-            assert opened.page.evaluate(CLIPPED_PROBE)["clipped"] == [], name
-            pdf = tmp_path / f"{name}-{paper}.pdf"
-            opened.page.pdf(path=str(pdf), format=paper)
-            assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 10_000
-        finally:
-            opened.close()
+def test_wide_tables_wrap_in_print_and_scroll_on_screen(opened_pages, tmp_path, paper):
+    for name, opened in opened_pages.items():
+        opened.page.set_viewport_size({"width": PAPER[paper], "height": 900})
+        opened.page.emulate_media(media="print")
+        dom = opened.page.evaluate(WIDTHS, True)
+        assert len(dom["tables"]) >= 2, name
+        _check_print(dom, name, paper)
+        assert opened.page.evaluate(CLIPPED_PROBE)["clipped"] == [], name
+        pdf = tmp_path / f"{name}-{paper}.pdf"
+        opened.page.pdf(path=str(pdf), format=paper)
+        assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 10_000
     if paper == "A4":
-        for name, path in _pages(tmp_path).items():
+        for name, opened in opened_pages.items():
+            opened.page.emulate_media(media="screen")
             for width in (1280, 700):
-                opened = Opened(browser, path, width=width)
-                try:
-                    _check_screen(opened.page.evaluate(WIDTHS, True), f"{name}@{width}")
-                finally:
-                    opened.close()
+                opened.page.set_viewport_size({"width": width, "height": 900})
+                _check_screen(opened.page.evaluate(WIDTHS, True), f"{name}@{width}")
 
 
-def test_screenshots_on_screen_and_in_print(browser, tmp_path):
+def test_screenshots_on_screen_and_in_print(test_page, tmp_path):
     """For review (the report of issue 22 describes them): the whole test card on screen
     at 1280 px, and in print emulation at the A4 printable width."""
     out = _shots_dir(tmp_path)
-    page = _pages(tmp_path)["test"]
-    opened = Opened(browser, page)
-    try:
-        opened.page.screenshot(path=str(out / "card-screen.png"), full_page=True)
-        opened.page.emulate_media(media="print")
-        opened.page.set_viewport_size({"width": PAPER["A4"], "height": 1000})
-        opened.page.screenshot(path=str(out / "card-print-A4.png"), full_page=True)
-    finally:
-        opened.close()
+    page = test_page.page
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.emulate_media(media="screen")
+    page.screenshot(path=str(out / "card-screen.png"), full_page=True)
+    page.emulate_media(media="print")
+    page.set_viewport_size({"width": PAPER["A4"], "height": 1000})
+    page.screenshot(path=str(out / "card-print-A4.png"), full_page=True)
     for name in ("card-screen.png", "card-print-A4.png"):
         assert (out / name).stat().st_size > 20_000
