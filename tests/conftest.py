@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ import pytest
 from gate_testdata import make_runs
 from helpers import copy_store
 
+from fairness_tests.card.schema import load_card
 from fairness_tests.cli.main import main
 from fairness_tests.core.locks import exclusive
 from fairness_tests.models.store import ResponseStore
@@ -145,65 +147,16 @@ def store(tmp_path):
     s.close()
 
 
-# ----------------------------------------------------------------------------------------
 # The committed card of the embedded model (docs/cards/embedded-gemma-3-270m/card.yaml,
-# 845 KB of YAML: about 4 s to parse with the pure-Python loader load_card uses), parsed
-# once per session and shared by the card tests (test_card_render, test_card_browser,
-# test_card_print).
+# 845 KB of YAML), parsed once per process and shared by the card tests (test_card_render,
+# test_card_browser, test_card_print).
 COMMITTED_CARD = Path(__file__).resolve().parent.parent / "docs" / "cards" / \
     "embedded-gemma-3-270m" / "card.yaml"
 
 
 @pytest.fixture(scope="session")
-def committed_card(tmp_path_factory) -> Callable[[], dict]:
-    """A function returning ``load_card(COMMITTED_CARD)``: parsed once per session (the
-    first worker pickles it, the others read the pickle); each call a fresh copy."""
-    import pickle  # noqa: PLC0415  (kept inside this appended block)
-
-    from fairness_tests.card.schema import load_card  # noqa: PLC0415
-
-    def build(d: Path) -> None:
-        (d / "card.pickle").write_bytes(pickle.dumps(load_card(COMMITTED_CARD)))
-
-    key = {"sha256": hashlib.sha256(COMMITTED_CARD.read_bytes()).hexdigest()}
-    data = (once(tmp_path_factory, "committed-card", key, build) / "card.pickle").read_bytes()
+def committed_card() -> Callable[[], dict]:
+    """A function returning ``load_card(COMMITTED_CARD)``, parsed once; each call a
+    fresh copy (a test may change it)."""
+    data = pickle.dumps(load_card(COMMITTED_CARD))
     return lambda: pickle.loads(data)
-
-
-# ----------------------------------------------------------------------------------------
-# The stand-in BBQ data (../shared/bbq): ``load_bbq(bbq_dir())`` and its intersectional
-# items ``filter_items(...)``, built once per session and shared by test_bbq_data and
-# test_bbq_metrics.
-@dataclass(frozen=True)
-class StandInBBQ:
-    pickled: bytes
-
-    def data(self) -> Any:
-        """``load_bbq(bbq_dir())`` (a fresh copy)."""
-        import pickle  # noqa: PLC0415  (kept inside this appended block)
-        return pickle.loads(self.pickled)[0]
-
-    def kept(self) -> Any:
-        """``filter_items(load_bbq(bbq_dir()).items)`` (a fresh copy)."""
-        import pickle  # noqa: PLC0415
-        return pickle.loads(self.pickled)[1]
-
-
-@pytest.fixture(scope="session")
-def stand_in_bbq(tmp_path_factory) -> StandInBBQ:
-    import pickle  # noqa: PLC0415
-
-    from fairness_tests.core.paths import bbq_dir  # noqa: PLC0415
-    from fairness_tests.protocols.bbq.data import load_bbq  # noqa: PLC0415
-    from fairness_tests.protocols.bbq.filter import filter_items  # noqa: PLC0415
-
-    src = bbq_dir()
-
-    def build(d: Path) -> None:
-        data = load_bbq(src)
-        (d / "bbq.pickle").write_bytes(pickle.dumps((data, filter_items(data.items))))
-
-    key = {"dir": str(src), **{p.name: [p.stat().st_size, p.stat().st_mtime_ns]
-                               for p in sorted(src.glob("*")) if p.is_file()}}
-    d = once(tmp_path_factory, "stand-in-bbq", key, build)
-    return StandInBBQ((d / "bbq.pickle").read_bytes())

@@ -11,7 +11,7 @@ import pytest
 
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.paths import bbq_dir
-from fairness_tests.protocols.bbq.data import OFFICIAL_SHA256, load_bbq
+from fairness_tests.protocols.bbq.data import OFFICIAL_SHA256, load_bbq, load_filtered
 from fairness_tests.protocols.bbq.filter import (
     filter_counts,
     filter_items,
@@ -26,15 +26,16 @@ pytestmark = pytest.mark.skipif(not (SHARED / "Race_x_SES.jsonl").exists(),
 
 
 @pytest.fixture(scope="module")
-def data(stand_in_bbq):
-    """``load_bbq(SHARED)``, loaded once per session (tests/conftest.py)."""
-    return stand_in_bbq.data()
+def data():
+    """``load_bbq(SHARED)``, through the parsed-input cache (``load_filtered``, which
+    tests/test_core_cache.py checks equals ``load_bbq`` + ``filter_items``)."""
+    return load_filtered(SHARED)[0]
 
 
 @pytest.fixture(scope="module")
-def kept(stand_in_bbq):
-    """``filter_items(data.items)``, once per session (tests/conftest.py)."""
-    return stand_in_bbq.kept()
+def kept():
+    """``filter_items(data.items)``, through the same cache."""
+    return load_filtered(SHARED)[1]
 
 
 def test_loads_both_datasets_with_target_loc(data):

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from fairness_tests.core.fmt import json_value
+from fairness_tests.core.paths import bbq_dir
 from fairness_tests.metrics.bbq import (
     bbq_metrics,
     between_group_variance,
@@ -20,6 +21,7 @@ from fairness_tests.metrics.bbq import (
     subgroup_fairness,
 )
 from fairness_tests.metrics.consistency import consistency_metrics, per_item
+from fairness_tests.protocols.bbq.data import load_filtered
 from fairness_tests.rules.evaluate import evaluate
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.stats.bootstrap import multiplicities
@@ -323,9 +325,9 @@ def test_empirical_bayes_df_by_hand():
 
 
 @pytest.fixture(scope="module")
-def real_items(stand_in_bbq):
-    """``filter_items(load_bbq(bbq_dir()).items)``, once per session (tests/conftest.py)."""
-    return stand_in_bbq.kept()
+def real_items():
+    """``filter_items(load_bbq(bbq_dir()).items)``, through the parsed-input cache."""
+    return load_filtered(bbq_dir())[1]
 
 
 def test_a_perfect_model_passes_the_default_df_rule_on_the_real_items(real_items):
