@@ -16,11 +16,14 @@ shortcut:
 
 Ratios (targets): main/read <= 4, suite/main <= 1.2, dry/main <= 0.2, and the main
 job's longest silence (the longest stretch without a stderr line, from its start to
-its end) <= 0.25 of its run. With ``--repeats N`` each command runs N times
+its end) <= 0.25 of its run. With ``--test-command`` the project's own test command
+(``python -m pytest -n auto`` in this checkout, the README's) is timed after the
+rounds, against its 300 s target. With ``--repeats N`` each command runs N times
 (interleaved: read, main, dry, suite, read, ...) and the medians are printed; the load
 average at the start and the end says how busy the machine was.
 
     python bench/bench_everyday.py [--repeats 3] [--bbq-dir ../shared/bbq] [--keep DIR]
+                                   [--test-command]
 """
 from __future__ import annotations
 
@@ -184,12 +187,26 @@ def report(rounds: list[dict[str, Timed]], loads: tuple[str, str]) -> None:
               f"{'ok' if v <= target else 'OVER'}")
 
 
+def test_command(env: dict[str, str]) -> None:
+    """The README's test command in this checkout, timed (target: 300 s)."""
+    start = load_average()
+    env = {k: v for k, v in env.items() if k != "FAIRNESS_BBQ_DIR"}     # as CI runs it
+    t = timed([sys.executable, "-m", "pytest", "-n", "auto", "-q", "-p", "no:cacheprovider"],
+              ROOT, {**env, "FAIRNESS_REQUIRE_BROWSER": env.get("FAIRNESS_REQUIRE_BROWSER", "1")})
+    tail = [line for line in t.stdout.splitlines() if " passed" in line or " failed" in line]
+    print(f"\ntest command (python -m pytest -n auto): {t.seconds:.1f} s wall, {t.cpu:.1f} s CPU, "
+          f"exit {t.rc} (<= 300 s) {'ok' if t.seconds <= 300 and t.rc == 0 else 'OVER'}; "
+          f"load average {start} -> {load_average()}; {tail[-1] if tail else ''}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--bbq-dir", default=os.environ.get("FAIRNESS_BBQ_DIR")
                     or str(ROOT.parent / "shared" / "bbq"))
     ap.add_argument("--keep", help="work in this (new) directory and keep it")
+    ap.add_argument("--test-command", action="store_true",
+                    help="also time the project's test command (python -m pytest -n auto)")
     args = ap.parse_args()
     env = {**os.environ, "FAIRNESS_BBQ_DIR": str(Path(args.bbq_dir).resolve()),
            "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1",
@@ -209,6 +226,8 @@ def main() -> None:
                                                  for k, t in r.items())
                   + f"  silence {r['main'].longest_silence():.1f} s", flush=True)
         report(rounds, (start, load_average()))
+        if args.test_command:
+            test_command(env)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
