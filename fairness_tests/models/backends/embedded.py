@@ -21,13 +21,14 @@ Nothing here imports torch/transformers or touches the disk at import time.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from fairness_tests.core.cache import cache_root
 from fairness_tests.core.errors import ConfigError, DataError
@@ -171,8 +172,9 @@ def _convert(gguf: Path, final: Path, sha: str, chat_template: str | None) -> Pa
         from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: PLC0415  heavy, optional
 
         t0 = time.perf_counter()
-        tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        with _gguf_parsed_once():
+            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         load_s = time.perf_counter() - t0
         # the weights are dequantised in memory; save them as plain tensors
         model.hf_quantizer = None
@@ -192,6 +194,40 @@ def _convert(gguf: Path, final: Path, sha: str, chat_template: str | None) -> Pa
         }, indent=2))
 
     return _atomic_dir(final, build)
+
+
+@contextlib.contextmanager
+def _gguf_parsed_once() -> Iterator[None]:
+    """While converting: ``gguf.GGUFReader`` parses each file once. transformers reads
+    the GGUF twice (tokenizer, then model), and the reader's parse of the 262,144-token
+    vocabulary is most of the conversion's time; the second read gets the first's
+    reader (the same file, opened read-only, nothing in it changed)."""
+    import gguf  # noqa: PLC0415  heavy, optional (the [local] extra)
+
+    real: Any = gguf.GGUFReader
+    made: dict[tuple[str, str], Any] = {}
+
+    class ParsedOnce(real):
+        _parsed: bool
+
+        def __new__(cls, path: Any, mode: str = "r") -> Any:
+            key = (os.path.abspath(os.fspath(path)), mode)
+            if key not in made:
+                made[key] = super().__new__(cls)
+                made[key]._parsed = False
+            return made[key]
+
+        def __init__(self, path: Any, mode: str = "r") -> None:
+            if not self._parsed:
+                super().__init__(path, mode)
+                self._parsed = True
+
+    setattr(gguf, "GGUFReader", ParsedOnce)  # noqa: B010  mypy: a module's class
+    try:
+        yield
+    finally:
+        setattr(gguf, "GGUFReader", real)  # noqa: B010
+        made.clear()
 
 
 def prepare(cache: Path | None = None, force: bool = False) -> Path:
