@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import string
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fairness_tests.core.locks import exclusive
@@ -95,11 +97,7 @@ def write_tiny_gemma3_gguf(path: Path) -> Path:
     128 tokens), written with the ``gguf`` package: :func:`convert_gguf` converts it on
     the same code path as the embedded GGUF (transformers dequantises and saves it), in
     a fraction of a second instead of ~45 s, so the lock is what this test times."""
-    import string
-
-    import gguf
-    import numpy as np
-
+    gguf = pytest.importorskip("gguf")
     vocab, width, ff, heads, head_dim = 128, 64, 128, 2, 32
     tokens = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "\u2581"]
     tokens += list(string.ascii_letters + string.digits + string.punctuation)
@@ -164,7 +162,6 @@ def write_tiny_gemma3_gguf(path: Path) -> Path:
 @pytest.mark.live_model
 def test_two_conversions_at_once_convert_once_and_share_the_result(tmp_path):
     pytest.importorskip("transformers")
-    pytest.importorskip("gguf")
     from fairness_tests.models.backends.embedded import MARKER, conversion_info
 
     gguf = write_tiny_gemma3_gguf(tmp_path / "tiny-gemma3-q8_0.gguf")
