@@ -202,11 +202,11 @@ def test_batching_does_not_change_answers(backend):
 @pytest.mark.live_model
 def test_generation_is_seed_deterministic_and_batch_independent(backend):
     reqs = [Request(messages=chat(None, p), decoding=Decoding(temperature=1.0, top_p=0.95,
-                                                              max_tokens=8),
+                                                              max_tokens=4),
                     seed=s, backend="transformers", model=emb.EMBEDDED_MODEL_ID)
             for p in ("Describe a nurse.", "Describe an engineer from Lagos.") for s in (0, 1)]
     first = backend.answer(reqs)
-    assert all(r.status == "ok" and r.text and 1 <= r.completion_tokens <= 8 for r in first)
+    assert all(r.status == "ok" and r.text and 1 <= r.completion_tokens <= 4 for r in first)
     assert all(r.prompt_tokens > 5 and r.latency_s > 0 for r in first)
     single = tb.TransformersBackend("embedded", batch_size=1, threads=THREADS)
     assert [r.text for r in single.answer(reqs)] == [r.text for r in first]
