@@ -184,8 +184,8 @@ def test_temperature_changes_the_spread(backend):
     asked = [_choice_requests(items, repeats=10, temperature=t) for t in temps]
     res = backend.answer([q for reqs in asked for q in reqs])
     by_t = {t: res[i * 20:(i + 1) * 20] for i, t in enumerate(temps)}
-    assert all(r.key == q.key() for reqs, t in zip(asked, temps)
-               for q, r in zip(reqs, by_t[t]))
+    assert all(r.key == q.key() for reqs, t in zip(asked, temps, strict=True)
+               for q, r in zip(reqs, by_t[t], strict=True))
     for k in range(2):
         h = [entropy(by_t[t][k * 10].letter_probs) for t in (0.0, 0.5, 1.0, 2.0)]
         assert h[0] == 0 and h[0] < h[1] < h[2] < h[3]
