@@ -159,7 +159,7 @@ def write_tiny_gemma3_gguf(path: Path) -> Path:
     return path
 
 
-@pytest.mark.live_model
+@pytest.mark.slow       # two processes, the converting one imports torch and transformers
 def test_two_conversions_at_once_convert_once_and_share_the_result(tmp_path):
     pytest.importorskip("transformers")
     from fairness_tests.models.backends.embedded import MARKER, conversion_info
