@@ -26,7 +26,7 @@ def smoke(tmp_path_factory):
     cfg = AuditConfig(live=True, store=str(d / "store.sqlite"), recordings=(),
                       protocols=("bbq", "consistency", "generative", "probe"),
                       limit=1, per_cell=1, repeats=3, gen_limit=4, gen_max_new_tokens=4,
-                      n_boot=100, progress=False)        # 4 new tokens: each one a pass
+                      n_boot=100, progress=False)   # each new token is a forward pass
     first = run_audit(cfg)
     again = run_audit(dataclasses.replace(cfg, live=False))
     return cfg, first, again
