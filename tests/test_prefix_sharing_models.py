@@ -54,6 +54,20 @@ def build(kind: str, path) -> None:
     model.save_pretrained(path)
 
 
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """``model_dir(kind)``: the model of that kind, built once for the module (and so
+    loaded once: the backend keeps a loaded checkpoint per path, dtype and device)."""
+    built = {}
+
+    def get(kind: str):
+        if kind not in built:
+            built[kind] = tmp_path_factory.mktemp(kind)
+            build(kind, built[kind])
+        return built[kind]
+    return get
+
+
 def requests():
     """Prompts sharing a system prompt, a context, and questions, as BBQ prompts do."""
     ctx = "the nurse and the engineer met at a cafe . one of them was late ."
@@ -73,13 +87,12 @@ def requests():
 @pytest.mark.parametrize("kind", ["gemma3", "llama"])
 @pytest.mark.parametrize("batch_size", [1, 3, 16])
 @pytest.mark.parametrize("workers", [1, 2])
-def test_shared_prefixes_equal_plain_forward_passes(kind, batch_size, workers, tmp_path):
+def test_shared_prefixes_equal_plain_forward_passes(kind, batch_size, workers, model_dir):
     """Also with two workers computing the batches of a level side by side (each batch
     after the batches holding its ancestors), and with the workers' linear layers in
     numpy's BLAS where numpy has OpenBLAS: the reference pass below runs outside the
     workers, on torch's own kernels."""
-    build(kind, tmp_path)
-    be = tb.TransformersBackend(str(tmp_path), batch_size=batch_size, dtype="float64",
+    be = tb.TransformersBackend(str(model_dir(kind)), batch_size=batch_size, dtype="float64",
                                 threads=workers, workers=workers)
     reqs = requests()
     out = be.answer(reqs)
@@ -96,11 +109,11 @@ def test_shared_prefixes_equal_plain_forward_passes(kind, batch_size, workers, t
         np.testing.assert_allclose(r.letter_probs, (p / p.sum()).tolist(), rtol=0, atol=1e-7)
 
 
-def test_a_wrong_sliding_mask_would_be_caught(tmp_path, monkeypatch):
+def test_a_wrong_sliding_mask_would_be_caught(model_dir, monkeypatch):
     """The comparison above is sensitive to the masks: with the window ignored, the
     Gemma 3 distributions differ from the plain forward passes."""
-    build("gemma3", tmp_path)
-    be = tb.TransformersBackend(str(tmp_path), batch_size=4, dtype="float64", threads=1)
+    be = tb.TransformersBackend(str(model_dir("gemma3")), batch_size=4, dtype="float64",
+                                threads=1)
     cfg = be.loaded().model.config
     monkeypatch.setattr(cfg, "sliding_window", 10_000)   # only the shared path reads it here
     reqs = requests()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import copy_store
 
 from fairness_tests.cli.main import main
 from fairness_tests.pipeline.protocols.bbq import limit_cells
@@ -16,9 +17,11 @@ pytestmark = pytest.mark.skipif(not (REPO.parent / "shared" / "bbq" / "Race_x_SE
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory) -> Path:
-    """One store for the module: the shipped recordings are imported once."""
-    return tmp_path_factory.mktemp("smoke") / "s.sqlite"
+def store(tmp_path_factory, recorded_store) -> Path:
+    """One store for the module: a copy of the session's store of the shipped recordings
+    (imported once per session, tests/conftest.py); each audit imports them again, which
+    finds them all there."""
+    return copy_store(recorded_store, tmp_path_factory.mktemp("smoke") / "s.sqlite")
 
 
 def audit(store: Path, out: Path, *args: str) -> int:

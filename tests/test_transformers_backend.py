@@ -179,8 +179,13 @@ def test_temperature_changes_the_spread(backend):
         p = np.asarray(p)
         return float(-(p[p > 0] * np.log(p[p > 0])).sum())
 
-    by_t = {t: backend.answer(_choice_requests(items, repeats=10, temperature=t))
-            for t in (0.0, 0.5, 1.0, 2.0)}
+    temps = (0.0, 0.5, 1.0, 2.0)
+    # one call for the four temperatures: the same prompts' tokens (one prefix tree)
+    asked = [_choice_requests(items, repeats=10, temperature=t) for t in temps]
+    res = backend.answer([q for reqs in asked for q in reqs])
+    by_t = {t: res[i * 20:(i + 1) * 20] for i, t in enumerate(temps)}
+    assert all(r.key == q.key() for reqs, t in zip(asked, temps, strict=True)
+               for q, r in zip(reqs, by_t[t], strict=True))
     for k in range(2):
         h = [entropy(by_t[t][k * 10].letter_probs) for t in (0.0, 0.5, 1.0, 2.0)]
         assert h[0] == 0 and h[0] < h[1] < h[2] < h[3]
@@ -202,11 +207,11 @@ def test_batching_does_not_change_answers(backend):
 @pytest.mark.live_model
 def test_generation_is_seed_deterministic_and_batch_independent(backend):
     reqs = [Request(messages=chat(None, p), decoding=Decoding(temperature=1.0, top_p=0.95,
-                                                              max_tokens=8),
+                                                              max_tokens=4),
                     seed=s, backend="transformers", model=emb.EMBEDDED_MODEL_ID)
             for p in ("Describe a nurse.", "Describe an engineer from Lagos.") for s in (0, 1)]
     first = backend.answer(reqs)
-    assert all(r.status == "ok" and r.text and 1 <= r.completion_tokens <= 8 for r in first)
+    assert all(r.status == "ok" and r.text and 1 <= r.completion_tokens <= 4 for r in first)
     assert all(r.prompt_tokens > 5 and r.latency_s > 0 for r in first)
     single = tb.TransformersBackend("embedded", batch_size=1, threads=THREADS)
     assert [r.text for r in single.answer(reqs)] == [r.text for r in first]
@@ -265,16 +270,16 @@ def test_a_missing_model_raises_instead_of_error_rows(tmp_path):
         tb.TransformersBackend(tmp_path / "absent").answer([req])
 
 
-def _one_context_all_variants():
+def _one_context_all_variants(rotations=(0, 1, 2)):
     """The 12 prompts of one BBQ context: ambiguous and disambiguated (which extends it),
-    both question polarities, the three option rotations."""
+    both question polarities, the three option rotations (4 per rotation)."""
     from fairness_tests.protocols.bbq.data import read_items
     from fairness_tests.protocols.bbq.prompt import build_requests
     items = read_items(bbq_dir() / "Race_x_SES.jsonl", "Race_x_SES").sort_values("example_id")
     group = items.head(4)
     assert sorted(group["context"]) == ["ambig", "ambig", "disambig", "disambig"]
     assert group["context_text"].str.startswith(group["context_text"].iloc[0][:40]).all()
-    return build_requests(group, rotations=(0, 1, 2), repeats=2, backend="transformers",
+    return build_requests(group, rotations=rotations, repeats=2, backend="transformers",
                           model=emb.EMBEDDED_MODEL_ID)
 
 
@@ -286,16 +291,22 @@ def test_shared_prefixes_give_the_unshared_distribution():
     padding) to 1e-5. In float64, so that what is compared is the algorithm (positions,
     masks, cache layout), not float32 round-off of differently shaped matrix products."""
     import torch
-    reqs = _one_context_all_variants()
+    # two rotations (8 prompts), not three: every kind of shared segment is there (the
+    # context for all, its disambiguated extension, each question for its rotations),
+    # and each of the 8 is checked against its own plain float64 pass
+    reqs = _one_context_all_variants(rotations=(0, 1))
+    assert len(reqs) == 8 * 2
     be = tb.TransformersBackend("embedded", batch_size=4, dtype="float64", threads=THREADS)
     out = be.answer(reqs)
     L = be.loaded()
     tok, mdl = L.tokenizer, L.model
     ids = [tok(be.prompt_text(q))["input_ids"] for q in reqs[::2]]
     assert be.prompt_tokens == sum(map(len, ids))
-    # shared: the context (2 polarities x 3 rotations), its disambiguated extension, each
-    # question (3 rotations): well under the prompt tokens
-    assert be.computed_tokens < 0.6 * be.prompt_tokens
+    # shared: the context (2 polarities x 2 rotations), its disambiguated extension, each
+    # question (2 rotations): well under the prompt tokens (8 prompts share less than the
+    # 12 of three rotations, which stay under 0.6), and no fewer than their distinct prefixes
+    distinct = len({tuple(x[:n]) for x in ids for n in range(1, len(x) + 1)})
+    assert distinct <= be.computed_tokens < 0.7 * be.prompt_tokens
     for q, r, x in zip(reqs[::2], out[::2], ids):
         assert r.status == "ok" and r.prompt_tokens == len(x)
         with torch.inference_mode():
@@ -346,7 +357,9 @@ def test_the_dry_run_plans_exactly_the_tokens_a_run_computes():
     be.answer(reqs)
     assert prompts == len(reqs) // 2                 # two repeats share each prompt
     assert (tokens, computed) == (be.prompt_tokens, be.computed_tokens)
-    assert computed < tokens
+    # shared: the context (2 polarities x 3 rotations), its disambiguated extension, each
+    # question (3 rotations): well under the prompt tokens
+    assert computed < 0.6 * tokens
 
 
 @pytest.mark.live_model
