@@ -189,3 +189,35 @@ def test_two_conversions_at_once_convert_once_and_share_the_result(tmp_path):
     assert (first["loaded_transformers"], waiter["loaded_transformers"]) == (True, False)
     leftovers = [p.name for p in converted.parent.iterdir() if ".tmp-" in p.name]
     assert leftovers == []
+
+
+@pytest.mark.slow       # imports torch and transformers
+def test_a_conversion_parses_the_gguf_once_and_writes_what_transformers_loads(
+        tmp_path, monkeypatch):
+    """transformers reads a GGUF several times (tokenizer, config, weights); the conversion
+    parses it once (issue 24: the vocabulary's parse was most of `model prepare`), and the weights
+    it writes are those transformers loads from the GGUF on its own."""
+    pytest.importorskip("transformers")
+    import gguf  # noqa: PLC0415  heavy: only in this test (collection stays light)
+    import torch  # noqa: PLC0415
+    from transformers import AutoModelForCausalLM  # noqa: PLC0415
+
+    from fairness_tests.models.backends.embedded import convert_gguf  # noqa: PLC0415
+
+    parses: list[str] = []
+    real_init = gguf.GGUFReader.__init__
+
+    def counting(self, path, mode="r"):
+        parses.append(os.fspath(path))
+        real_init(self, path, mode)
+
+    monkeypatch.setattr(gguf.GGUFReader, "__init__", counting)
+    g = write_tiny_gemma3_gguf(tmp_path / "tiny-gemma3-q8_0.gguf")
+    out = convert_gguf(g, tmp_path / "cache")
+    assert len(parses) == 1, parses
+    assert gguf.GGUFReader.__name__ == "GGUFReader"          # put back after the conversion
+    converted = AutoModelForCausalLM.from_pretrained(str(out)).state_dict()
+    direct = AutoModelForCausalLM.from_pretrained(str(g.parent), gguf_file=g.name).state_dict()
+    assert len(parses) - 1 >= 2     # on its own transformers parses it for config and weights
+    assert converted.keys() == direct.keys()
+    assert all(torch.equal(converted[k], direct[k]) for k in direct)
