@@ -143,3 +143,16 @@ def store(tmp_path):
     s = ResponseStore(tmp_path / "s.sqlite")
     yield s
     s.close()
+
+
+# ---- transformers serve, once per session (tests/test_live_server*.py) -------------------
+
+@pytest.fixture(scope="session")
+def transformers_server(tmp_path_factory):
+    """The real ``transformers serve`` of the embedded model on 127.0.0.1
+    (tests/transformers_server.py), started once per session (per xdist worker) and
+    shared by the live-server modules: ``{"api_base", "model_dir", "log"}``."""
+    from transformers_server import serve  # noqa: PLC0415  (only where a test asks)
+    with serve(tmp_path_factory.mktemp("serve")) as info:
+        yield info
+# ---- end: transformers serve -------------------------------------------------------------
