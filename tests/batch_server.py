@@ -40,7 +40,7 @@ from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from fault_server import FaultServer, letter_model, tiktoken_counter
+from fault_server import FaultServer, letter_model, serve_forever, tiktoken_counter
 
 WINDOW_S = 24 * 3600
 
@@ -285,13 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     s = BatchServer(answers=letter_model if a.letters else None,
                     tokenizer=tiktoken_counter(a.tiktoken) if a.tiktoken else None,
                     chat_overhead=bool(a.tiktoken)).start()
-    print(s.url, flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        s.stop()
-    return 0
+    return serve_forever(s)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from typing import Any, Callable
 import pytest
 from gate_testdata import make_runs
 from helpers import copy_store
+from transformers_server import serve
 
 from fairness_tests.card.schema import load_card
 from fairness_tests.cli.main import main
@@ -160,3 +161,13 @@ def committed_card() -> Callable[[], dict]:
     fresh copy (a test may change it)."""
     data = pickle.dumps(load_card(COMMITTED_CARD))
     return lambda: pickle.loads(data)
+
+
+# transformers serve, once per session (tests/test_live_server*.py).
+@pytest.fixture(scope="session")
+def transformers_server(tmp_path_factory):
+    """The real ``transformers serve`` of the embedded model on 127.0.0.1
+    (tests/transformers_server.py), started once per session (per xdist worker) and
+    shared by the live-server modules: ``{"api_base", "model_dir", "log"}``."""
+    with serve(tmp_path_factory.mktemp("serve")) as info:
+        yield info

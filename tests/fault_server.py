@@ -568,6 +568,19 @@ def letter_model(prompt: str) -> dict[str, float]:
     return {t: x / total for t, x in zip(("a", "b", "c", "B", "Unknown"), w)}
 
 
+def serve_forever(server: FaultServer) -> int:
+    """Print the started ``server``'s URL and serve until interrupted (Ctrl-C, SIGINT),
+    then stop it: the ``main()`` of the loopback servers (this one and
+    tests/batch_server.py)."""
+    print(server.url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """A loopback server for manual runs and benches; prints its URL, serves until killed.
     ``GET /v1/stats`` answers its counters as JSON."""
@@ -585,13 +598,7 @@ def main(argv: list[str] | None = None) -> int:
                     n_support=not a.no_n, logprobs_support=not a.no_logprobs,
                     tokenizer=tiktoken_counter(a.tiktoken) if a.tiktoken else None,
                     chat_overhead=bool(a.tiktoken)).start()
-    print(s.url, flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        s.stop()
-    return 0
+    return serve_forever(s)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer, tiktoken_counter  # noqa: E402
 
 MODEL = "openai/gpt-4o-mini"         # in litellm's local cost map: priced, cl100k counter
+# one category, one item per context x polarity cell (what is checked here does not
+# depend on the count): 4 consistency items x 5 repeats
+SMALL = ("--categories", "Race_x_SES", "--limit", "1")
+ITEMS, REPEATS = 4, 5
+N = ITEMS * REPEATS
 
 
 def letters(prompt: str) -> dict[str, float]:
@@ -46,7 +51,7 @@ def quiet(monkeypatch):
 def audit(server, tmp_path, *extra, store="s.sqlite", out="report", model=MODEL):
     return main(["audit", "--live", "--backend", "litellm", "--model", model,
                  "--api-base", server.url, "--store", str(tmp_path / store), "--recordings",
-                 "--protocols", "consistency", "--limit", "1", "--repeats", "5",
+                 "--protocols", "consistency", *SMALL, "--repeats", str(REPEATS),
                  "--n-boot", "100", "--out", str(tmp_path / out), *extra])
 
 
@@ -56,26 +61,26 @@ def run_meta(tmp_path, out="report") -> dict:
 
 # ----------------------------------------------------------------------------- modes via the CLI
 
-@pytest.mark.parametrize("mode, calls", [("calls", 40), ("n", 8), ("logprobs", 8)])
+@pytest.mark.parametrize("mode, calls", [("calls", N), ("n", ITEMS), ("logprobs", ITEMS)])
 def test_audit_repeat_modes_request_counts_and_metadata(tmp_path, mode, calls):
-    """8 consistency items (1 per dataset x context x polarity cell) x 5 repeats."""
+    """4 consistency items (1 per context x polarity cell of one dataset) x 5 repeats."""
     with FaultServer(answers=letters) as s:
         rc = audit(s, tmp_path, "--repeat-mode", mode)
         assert rc in (0, 1)
         assert len(s.hits) == calls
         if mode == "n":
-            assert {h.body["n"] for h in s.hits} == {5}
+            assert {h.body["n"] for h in s.hits} == {REPEATS}
     meta = run_meta(tmp_path)
     rec = meta["asking"]["repeat_mode"]
     assert rec["requested"] == rec["used"] == mode and rec["fallback"] is None
     assert rec["shared_forward_pass"] == (mode != "calls")
     assert meta["asking"]["usage"]["calls"] == calls
     with ResponseStore(tmp_path / "s.sqlite") as st:
-        assert len(st) == 40
-    # the consistency table was computed from the 40 answers
+        assert len(st) == N
+    # the consistency table was computed from the N answers
     import pandas as pd
     per_item = pd.read_csv(tmp_path / "report" / "run" / "tables" / "consistency_items.csv")
-    assert len(per_item) == 8
+    assert len(per_item) == ITEMS
 
 
 @pytest.mark.parametrize("mode, switch", [("n", "n_support"), ("logprobs", "logprobs_support")])
@@ -83,14 +88,14 @@ def test_audit_falls_back_to_calls_and_says_so(tmp_path, capfd, mode, switch):
     with FaultServer(answers=letters, **{switch: False}) as s:
         rc = audit(s, tmp_path, "--repeat-mode", mode)
         assert rc in (0, 1)
-        assert len(s.hits) == 1 + 40                 # the detecting request, then 40 calls
+        assert len(s.hits) == 1 + N                  # the detecting request, then N calls
     rec = run_meta(tmp_path)["asking"]["repeat_mode"]
     assert rec["requested"] == mode and rec["used"] == "calls" and not rec["shared_forward_pass"]
     assert "openai (openai/gpt-4o-mini at http://127.0.0.1:" in rec["fallback"]
     assert "asking with --repeat-mode calls instead" in capfd.readouterr().err
     with ResponseStore(tmp_path / "s.sqlite") as st:
         rows = list(st.iter_records())
-    assert len(rows) == 40 and all("repeat_mode" not in r["request"] for r in rows)
+    assert len(rows) == N and all("repeat_mode" not in r["request"] for r in rows)
 
 
 # ----------------------------------------------------------------------------- reasoning
@@ -134,18 +139,19 @@ def test_truncated_answers_are_counted_and_the_setting_named(tmp_path, capfd):
     with FaultServer(answers=letters, reasoning={None: 0, "high": 30}) as s:
         rc = audit(s, tmp_path, "--reasoning-effort", "high", "--max-tokens", "16",
                    model="hosted_vllm/reasoner")
-        assert rc in (0, 1) and len(s.hits) == 40
+        assert rc in (0, 1) and len(s.hits) == N
     err = capfd.readouterr().err
     # a consistency-only run names its own protocol (it said "bbq" before)
-    assert "40 of 40 consistency answers were truncated" in err and "--max-tokens (now 16)" in err
+    assert f"{N} of {N} consistency answers were truncated" in err
+    assert "--max-tokens (now 16)" in err
     meta = run_meta(tmp_path)
-    assert meta["bbq"]["truncated_answers"] == 40 and meta["bbq"]["max_tokens"] == 16
-    assert meta["asking"]["usage"]["reasoning_tokens"] == 40 * 16
+    assert meta["bbq"]["truncated_answers"] == N and meta["bbq"]["max_tokens"] == 16
+    assert meta["asking"]["usage"]["reasoning_tokens"] == N * 16
     # with room for the answer none is truncated (a new request: max_tokens is in the key)
     with FaultServer(answers=letters, reasoning={None: 0, "high": 30}) as s:
         assert audit(s, tmp_path, "--reasoning-effort", "high", "--max-tokens", "64",
                      model="hosted_vllm/reasoner", out="r2") in (0, 1)
-        assert len(s.hits) == 40
+        assert len(s.hits) == N
     assert run_meta(tmp_path, "r2")["bbq"]["truncated_answers"] == 0
 
 
@@ -162,7 +168,7 @@ def test_dry_run_counts_match_what_the_server_then_counts(tmp_path, capsys):
     for every repeat mode; its output tokens bound the billed ones. The server counts
     tokens the way OpenAI does (3 per message + role + content, 3 to prime)."""
     common = ["--backend", "litellm", "--model", MODEL, "--protocols", "consistency",
-              "--limit", "1", "--repeats", "5", "--recordings", "--n-boot", "100"]
+              *SMALL, "--repeats", str(REPEATS), "--recordings", "--n-boot", "100"]
     for mode in ("calls", "n", "logprobs"):
         store = tmp_path / f"{mode}.sqlite"
         with FaultServer(answers=letters, tokenizer=openai_tokens, chat_overhead=True) as s:
@@ -173,7 +179,7 @@ def test_dry_run_counts_match_what_the_server_then_counts(tmp_path, capsys):
             row = next(line.split() for line in text.splitlines()
                        if line.startswith("consistency") and f"{mode}*" in line)
             responses, in_store, calls, inp, out = map(int, row[2:7])
-            assert (responses, in_store) == (40, 0)
+            assert (responses, in_store) == (N, 0)
             assert main(["audit", "--live", *common, "--api-base", s.url, "--store", str(store),
                          "--repeat-mode", mode, "--out", str(tmp_path / mode)]) in (0, 1)
             assert calls == len(s.hits) and inp == s.prompt_tokens
@@ -183,7 +189,7 @@ def test_dry_run_counts_match_what_the_server_then_counts(tmp_path, capsys):
                          str(store), "--repeat-mode", mode]) == 0
             row = next(line.split() for line in capsys.readouterr().out.splitlines()
                        if line.startswith("consistency") and f"{mode}*" in line)
-            assert list(map(int, row[2:7])) == [40, 40, 0, 0, 0]
+            assert list(map(int, row[2:7])) == [N, N, 0, 0, 0]
     assert "litellm token_counter (tiktoken o200k_base)" in text
     assert "local cost map (gpt-4o-mini)" in text
 
@@ -191,26 +197,27 @@ def test_dry_run_counts_match_what_the_server_then_counts(tmp_path, capsys):
 # ----------------------------------------------------------------------------- budget
 
 def test_max_cost_stops_cleanly_and_a_rerun_resumes(tmp_path, capfd):
-    # gpt-4o-mini: $0.15 / $0.60 per million tokens; one call here costs ~3e-5 $
+    # gpt-4o-mini: $0.15 / $0.60 per million tokens; one call here costs ~8e-6 $: the
+    # budget stops the run about half way through its N calls
     with FaultServer(answers=letters, tokenizer=openai_tokens, chat_overhead=True) as s:
-        common = ["--max-cost", "0.0003"]
+        common = ["--max-cost", "0.00008"]
         rc = audit(s, tmp_path, *common, "--batch-size", "1")
         err = capfd.readouterr().err
         assert rc == EXIT_BUDGET
         first = len(s.hits)
-        assert 0 < first < 40
+        assert 0 < first < N
         assert "budget reached" in err and "are kept" in err
         with ResponseStore(tmp_path / "s.sqlite") as st:
             kept = len(st)
             spent = sum(r["response"]["cost_usd"] for r in st.iter_records())
             assert st._execute("SELECT COUNT(*) FROM leases").fetchone()[0] == 0
         assert kept == first                        # every answered request was recorded
-        assert spent >= 0.0003
+        assert spent >= 0.00008
         assert not (tmp_path / "report" / "run").exists()
         # a re-run with room to finish asks only what is missing
         rc = audit(s, tmp_path, "--max-cost", "1")
         assert rc in (0, 1)
-        assert len(s.hits) == 40 and len({h.prompt + str(h.body.get("seed")) for h in s.hits}) == 40
+        assert len(s.hits) == N and len({h.prompt + str(h.body.get("seed")) for h in s.hits}) == N
 
 
 def test_budget_reached_is_raised_by_the_backend_with_requests_not_started(tmp_path):

@@ -5,9 +5,10 @@ has no price for is "unknown" in the summary, ``run.json`` and the card, never 0
 consistency-only run is labelled ``consistency`` in its progress lines and ``run.json``;
 ``backend_info.model`` names the model; no unclosed-session warning.
 
-Counts by hand: ``--protocols consistency --limit 1 --repeats 3`` asks 1 item per
-dataset x context x polarity cell = 2 x 2 x 2 = 8 items, 3 repeats each: 24 requests
-(at least 20: the progress bar is shown)."""
+Counts by hand: ``--protocols consistency --categories Race_x_SES --limit 1 --repeats 5``
+asks 1 item per context x polarity cell of one dataset = 2 x 2 = 4 items, 5 repeats
+each: 20 requests (at least 20: the progress bar is shown; what is checked does not
+depend on the count beyond that)."""
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402
 
 UNPRICED = "openai/unpriced-model"
-N = 8 * 3
+N = 4 * 5
 
 
 def letters(prompt: str) -> dict[str, float]:
@@ -34,9 +35,9 @@ def letters(prompt: str) -> dict[str, float]:
 def audit(server, tmp_path, *extra, out="report", model=UNPRICED):
     return main(["audit", "--live", "--backend", "litellm", "--model", model,
                  "--api-base", server.url, "--store", str(tmp_path / "s.sqlite"),
-                 "--recordings", "--protocols", "consistency", "--limit", "1",
-                 "--repeats", "3", "--n-boot", "100", "--out", str(tmp_path / out),
-                 "--force", *extra])
+                 "--recordings", "--protocols", "consistency", "--categories",
+                 "Race_x_SES", "--limit", "1", "--repeats", "5", "--n-boot", "100",
+                 "--out", str(tmp_path / out), "--force", *extra])
 
 
 def run_meta(tmp_path, out="report") -> dict:

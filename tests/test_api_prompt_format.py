@@ -5,9 +5,10 @@ asks again), the dry run, ``run.json`` and the card; bad combinations are one li
 exit 2. Against the loopback server's base model (tests/fault_server.py: a completion
 that runs on unless the prompt ends with ``"("`` and ``stop`` cuts it).
 
-Counts by hand: ``--protocols consistency --limit 1 --repeats 2`` asks the consistency
-sample of 1 item per dataset x context x polarity cell = 2 x 2 x 2 = 8 items, 2 repeats
-each: 16 requests."""
+Counts by hand: ``--protocols consistency --categories Race_x_SES --limit 1 --repeats 2``
+asks the consistency sample of 1 item per context x polarity cell of one dataset =
+2 x 2 = 4 items, 2 repeats each: 8 requests (what is checked does not depend on the
+count)."""
 from __future__ import annotations
 
 import json
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402
 
 BASE = "text-completion-openai/base-x"       # no "gemma" in the id: auto is completion-plain
-N = 8 * 2
+N = 4 * 2
 
 
 def letters(prompt: str) -> dict[str, float]:
@@ -40,9 +41,9 @@ def quiet(monkeypatch):
 def audit(server, tmp_path, *extra, out="report", model=BASE):
     return main(["audit", "--live", "--backend", "litellm", "--model", model,
                  "--api-base", server.url, "--store", str(tmp_path / "s.sqlite"),
-                 "--recordings", "--protocols", "consistency", "--limit", "1",
-                 "--repeats", "2", "--temperature", "0", "--n-boot", "100",
-                 "--out", str(tmp_path / out), "--force", *extra])
+                 "--recordings", "--protocols", "consistency", "--categories",
+                 "Race_x_SES", "--limit", "1", "--repeats", "2", "--temperature", "0",
+                 "--n-boot", "100", "--out", str(tmp_path / out), "--force", *extra])
 
 
 def run_meta(tmp_path, out="report") -> dict:
@@ -102,7 +103,8 @@ def test_the_format_and_prefix_are_in_the_keys(tmp_path):
         assert all(h.body["prompt"].endswith("assistant: " + custom) for h in s.hits)
         cfg = AuditConfig(live=True, backend="litellm", model=BASE, api_base=s.url,
                           store=str(tmp_path / "s.sqlite"), recordings=(),
-                          protocols=("consistency",), limit=1, repeats=2, temperature=0.0,
+                          protocols=("consistency",), categories=("Race_x_SES",),
+                          limit=1, repeats=2, temperature=0.0,
                           answer_prefix=custom)
         rows, _ = dry_run(cfg)
     assert run_meta(tmp_path, "custom")["bbq"]["invalid_answers"] == 0

@@ -35,7 +35,9 @@ from fault_server import FaultServer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "openai/gpt-4o-mini"          # priced in litellm's local cost map, batch prices too
-ITEMS = 8                             # consistency --limit 1: dataset x context x polarity
+# one category and one item per cell: what is checked here does not depend on the count
+SMALL = ("--categories", "Race_x_SES", "--limit", "1")
+ITEMS = 4                             # consistency, SMALL: context x polarity
 REPEATS = 5
 
 
@@ -51,7 +53,7 @@ def quiet(monkeypatch):
 def argv(server, tmp_path, *extra, store="s.sqlite", out="report", model=MODEL):
     return ["audit", "--live", "--backend", "litellm", "--model", model, "--api-base",
             server.url, "--store", str(tmp_path / store), "--recordings", "--protocols",
-            "consistency", "--limit", "1", "--repeats", str(REPEATS), "--n-boot", "100",
+            "consistency", *SMALL, "--repeats", str(REPEATS), "--n-boot", "100",
             "--out", str(tmp_path / out), *extra]
 
 
@@ -94,7 +96,16 @@ def run_files(tmp_path, out) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("mode, lines", [("calls", ITEMS * REPEATS), ("n", ITEMS),
                                          ("logprobs", ITEMS)])
-def test_every_request_goes_through_one_batch_and_a_rerun_asks_nothing(tmp_path, mode, lines):
+def test_every_request_goes_through_one_batch_a_rerun_asks_nothing_and_replays_as_direct(
+        tmp_path, mode, lines):
+    """Every request of the run goes through one batch job, and a rerun asks nothing.
+    The same deterministic server rule answers direct requests and batch lines: the
+    batch store holds the same rows as a direct run's store (but latency and cost), and
+    the run directories the same tables, records and verdicts; a replay of the batch
+    store too. (One test per mode: the batch run is shared by both properties.)"""
+    with FaultServer(answers=letters) as d:
+        assert main(argv(d, tmp_path, "--repeat-mode", mode, store="d.sqlite",
+                         out="direct")) in (0, 1)
     with BatchServer(answers=letters) as s:
         rc = batch(s, tmp_path, "--repeat-mode", mode)
         assert rc in (0, 1)
@@ -126,24 +137,12 @@ def test_every_request_goes_through_one_batch_and_a_rerun_asks_nothing(tmp_path,
     assert "batch mode: answered through 1 provider batch job(s)" in md
     assert f"submitted {info['jobs'][0]['submitted_at']}" in md and "50% off" in md
     assert "0 missing (error rows)" in md
-
-
-@pytest.mark.parametrize("mode", ["calls", "n", "logprobs"])
-def test_batch_store_replays_exactly_as_a_direct_run(tmp_path, mode):
-    """The same deterministic server rule answers direct requests and batch lines: the
-    stores hold the same rows (but latency and cost), and the run directories the same
-    tables, records and verdicts; a replay of the batch store too."""
-    with FaultServer(answers=letters) as d:
-        assert main(argv(d, tmp_path, "--repeat-mode", mode, store="d.sqlite",
-                         out="direct")) in (0, 1)
-    with BatchServer(answers=letters) as s:
-        assert batch(s, tmp_path, "--repeat-mode", mode, store="b.sqlite", out="batch") \
-            in (0, 1)
-    assert rows(tmp_path / "d.sqlite") == rows(tmp_path / "b.sqlite")
-    assert run_files(tmp_path, "direct") == run_files(tmp_path, "batch")
+    # the batch store replays exactly as the direct run
+    assert rows(tmp_path / "d.sqlite") == rows(tmp_path / "s.sqlite")
+    assert run_files(tmp_path, "direct") == run_files(tmp_path, "report")
     replay = ["audit", "--model", MODEL, "--backend", "litellm", "--store",
-              str(tmp_path / "b.sqlite"), "--recordings", "--protocols", "consistency",
-              "--limit", "1", "--repeats", str(REPEATS), "--n-boot", "100",
+              str(tmp_path / "s.sqlite"), "--recordings", "--protocols", "consistency",
+              *SMALL, "--repeats", str(REPEATS), "--n-boot", "100",
               "--repeat-mode", mode, "--out", str(tmp_path / "replay")]
     assert main(replay) in (0, 1)
     assert run_files(tmp_path, "replay") == run_files(tmp_path, "direct")
@@ -169,7 +168,7 @@ def test_text_completion_endpoint_and_its_replay(tmp_path):
 
 def test_dry_run_prices_the_batch_at_half_the_direct_cost(tmp_path, capsys):
     rc = main(["audit", "--dry-run", "--batch", "--model", MODEL, "--protocols", "consistency",
-               "--limit", "1", "--repeats", str(REPEATS), "--store", str(tmp_path / "s.sqlite"),
+               *SMALL, "--repeats", str(REPEATS), "--store", str(tmp_path / "s.sqlite"),
                "--recordings"])
     out = capsys.readouterr().out
     assert rc == 0
@@ -188,12 +187,12 @@ def test_dry_run_prices_the_batch_at_half_the_direct_cost(tmp_path, capsys):
 
 def test_dry_run_says_when_the_batch_price_is_unknown(tmp_path, capsys):
     rc = main(["audit", "--dry-run", "--batch", "--model", "openai/some-unpriced-model",
-               "--protocols", "consistency", "--limit", "1", "--repeats", "2", "--store",
+               "--protocols", "consistency", *SMALL, "--repeats", "2", "--store",
                str(tmp_path / "s.sqlite"), "--recordings"])
     out = capsys.readouterr().out
     assert rc == 0 and "batch price: unknown" in out
-    assert ["consistency", "calls", "16", "unknown", "unknown"] in [x.split() for x in
-                                                                     out.splitlines()]
+    assert ["consistency", "calls", str(ITEMS * 2), "unknown", "unknown"] in \
+        [x.split() for x in out.splitlines()]
 
 
 # ----------------------------------------------------------------------------- providers
@@ -275,7 +274,7 @@ def test_batch_wait_none_exits_7_and_the_same_command_collects(tmp_path, capsys)
         rc = batch(s, tmp_path, "--batch-wait", "none")
         err = capsys.readouterr().err
         assert rc == ExitCode.BATCH_PENDING == 7
-        assert "1 batch job(s) with 40 line(s) submitted" in err
+        assert f"1 batch job(s) with {ITEMS * REPEATS} line(s) submitted" in err
         assert "Run the same command again to collect" in err
         assert not (tmp_path / "report" / "run").exists()
         assert s.batches_created == 1 and s.hits == []

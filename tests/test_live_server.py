@@ -2,26 +2,17 @@
 on 127.0.0.1, asked through the litellm backend and the runner into a real
 SQLite store.
 
-Starts the server as a subprocess on a free loopback port, waits for it with a
-bounded loop, runs a small multiple-choice batch (chat endpoint, Gemma chat
-template saved with the converted copy) and an open-ended batch (plain
-``/v1/completions``), checks the rows in the store, checks a re-run asks the
-server nothing, then stops the server. Marked ``live_server`` (~1 min on 2 cores,
-plus the one-off GGUF conversion if the cache is cold).
+The server (tests/transformers_server.py) runs as a subprocess on a free loopback
+port, started once per session and shared with tests/test_live_server_completion.py
+(the ``transformers_server`` fixture of tests/conftest.py). Here: a small
+multiple-choice batch (chat endpoint, Gemma chat template saved with the converted
+copy) and an open-ended batch (plain ``/v1/completions``), the rows in the store, a
+re-run that asks the server nothing. Marked ``live_server`` (~1 min on 2 cores, plus
+the one-off GGUF conversion if the cache is cold).
 """
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import socket
 import sqlite3
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -30,65 +21,11 @@ from fairness_tests.models.request import Decoding, Request, chat
 
 pytestmark = pytest.mark.live_server
 
-READY_TIMEOUT_S = 240.0
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serve_command(model_dir: Path, port: int) -> list[str]:
-    exe = shutil.which("transformers")
-    head = [exe] if exe else [sys.executable, "-m", "transformers.cli.transformers"]
-    return head + ["serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
-                   "--device", "cpu", "--log-level", "warning"]
-
-
-def _get(url: str, timeout: float = 2.0) -> int:
-    with urllib.request.urlopen(url, timeout=timeout) as r:   # loopback only
-        return r.status
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    pytest.importorskip("fastapi", reason="transformers[serving] extras not installed")
-    pytest.importorskip("litellm")
-    model_dir = emb.prepare()
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("serve") / "serve.log"
-    log = open(log_path, "wb")
-    # one torch thread: the CPU is shared (two threads spin-wait when oversubscribed)
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(_serve_command(model_dir, port), stdout=log, stderr=subprocess.STDOUT,
-                            env=env, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:                                   # bounded by the deadline
-            if proc.poll() is not None:
-                pytest.fail(f"transformers serve exited with {proc.returncode}:\n"
-                            f"{log_path.read_text(errors='replace')[-3000:]}")
-            try:
-                if _get(base + "/v1/models") == 200:
-                    break
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"transformers serve not ready after {READY_TIMEOUT_S:.0f}s:\n"
-                            f"{log_path.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.5)
-        yield {"api_base": base + "/v1", "model_dir": model_dir, "log": log_path}
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)       # the server's own process group
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=15)
-        log.close()
+@pytest.fixture
+def server(transformers_server):
+    """transformers serve on 127.0.0.1, started once per session (tests/conftest.py)."""
+    return transformers_server
 
 
 def _bbq_requests(model: str, api_base: str, n_items: int, repeats: int) -> list[Request]:

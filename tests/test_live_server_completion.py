@@ -1,5 +1,6 @@
 """A model served over ``/v1/completions`` by the real ``transformers serve`` (the
-embedded Gemma 3 270M on 127.0.0.1, started as in tests/test_live_server.py) answers
+embedded Gemma 3 270M on 127.0.0.1, tests/transformers_server.py, the one server
+of the session) answers
 BBQ prompts with valid letters through the litellm backend: the completion prompt is
 the local backend's (Gemma turns, then ``"Answer: ("``), ``stop`` ends the letter.
 The same server's answers to the contents joined without a prefix (what this path sent
@@ -19,7 +20,7 @@ from fairness_tests.models.request import Decoding
 from fairness_tests.models.runner import ask_counted
 from fairness_tests.models.store import ResponseStore
 
-server = live.server            # the module's fixture: transformers serve on 127.0.0.1
+server = live.server            # transformers serve on 127.0.0.1, shared by the session
 _bbq_requests = live._bbq_requests
 
 pytestmark = pytest.mark.live_server
@@ -31,7 +32,14 @@ def _requests(server, n_items, repeats=1):
     return [r.with_(decoding=Decoding(temperature=0.0, max_tokens=16)) for r in reqs]
 
 
-def test_served_base_path_answers_bbq_with_valid_letters(server, tmp_path):
+def test_served_base_path_answers_bbq_with_letters_the_in_process_backend_would_give(
+        server, tmp_path):
+    """The served base path answers BBQ with valid letters, and a re-run is served from
+    the store. The same prompt, the same weights: the served model's greedy letter after
+    "Answer: (" is the local backend's most likely letter (T = 0). (One test: the served
+    answers are asked once for both.)"""
+    from fairness_tests.models.backends import embedded as emb
+    from fairness_tests.models.backends.transformers_backend import TransformersBackend
     reqs = _requests(server, n_items=4)
     backend = LiteLLMBackend(max_concurrency=2, timeout_s=120, max_retries=1,
                              prompt_format="completion-gemma")
@@ -46,6 +54,11 @@ def test_served_base_path_answers_bbq_with_valid_letters(server, tmp_path):
     assert (counts2.sent, counts2.from_store) == (0, 4)        # the store answers a re-run
     assert [o.text for o in again] == [o.text for o in out]
     assert backend.info().prompt_formats == {reqs[0].model: "completion-gemma"}
+    # the served greedy letters are the in-process backend's most likely letters
+    local_reqs = [r.with_(backend="transformers", model=emb.EMBEDDED_MODEL_ID, api_base=None)
+                  for r in reqs]
+    local = TransformersBackend("embedded", batch_size=4, threads=1).answer(local_reqs)
+    assert [o.text for o in out] == [("a", "b", "c")[x.answer] for x in local]
 
 
 def test_served_without_the_prefix_the_same_model_is_not_read_as_a_letter(server, tmp_path):
@@ -73,35 +86,23 @@ def test_served_probe_reads_what_the_server_ignores(server, tmp_path, mode, reas
         assert [(r.feature, r.supported) for r in st.capabilities()] == [(mode, False)]
 
 
-def test_served_greedy_letters_match_the_in_process_backend(server, tmp_path):
-    """The same prompt, the same weights: the served model's greedy letter after
-    "Answer: (" is the local backend's most likely letter (T = 0)."""
-    from fairness_tests.models.backends import embedded as emb
-    from fairness_tests.models.backends.transformers_backend import TransformersBackend
-    reqs = _requests(server, n_items=4)
-    served = LiteLLMBackend(max_concurrency=2, timeout_s=120, max_retries=1,
-                            prompt_format="completion-gemma").answer(reqs)
-    local_reqs = [r.with_(backend="transformers", model=emb.EMBEDDED_MODEL_ID, api_base=None)
-                  for r in reqs]
-    local = TransformersBackend("embedded", batch_size=4, threads=1).answer(local_reqs)
-    assert [s.text for s in served] == [("a", "b", "c")[x.answer] for x in local]
-
-
 @pytest.mark.parametrize("fmt", ["completion-gemma", "auto"])
 def test_audit_through_the_served_base_model_answers_bbq_with_letters(server, tmp_path,
                                                                       monkeypatch, capsys, fmt):
     """``fairness-tests audit --prompt-format ...`` end to end against the served model:
-    8 BBQ items (``--limit 1``: one per dataset x context x polarity cell, no rotations),
-    greedy. Gemma's turns then "Answer: (" (what the local backend sends) give valid
-    letters; ``auto`` resolves by the model id, which here is a directory name without
-    "gemma": ``completion-plain`` (role: content lines, then the prefix). The shares are
-    printed (-s) for docs/api_models.md."""
+    8 BBQ items (``--categories Race_x_SES --limit 2``: two per context x polarity cell
+    of one dataset, which loads half the data of both; no rotations), greedy. Gemma's
+    turns then "Answer: (" (what the local backend sends) give valid letters; ``auto``
+    resolves by the model id, which here is a directory name without "gemma":
+    ``completion-plain`` (role: content lines, then the prefix). The shares are printed
+    (-s) for docs/api_models.md."""
     monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
     model = f"text-completion-openai/{server['model_dir']}"
     main(["audit", "--live", "--model", model, "--api-base", server["api_base"],
           "--store", str(tmp_path / "s.sqlite"), "--recordings", "--protocols", "bbq",
-          "--limit", "1", "--rotations", "none", "--temperature", "0", "--n-boot", "100",
-          "--prompt-format", fmt, "--out", str(tmp_path / "r")])
+          "--categories", "Race_x_SES", "--limit", "2", "--rotations", "none",
+          "--temperature", "0", "--n-boot", "100", "--prompt-format", fmt,
+          "--out", str(tmp_path / "r")])
     meta = json.loads((tmp_path / "r" / "run" / "run.json").read_text())
     used = "completion-gemma" if fmt == "completion-gemma" else "completion-plain"
     assert meta["asking"]["prompt"]["used"] == used
