@@ -6,6 +6,7 @@ lines, a rerun asks nothing, the replay of a batch-recorded store equals a direc
 and the dry run prices the batch."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -15,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-import litellm
 import pytest
 import yaml
 
@@ -427,6 +427,7 @@ def test_a_job_cancelled_through_the_api_while_pending_is_reported_not_invented(
         with pytest.raises(BatchPending) as pending:
             ask(_requests(3), _backend(s, st, wait="none"), st, progress=False)
         [job] = pending.value.jobs
+        litellm = importlib.import_module("litellm")    # 3 s: not at collection
         cancelled = litellm.cancel_batch(batch_id=job.batch_id, custom_llm_provider="openai",
                                          api_base=s.url, api_key="sk-test")
         assert cancelled.status == "cancelling"

@@ -5,14 +5,30 @@ plain 4-D mask path). The shared computation must equal a plain forward pass of 
 whole prompt (no cache, no padding)."""
 from __future__ import annotations
 
+import importlib
+import importlib.util
+from typing import Any
+
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+from fairness_tests.models.backends import transformers_backend as tb
+from fairness_tests.models.request import Decoding, Request, chat
 
-from fairness_tests.models.backends import transformers_backend as tb  # noqa: E402
-from fairness_tests.models.request import Decoding, Request, chat  # noqa: E402
+pytestmark = pytest.mark.skipif(
+    any(importlib.util.find_spec(m) is None for m in ("torch", "transformers")),
+    reason="needs torch and transformers (the [local] extra)")
+#: imported when the module's first test runs, not at collection (about a second in
+#: every xdist worker that collects this file)
+torch: Any = None
+transformers: Any = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _torch_and_transformers() -> None:
+    global torch, transformers
+    torch = importlib.import_module("torch")
+    transformers = importlib.import_module("transformers")
 
 WORDS = ("the nurse and the engineer met at a cafe one of them was late who was late "
          "who was on time a b c answer with one letter and nothing else can not be "
