@@ -143,3 +143,25 @@ def store(tmp_path):
     s = ResponseStore(tmp_path / "s.sqlite")
     yield s
     s.close()
+
+
+# ---------------------------------------------------------------------------------------
+# The main job with its defaults, once per session (added for issue 24; shared by
+# tests/test_committed_card.py, tests/test_compare.py and tests/test_one_pipeline.py).
+
+@pytest.fixture(scope="session")
+def main_job(tmp_path_factory, recorded_store) -> Replay:
+    """``fairness-tests audit`` with no protocol option, as a user runs it (BBQ,
+    consistency, generative and the probe), on a copy of ``recorded_store``, once per
+    session: its run directory, card and store. Read-only, like ``replay``, whose
+    tables it holds byte for byte (it adds the probe's ``counterfactual`` table): a test
+    that needs the main job's BBQ, consistency or generative results can use this one
+    and spare the session a second audit."""
+    def build(d: Path) -> None:
+        store = copy_store(recorded_store, d / "store.sqlite")
+        rc = main(["audit", "-q", "--out", str(d / "report"), "--store", str(store)])
+        assert rc == 0, f"the main job exited {rc}"
+
+    d = once(tmp_path_factory, "main-job", {"argv": "audit"}, build)
+    return Replay(run=d / "report" / "run", card=d / "report" / "card",
+                  store=d / "store.sqlite")
