@@ -252,7 +252,9 @@ def test_pytest_report_puts_the_gate_on_the_candidates_card(runs, tmp_path):
         [sys.executable, "-m", "pytest", "--pyargs", "fairness_tests.suite", "-q",
          "-p", "no:cacheprovider", "-m", "gate", "--fairness-run", str(runs["base"]),
          "--fairness-run", str(runs["cand"]), "--fairness-baseline-model",
-         base.metadata.model, "--fairness-report", str(tmp_path / "r")],
+         base.metadata.model, "--fairness-n-boot", "200",     # as the runs were made
+         "--fairness-report",
+         str(tmp_path / "r")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stdout[-3000:]          # the regression fails its cells
     slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in cand.metadata.model)
