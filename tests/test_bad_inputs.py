@@ -4,15 +4,17 @@ the pytest options and ini keys, the Python API and every input file type.
 Each row: the command (or pytest options), the files it reads, the exit code it must
 give, and the words its message must contain (the option, file, line or key at fault,
 and what is allowed). For every row: no traceback, and for exit 2 exactly one line on
-stderr. The command line rows run in-process (``fairness_tests.cli.main.main``); so do
-the pytest rows (pytester: ``pytest.main`` in a directory holding one trivial test,
-where a usage error is exit 4 and its ``ERROR:`` line as in a ``python -m pytest``
-process).
+stderr. The command line rows run in-process (``fairness_tests.cli.main.main``); the
+pytest rows are subprocesses in a temporary directory holding one trivial test, started
+together so that their start-up overlaps.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +28,6 @@ from fairness_tests.pipeline.configure import audit_config
 
 REPO = Path(__file__).resolve().parents[1]
 BBQ_DIR = REPO.parent / "shared" / "bbq"
-pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.skipif(not (BBQ_DIR / "Race_x_SES.jsonl").exists(),
                                 reason="../shared/bbq not present")
 
@@ -512,22 +513,23 @@ def d(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture
-def pytest_in(pytester, monkeypatch):
-    """``pytest_in(options, ini)``: a pytest session in this process, in a directory
-    holding one trivial test and ``pytest.ini`` with ``ini``: (exit code, stdout,
-    stderr)."""
-    monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
-    for k in ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER"):
-        monkeypatch.delenv(k, raising=False)
-
-    def run(opts: list[str], ini: str) -> tuple[int, str, str]:
-        pytester.makepyfile(test_one="def test_one():\n    assert True\n")
-        pytester.makefile(".ini", pytest=f"[pytest]\n{ini}\n")
-        r = pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                                         *opts)
-        return int(r.ret), r.stdout.str() + "\n", r.stderr.str() + "\n"
-    return run
+@pytest.fixture(scope="module")
+def pytest_results(d):
+    """Every pytest row, run as a subprocess in its own directory, all at once."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FAIRNESS_PROGRESS": "off"}
+    env.pop("PYTEST_ADDOPTS", None)
+    procs = {}
+    for rid, opts, ini, _ in PYTEST_ROWS:
+        where = d / f"pt_{rid}"
+        where.mkdir()
+        (where / "test_one.py").write_text("def test_one():\n    assert True\n")
+        (where / "pytest.ini").write_text(f"[pytest]\n{ini}\n")
+        opts = [str(d / o) if o.endswith(".yaml") else o for o in opts]
+        procs[rid] = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+             "-p", "no:randomly", *opts], cwd=where, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+    return {rid: (p.wait(timeout=300), *p.communicate()) for rid, p in procs.items()}
 
 
 # ----------------------------------------------------------------------------- tests
@@ -576,8 +578,8 @@ def test_command_line(row: Row, d: Path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("rid, opts, ini, words", PYTEST_ROWS,
                          ids=[r[0] for r in PYTEST_ROWS])
-def test_pytest_options(rid, opts, ini, words, d, pytest_in):
-    rc, out, err = pytest_in([str(d / o) if o.endswith(".yaml") else o for o in opts], ini)
+def test_pytest_options(rid, opts, ini, words, pytest_results):
+    rc, out, err = pytest_results[rid]
     text = out + err
     assert "Traceback" not in text, text
     assert rc == 4, f"exit {rc}: {text}"

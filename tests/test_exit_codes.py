@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -34,8 +33,6 @@ from fairness_tests.protocols.bbq.data import load_bbq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer, tiktoken_counter  # noqa: E402
-
-pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = bbq_dir()
@@ -330,86 +327,56 @@ def _one_error_line(p: subprocess.CompletedProcess, *words: str) -> None:
         assert frame not in text, text
 
 
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> Path:
-    """A repository ``fairness-tests init`` made (its fairness suite, no BBQ data)."""
-    d = tmp_path_factory.mktemp("repo") / "repo"
-    assert main(["init", "--dir", str(d)]) == 0
-    return d
+#: pytest in a repository ``fairness-tests init`` made (its fairness suite, no BBQ data):
+#: the options of each session
+PYTEST_CASES = {
+    "bad_protocol": lambda d: ["--fairness-protocol", "bbqq"],
+    "store_is_a_directory": lambda d: ["--fairness-store", str(d / "sdir")],
+    "no_bbq_data": lambda d: ["--fairness-bbq-dir", str(d / "none")],
+    "bbq_file_missing": lambda d: ["--fairness-bbq-dir", str(d / "bbq")],
+    "xdist": lambda d: ["-n", "2", "--fairness-bbq-dir", str(d / "none")],
+}
 
 
 @pytest.fixture(scope="module")
-def xdist_run(repo, tmp_path_factory):
-    """``python -m pytest -n 2`` in ``repo`` with no BBQ data, started when the module's
-    first pytest test asks (the in-process sessions run meanwhile); ``xdist_run()``
-    waits for it and gives its :class:`subprocess.CompletedProcess`."""
-    none = tmp_path_factory.mktemp("nobbq") / "none"
-    p = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                          "-p", "no:randomly", "-n", "2", "--fairness-bbq-dir", str(none)],
-                         cwd=repo, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    done: list[subprocess.CompletedProcess] = []
-
-    def wait() -> subprocess.CompletedProcess:
-        if not done:
-            out, err = p.communicate(timeout=600)
-            done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
-        return done[0]
-    yield wait
-    if p.poll() is None:
-        p.kill()
-        p.communicate()
+def pytest_runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """Each of :data:`PYTEST_CASES` as a ``python -m pytest`` process in the initialised
+    repository, all started together (their start-up overlaps)."""
+    d = tmp_path_factory.mktemp("repo")
+    repo = d / "repo"
+    assert main(["init", "--dir", str(repo)]) == 0
+    (d / "sdir").mkdir()
+    (d / "bbq").mkdir()
+    (d / "bbq" / "Race_x_SES.jsonl").write_text("", encoding="utf-8")
+    procs = {case: subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-p", "no:randomly",
+         *opts(d)], cwd=repo, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True) for case, opts in PYTEST_CASES.items()}
+    out = {}
+    for case, p in procs.items():
+        stdout, stderr = p.communicate(timeout=600)
+        out[case] = subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr)
+    return out
 
 
-@pytest.fixture
-def in_repo(repo, pytester, monkeypatch, xdist_run):
-    """``in_repo(*options)``: a pytest session in a copy of ``repo``, in this process
-    (pytest's usage errors are made by ``pytest.main``, as a ``python -m pytest`` process
-    exits with them): a :class:`subprocess.CompletedProcess` of its exit code and
-    output."""
-    del xdist_run                        # started first: it runs while these do
-    shutil.copytree(repo, pytester.path, dirs_exist_ok=True)
-    for k, v in env().items():
-        if k != "PYTHONPATH":
-            monkeypatch.setenv(k, v)
-    for k in ("PYTEST_XDIST_WORKER", "PYTEST_ADDOPTS"):
-        monkeypatch.delenv(k, raising=False)
-
-    def run(*args: str) -> subprocess.CompletedProcess:
-        r = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-q", "-p", "no:randomly",
-                                         *args)
-        return subprocess.CompletedProcess(["pytest", *args], int(r.ret),
-                                           r.stdout.str() + "\n", r.stderr.str() + "\n")
-    return run
-
-
-def test_pytest_bad_protocol_is_one_error_line_exit_4(in_repo):
-    _one_error_line(in_repo("--fairness-protocol", "bbqq"), "--fairness-protocol", "bbq")
+def test_pytest_bad_protocol_is_one_error_line_exit_4(pytest_runs):
+    _one_error_line(pytest_runs["bad_protocol"], "--fairness-protocol", "bbq")
 
 
 @pytest.mark.parametrize("case", ["store_is_a_directory", "no_bbq_data", "bbq_file_missing"])
-def test_pytest_collection_usage_errors_are_one_error_line_exit_4(in_repo, tmp_path, case):
+def test_pytest_collection_usage_errors_are_one_error_line_exit_4(pytest_runs, case):
     """Defect: raised while collecting, these printed ~25 lines of pluggy/_pytest frames
     and exit 1. Every "BBQ data not found" says how to get the data, in the line."""
-    if case == "store_is_a_directory":
-        (tmp_path / "sdir").mkdir()
-        _one_error_line(in_repo("--fairness-store", str(tmp_path / "sdir")), "sdir")
-    elif case == "no_bbq_data":
-        _one_error_line(in_repo("--fairness-bbq-dir", str(tmp_path / "none")),
-                        "BBQ data not found", "fairness-tests data fetch", "--from DIR",
-                        "FAIRNESS_BBQ_DIR")
-    else:
-        part = tmp_path / "bbq"
-        part.mkdir()
-        (part / "Race_x_SES.jsonl").write_text("", encoding="utf-8")
-        _one_error_line(in_repo("--fairness-bbq-dir", str(part)),
-                        "Race_x_gender.jsonl", "fairness-tests data fetch")
+    words = {"store_is_a_directory": ("sdir",),
+             "no_bbq_data": ("BBQ data not found", "fairness-tests data fetch", "--from DIR",
+                             "FAIRNESS_BBQ_DIR"),
+             "bbq_file_missing": ("Race_x_gender.jsonl", "fairness-tests data fetch")}[case]
+    _one_error_line(pytest_runs[case], *words)
 
 
-def test_pytest_usage_error_under_xdist_is_one_error_line_exit_4(xdist_run):
-    """Under xdist a worker's usage error used to vanish (exit 5, "no tests ran"): a real
-    ``pytest -n 2`` process."""
-    p = xdist_run()
+def test_pytest_usage_error_under_xdist_is_one_error_line_exit_4(pytest_runs):
+    """Under xdist a worker's usage error used to vanish (exit 5, "no tests ran")."""
+    p = pytest_runs["xdist"]
     text = p.stdout + p.stderr
     assert p.returncode == 4, text
     errors = [x for x in text.splitlines() if x.startswith("ERROR")]
