@@ -165,3 +165,13 @@ def main_job(tmp_path_factory, recorded_store) -> Replay:
     d = once(tmp_path_factory, "main-job", {"argv": "audit"}, build)
     return Replay(run=d / "report" / "run", card=d / "report" / "card",
                   store=d / "store.sqlite")
+
+
+# ---------------------------------------------------------------------------------------
+# numpy's extension modules load once per process (a second load raises "ImportError:
+# cannot load module more than once per process"). An in-process pytester session
+# (tests/test_plugin.py) drops from sys.modules what it imported, so a numpy submodule
+# first imported inside one (numpy.fft, through scipy.stats) failed every later test of
+# that xdist worker that needs it. Imported here, it is never first imported inside one.
+import numpy.fft  # noqa: E402,F401  (added for issue 24)
+import scipy.stats  # noqa: E402,F401
