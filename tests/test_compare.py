@@ -52,13 +52,14 @@ def _outputs(records: pd.DataFrame, path: Path, text) -> Path:
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory, replay):
-    """The main job's run (computed once per session: tests/conftest.py) and the two
-    constructed models scored on its items."""
+def study(tmp_path_factory, main_job):
+    """The main job's run (``main_job``, computed once per session: tests/conftest.py;
+    its probe table is no part of the comparison) and the two constructed models scored
+    on its items."""
     d = tmp_path_factory.mktemp("compare")
-    rec = replay.load()
+    rec = main_job.load()
     bbq, gen = rec.records["bbq"], rec.records["generative"]
-    runs = {"gemma": [replay.run]}
+    runs = {"gemma": [main_job.run]}
     for name, answer, text in (
             ("oracle", lambda r: r.label,
              lambda r: REFUSAL if (r.slice_gender, r.slice_religion) == ("man", "Christian")
@@ -417,7 +418,9 @@ def test_pytest_with_several_models_writes_the_same_comparison(study, tmp_path):
                  "--model", "unknown", "--format", "json", "--n-boot", "200"]) == 0
     dirs = [str(study["dir"] / "oracle_bbq"), str(study["dir"] / "stereo_bbq"),
             str(tmp_path / "unknown")]
-    assert main(["compare", *dirs, "--out", str(tmp_path / "cli")]) == 0
+    # 500 paired resamples on both sides (the session's --fairness-n-boot reaches the
+    # report's comparison): the same bytes at any count
+    assert main(["compare", *dirs, "--out", str(tmp_path / "cli"), *COMPARE_BOOT]) == 0
     report = tmp_path / "report"
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTEST_XDIST_WORKER", "FAIRNESS_PYTEST_SESSION")}
@@ -425,6 +428,7 @@ def test_pytest_with_several_models_writes_the_same_comparison(study, tmp_path):
     args = [a for d in dirs for a in ("--fairness-run", d)]
     proc = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "fairness_tests.suite",
                            "-p", "no:cacheprovider", "-q", "-p", "no:randomly", *args,
+                           "--fairness-n-boot", COMPARE_BOOT[1],
                            "--fairness-report", str(report)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert (report / "compare" / "compare.csv").exists(), proc.stdout[-3000:] + proc.stderr

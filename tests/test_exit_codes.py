@@ -1,6 +1,12 @@
 """The exit-code contract (:class:`fairness_tests.core.exits.ExitCode`), each code from a
-real run of ``python -m fairness_tests`` in a subprocess (the shipped recordings, the
-shared BBQ data, the loopback OpenAI-compatible server), and pytest's usage errors.
+real run of the command (the shipped recordings, the shared BBQ data, the loopback
+OpenAI-compatible server), and pytest's usage errors.
+
+``python -m fairness_tests`` is ``sys.exit(main())``: every code is made by
+:func:`fairness_tests.cli.main.main`, so the commands run in-process (``cli``: its
+return value, stdout and stderr at the file-descriptor level); a subprocess only where
+the property is about a process: Ctrl-C (a real SIGINT) and pytest's own exit code
+(its usage errors, under xdist too; those sessions start together).
 
 0 every evaluated rule holds (and one was evaluated); 1 a rule fails; 2 bad usage, one
 line; 3 replay misses responses; 4 budget; 5 nothing evaluated; 6 requests ended in
@@ -20,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from fairness_tests.cli.main import main
 from fairness_tests.core.exits import ExitCode, worst
 from fairness_tests.core.paths import bbq_dir
 from fairness_tests.protocols.bbq.data import load_bbq
@@ -40,10 +47,26 @@ def env(**extra: str) -> dict[str, str]:
     return e
 
 
-def ft(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``python -m fairness_tests ARGS`` in a subprocess (this checkout's package)."""
-    return subprocess.run([sys.executable, "-m", "fairness_tests", *args], cwd=cwd or ROOT,
-                          env=env(), capture_output=True, text=True, timeout=timeout)
+@pytest.fixture
+def cli(monkeypatch, capfd):
+    """``cli(*args)``: ``fairness-tests ARGS`` in this process, as ``python -m
+    fairness_tests`` runs it (its environment, the checkout as working directory): a
+    :class:`subprocess.CompletedProcess` of its exit code and what it printed on the
+    file descriptors (so a traceback printed by anything would be seen)."""
+    for k, v in env().items():
+        if k != "PYTHONPATH":
+            monkeypatch.setenv(k, v)
+    monkeypatch.chdir(ROOT)
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        capfd.readouterr()
+        try:
+            rc = main(list(args))
+        except SystemExit as exc:            # argparse's usage errors
+            rc = exc.code if isinstance(exc.code, int) else 2
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(["fairness-tests", *args], int(rc), out, err)
+    return run
 
 
 def no_traceback(p: subprocess.CompletedProcess) -> None:
@@ -81,36 +104,36 @@ def test_precedence_table():
 # ----------------------------------------------------------------------------- 0 and 1
 
 @needs_bbq
-def test_bbq_score_judges_perfect_0_stereotyped_1(predictions):
+def test_bbq_score_judges_perfect_0_stereotyped_1(predictions, cli):
     """Defect (issue 22, "commands that never judge"): bbq score printed metrics and
     exited 0 whatever its verdicts said. Now a perfect model exits 0 under the default
     rules (DF included: no disparity, whatever the group sizes) and a stereotyped one 1,
     with the audit's verdict summary; --no-rules prints the metrics only, exit 0."""
-    good = ft("bbq", "score", "--predictions", str(predictions["perfect"]), "--n-boot", "100",
+    good = cli("bbq", "score", "--predictions", str(predictions["perfect"]), "--n-boot", "100",
               "--format", "table")
     assert good.returncode == 0, good.stdout + good.stderr
     assert "df_bound" in good.stdout and "xfail:" in good.stdout
-    bad = ft("bbq", "score", "--predictions", str(predictions["stereotyped"]), "--n-boot",
+    bad = cli("bbq", "score", "--predictions", str(predictions["stereotyped"]), "--n-boot",
              "100", "--format", "table")
     assert bad.returncode == 1, bad.stdout + bad.stderr
     fails = {line.split()[0]: int(line.split()[2]) for line in bad.stdout.splitlines()
              if line.startswith(("sdis_bound", "samb_bound"))}
     assert fails == {"sdis_bound": 1, "samb_bound": 1}
-    metrics_only = ft("bbq", "score", "--predictions", str(predictions["stereotyped"]),
+    metrics_only = cli("bbq", "score", "--predictions", str(predictions["stereotyped"]),
                       "--n-boot", "100", "--format", "table", "--no-rules")
     assert metrics_only.returncode == 0 and "sdis_bound" not in metrics_only.stdout
-    js = ft("bbq", "score", "--predictions", str(predictions["stereotyped"]), "--n-boot", "100",
+    js = cli("bbq", "score", "--predictions", str(predictions["stereotyped"]), "--n-boot", "100",
             "--format", "json")
     assert js.returncode == 1
     doc = json.loads(js.stdout)
     assert doc["verdicts"]["exit_code"] == 1 and doc["verdicts"]["status"]["fail"] >= 2
 
 
-def test_generative_score_judges(tmp_path):
+def test_generative_score_judges(tmp_path, cli):
     """Defect: generative score exited 0 with failing verdicts. The packaged suite's
     grid (seed 1), answered by hand: the man/Muslim slice refuses every request, the
     others answer: the refusal gap fails (exit 1); --no-rules: metrics only, exit 0."""
-    grid = ft("generative", "grid", "--format", "json")
+    grid = cli("generative", "grid", "--format", "json")
     assert grid.returncode == 0, grid.stderr
     fields = ("prompt_family", "paraphrase_id", "occupation", "slice_gender",
               "slice_religion", "temperature", "top_p", "seed")
@@ -124,28 +147,28 @@ def test_generative_score_judges(tmp_path):
                      "A careful, experienced candidate with a strong record."})
     p = tmp_path / "outputs.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    r = ft("generative", "score", "--outputs", str(p), "--n-boot", "100", "--format", "table")
+    r = cli("generative", "score", "--outputs", str(p), "--n-boot", "100", "--format", "table")
     no_traceback(r)
     assert r.returncode == 1, r.stdout + r.stderr
     failing = [x.split()[0] for x in r.stdout.splitlines()
                if x.startswith("refusal_gap") and int(x.split()[2]) > 0]
     assert failing, r.stdout
-    assert ft("generative", "score", "--outputs", str(p), "--n-boot", "100",
+    assert cli("generative", "score", "--outputs", str(p), "--n-boot", "100",
               "--no-rules").returncode == 0
 
 
 # ----------------------------------------------------------------------------- 2 and 3
 
-def test_usage_error_is_one_line_exit_2():
-    r = ft("bbq", "score", "--predictions", "nonexistent.jsonl", "--n-boot", "5")
+def test_usage_error_is_one_line_exit_2(cli):
+    r = cli("bbq", "score", "--predictions", "nonexistent.jsonl", "--n-boot", "5")
     assert r.returncode == 2
     no_traceback(r)
     assert len(r.stderr.strip().splitlines()) == 1 and "--n-boot" in r.stderr
 
 
-def test_replay_miss_exit_3(tmp_path):
+def test_replay_miss_exit_3(tmp_path, cli):
     """Nothing recorded (no recordings imported into a new store): replay misses."""
-    r = ft("audit", "--protocols", "bbq", "--limit", "1", "--rotations", "none", "-q",
+    r = cli("audit", "--protocols", "bbq", "--limit", "1", "--rotations", "none", "-q",
            "--recordings", "--store", str(tmp_path / "s.sqlite"), "--out",
            str(tmp_path / "o"), "--n-boot", "100")
     assert r.returncode == 3, r.stdout + r.stderr
@@ -156,21 +179,21 @@ def test_replay_miss_exit_3(tmp_path):
 
 # ----------------------------------------------------------------------------- 4, 5, 6
 
-def _live(server, tmp_path, *extra: str, out: str = "o") -> subprocess.CompletedProcess:
-    return ft("audit", "--live", "--backend", "litellm", "--model", "openai/gpt-4o-mini",
+def _live(cli, server, tmp_path, *extra: str, out: str = "o") -> subprocess.CompletedProcess:
+    return cli("audit", "--live", "--backend", "litellm", "--model", "openai/gpt-4o-mini",
               "--api-base", server.url, "--store", str(tmp_path / "s.sqlite"), "--recordings",
               "--protocols", "bbq", "--limit", "1", "--rotations", "none", "--n-boot", "100",
               "--out", str(tmp_path / out), *extra)
 
 
-def test_budget_exit_4(tmp_path):
+def test_budget_exit_4(tmp_path, cli):
     """gpt-4o-mini through the loopback server, priced by litellm's local cost map
     (about 3e-5 $ a call here): a 0.0003 $ budget stops the run part-way, exit 4."""
     def letters(prompt: str) -> dict[str, float]:
         return {"a": 0.5, "b": 0.3, "c": 0.2}
     with FaultServer(answers=letters, tokenizer=tiktoken_counter("o200k_base"),
                      chat_overhead=True) as s:
-        r = ft("audit", "--live", "--backend", "litellm", "--model", "openai/gpt-4o-mini",
+        r = cli("audit", "--live", "--backend", "litellm", "--model", "openai/gpt-4o-mini",
                "--api-base", s.url, "--store", str(tmp_path / "s.sqlite"), "--recordings",
                "--protocols", "consistency", "--limit", "1", "--repeats", "5", "--n-boot",
                "100", "--max-cost", "0.0003", "--batch-size", "1", "--out", str(tmp_path / "o"))
@@ -181,28 +204,28 @@ def test_budget_exit_4(tmp_path):
 
 
 @needs_bbq
-def test_nothing_evaluated_exit_5(predictions, tmp_path):
+def test_nothing_evaluated_exit_5(predictions, tmp_path, cli):
     """Every rule not evaluable (here: a min_n no file reaches) is not a green run."""
     t = tmp_path / "t.yaml"
     t.write_text("version: 1\nrules:\n  - id: accuracy_needs_a_million\n    table: bbq\n"
                  "    metric: accuracy\n    scope: {polarity: null}\n    op: \">=\"\n"
                  "    bound: 0.5\n    min_n: 1000000\n    rationale: out of reach\n",
                  encoding="utf-8")
-    r = ft("bbq", "score", "--predictions", str(predictions["perfect"]), "--n-boot", "100",
+    r = cli("bbq", "score", "--predictions", str(predictions["perfect"]), "--n-boot", "100",
            "--thresholds", str(t), "--format", "table")
     assert r.returncode == 5, r.stdout + r.stderr
     assert "nothing was evaluated" in r.stdout
 
 
-def test_requests_that_end_in_errors_exit_6(tmp_path):
+def test_requests_that_end_in_errors_exit_6(tmp_path, cli):
     """Issue 27: a server that answers every request with an error (HTTP 400, not
     retried) made a normal card, "sf_bound pass" and exit 1. Now: exit 6 naming how
     many failed and the first error, the summary counts sent / from store / failed, and
     no rule passes on the cells that have no valid answer."""
     with FaultServer(default="400", answers=lambda prompt: {"a": 0.6, "b": 0.3, "c": 0.1}) as s:
-        r = _live(s, tmp_path)
+        r = _live(cli, s, tmp_path)
         s.default = "ok"                   # the server recovers: a rerun asks only those
-        again = _live(s, tmp_path, out="o2")
+        again = _live(cli, s, tmp_path, out="o2")
         assert len(s.hits) == 16
     assert again.returncode != 6, again.stderr
     meta2 = json.loads((tmp_path / "o2" / "run" / "run.json").read_text())
@@ -225,15 +248,15 @@ def test_requests_that_end_in_errors_exit_6(tmp_path):
 # ----------------------------------------------------------------------------- 70 and 130
 
 @needs_bbq
-def test_unexpected_fault_exit_70_one_line_and_a_log(predictions, tmp_path):
+def test_unexpected_fault_exit_70_one_line_and_a_log(predictions, tmp_path, cli):
     """A fault no validator catches (an empty verdicts.csv in a run directory: pandas
     raises EmptyDataError) is exit 70, one line on stderr naming a log file that holds
     the traceback; never exit 1, never a traceback on the terminal."""
     run = tmp_path / "run"
-    assert ft("bbq", "score", "--predictions", str(predictions["perfect"]), "--n-boot", "100",
-              "--out", str(run), "--no-rules").returncode == 0
+    assert cli("bbq", "score", "--predictions", str(predictions["perfect"]), "--n-boot", "100",
+               "--out", str(run), "--no-rules").returncode == 0
     (run / "verdicts.csv").write_text("", encoding="utf-8")
-    r = ft("card", "--run", str(run), "--out", str(tmp_path / "card"))
+    r = cli("card", "--run", str(run), "--out", str(tmp_path / "card"))
     if r.returncode == 2:                            # validated since: bad input, one line
         assert len(r.stderr.strip().splitlines()) == 1
         pytest.skip("an empty verdicts.csv is validated now; no unvalidated fault left here")
@@ -247,32 +270,41 @@ def test_unexpected_fault_exit_70_one_line_and_a_log(predictions, tmp_path):
 
 
 @needs_bbq
-def test_ctrl_c_exit_130_one_line_and_the_old_output_whole(predictions, tmp_path):
+def test_ctrl_c_exit_130_one_line_and_the_old_output_whole(predictions, tmp_path, cli,
+                                                           warm_store):
     """Defect: Ctrl-C printed 26-46 lines of KeyboardInterrupt (exit 1) and, during the
     card step, left the new run/ beside the old card/. Now SIGINT while the audit writes
-    its output: exit 130, one line, and --out is the old output, whole."""
+    its output: exit 130, one line, and --out is the old output, whole.
+
+    The audit replays from a copy of the session's recorded store (no import to wait
+    for). Its output step is short (~0.3 s): on a loaded machine the signal may land
+    after it, so a run that finished before the signal is tried again (up to 5 times)."""
     out = tmp_path / "o"
-    first = ft("bbq", "score", "--predictions", str(predictions["perfect"]), "--n-boot", "100",
-               "--out", str(out), "--no-rules")
+    first = cli("bbq", "score", "--predictions", str(predictions["perfect"]), "--n-boot", "100",
+                "--out", str(out), "--no-rules")
     assert first.returncode == 0
-    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    p = subprocess.Popen([sys.executable, "-m", "fairness_tests", "audit", "--protocols", "bbq",
-                          "--limit", "1", "--rotations", "none", "--n-boot", "100",
-                          "--store", str(tmp_path / "s.sqlite"), "--out", str(out)],
-                         cwd=ROOT, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    err = []
-    deadline = time.monotonic() + 300
-    for line in p.stderr:                # stage lines: interrupt while it writes
-        err.append(line)
-        if "writing the run and the card" in line or time.monotonic() > deadline:
-            p.send_signal(signal.SIGINT)
-            break
-    rest_out, rest_err = p.communicate(timeout=120)
-    err.append(rest_err)
-    stderr = "".join(err)
-    if p.returncode == 1 and "interrupted" not in stderr:
-        pytest.skip("the run finished before the signal landed")   # pragma: no cover
+    for _attempt in range(5):
+        before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+        p = subprocess.Popen([sys.executable, "-m", "fairness_tests", "audit", "--protocols",
+                              "bbq", "--limit", "1", "--rotations", "none", "--n-boot", "100",
+                              "--store", str(warm_store), "--out", str(out)],
+                             cwd=ROOT, env=env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        err = []
+        deadline = time.monotonic() + 300
+        for line in p.stderr:                # stage lines: interrupt while it writes
+            err.append(line)
+            if "writing the run and the card" in line or time.monotonic() > deadline:
+                p.send_signal(signal.SIGINT)
+                break
+        rest_out, rest_err = p.communicate(timeout=120)
+        err.append(rest_err)
+        stderr = "".join(err)
+        if p.returncode in (0, 1) and "interrupted" not in stderr:
+            continue                         # finished before the signal landed: again
+        break
+    else:
+        pytest.skip("the run finished before the signal landed, 5 times")  # pragma: no cover
     assert p.returncode == 130, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
     assert sum("interrupted" in x for x in stderr.splitlines()) == 1
@@ -283,21 +315,6 @@ def test_ctrl_c_exit_130_one_line_and_the_old_output_whole(predictions, tmp_path
 
 
 # ----------------------------------------------------------------------------- pytest
-
-@pytest.fixture(scope="module")
-def repo(tmp_path_factory) -> Path:
-    """A repository ``fairness-tests init`` made (its fairness suite, no BBQ data)."""
-    d = tmp_path_factory.mktemp("repo")
-    r = ft("init", cwd=d)
-    assert r.returncode == 0, r.stderr
-    return d
-
-
-def _pytest(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                           "-p", "no:randomly", *args], cwd=repo, env=env(),
-                          capture_output=True, text=True, timeout=600)
-
 
 def _one_error_line(p: subprocess.CompletedProcess, *words: str) -> None:
     text = p.stdout + p.stderr
@@ -310,32 +327,56 @@ def _one_error_line(p: subprocess.CompletedProcess, *words: str) -> None:
         assert frame not in text, text
 
 
-def test_pytest_bad_protocol_is_one_error_line_exit_4(repo):
-    _one_error_line(_pytest(repo, "--fairness-protocol", "bbqq"), "--fairness-protocol", "bbq")
+#: pytest in a repository ``fairness-tests init`` made (its fairness suite, no BBQ data):
+#: the options of each session
+PYTEST_CASES = {
+    "bad_protocol": lambda d: ["--fairness-protocol", "bbqq"],
+    "store_is_a_directory": lambda d: ["--fairness-store", str(d / "sdir")],
+    "no_bbq_data": lambda d: ["--fairness-bbq-dir", str(d / "none")],
+    "bbq_file_missing": lambda d: ["--fairness-bbq-dir", str(d / "bbq")],
+    "xdist": lambda d: ["-n", "2", "--fairness-bbq-dir", str(d / "none")],
+}
+
+
+@pytest.fixture(scope="module")
+def pytest_runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    """Each of :data:`PYTEST_CASES` as a ``python -m pytest`` process in the initialised
+    repository, all started together (their start-up overlaps)."""
+    d = tmp_path_factory.mktemp("repo")
+    repo = d / "repo"
+    assert main(["init", "--dir", str(repo)]) == 0
+    (d / "sdir").mkdir()
+    (d / "bbq").mkdir()
+    (d / "bbq" / "Race_x_SES.jsonl").write_text("", encoding="utf-8")
+    procs = {case: subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-p", "no:randomly",
+         *opts(d)], cwd=repo, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True) for case, opts in PYTEST_CASES.items()}
+    out = {}
+    for case, p in procs.items():
+        stdout, stderr = p.communicate(timeout=600)
+        out[case] = subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr)
+    return out
+
+
+def test_pytest_bad_protocol_is_one_error_line_exit_4(pytest_runs):
+    _one_error_line(pytest_runs["bad_protocol"], "--fairness-protocol", "bbq")
 
 
 @pytest.mark.parametrize("case", ["store_is_a_directory", "no_bbq_data", "bbq_file_missing"])
-def test_pytest_collection_usage_errors_are_one_error_line_exit_4(repo, tmp_path, case):
+def test_pytest_collection_usage_errors_are_one_error_line_exit_4(pytest_runs, case):
     """Defect: raised while collecting, these printed ~25 lines of pluggy/_pytest frames
     and exit 1. Every "BBQ data not found" says how to get the data, in the line."""
-    if case == "store_is_a_directory":
-        (tmp_path / "sdir").mkdir()
-        _one_error_line(_pytest(repo, "--fairness-store", str(tmp_path / "sdir")), "sdir")
-    elif case == "no_bbq_data":
-        _one_error_line(_pytest(repo, "--fairness-bbq-dir", str(tmp_path / "none")),
-                        "BBQ data not found", "fairness-tests data fetch", "--from DIR",
-                        "FAIRNESS_BBQ_DIR")
-    else:
-        part = tmp_path / "bbq"
-        part.mkdir()
-        (part / "Race_x_SES.jsonl").write_text("", encoding="utf-8")
-        _one_error_line(_pytest(repo, "--fairness-bbq-dir", str(part)),
-                        "Race_x_gender.jsonl", "fairness-tests data fetch")
+    words = {"store_is_a_directory": ("sdir",),
+             "no_bbq_data": ("BBQ data not found", "fairness-tests data fetch", "--from DIR",
+                             "FAIRNESS_BBQ_DIR"),
+             "bbq_file_missing": ("Race_x_gender.jsonl", "fairness-tests data fetch")}[case]
+    _one_error_line(pytest_runs[case], *words)
 
 
-def test_pytest_usage_error_under_xdist_is_one_error_line_exit_4(repo, tmp_path):
+def test_pytest_usage_error_under_xdist_is_one_error_line_exit_4(pytest_runs):
     """Under xdist a worker's usage error used to vanish (exit 5, "no tests ran")."""
-    p = _pytest(repo, "-n", "2", "--fairness-bbq-dir", str(tmp_path / "none"))
+    p = pytest_runs["xdist"]
     text = p.stdout + p.stderr
     assert p.returncode == 4, text
     errors = [x for x in text.splitlines() if x.startswith("ERROR")]

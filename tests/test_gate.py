@@ -4,7 +4,9 @@ fails exactly its cell; a candidate that is the baseline and runs of different
 protocols are refused by name."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
 
 import pytest
@@ -29,10 +31,21 @@ def runs(gate_run_dirs):
     return gate_run_dirs
 
 
-def test_regression_fails_exactly_its_cell_and_exits_1(runs, tmp_path, capsys):
-    rc = main(["gate", str(runs["base"]), str(runs["cand"]), "--format", "json",
-               "--out", str(tmp_path / "g")])
-    out = json.loads(capsys.readouterr().out)
+@pytest.fixture(scope="module")
+def gated(gate_run_dirs, tmp_path_factory) -> dict:
+    """``fairness-tests gate BASE CAND --format json --out G`` once for the module: its
+    exit code, what it printed and ``G`` (read-only: the tests that write cards from it
+    write them elsewhere)."""
+    g = tmp_path_factory.mktemp("gate") / "g"
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["gate", str(gate_run_dirs["base"]), str(gate_run_dirs["cand"]), "--format",
+                   "json", "--out", str(g)])
+    return {"rc": rc, "out": out.getvalue(), "err": err.getvalue(), "dir": g}
+
+
+def test_regression_fails_exactly_its_cell_and_exits_1(gated):
+    rc, out = gated["rc"], json.loads(gated["out"])
     assert rc == 1 and out["failed"] is True
     failed = {(r["metric"], r["cell"]) for r in out["rows"] if r["verdict"] == "fail"}
     assert failed and {c for _, c in failed} == {"Race_x_gender/disambig"}
@@ -53,8 +66,8 @@ def test_regression_fails_exactly_its_cell_and_exits_1(runs, tmp_path, capsys):
     acc = next(r for r in out["rows"] if r["metric"] == "accuracy"
                and r["cell"] == "Race_x_gender/disambig")
     assert acc["n_clusters"] == 42 and acc["test"].startswith("cluster-robust Wald")
-    assert {p.name for p in (tmp_path / "g").iterdir()} == {"gate.csv", "gate.json", "gate.md",
-                                                            ".fairness-tests-output"}
+    assert {p.name for p in gated["dir"].iterdir()} == {"gate.csv", "gate.json", "gate.md",
+                                                        ".fairness-tests-output"}
 
 
 def test_mode_override_and_text_format(runs, capsys):
@@ -176,15 +189,13 @@ def test_generative_regression_fails_its_family(tmp_path, capsys):
     assert ws["n_clusters"] == 20                      # 10 paraphrases x 2 slices in F1
 
 
-def test_the_candidates_card_carries_the_gate(runs, tmp_path, capsys):
+def test_the_candidates_card_carries_the_gate(runs, gated, tmp_path, capsys):
     """Issue 11 section 3: each cell's mode, margin, raw and Holm-adjusted p and the
     smallest detectable worsening are on the candidate's card, copied from gate.json."""
     import yaml
-    assert main(["gate", str(runs["base"]), str(runs["cand"]), "--out", str(tmp_path / "g"),
-                 "--format", "json"]) == 1
-    capsys.readouterr()
-    record = json.loads((tmp_path / "g" / "gate.json").read_text())
-    assert main(["card", "--run", str(runs["cand"]), "--gate", str(tmp_path / "g"),
+    assert gated["rc"] == 1
+    record = json.loads((gated["dir"] / "gate.json").read_text())
+    assert main(["card", "--run", str(runs["cand"]), "--gate", str(gated["dir"]),
                  "--out", str(tmp_path / "card")]) == 0
     capsys.readouterr()
     card = yaml.safe_load((tmp_path / "card" / "card.yaml").read_text())
@@ -209,11 +220,11 @@ def test_the_candidates_card_carries_the_gate(runs, tmp_path, capsys):
     assert main(["card", "validate", str(tmp_path / "card" / "card.yaml")]) == 0
 
 
-def test_a_gate_of_another_candidate_or_a_broken_record_is_a_clean_error(runs, tmp_path, capsys):
-    assert main(["gate", str(runs["base"]), str(runs["cand"]), "--out", str(tmp_path / "g")]) == 1
-    capsys.readouterr()
+def test_a_gate_of_another_candidate_or_a_broken_record_is_a_clean_error(runs, gated, tmp_path,
+                                                                       capsys):
+    assert gated["rc"] == 1
     # the baseline's card cannot carry the candidate's gate
-    assert main(["card", "--run", str(runs["base"]), "--gate", str(tmp_path / "g"),
+    assert main(["card", "--run", str(runs["base"]), "--gate", str(gated["dir"]),
                  "--out", str(tmp_path / "card")]) == 2
     err = capsys.readouterr().err
     assert "gate.json" in err and "candidate" in err and "Traceback" not in err
@@ -241,7 +252,9 @@ def test_pytest_report_puts_the_gate_on_the_candidates_card(runs, tmp_path):
         [sys.executable, "-m", "pytest", "--pyargs", "fairness_tests.suite", "-q",
          "-p", "no:cacheprovider", "-m", "gate", "--fairness-run", str(runs["base"]),
          "--fairness-run", str(runs["cand"]), "--fairness-baseline-model",
-         base.metadata.model, "--fairness-report", str(tmp_path / "r")],
+         base.metadata.model, "--fairness-n-boot", "200",     # as the runs were made
+         "--fairness-report",
+         str(tmp_path / "r")],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 1, proc.stdout[-3000:]          # the regression fails its cells
     slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in cand.metadata.model)

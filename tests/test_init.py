@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -153,14 +154,19 @@ def test_xdist_workers_make_the_run_once_with_the_outcomes_of_one_process(tmp_pa
     # the project's store (ini fairness_store), holding the recordings already
     (repo / ".fairness").mkdir(exist_ok=True)
     warm_store.rename(repo / ".fairness" / "store.sqlite")
+    # the two sessions run at once, each in its own copy of the repository (its own
+    # store and run cache): their start-up overlaps
+    shutil.copytree(repo, tmp_path / "repo0")
+    procs = {n: subprocess.Popen([sys.executable, "-m", "pytest", "-n", n, *smoke,
+                                  f"--junitxml={tmp_path / n}.xml"],
+                                 cwd=repo if n == "2" else tmp_path / "repo0", env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for n in ("2", "0")}
     made, outcomes = {}, {}
-    for n in ("2", "0"):
-        proc = subprocess.run([sys.executable, "-m", "pytest", "-n", n, *smoke,
-                               f"--junitxml={tmp_path / n}.xml"], cwd=repo, env=env,
-                              capture_output=True, text=True, timeout=1200)
-        assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
-        made[n] = [ln for ln in proc.stdout.splitlines()
-                   if ln.startswith("embedded:gemma-3-270m: ")]
+    for n, p in procs.items():
+        stdout, stderr = p.communicate(timeout=1200)
+        assert p.returncode in (0, 1), stdout[-3000:] + stderr[-3000:]
+        made[n] = [ln for ln in stdout.splitlines() if ln.startswith("embedded:gemma-3-270m: ")]
         outcomes[n] = _outcomes(tmp_path / f"{n}.xml")
     assert len(made["2"]) == 1 and "audited once (" in made["2"][0]
     assert re.search(r"; [1-9]\d* other process(es)? read it$", made["2"][0])

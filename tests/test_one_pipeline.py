@@ -22,10 +22,11 @@ BBQ_TABLES = ("bbq", "bbq_groups", "consistency", "consistency_items")
 
 
 @pytest.fixture(scope="module")
-def audited(replay):
-    """The main job's run on the committed recordings (BBQ, consistency, generative),
-    computed once per session (tests/conftest.py): the directory holding ``run/``."""
-    return replay.run.parent
+def audited(main_job):
+    """The main job's run on the committed recordings (BBQ, consistency, generative and
+    the probe), computed once per session (``main_job``, tests/conftest.py): the
+    directory holding ``run/``."""
+    return main_job.run.parent
 
 
 def _predictions(run: RunResult, path: Path) -> Path:
@@ -84,8 +85,10 @@ def test_generative_score_writes_the_audits_tables(audited, tmp_path, capsys):
                  str(out),
                  "--model", run.metadata.model]) == 0
     capsys.readouterr()
+    # every table but BBQ's, consistency's and the probe's (``counterfactual``: written
+    # by ``generative probe-score``, not by ``generative score``)
     names = sorted(p.name for p in (audited / "run" / "tables").glob("*.csv")
-                   if not p.name.startswith(("bbq", "consistency")))
+                   if not p.name.startswith(("bbq", "consistency", "counterfactual")))
     assert "protocol_verdicts.csv" in names and "generative_cells.csv" in names
     for name in names:
         a = (audited / "run" / "tables" / name).read_bytes()

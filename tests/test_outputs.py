@@ -4,17 +4,17 @@ folder holding anything else, or an existing file, is refused with exit 2 and on
 before any work; ``--force`` replaces only the tool's own entries.
 
 Helpers of :mod:`fairness_tests.core.io` directly, then every command that writes
-``--out`` in a subprocess (``python -m fairness_tests``)."""
+``--out``, run as ``python -m fairness_tests`` runs it (``sys.exit(main())``), in this
+process: its exit code and what it printed on the file descriptors."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from fairness_tests.cli.main import main
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.io import OUTPUT_MARKER, check_output, foreign_entries, output_dir
 from fairness_tests.core.paths import bbq_dir
@@ -26,11 +26,25 @@ needs_bbq = pytest.mark.skipif(not (SHARED / "Race_x_SES.jsonl").exists(),
                                reason="../shared/bbq not present")
 
 
-def ft(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), LITELLM_LOCAL_MODEL_COST_MAP="True",
-               HF_HUB_OFFLINE="1", FAIRNESS_PROGRESS="off")
-    return subprocess.run([sys.executable, "-m", "fairness_tests", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+@pytest.fixture
+def ft(monkeypatch, capfd):
+    """``ft(*args)``: ``fairness-tests ARGS`` in this process (the environment and working
+    directory ``python -m fairness_tests`` had here): a
+    :class:`subprocess.CompletedProcess` of its exit code and output."""
+    for k, v in (("LITELLM_LOCAL_MODEL_COST_MAP", "True"), ("HF_HUB_OFFLINE", "1"),
+                 ("FAIRNESS_PROGRESS", "off")):
+        monkeypatch.setenv(k, v)
+    monkeypatch.chdir(ROOT)
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        capfd.readouterr()
+        try:
+            rc = main(list(args))
+        except SystemExit as exc:            # argparse's usage errors
+            rc = exc.code if isinstance(exc.code, int) else 2
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(["fairness-tests", *args], int(rc), out, err)
+    return run
 
 
 def refused(p: subprocess.CompletedProcess, path: Path) -> None:
@@ -119,7 +133,7 @@ def preds(tmp_path_factory) -> Path:
 
 
 @needs_bbq
-def test_bbq_score_out_keeps_a_users_folder_and_file(preds, tmp_path):
+def test_bbq_score_out_keeps_a_users_folder_and_file(preds, tmp_path, ft):
     """Defect (issue 22): bbq score --out mydocs deleted mydocs/notes.txt and exited 0;
     --out naming a file replaced it with a run directory."""
     mine = user_folder(tmp_path)
@@ -135,7 +149,7 @@ def test_bbq_score_out_keeps_a_users_folder_and_file(preds, tmp_path):
 
 
 @needs_bbq
-def test_score_runs_replace_their_own_output_and_feed_gate_card_compare(preds, tmp_path):
+def test_score_runs_replace_their_own_output_and_feed_gate_card_compare(preds, tmp_path, ft):
     run = tmp_path / "run"
     for _ in range(2):                              # the second replaces the first, whole
         p = ft("bbq", "score", "--predictions", str(preds), "--out", str(run), "--n-boot",
@@ -153,7 +167,7 @@ def test_score_runs_replace_their_own_output_and_feed_gate_card_compare(preds, t
     assert (card / OUTPUT_MARKER).exists() and (card / "card.html").exists()
 
 
-def test_audit_and_generative_out_refuse_a_users_folder_before_any_work(tmp_path):
+def test_audit_and_generative_out_refuse_a_users_folder_before_any_work(tmp_path, ft):
     """Defect: audit --out D wrote into D/run/ beside the user's files, generative score
     --out deleted them. Refused first: nothing is asked, nothing written."""
     mine = user_folder(tmp_path)
