@@ -2,17 +2,29 @@
 the running jobs finish, thread counts restored) and the BLAS linear layers."""
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.models.backends import blas_linear
+from fairness_tests.models.backends.workers import Workers, resolve_workers
 
-from fairness_tests.core.errors import ConfigError  # noqa: E402
-from fairness_tests.models.backends import blas_linear  # noqa: E402
-from fairness_tests.models.backends.workers import Workers, resolve_workers  # noqa: E402
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                reason="needs torch (the [local] extra)")
+#: imported when the module's first test runs, not when a worker collects the file
+torch: Any = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _torch() -> None:
+    global torch
+    torch = importlib.import_module("torch")
 
 
 def test_two_workers_run_two_jobs_at_the_same_time():
