@@ -269,6 +269,13 @@ def test_unexpected_fault_exit_70_one_line_and_a_log(predictions, tmp_path, cli)
     log.unlink()
 
 
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT back to its default. A job started with ``&`` by a
+    non-interactive shell inherits SIGINT ignored, and Python then installs no
+    KeyboardInterrupt handler: the signal would never reach the run."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @needs_bbq
 def test_ctrl_c_exit_130_one_line_and_the_old_output_whole(predictions, tmp_path, cli,
                                                            warm_store):
@@ -290,7 +297,7 @@ def test_ctrl_c_exit_130_one_line_and_the_old_output_whole(predictions, tmp_path
         p = subprocess.Popen([sys.executable, "-m", "fairness_tests", "audit", "--protocols",
                               "generative", "--n-boot", "100",
                               "--store", str(warm_store), "--out", str(out)],
-                             cwd=ROOT, env=env(),
+                             cwd=ROOT, env=env(), preexec_fn=_default_sigint,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         err = []
         deadline = time.monotonic() + 300
