@@ -2,14 +2,17 @@
 
 - :func:`req`: a numbered request (litellm, a choice question by default);
 - :func:`rule`: a decision rule with defaults, any field overridden;
-- :func:`copy_store`: a consistent copy of an SQLite response store.
+- :func:`copy_store`: a consistent copy of an SQLite response store;
+- :func:`run_cli`: ``fairness-tests ARGS`` run in this process, its exit code and output.
 """
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
+from fairness_tests.cli.main import main
 from fairness_tests.models.request import Request, chat
 from fairness_tests.rules.thresholds import Rule
 
@@ -49,3 +52,17 @@ def copy_store(src: Path, dst: Path) -> Path:
         a.close()
         b.close()
     return dst
+
+
+def run_cli(capfd: Any, *args: str) -> subprocess.CompletedProcess:
+    """``fairness-tests ARGS`` in this process, as ``python -m fairness_tests`` runs it
+    (``sys.exit(main())``): a :class:`subprocess.CompletedProcess` of its exit code and
+    what it printed on the file descriptors (``capfd``: a traceback printed by anything
+    is seen)."""
+    capfd.readouterr()
+    try:
+        rc = main(list(args))
+    except SystemExit as exc:            # argparse's usage errors
+        rc = exc.code if isinstance(exc.code, int) else 2
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(["fairness-tests", *args], int(rc), out, err)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from helpers import run_cli
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.exits import ExitCode, worst
@@ -58,15 +59,7 @@ def cli(monkeypatch, capfd):
             monkeypatch.setenv(k, v)
     monkeypatch.chdir(ROOT)
 
-    def run(*args: str) -> subprocess.CompletedProcess:
-        capfd.readouterr()
-        try:
-            rc = main(list(args))
-        except SystemExit as exc:            # argparse's usage errors
-            rc = exc.code if isinstance(exc.code, int) else 2
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(["fairness-tests", *args], int(rc), out, err)
-    return run
+    return lambda *args: run_cli(capfd, *args)
 
 
 def no_traceback(p: subprocess.CompletedProcess) -> None:

@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import run_cli
 
-from fairness_tests.cli.main import main
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.io import OUTPUT_MARKER, check_output, foreign_entries, output_dir
 from fairness_tests.core.paths import bbq_dir
@@ -36,15 +36,7 @@ def ft(monkeypatch, capfd):
         monkeypatch.setenv(k, v)
     monkeypatch.chdir(ROOT)
 
-    def run(*args: str) -> subprocess.CompletedProcess:
-        capfd.readouterr()
-        try:
-            rc = main(list(args))
-        except SystemExit as exc:            # argparse's usage errors
-            rc = exc.code if isinstance(exc.code, int) else 2
-        out, err = capfd.readouterr()
-        return subprocess.CompletedProcess(["fairness-tests", *args], int(rc), out, err)
-    return run
+    return lambda *args: run_cli(capfd, *args)
 
 
 def refused(p: subprocess.CompletedProcess, path: Path) -> None:
