@@ -68,9 +68,7 @@ def cached(kind: str, key: dict[str, Any], build: Callable[[], T]) -> T:
     try:
         with open(path, "rb") as fh:
             return pickle.load(fh)
-    except FileNotFoundError:
-        pass
-    except Exception:  # noqa: BLE001  a truncated or foreign entry: computed again
+    except Exception:  # noqa: BLE001  no entry yet, or a truncated or foreign one: built
         pass
     value = build()
     _store(path, value)

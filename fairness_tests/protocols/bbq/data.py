@@ -27,6 +27,7 @@ the authors' rule finds none); ``label_type`` is ``name`` (the people are named)
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -169,6 +170,7 @@ def load_filtered(directory: str | Path, datasets: tuple[str, ...] | None = DATA
     return replace(data, directory=directory), kept
 
 
+@functools.cache
 def _code_digest() -> str:
     """The digest of what parses and filters the items: this package's modules and the
     packaged BBQ tables (templates, occupations)."""
