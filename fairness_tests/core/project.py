@@ -49,7 +49,7 @@ else:  # Python 3.10
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.paths import data_path
-from fairness_tests.core.validate import check_data
+from fairness_tests.core.validate import check_data, read_text
 
 ENV_PROJECT_DIR = "FAIRNESS_PROJECT_DIR"
 TABLE = "fairness_tests"
@@ -103,9 +103,7 @@ def model_slug(model: str) -> str:
 def _read_table(pyproject: Path) -> dict | None:
     """The ``[tool.fairness_tests]`` table of a pyproject.toml (None when absent)."""
     try:
-        doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", path=pyproject) from None
+        doc = tomllib.loads(read_text(pyproject))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML ({exc})", path=pyproject) from None
     table = doc.get("tool", {}).get(TABLE)

@@ -132,11 +132,16 @@ def _duplicate_keys(text: str) -> list[Problem]:
 # --------------------------------------------------------------------------- reading
 
 def read_text(path: str | Path, what: str = "file") -> str:
+    """The text of an input file, decoded by :func:`fairness_tests.core.io.decode_input`
+    (UTF-8; anything else is a ConfigError naming the file)."""
+    from fairness_tests.core.io import decode_input  # noqa: PLC0415  numpy: only when read
+
     p = Path(path)
     try:
-        return p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read {what}: {exc.strerror or exc}", path=p) from None
+    return decode_input(raw, p, ConfigError)
 
 
 def parse(text: str, path: str | Path) -> Any:
