@@ -309,15 +309,23 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, Sc
 
     def _prompt_problems(self) -> Iterable[tuple[str, str]]:
         """A prompt format the model's endpoint cannot take (a completion format for a
-        chat model, chat-prefill for a completion model), an empty answer prefix."""
+        chat model, chat-prefill for a completion model), an empty answer prefix, an
+        answer prefix other than the default where the format sends none (``chat``)."""
         if not self.answer_prefix.strip():
             yield "answer_prefix", "must be a non-empty text, got an empty one"
         try:
-            resolve(self.prompt_format, self.api_model())
+            used = resolve(self.prompt_format, self.api_model())
         except ConfigError as exc:
             message = str(exc).removeprefix(f"key {exc.key!r}: ")
             yield "prompt_format", f"{self.prompt_format!r} " + message.removeprefix(
                 f"prompt_format {self.prompt_format!r} ")
+            return
+        if used == "chat" and self.answer_prefix != DEFAULT_ANSWER_PREFIX:
+            yield "answer_prefix", (
+                f"unused: {self.api_model()!r} is asked in prompt format 'chat' (the "
+                "messages as given, rendered by the server's template: no answer prefix); "
+                "use --prompt-format chat-prefill (providers that continue an assistant "
+                "turn) or a text-completion-*/ model id")
 
     def api_model(self) -> str:
         """The litellm model string the backend sends (a bare name with an API base is an
