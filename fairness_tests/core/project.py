@@ -36,6 +36,7 @@ project removes cannot come back from the package.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -96,8 +97,13 @@ def packaged_manifest() -> Path:
 
 
 def model_slug(model: str) -> str:
-    """A model id as a file name: ``embedded:gemma-3-270m`` -> ``embedded-gemma-3-270m``."""
-    return "".join(c if c.isalnum() or c in "-._" else "-" for c in model)
+    """A model id as a file name (the one mapping: ``init`` writes, the card lookup
+    reads): every character but letters, digits, ``-``, ``.``, ``_`` becomes ``-``, a
+    run of dots ``-`` and leading dots are dropped, so the name has no separator, no
+    ``..`` and is not hidden: ``embedded:gemma-3-270m`` -> ``embedded-gemma-3-270m``,
+    ``my model/../x`` -> ``my-model---x``."""
+    name = "".join(c if c.isalnum() or c in "-._" else "-" for c in model)
+    return re.sub(r"\.{2,}", "-", name).lstrip(".") or "-"
 
 
 def _read_table(pyproject: Path) -> dict | None:
