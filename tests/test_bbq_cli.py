@@ -10,6 +10,8 @@ import pytest
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.paths import bbq_dir
+from fairness_tests.plugin.session import made_lines
+from fairness_tests.protocols.bbq.data import derived_target_note
 
 SHARED = bbq_dir()
 pytestmark = pytest.mark.skipif(not (SHARED / "Race_x_SES.jsonl").exists(),
@@ -259,9 +261,6 @@ def test_a_derived_target_is_said_on_the_console_card_and_pytest_summary(tmp_pat
     """Issue 32: without additional_metadata.csv the stereotyped target is derived; the
     JSON and the card said so, the console did not. One stderr line now, the card's own
     text (one function, :func:`derived_target_note`), and the pytest summary line."""
-    from fairness_tests.plugin.session import made_lines
-    from fairness_tests.protocols.bbq.data import derived_target_note
-
     data = tmp_path / "bbq"
     data.mkdir()
     (data / "Race_x_SES.jsonl").write_bytes((SHARED / "Race_x_SES.jsonl").read_bytes())
