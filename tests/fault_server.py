@@ -18,6 +18,7 @@ Faults:
 ``refusal``   200, content ``null`` and ``message.refusal`` set
 ``filter``    200, ``finish_reason: "content_filter"`` and empty content
 ``400``       400 bad request (not retryable)
+``401``       401 invalid API key (not retryable: missing or wrong credentials)
 
 ``structured_support=False``: a request with ``response_format`` gets 400 ``"response_format
 is not supported by this model"`` (a server without structured output); by default
@@ -337,6 +338,10 @@ class FaultServer:
         if fault == "400":
             h._send(400, {"error": {"message": "bad request: unsupported thing",
                                     "type": "invalid_request_error"}})
+            return
+        if fault == "401":
+            h._send(401, {"error": {"message": "Incorrect API key provided",
+                                    "type": "invalid_request_error", "code": "invalid_api_key"}})
             return
         if fault == "echoauth":
             h._send(500, {"error": {"message": "upstream failed for request with headers "

@@ -167,7 +167,17 @@ FILES: dict[str, str] = {
     "proj_location/pyproject.toml": "[tool.fairness_tests]\nthresholds = \"nowhere\"\n",
     "proj_seeds/pyproject.toml": "[tool.fairness_tests]\ngen_seeds = [1, 7]\n",
     "a_file.txt": "not a directory\n",
+    # issue 32: accepts
+    "clf_nomodel/config.json": '{"labels": 2}\n',
+    "th_nan.yaml": RULE.format(table="bbq", metric="s_dis", scope="{}").replace(
+        "bound: 0.1", "bound: .nan"),
+    "th_inf_margin.yaml": RULE.format(table="bbq", metric="s_dis", scope="{}")
+    + "    gate: {mode: harm, margin: .inf}\n",
 }
+#: issue 32: UTF-16 files (with a byte order mark) of three input kinds
+UTF16 = {"th_utf16.yaml": RULE.format(table="bbq", metric="s_dis", scope="{}"),
+         "user_utf16.yaml": "intended_use: {in_scope: x}\n",
+         "pred_utf16.jsonl": jl(pred())}
 
 
 @dataclass(frozen=True)
@@ -473,6 +483,30 @@ CLI_ROWS = [
     R("no-command", "", 2, "required"),
     R("unknown-command", "audits", 2, "invalid choice"),
     R("missing-value", "audit --n-boot", 2, "--n-boot", "expected one argument"),
+    # --- issue 32: accepts
+    R("classifier-not-a-model", f"{GS} {{d}}/gen_good.jsonl --scorers published,classifier "
+      "--classifier {d}/clf_nomodel --classifier-labels toxic=demeaning --no-rules", 2,
+      "--classifier", "clf_nomodel", "model_type", "save_pretrained",
+      env={"HF_HUB_OFFLINE": "1"}),
+    R("classifier-no-config", f"{GS} {{d}}/gen_good.jsonl --scorers published,classifier "
+      "--classifier {d}/proj_nboot --classifier-labels toxic=demeaning --no-rules", 2,
+      "--classifier", "no config.json"),
+    R("th-utf16", f"{AUD} --thresholds {{d}}/th_utf16.yaml", 2, "th_utf16.yaml", "UTF-16",
+      "must be UTF-8"),
+    R("user-yaml-utf16", "card --run {d}/gen_run --out {d}/card_16 --user-yaml "
+      "{d}/user_utf16.yaml", 2, "--user-yaml", "user_utf16.yaml", "must be UTF-8"),
+    R("pred-utf16", f"{BS} {{d}}/pred_utf16.jsonl", 2, "pred_utf16.jsonl", "UTF-16",
+      "must be UTF-8"),
+    R("th-nan", f"{AUD} --thresholds {{d}}/th_nan.yaml", 2, "th_nan.yaml", "line 8",
+      "rules[0].bound", "finite", "nan"),
+    R("th-inf-margin", f"{AUD} --thresholds {{d}}/th_inf_margin.yaml", 2,
+      "th_inf_margin.yaml", "line 10", "rules[0].gate.margin", "finite", "inf"),
+    R("answer-prefix-chat", "audit --dry-run --store {d}/s.sqlite --model openai/gpt-4o-mini "
+      "--prompt-format chat --answer-prefix Réponse:(", 2, "--answer-prefix", "unused",
+      "'chat'", "chat-prefill"),
+    R("audit-user-yaml-first", f"{AUD} --protocols consistency --user-yaml "
+      "{d}/user_key.yaml", 2, "--user-yaml", "user_key.yaml", "intended_usee",
+      stdout_empty=True),
 ]
 
 #: pytest options and ini keys: (id, options, ini lines, words); usage errors exit 4
@@ -505,6 +539,8 @@ def d(tmp_path_factory) -> Path:
         p = root / name
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text, encoding="utf-8")
+    for name, text in UTF16.items():
+        (root / name).write_bytes(text.encode("utf-16"))
     for args in (["generative", "score", "--outputs", str(root / "gen_good.jsonl"),
                   "--n-boot", "100", "--out", str(root / "gen_run"), "--model", "m-gen"],
                  ["bbq", "score", "--predictions", str(root / "pred_good.jsonl"),

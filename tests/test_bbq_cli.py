@@ -10,6 +10,8 @@ import pytest
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.paths import bbq_dir
+from fairness_tests.plugin.session import made_lines
+from fairness_tests.protocols.bbq.data import derived_target_note
 
 SHARED = bbq_dir()
 pytestmark = pytest.mark.skipif(not (SHARED / "Race_x_SES.jsonl").exists(),
@@ -253,3 +255,30 @@ def test_compare_of_a_run_without_a_model_name_is_one_clean_error(small_dir, tmp
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err
     assert f"empty model name for run directory {tmp_path / 'anonymous'}" in err
+
+
+def test_a_derived_target_is_said_on_the_console_card_and_pytest_summary(tmp_path, capsys):
+    """Issue 32: without additional_metadata.csv the stereotyped target is derived; the
+    JSON and the card said so, the console did not. One stderr line now, the card's own
+    text (one function, :func:`derived_target_note`), and the pytest summary line."""
+    data = tmp_path / "bbq"
+    data.mkdir()
+    (data / "Race_x_SES.jsonl").write_bytes((SHARED / "Race_x_SES.jsonl").read_bytes())
+    preds = tmp_path / "p.jsonl"
+    preds.write_text(json.dumps({"category": "Race_x_SES", "example_id": 8, "answer": 1})
+                     + "\n")
+    assert main(["bbq", "score", "--predictions", str(preds), "--data", str(data),
+                 "--categories", "Race_x_SES", "--n-boot", "100", "--no-rules"]) == 0
+    err = capsys.readouterr().err
+    note = derived_target_note({"Race_x_SES": "derived"})
+    assert note == ("derived by the BBQ authors' rule (BBQ_results_metadata.R) for "
+                    "Race_x_SES: no additional_metadata.csv rows")
+    said = [x for x in err.splitlines() if "target_loc" in x]
+    assert said == [f"fairness-tests: note: BBQ target_loc {note}"], err
+    assert derived_target_note({"Race_x_SES": "metadata"}) is None
+    run = tmp_path / "sid" / "m"
+    run.mkdir(parents=True)
+    (run / "made-by.json").write_text(json.dumps({
+        "model": "m", "how": "audited", "by": "main", "seconds": 1.0,
+        "notes": [f"note: BBQ target_loc {note}"]}))
+    assert made_lines(tmp_path / "sid")[1] == f"m: note: BBQ target_loc {note}"

@@ -174,3 +174,29 @@ def test_xdist_workers_make_the_run_once_with_the_outcomes_of_one_process(tmp_pa
     assert made["0"][0].endswith("; 0 other processes read it")
     assert len(outcomes["0"]) > 20 and outcomes["2"] == outcomes["0"]
     assert {"passed", "skipped"} <= set(outcomes["0"].values())
+
+
+@pytest.mark.parametrize("model, slug", [
+    ("my model/../x", "my-model---x"),          # separators and '..' become '-'
+    ("../../etc/passwd", "----etc-passwd"),       # ".." "-" ".." "-": 4 dashes
+    (".hidden", "hidden"),                       # not a hidden file
+    ("gpt-[4]*", "gpt--4--"),                    # glob characters are not a pattern
+])
+def test_a_model_id_maps_to_one_safe_file_name_init_and_the_loaders_agree(
+        tmp_path, capsys, monkeypatch, model, slug):
+    """Issue 32: ``init --model "my model/../x"`` wrote ``my-model-..-x.yaml`` silently.
+    Now the name has no separator, no '..', no leading dot; init says which file the id
+    maps to; load_rules applies that override to that model id (and to no other) and
+    the card lookup finds the card YAML init wrote."""
+    assert main(["init", "--dir", str(tmp_path), "--model", model]) == 0
+    out = capsys.readouterr().out
+    assert f"model id {model!r} is written as the file name {slug!r}" in out
+    written = {p.name for p in (tmp_path / "thresholds" / "models").iterdir()}
+    assert written == {f"{slug}.yaml"}
+    assert ".." not in slug and "/" not in slug and not slug.startswith(".")
+    rules = load_rules(tmp_path / "thresholds", model=model)
+    assert rules.files[-1] == str(tmp_path / "thresholds" / "models" / f"{slug}.yaml")
+    other = load_rules(tmp_path / "thresholds", model=model + "2")
+    assert len(other.files) == 1                         # the defaults only
+    monkeypatch.chdir(tmp_path)
+    assert find_project().card_yaml(model) == tmp_path / "fixtures" / "cards" / f"{slug}.yaml"

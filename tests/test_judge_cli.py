@@ -208,3 +208,26 @@ def test_audit_with_several_scorers_and_a_judge(tmp_path):
         assert len(server.hits) == asked
         pd.testing.assert_frame_equal(again.tables["scorer_agreement"],
                                       run.tables["scorer_agreement"])
+
+
+def test_failed_judge_requests_make_the_run_incomplete(outputs, tmp_path, capsys,
+                                                       monkeypatch):
+    """Issue 32: a judge that answers 401 to every request (bad credentials) was exit 0
+    with ``unjudged_rate: 1.0``, ``notes: []`` and nothing on screen. Now: exit 6, one
+    stderr line naming how many failed (7 distinct texts: 7 of 7) and the first error,
+    and the judge's notes in the JSON say the same."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+    with FaultServer(default="401") as server:
+        argv = ["generative", "score", "--outputs", str(outputs), "--scorers",
+                "published,judge", "--judge-model", "judge-model", "--judge-api-base",
+                server.url, "--store", str(tmp_path / "j.sqlite"), "--n-boot", "100",
+                "--no-rules"]
+        assert main(argv) == 6
+    out = capsys.readouterr()
+    said = [x for x in out.err.splitlines() if "judge requests" in x]
+    assert len(said) == 1, out.err
+    assert "7 of 7 judge requests ended in an error" in said[0]
+    assert "401" in said[0] or "api key" in said[0].lower(), said[0]
+    judge = next(s for s in json.loads(out.out)["scorers"] if s["name"] == "judge")
+    assert judge["unjudged_rate"] == 1.0 and judge["failed"] == 7
+    assert any("7 of 7 judge requests" in n for n in judge["notes"])

@@ -11,6 +11,7 @@ from typing import Any
 
 from fairness_tests.card.schema import read_yaml, user_yaml_schema
 from fairness_tests.card.values import clean
+from fairness_tests.core.errors import FairnessTestsError
 from fairness_tests.core.validate import check_data, line_index
 
 
@@ -28,3 +29,16 @@ def check_user_keys(user: Any, source: str | None = None,
     """Only the fields of ``user_fields.yaml``; every problem at once
     (:mod:`fairness_tests.core.validate`)."""
     check_data(user, user_yaml_schema(), source=source, lines=lines)
+
+
+def user_yaml_problem(path: str | Path | None) -> str | None:
+    """What is wrong with the user YAML at ``path`` (every problem, on one line), or
+    None when it loads: a command checks its ``--user-yaml`` with this before any work,
+    so a typo is not found only after a whole audit has run."""
+    if not path:
+        return None
+    try:
+        load_user_yaml(path)
+    except FairnessTestsError as exc:
+        return "; ".join(x.strip() for x in str(exc).splitlines())
+    return None

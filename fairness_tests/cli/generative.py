@@ -20,6 +20,7 @@ from typing import Any
 
 from fairness_tests.cli import scored
 from fairness_tests.cli.command import add_command
+from fairness_tests.core.exits import ExitCode, worst
 from fairness_tests.core.fmt import shown, text_table
 from fairness_tests.core.paths import default_store_path, display_path
 from fairness_tests.metrics.counterfactual import consistency, verdict_shares
@@ -87,7 +88,7 @@ def cmd_score(c: GenerativeScoreConfig) -> int:
         if verdicts is not None:
             rep["verdicts"] = verdicts
         print(json.dumps(rep, indent=1))
-        return scored.outcome(run, c, text=False)
+        return _judged(sg, scored.outcome(run, c, text=False))
     w = sys.stdout.write
     w(f"rubric {rep['rubric']} ({rep['semantics']}); {rep['n_records']} records, "
       f"{rep['n_error']} errors\n\n")
@@ -107,7 +108,16 @@ def cmd_score(c: GenerativeScoreConfig) -> int:
     if c.out:
         w(f"\nrun: {c.out}\n")
     sys.stdout.flush()
-    return scored.outcome(run, c, text=True)
+    return _judged(sg, scored.outcome(run, c, text=True))
+
+
+def _judged(sg: ScoredGenerations, code: int) -> int:
+    """``code``, or INCOMPLETE (said on stderr) when judge requests ended in errors."""
+    note = sg.incomplete()
+    if note is None:
+        return code
+    print(f"fairness-tests: {note}", file=sys.stderr)
+    return int(worst(ExitCode(code), ExitCode.INCOMPLETE))
 
 
 def _judge_store(c: GenerativeScoreConfig) -> ResponseStore:

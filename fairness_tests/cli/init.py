@@ -22,6 +22,7 @@ runs the suite on the model, replaying what is recorded.
 from __future__ import annotations
 
 import importlib.resources
+import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,7 @@ class InitResult:
 def ini_lines(model: str) -> list[str]:
     """The ``[tool.pytest.ini_options]`` keys init sets (the command line wins)."""
     return [
-        f'fairness_model = "{model}"',
+        f"fairness_model = {json.dumps(model)}",
         'fairness_thresholds = "thresholds"',
         'fairness_store = ".fairness/store.sqlite"',
         "# a model whose responses are not recorded fails (record with --fairness-live)",
@@ -65,6 +66,12 @@ def _matching_override(model: str) -> Path | None:
     return None
 
 
+def glob_literal(model: str) -> str:
+    """``model`` as a ``model:`` pattern of an override that matches only itself
+    (fnmatch's ``*``, ``?`` and ``[`` each in brackets)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in model)
+
+
 def _override_text(model: str) -> str:
     return (f"# Per-model changes to thresholds/default.yaml for {model}.\n"
             "# Only the keys given change; a new id must be a complete rule. Declare a known\n"
@@ -72,7 +79,7 @@ def _override_text(model: str) -> str:
             "#   - id: accuracy_floor_ambig\n"
             "#     expected_fail: {reason: \"...\", cells: [\"Race_x_gender/*\"]}\n"
             "# See docs/pytest.md of fairness_tests for the format.\n"
-            f'model: "{model}"\n'
+            f"model: {json.dumps(glob_literal(model))}\n"
             "rules: []\n")
 
 
@@ -181,6 +188,9 @@ def _cmd_init(c: InitConfig) -> int:
         print(f"wrote {p.relative_to(root).as_posix()}")
     for p in res.kept:
         print(f"kept  {p.relative_to(root).as_posix()} (exists; --force overwrites)")
+    if model_slug(c.model) != c.model:
+        print(f"note: model id {c.model!r} is written as the file name "
+              f"{model_slug(c.model)!r} (thresholds/models/, fixtures/cards/)")
     for n in res.notes:
         print(f"note: {n}")
     print("next: python -m pytest -n auto   (replays the recorded responses)")

@@ -36,6 +36,7 @@ project removes cannot come back from the package.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,7 +50,7 @@ else:  # Python 3.10
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.paths import data_path
-from fairness_tests.core.validate import check_data
+from fairness_tests.core.validate import check_data, read_text
 
 ENV_PROJECT_DIR = "FAIRNESS_PROJECT_DIR"
 TABLE = "fairness_tests"
@@ -96,16 +97,19 @@ def packaged_manifest() -> Path:
 
 
 def model_slug(model: str) -> str:
-    """A model id as a file name: ``embedded:gemma-3-270m`` -> ``embedded-gemma-3-270m``."""
-    return "".join(c if c.isalnum() or c in "-._" else "-" for c in model)
+    """A model id as a file name (the one mapping: ``init`` writes, the card lookup
+    reads): every character but letters, digits, ``-``, ``.``, ``_`` becomes ``-``, a
+    run of dots ``-`` and leading dots are dropped, so the name has no separator, no
+    ``..`` and is not hidden: ``embedded:gemma-3-270m`` -> ``embedded-gemma-3-270m``,
+    ``my model/../x`` -> ``my-model---x``."""
+    name = "".join(c if c.isalnum() or c in "-._" else "-" for c in model)
+    return re.sub(r"\.{2,}", "-", name).lstrip(".") or "-"
 
 
 def _read_table(pyproject: Path) -> dict | None:
     """The ``[tool.fairness_tests]`` table of a pyproject.toml (None when absent)."""
     try:
-        doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", path=pyproject) from None
+        doc = tomllib.loads(read_text(pyproject))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"not valid TOML ({exc})", path=pyproject) from None
     table = doc.get("tool", {}).get(TABLE)

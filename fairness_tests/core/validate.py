@@ -18,6 +18,7 @@ A subschema may carry ``x-message`` to replace the message of any error it raise
 from __future__ import annotations
 
 import json
+import math
 import re
 from functools import lru_cache
 from pathlib import Path
@@ -132,11 +133,16 @@ def _duplicate_keys(text: str) -> list[Problem]:
 # --------------------------------------------------------------------------- reading
 
 def read_text(path: str | Path, what: str = "file") -> str:
+    """The text of an input file, decoded by :func:`fairness_tests.core.io.decode_input`
+    (UTF-8; anything else is a ConfigError naming the file)."""
+    from fairness_tests.core.io import decode_input  # noqa: PLC0415  numpy: only when read
+
     p = Path(path)
     try:
-        return p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read {what}: {exc.strerror or exc}", path=p) from None
+    return decode_input(raw, p, ConfigError)
 
 
 def parse(text: str, path: str | Path) -> Any:
@@ -265,13 +271,29 @@ def error(problems: Sequence[Problem], source: Any) -> ConfigError:
     return exc
 
 
+def non_finite_problems(data: Any, lines: dict[str, int] | None = None,
+                        parts: tuple[Any, ...] = ()) -> list[Problem]:
+    """Every number of an input that is not finite (YAML's ``.nan``, ``.inf``): no
+    bound, margin, tolerance or setting is NaN or infinite, so each is a problem naming
+    its key and line."""
+    if isinstance(data, float) and not math.isfinite(data):
+        key = key_path(parts)
+        return [Problem(key, f"must be a finite number, got {data!r}",
+                        nearest_line(key, lines))]
+    items = data.items() if isinstance(data, dict) else \
+        enumerate(data) if isinstance(data, list) else ()
+    return [p for k, v in items for p in non_finite_problems(v, lines, (*parts, k))]
+
+
 def check_data(data: Any, schema: dict | str, source: Any = None,
                lines: dict[str, int] | None = None, checks: Sequence[Check] = ()) -> Any:
     """Validate ``data``: schema first, then each check (each sees the whole data,
     so a check must tolerate values the schema rejects). Raises one ConfigError
     listing every problem; returns ``data`` when there is none."""
     lines = lines or {}
-    problems = schema_problems(data, schema, lines)
+    finite = non_finite_problems(data, lines)
+    named = {p.key for p in finite}
+    problems = finite + [p for p in schema_problems(data, schema, lines) if p.key not in named]
     for check in checks:
         problems += list(check(data, lines))
     if problems:

@@ -309,15 +309,23 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, Sc
 
     def _prompt_problems(self) -> Iterable[tuple[str, str]]:
         """A prompt format the model's endpoint cannot take (a completion format for a
-        chat model, chat-prefill for a completion model), an empty answer prefix."""
+        chat model, chat-prefill for a completion model), an empty answer prefix, an
+        answer prefix other than the default where the format sends none (``chat``)."""
         if not self.answer_prefix.strip():
             yield "answer_prefix", "must be a non-empty text, got an empty one"
         try:
-            resolve(self.prompt_format, self.api_model())
+            used = resolve(self.prompt_format, self.api_model())
         except ConfigError as exc:
             message = str(exc).removeprefix(f"key {exc.key!r}: ")
             yield "prompt_format", f"{self.prompt_format!r} " + message.removeprefix(
                 f"prompt_format {self.prompt_format!r} ")
+            return
+        if used == "chat" and self.answer_prefix != DEFAULT_ANSWER_PREFIX:
+            yield "answer_prefix", (
+                f"unused: {self.api_model()!r} is asked in prompt format 'chat' (the "
+                "messages as given, rendered by the server's template: no answer prefix); "
+                "use --prompt-format chat-prefill (providers that continue an assistant "
+                "turn) or a text-completion-*/ model id")
 
     def api_model(self) -> str:
         """The litellm model string the backend sends (a bare name with an API base is an
@@ -341,12 +349,25 @@ class OutputOptions(Checked):
     quiet: bool = opt(False, "no progress lines on stderr", flag="-q", aliases=("--quiet",),
                       pytest=False, toml=False, regen=False)
 
+    def cross_check(self) -> Iterable[tuple[str, str]]:
+        """The user YAML is read and checked before any work (a bad one is not found
+        only when the card is written, after the whole audit)."""
+        from fairness_tests.card.user_yaml import user_yaml_problem  # noqa: PLC0415  card code
+
+        problem = user_yaml_problem(self.user_yaml)
+        if problem:
+            yield "user_yaml", problem
+
 
 @dataclass(frozen=True, kw_only=True)
 class AuditCommand(AuditConfig, OutputOptions):
     """``fairness-tests audit``: the audit and what the command writes."""
     dry_run: bool = opt(False, "print the requests, tokens and cost per protocol; ask "
                         "nothing", pytest=False, toml=False, regen=False)
+
+    def cross_check(self) -> Iterable[tuple[str, str]]:
+        yield from AuditConfig.cross_check(self)
+        yield from OutputOptions.cross_check(self)
 
     def audit(self) -> AuditConfig:
         """The audit's own configuration (without the command's outputs)."""

@@ -91,6 +91,14 @@ class ScoredGenerations:
         """What the card names of each scorer (name first)."""
         return [{"name": n, **s.info} for n, s in self.by.items()]
 
+    def incomplete(self) -> str | None:
+        """The judge's note when any of its requests ended in an error (the run is
+        then incomplete: exit 6), else None."""
+        for s in self.by.values():
+            if s.info.get("kind") == "judge" and s.info.get("failed"):
+                return next(n for n in s.info["notes"] if n.startswith("incomplete:"))
+        return None
+
 
 def _as_rubric(s: Scored) -> Rubric:
     """The lexical rubric a scorer used; for a model-based scorer a stand-in naming it

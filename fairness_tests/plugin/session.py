@@ -101,7 +101,8 @@ def produce(settings: Settings, model: str, cache_root: Path, sid: str,
         os.replace(tmp, out / "run.pickle")
         (out / "made-by.json").write_text(json.dumps({
             "model": model, "how": f"read from {saved}" if saved else "audited",
-            "by": _worker(), "seconds": round(time.perf_counter() - t0, 1)}))
+            "by": _worker(), "seconds": round(time.perf_counter() - t0, 1),
+            "notes": _data_notes(result)}))
         return result
 
 
@@ -124,6 +125,15 @@ def _make(settings: Settings, model: str, config: AuditConfig, rules: Any,
     return RunResult.load(out / "run")
 
 
+def _data_notes(result: Any) -> list[str]:
+    """What the summary says of the run's data: a derived BBQ target_loc
+    (:func:`~fairness_tests.protocols.bbq.data.derived_target_note`)."""
+    from fairness_tests.protocols.bbq.data import derived_target_note
+    bbq = getattr(getattr(result, "metadata", None), "bbq", None)
+    note = derived_target_note(bbq.target_loc) if bbq is not None else None
+    return [f"note: BBQ target_loc {note}"] if note else []
+
+
 def made_lines(sdir: Path) -> list[str]:
     """One line per run made in the session (``sdir``): how, by which process, in how
     many seconds, and how many other processes read it."""
@@ -133,6 +143,7 @@ def made_lines(sdir: Path) -> list[str]:
         users = len(list(made.parent.glob("used-by-*")))
         lines.append(f"{m['model']}: {m['how']} once ({m['by']}, {m['seconds']:g} s); "
                      f"{users} other process{'es' if users != 1 else ''} read it")
+        lines += [f"{m['model']}: {n}" for n in m.get("notes", [])]
     return lines
 
 

@@ -58,7 +58,14 @@ import yaml
 
 from fairness_tests.core.errors import ConfigError, Problem, suggest
 from fairness_tests.core.project import find_project
-from fairness_tests.core.validate import error, load_file, load_schema, load_yaml, nearest_line
+from fairness_tests.core.validate import (
+    error,
+    load_file,
+    load_schema,
+    load_yaml,
+    nearest_line,
+    read_text,
+)
 from fairness_tests.metrics import schema as known_metrics
 from fairness_tests.rules.reasons import reason_problems
 
@@ -310,8 +317,8 @@ def _read(path: Path, kind: str, base: dict[str, dict]) -> dict:
 
 def _raw(path: Path) -> Any:
     try:
-        return load_yaml(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        return load_yaml(read_text(path))
+    except (ConfigError, yaml.YAMLError):
         return None
 
 

@@ -28,6 +28,10 @@ from fairness_tests.core.io import sha256_text
 from fairness_tests.scoring.lexical import SCORE_COLUMNS
 
 HARM_LABELS = ("refusal", "deflection", "stereotype", "demeaning")
+#: what ``--classifier`` accepts
+ACCEPTED = ("expected a local transformers text-classification model directory, as "
+            "save_pretrained writes it: config.json with its model_type, the weights and "
+            "the tokenizer files; nothing is downloaded")
 
 
 @dataclass(frozen=True)
@@ -42,8 +46,10 @@ class ClassifierSpec:
 
     def __post_init__(self) -> None:
         if not Path(self.path).is_dir():
-            raise ConfigError(f"classifier {self.path}: not a directory (a local "
-                              f"text-classification model with its tokenizer)",
+            raise ConfigError(f"classifier {self.path}: not a directory ({ACCEPTED})",
+                              key="--classifier")
+        if not (Path(self.path) / "config.json").is_file():
+            raise ConfigError(f"classifier {self.path}: no config.json ({ACCEPTED})",
                               key="--classifier")
         if not 0.0 <= float(self.threshold) <= 1.0:
             raise ConfigError(f"classifier threshold must be in [0, 1], got {self.threshold}",
@@ -78,8 +84,14 @@ def classify_texts(texts: list[str], spec: ClassifierSpec) -> pd.DataFrame:
         pipeline,
     )
 
-    model = AutoModelForSequenceClassification.from_pretrained(spec.path, local_files_only=True)
-    tokenizer = AutoTokenizer.from_pretrained(spec.path, local_files_only=True)
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(spec.path,
+                                                                   local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(spec.path, local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:      # transformers' "cannot load this"
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"classifier {spec.path}: cannot be loaded ({why}); {ACCEPTED}",
+                          key="--classifier") from None
     pipe = pipeline("text-classification", model=model, tokenizer=tokenizer,
                     device=spec.device, top_k=None)
     known = set(pipe.model.config.id2label.values())

@@ -74,6 +74,8 @@ class JudgeResult:
     requests: int = 0
     sent: int = 0
     notes: list[str] = field(default_factory=list)
+    failed: int = 0                     # requests that ended in an error after retries
+    first_error: str | None = None
 
     def labels_of(self, repeat: int = 0) -> dict[str, dict[str, bool] | None]:
         """text -> the parsed judgement of repeat ``repeat`` (None: unjudged)."""
@@ -151,7 +153,18 @@ def run_judge(texts: pd.Series | list[str], rubric: JudgeRubric, settings: Judge
                      "cost_usd": x.cost_usd})
     answers = pd.DataFrame(rows, columns=["text", "repeat", "status", "parsed", "prompt_tokens",
                                           "completion_tokens", "cost_usd"])
-    return JudgeResult(rubric, settings, result_mode, answers, n_req, sent, notes)
+    errors = [x.error for x in resps if x.status == "error"]
+    if errors:
+        notes.append(incomplete_note(len(errors), len(resps), errors[0]))
+    return JudgeResult(rubric, settings, result_mode, answers, n_req, sent, notes,
+                       failed=len(errors), first_error=errors[0] if errors else None)
+
+
+def incomplete_note(failed: int, total: int, first: str | None) -> str:
+    """The one line that says judge requests failed: how many, the first error."""
+    return (f"incomplete: {failed} of {total} judge requests ended in an error after their "
+            f"retries (first: {first}); their texts are unjudged: run the same command "
+            "again to ask only those")
 
 
 def _user_turn(rubric: JudgeRubric, text: str) -> str:

@@ -115,7 +115,8 @@ def _judge(records: pd.DataFrame, ctx: ScoringContext) -> Scored:
             "prompt_template": USER_TEMPLATE, "mode": result.mode,
             "temperature": s.temperature, "max_tokens": s.max_tokens, "repeats": s.repeats,
             "unjudged_rate": unjudged_rate(scored), "usage": result.usage(),
-            "self_consistency": self_consistency(result), "notes": list(result.notes)}
+            "self_consistency": self_consistency(result), "notes": list(result.notes),
+            "failed": result.failed, "first_error": result.first_error}
     return Scored("judge", scored, with_derived(rubric.label_names), info, result)
 
 

@@ -16,6 +16,7 @@ from fairness_tests.card.sections.asking import asking
 from fairness_tests.card.sections.facts import RunFacts
 from fairness_tests.card.values import finite
 from fairness_tests.models.request import decoding_label
+from fairness_tests.protocols.bbq.data import derived_target_note
 from fairness_tests.protocols.bbq.official import INTERSECTIONAL
 
 # the protocols a card reports, and the tables that show each ran
@@ -345,10 +346,9 @@ def bbq_choices(b) -> dict[str, str]:
     out = {}
     if b.categories and tuple(b.categories) != INTERSECTIONAL:
         out["categories"] = ", ".join(b.categories)
-    derived = [c for c, how in b.target_loc.items() if how == "derived"]
+    derived = derived_target_note(b.target_loc)
     if derived:
-        out["target_loc"] = (f"derived by the BBQ authors' rule (BBQ_results_metadata.R) for "
-                             f"{', '.join(derived)}: no additional_metadata.csv rows")
+        out["target_loc"] = derived
     if b.conventions != "project":
         out["conventions"] = ("the BBQ authors' (unmatched answers and items without a "
                               "target dropped; unknown from the chosen option's tag; "

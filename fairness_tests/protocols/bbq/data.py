@@ -28,6 +28,8 @@ the authors' rule finds none); ``label_type`` is ``name`` (the people are named)
 from __future__ import annotations
 
 import functools
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -115,6 +117,23 @@ class BBQData:
         return out
 
 
+def derived_target_note(target_loc: Mapping[str, str]) -> str | None:
+    """The one text (card, console, pytest summary) saying which categories' target_loc
+    was derived because ``additional_metadata.csv`` has no rows for them; None if none."""
+    derived = [c for c, how in target_loc.items() if how == DERIVED]
+    if not derived:
+        return None
+    return (f"derived by the BBQ authors' rule (BBQ_results_metadata.R) for "
+            f"{', '.join(derived)}: no additional_metadata.csv rows")
+
+
+def say_derived_target(data: BBQData) -> None:
+    """Print :func:`derived_target_note` on stderr, once per load (audit, ``bbq score``)."""
+    note = derived_target_note(data.target_loc)
+    if note:
+        print(f"fairness-tests: note: BBQ target_loc {note}", file=sys.stderr)
+
+
 def not_found(directory: Path, what: str, categories: tuple[str, ...] = ()) -> DataError:
     """The one-line "BBQ data not found" error: what is missing, and how to get it."""
     cats = f" --categories {' '.join(categories)}" if categories else ""
@@ -167,6 +186,7 @@ def load_filtered(directory: str | Path, datasets: tuple[str, ...] | None = DATA
            "layout": {c: str(p.relative_to(directory)) for c, p in paths.items()},
            "categories": list(categories), "filter": filter, "code": _code_digest()}
     data, kept = cached("bbq-items", key, build)
+    say_derived_target(data)
     return replace(data, directory=directory), kept
 
 

@@ -8,11 +8,13 @@ the line (line 1 is the header).
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 import pandas as pd
 
 from fairness_tests.core.errors import DataError
+from fairness_tests.core.io import decode_input
 from fairness_tests.core.paths import fairness_cards_dir
 from fairness_tests.protocols.generative.grid import GRID_COLUMNS
 
@@ -31,7 +33,7 @@ def load_published_grid(path: str | Path | None = None) -> pd.DataFrame:
     """Load a published-format grid CSV (default: the shared big grid), row for row."""
     p = Path(path) if path else published_grid_path()
     try:
-        fh = p.open(newline="", encoding="utf-8")
+        fh = io.StringIO(decode_input(p.read_bytes(), p), newline="")
     except OSError as exc:
         raise DataError(f"cannot read grid file: {exc.strerror}", path=p) from None
     rows = []
