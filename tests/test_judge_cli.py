@@ -231,3 +231,23 @@ def test_failed_judge_requests_make_the_run_incomplete(outputs, tmp_path, capsys
     judge = next(s for s in json.loads(out.out)["scorers"] if s["name"] == "judge")
     assert judge["unjudged_rate"] == 1.0 and judge["failed"] == 7
     assert any("7 of 7 judge requests" in n for n in judge["notes"])
+
+
+def test_failed_judge_requests_make_the_audit_incomplete(tmp_path, capsys, monkeypatch):
+    """Issue 32: the audit with a judge scorer whose every request fails (401) exited by
+    its rules alone; now it is incomplete (exit 6) and says how many judge requests
+    failed: the first 8 grid rows of the recordings hold n distinct texts, and the judge
+    is asked each once, so "n of n"."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+    monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
+    with FaultServer(default="401") as server:
+        rc = main(["audit", "--protocols", "generative", "--gen-limit", "8", "--n-boot", "100",
+                   "--store", str(tmp_path / "s.sqlite"), "--scorers", "published,judge",
+                   "--judge-model", "judge-model", "--judge-api-base", server.url, "--live",
+                   "--recordings", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    run = RunResult.load(tmp_path / "out" / "run")
+    n = run.records["generative"]["output_text"].nunique()
+    assert rc == 6, err
+    said = [x for x in err.splitlines() if "judge requests" in x]
+    assert len(said) == 1 and f"{n} of {n} judge requests ended in an error" in said[0], err

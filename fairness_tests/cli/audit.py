@@ -36,6 +36,7 @@ from fairness_tests.pipeline.stages import Stages
 from fairness_tests.report.verdicts import (
     asking_lines,
     incomplete,
+    judge_incomplete,
     verdict_exit,
     verdict_summary,
 )
@@ -100,6 +101,10 @@ def exit_code(verdicts, metadata=None) -> int:
         print(f"fairness-tests: incomplete: {failed} of {total} requests ended in an error "
               f"after their retries (first: {first}); the results above lack them: run the "
               "same command again to ask only those", file=sys.stderr)
+        codes.append(ExitCode.INCOMPLETE)
+    judged = judge_incomplete(metadata)
+    if judged:
+        print(f"fairness-tests: {judged}", file=sys.stderr)
         codes.append(ExitCode.INCOMPLETE)
     return int(worst(*codes))
 

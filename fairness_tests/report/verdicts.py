@@ -75,6 +75,18 @@ def verdict_summary(verdicts: pd.DataFrame | None) -> str:
     return "\n".join(lines)
 
 
+def judge_incomplete(metadata) -> str | None:
+    """The judge's "incomplete: N of M judge requests ..." note when any judge request of
+    the run ended in an error (the scores lack them: the run is incomplete), else None."""
+    gen = getattr(metadata, "generative", None)
+    for s in getattr(gen, "scorers", None) or ():
+        if s.get("kind") == "judge" and s.get("failed"):
+            return next((n for n in s.get("notes") or () if n.startswith("incomplete:")),
+                        f"incomplete: {s['failed']} judge requests ended in an error "
+                        f"(first: {s.get('first_error')})")
+    return None
+
+
 def _counts(metadata) -> dict[str, dict]:
     asking = getattr(metadata, "asking", None)
     return dict(getattr(asking, "counts", None) or {})
