@@ -3,8 +3,8 @@
 ``once(...)`` builds a directory at most once per pytest session, shared by every xdist
 worker: the first process that needs it takes an exclusive file lock
 (:mod:`fairness_tests.core.locks`), builds it and marks it done; the others wait on the
-lock (bounded: ``ONCE_WAIT_S``) and read it. It is keyed by a name and the sha256 of a configuration, so a test
-that needs another configuration computes its own.
+lock (bounded: ``ONCE_WAIT_S``) and read it. It is keyed by a name and the sha256 of
+a configuration, so a test that needs another configuration computes its own.
 
 Built that way:
 
