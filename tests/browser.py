@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+LAUNCH_TIMEOUT_MS = 120_000     # starting Chromium on a loaded machine
+ACTION_TIMEOUT_MS = 60_000      # each page action (load, screenshot, locator)
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]       # plus --headless (headless=True)
 
@@ -42,7 +44,9 @@ def launch():
     if not exe:
         _unavailable("no chromium binary on PATH (apt-get install -y chromium)")
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, headless=True, args=FLAGS)
+        # explicit bounds: a Playwright timeout names the action and what it waited for
+        b = p.chromium.launch(executable_path=exe, headless=True, args=FLAGS,
+                              timeout=LAUNCH_TIMEOUT_MS)
         try:
             yield b
         finally:
@@ -55,6 +59,7 @@ class Opened:
     def __init__(self, browser, path: Path, width: int = 1280, height: int = 900):
         self.problems: list[str] = []
         self.page = browser.new_page(viewport={"width": width, "height": height})
+        self.page.set_default_timeout(ACTION_TIMEOUT_MS)     # goto, screenshot, locators
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda e: self.problems.append(f"exception: {e}"))
         self.page.on("request", self._request)

@@ -3,8 +3,8 @@
 ``once(...)`` builds a directory at most once per pytest session, shared by every xdist
 worker: the first process that needs it takes an exclusive file lock
 (:mod:`fairness_tests.core.locks`), builds it and marks it done; the others wait on the
-lock and read it. It is keyed by a name and the sha256 of a configuration, so a test
-that needs another configuration computes its own.
+lock (bounded: ``ONCE_WAIT_S``) and read it. It is keyed by a name and the sha256 of
+a configuration, so a test that needs another configuration computes its own.
 
 Built that way:
 
@@ -63,15 +63,22 @@ def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
+#: how long once() waits for another process's build: under the tests' own bound
+#: (pyproject.toml: timeout = 300), so that the failure names the lock file and the build
+ONCE_WAIT_S = 270.0
+
+
 def once(tmp_path_factory: pytest.TempPathFactory, name: str, key: dict[str, Any],
-         build: Callable[[Path], None]) -> Path:
+         build: Callable[[Path], None], wait_s: float = ONCE_WAIT_S) -> Path:
     """``<shared>/once/<name>-<sha256(key)[:16]>/``, filled by ``build(dir)`` by the first
-    process of the session that asks; the others wait on its lock and reuse it. A build
+    process of the session that asks; the others wait on its lock (at most ``wait_s``
+    seconds: then a LockTimeout naming the lock file and ``name``) and reuse it. A build
     that raised leaves no ``.done`` mark, so the next process builds it again."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
     root = shared_root(tmp_path_factory) / "once"
     out = root / f"{name}-{digest[:16]}"
-    with exclusive(root / f"{out.name}.lock"):
+    with exclusive(root / f"{out.name}.lock", timeout_s=wait_s,
+                   what=f"{name!r}, built once per session by another process"):
         if not (out / ".done").exists():
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir(parents=True)

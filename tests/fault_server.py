@@ -251,12 +251,19 @@ class FaultServer:
         return self
 
     def stop(self) -> None:
+        """Stop serving, bounded: ``shutdown()`` waits for the serving loop, so only
+        while its thread runs (a dead one would never answer); the thread must end
+        within 10 s, else an AssertionError naming the server."""
         self._stop.set()
+        name = self.url if self._httpd is not None else "fault server"
         if self._httpd is not None:
-            self._httpd.shutdown()
+            if self._thread is not None and self._thread.is_alive():
+                self._httpd.shutdown()
             self._httpd.server_close()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=10)
+            if self._thread.is_alive():
+                raise AssertionError(f"{name}: the serving thread did not stop in 10 s")
 
     def __enter__(self) -> "FaultServer":
         return self.start()

@@ -3,14 +3,23 @@
 - :func:`req`: a numbered request (litellm, a choice question by default);
 - :func:`rule`: a decision rule with defaults, any field overridden;
 - :func:`copy_store`: a consistent copy of an SQLite response store;
-- :func:`run_cli`: ``fairness-tests ARGS`` run in this process, its exit code and output.
+- :func:`run_cli`: ``fairness-tests ARGS`` run in this process, its exit code and output;
+- :func:`finish`: processes waited for together within one bound, killed past it;
+- :func:`kill_after`: a process killed if it still runs after a bound.
 """
 from __future__ import annotations
 
+import shlex
 import sqlite3
 import subprocess
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from fairness_tests.cli.main import main
 from fairness_tests.models.request import Request, chat
@@ -66,3 +75,49 @@ def run_cli(capfd: Any, *args: str) -> subprocess.CompletedProcess:
         rc = exc.code if isinstance(exc.code, int) else 2
     out, err = capfd.readouterr()
     return subprocess.CompletedProcess(["fairness-tests", *args], int(rc), out, err)
+
+
+def _cmd(p: subprocess.Popen) -> str:
+    return shlex.join(map(str, p.args)) if isinstance(p.args, (list, tuple)) else str(p.args)
+
+
+def finish(procs: Iterable[subprocess.Popen], timeout_s: float) -> list[tuple[Any, Any]]:
+    """``(stdout, stderr)`` of each process (``communicate()``: no pipe fills up), all of
+    them within ``timeout_s`` seconds together. Past it, every process still running is
+    killed and the test fails naming their commands (none is left running behind it)."""
+    procs = list(procs)
+    deadline = time.monotonic() + timeout_s
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=max(0.0, deadline - time.monotonic())))
+    except subprocess.TimeoutExpired:
+        late = [p for p in procs if p.poll() is None]
+        for p in late:
+            p.kill()
+        for p in procs:
+            p.communicate(timeout=30)
+        pytest.fail(f"still running after {timeout_s:g} s, killed: "
+                    + "; ".join(_cmd(p) for p in late), pytrace=False)
+    return outs
+
+
+@contextmanager
+def kill_after(proc: subprocess.Popen, timeout_s: float) -> Iterator[threading.Event]:
+    """Kill ``proc`` if it still runs ``timeout_s`` seconds from now (a loop that reads
+    its output line by line then ends at EOF instead of waiting for ever); yields an
+    event set if it was killed so. The timer is cancelled when the block ends."""
+    fired = threading.Event()
+
+    def kill() -> None:
+        if proc.poll() is None:
+            fired.set()
+            proc.kill()
+
+    timer = threading.Timer(timeout_s, kill)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield fired
+    finally:
+        timer.cancel()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from helpers import finish
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import FairnessTestsError
@@ -565,7 +566,8 @@ def pytest_results(d):
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
              "-p", "no:randomly", *opts], cwd=where, env=env, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True)
-    return {rid: (p.wait(timeout=300), *p.communicate()) for rid, p in procs.items()}
+    outs = finish(procs.values(), 240)     # communicate(): a full pipe never blocks them
+    return {rid: (p.returncode, *o) for (rid, p), o in zip(procs.items(), outs, strict=True)}
 
 
 # ----------------------------------------------------------------------------- tests

@@ -270,6 +270,7 @@ def _vnu():
 
 
 @pytest.mark.slow          # one JVM start (~3 s)
+@pytest.mark.timeout(360)  # the validator's bound (300 s) and the rest
 def test_html_passes_the_nu_validator(tmp_path, committed_card):
     """The three cards pass the Nu validator with no error and no warning; control: it
     reports the duplicated id the old renderer wrote. One validator run for all four

@@ -404,6 +404,7 @@ def test_the_browser_check_sees_a_broken_page(study, browser, tmp_path):
     assert [c["text"] for c in clipped] == ["mbedded:gemma"]
 
 
+@pytest.mark.timeout(660)          # the inner pytest's bound (600 s) and the rest
 def test_pytest_with_several_models_writes_the_same_comparison(study, tmp_path):
     """``pytest --fairness-run A --fairness-run B ... --fairness-report DIR``: the report
     directory holds ``compare/``, byte-identical to ``fairness-tests compare`` on the

@@ -20,12 +20,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import run_cli
+from helpers import finish, kill_after, run_cli
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.exits import ExitCode, worst
@@ -293,13 +292,16 @@ def test_ctrl_c_exit_130_one_line_and_the_old_output_whole(predictions, tmp_path
                              cwd=ROOT, env=env(), preexec_fn=_default_sigint,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         err = []
-        deadline = time.monotonic() + 300
-        for line in p.stderr:                # stage lines: interrupt while it writes
-            err.append(line)
-            if "writing the run and the card" in line or time.monotonic() > deadline:
-                p.send_signal(signal.SIGINT)
-                break
-        rest_out, rest_err = p.communicate(timeout=120)
+        with kill_after(p, 150) as killed:   # a run that hangs writes no line: killed
+            for line in p.stderr:            # stage lines: interrupt while it writes
+                err.append(line)
+                if "writing the run and the card" in line:
+                    p.send_signal(signal.SIGINT)
+                    break
+            rest_out, rest_err = p.communicate(timeout=60)
+        if killed.is_set():
+            pytest.fail(f"{p.args} wrote no 'writing the run and the card' line in 150 s "
+                        f"(killed); stderr:\n{''.join(err)[-3000:]}", pytrace=False)
         err.append(rest_err)
         stderr = "".join(err)
         if p.returncode in (0, 1) and "interrupted" not in stderr:
@@ -354,11 +356,9 @@ def pytest_runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-p", "no:randomly",
          *opts(d)], cwd=repo, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True) for case, opts in PYTEST_CASES.items()}
-    out = {}
-    for case, p in procs.items():
-        stdout, stderr = p.communicate(timeout=600)
-        out[case] = subprocess.CompletedProcess(p.args, p.returncode, stdout, stderr)
-    return out
+    outs = finish(procs.values(), 240)        # under the first test's bound (300 s)
+    return {case: subprocess.CompletedProcess(p.args, p.returncode, *o)
+            for (case, p), o in zip(procs.items(), outs, strict=True)}
 
 
 def test_pytest_bad_protocol_is_one_error_line_exit_4(pytest_runs):

@@ -237,6 +237,7 @@ def test_a_gate_of_another_candidate_or_a_broken_record_is_a_clean_error(runs, g
     assert not (tmp_path / "card2").exists()
 
 
+@pytest.mark.timeout(660)          # the inner pytest's bound (600 s) and the rest
 def test_pytest_report_puts_the_gate_on_the_candidates_card(runs, tmp_path):
     import os
     import subprocess

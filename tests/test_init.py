@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import finish
 
 from fairness_tests.cli.init import init_project
 from fairness_tests.cli.main import main
@@ -100,6 +101,7 @@ def test_init_keeps_existing_files_and_a_users_pytest_table(tmp_path, capsys):
 
 
 @pytest.mark.slow   # one inner xdist session over the whole suite (~1.5 min on 2 shared cores)
+@pytest.mark.timeout(660)
 def test_pytest_in_an_initialised_empty_directory_replays_and_passes(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -110,7 +112,7 @@ def test_pytest_in_an_initialised_empty_directory_replays_and_passes(tmp_path):
     env.pop("PYTEST_XDIST_WORKER", None)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider",
                            "-rfE"], cwd=repo, env=env, capture_output=True, text=True,
-                          timeout=1200)
+                          timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
     assert "Unknown config option" not in out, "the ini keys init writes are not the plugin's"
@@ -135,6 +137,7 @@ def _outcomes(junit: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow   # two inner sessions on a smoke run
+@pytest.mark.timeout(660)
 def test_xdist_workers_make_the_run_once_with_the_outcomes_of_one_process(tmp_path, warm_store):
     """Issue 24: ``pytest -n 2`` in an initialised repository makes the run once (one
     worker audits, the other reads what it saved: the summary says which), and every
@@ -163,8 +166,8 @@ def test_xdist_workers_make_the_run_once_with_the_outcomes_of_one_process(tmp_pa
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for n in ("2", "0")}
     made, outcomes = {}, {}
-    for n, p in procs.items():
-        stdout, stderr = p.communicate(timeout=1200)
+    outs = finish(procs.values(), 600)
+    for (n, p), (stdout, stderr) in zip(procs.items(), outs, strict=True):
         assert p.returncode in (0, 1), stdout[-3000:] + stderr[-3000:]
         made[n] = [ln for ln in stdout.splitlines() if ln.startswith("embedded:gemma-3-270m: ")]
         outcomes[n] = _outcomes(tmp_path / f"{n}.xml")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import finish
 
 from fairness_tests.core.locks import exclusive
 
@@ -160,6 +161,7 @@ def write_tiny_gemma3_gguf(path: Path) -> Path:
 
 
 @pytest.mark.slow       # two processes, the converting one imports torch and transformers
+@pytest.mark.timeout(660)   # the conversions' bound (600 s) and the rest
 def test_two_conversions_at_once_convert_once_and_share_the_result(tmp_path):
     pytest.importorskip("transformers")
     from fairness_tests.models.backends.embedded import MARKER, conversion_info
@@ -167,8 +169,7 @@ def test_two_conversions_at_once_convert_once_and_share_the_result(tmp_path):
     gguf = write_tiny_gemma3_gguf(tmp_path / "tiny-gemma3-q8_0.gguf")
     procs = [_spawn(CONVERT, str(gguf), str(tmp_path / "cache")) for _ in range(2)]
     results = []
-    for p in procs:
-        out, err = p.communicate(timeout=600)
+    for p, (out, err) in zip(procs, finish(procs, 600), strict=True):
         assert p.returncode == 0, err[-3000:]
         results.append(json.loads(out.strip().splitlines()[-1]))
     paths = {r["path"] for r in results}

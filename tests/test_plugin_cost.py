@@ -16,7 +16,7 @@ def test_loading_the_plugin_imports_nothing_heavy():
     code = ("import sys, json, fairness_tests.plugin.plugin as p; "
             f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+                         check=True, timeout=120)
     assert json.loads(out.stdout) == []
 
 

@@ -40,6 +40,7 @@ def letters(prompt: str) -> dict[str, float]:
     return {"a": 0.6, "b": 0.3, "c": 0.1}
 
 
+@pytest.mark.timeout(660)          # two inner sessions, 300 s each at most
 def test_live_pytest_smoke_with_a_limit_asks_a_handful(pytester, monkeypatch, tmp_path):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))        # this checkout's package
     monkeypatch.setenv("FAIRNESS_PROGRESS", "stderr")
@@ -54,12 +55,12 @@ def test_live_pytest_smoke_with_a_limit_asks_a_handful(pytester, monkeypatch, tm
             "-p", "no:cacheprovider", "-p", "no:randomly", "-rs"]
     with FaultServer(base_model=True, answers=letters) as s:
         first = pytester.runpytest_subprocess(*args, f"--fairness-api-base={s.url}",
-                                              f"--fairness-report={report}", timeout=600)
+                                              f"--fairness-report={report}", timeout=300)
         assert len(s.hits) == 8 + 8
         s.reset()
         again = pytester.runpytest_subprocess(*args, f"--fairness-api-base={s.url}",
                                               f"--fairness-report={report}-again",
-                                              timeout=600)
+                                              timeout=300)
         assert len(s.hits) == 0
     err = "\n".join(first.errlines)
     assert first.ret in (0, 1), "\n".join(first.outlines[-30:]) + err[-3000:]

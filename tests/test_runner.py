@@ -177,8 +177,9 @@ def test_other_owners_lease_is_waited_for_not_asked(tmp_path):
     t = threading.Thread(target=finish_later)
     t.start()
     be = EchoBackend()
-    out = ask(rs, be, mine, progress=False, poll_s=0.02)
-    t.join()
+    out = ask(rs, be, mine, progress=False, poll_s=0.02, wait_timeout_s=60)
+    t.join(timeout=30)
+    assert not t.is_alive(), "the lease holder's thread (finish_later) did not end in 30 s"
     assert rs[0].key() not in be.calls and len(be.calls) == 3
     assert out[0].text == "(a)"
     holder.close(); mine.close()

@@ -20,6 +20,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from fault_server import FaultServer  # noqa: E402
+from helpers import finish  # noqa: E402
 
 from fairness_tests.cli.main import main  # noqa: E402
 from fairness_tests.core.errors import ConfigError  # noqa: E402
@@ -47,7 +48,7 @@ def run_all(cmds: list[list[str]], timeout: float = 400) -> list[str]:
 
 
 def finish_all(procs: list[subprocess.Popen], timeout: float = 400) -> list[str]:
-    outs = [p.communicate(timeout=timeout) for p in procs]
+    outs = finish(procs, timeout)               # one bound for all; killed past it
     for p, (o, e) in zip(procs, outs):
         assert p.returncode in (0, 1), e[-3000:]          # 1: a fairness rule failed
     return [o for o, _ in outs]
@@ -66,6 +67,7 @@ RPM = 240            # 0.25 s between request starts, over the three processes t
 SPACING = 60.0 / RPM
 
 
+@pytest.mark.timeout(480)                    # run_all's bound (400 s) and the rest
 def test_rpm_holds_across_three_processes(tmp_path):
     store = tmp_path / "shared.sqlite"
     # answers wait until all three processes have asked (however slowly each one starts
@@ -96,6 +98,7 @@ def test_rpm_holds_across_three_processes(tmp_path):
     assert (tmp_path / "shared.sqlite.limits").exists()
 
 
+@pytest.mark.timeout(480)                    # finish_all's bound (400 s) and the rest
 def test_three_shards_merged_equal_one_unsharded_run(tmp_path):
     protocol = ["--protocols", "bbq", "consistency", "generative", "probe", "--categories",
                 "Race_x_SES", "--limit", "1", "--repeats", "3", "--gen-limit", "6"]

@@ -95,7 +95,7 @@ def test_lease_of_dead_process_lapses_at_once(tmp_path):
     assert k in out                                 # the child held it for an hour...
     # ...but its close() released it; plant a lease for a dead pid to test the liveness check
     con = sqlite3.connect(path)
-    dead = subprocess.Popen([sys.executable, "-c", "pass"]); dead.wait()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"]); dead.wait(timeout=60)
     import socket
     con.execute("INSERT OR REPLACE INTO leases VALUES (?,?,?)",
                 (k, f"{socket.gethostname()}:{dead.pid}:abcd", time.time() + 3600))

@@ -14,6 +14,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from fault_server import FaultServer  # noqa: E402
+from helpers import finish  # noqa: E402
 
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend  # noqa: E402
 from fairness_tests.models.request import Decoding, Request, chat  # noqa: E402
@@ -96,7 +97,7 @@ def test_parallel_processes_ask_each_key_exactly_once(tmp_path):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         go.write_text("go")
-        outs = [p.communicate(timeout=120) for p in procs]
+        outs = finish(procs, 120)
         assert [p.returncode for p in procs] == [0, 0, 0], [e.decode()[-1500:] for _, e in outs]
         assert [o.decode().strip() for o, _ in outs] == ["done 30", "done 30", "done 30"]
         per_prompt = server.attempts

@@ -8,7 +8,8 @@ process sees the run as a saved run is read; or, with ``--fairness-run DIR``, it
 that directory and re-evaluates its verdicts with the session's thresholds. It then
 writes the result as ``run.pickle`` beside it (pandas frames as they are: reading it
 is a fraction of reading the CSV files again) and ``made-by.json`` (which process,
-how, in how many seconds). Every other process waits on the lock and reads
+how, in how many seconds). Every other process waits on the lock (bounded:
+:func:`fairness_tests.core.locks.default_timeout_s`) and reads
 ``run.pickle``, leaving a ``used-by-*`` mark; the controller's terminal summary says
 how each run was made and how many processes shared it (:func:`made_lines`).
 ``<hash>`` is the sha256 of the model's audit settings (and of the saved run's path),
@@ -82,7 +83,9 @@ def produce(settings: Settings, model: str, cache_root: Path, sid: str,
     key = _key(config, saved)
     sdir = cache_root / sid
     out = sdir / key
-    with file_lock(sdir / f"{key}.lock"):
+    # bounded ($FAIRNESS_LOCK_TIMEOUT_S): the LockTimeout names the lock file and the run
+    with file_lock(sdir / f"{key}.lock",
+                   what=f"the run of {model} that another process of this session makes"):
         if (out / "run.pickle").exists():
             _mark(out / f"used-by-{_worker()}-{os.getpid()}")
             with open(out / "run.pickle", "rb") as fh:

