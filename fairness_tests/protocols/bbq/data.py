@@ -28,6 +28,7 @@ the authors' rule finds none); ``label_type`` is ``name`` (the people are named)
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -115,13 +116,42 @@ class BBQData:
         return out
 
 
+#: where ``data fetch`` is suggested to install the data (inside the repository, ignored
+#: by the ``.gitignore`` that ``fairness-tests init`` writes)
+SUGGESTED_DIR = ".fairness/bbq"
+#: the options that choose the BBQ directory, per context: the command line's and pytest's
+CLI_OPTIONS = "--bbq-dir"
+PYTEST_OPTIONS = "--fairness-bbq-dir (ini fairness_bbq_dir)"
+
+
+class BBQDataNotFound(DataError):
+    """The one-line "BBQ data not found": what is missing and how to get it (the
+    ``data fetch`` line; then the options that point at the data, in the words of the
+    context: :meth:`message`). ``str()`` is the command line's wording."""
+
+    def __init__(self, directory: Path, what: str, categories: tuple[str, ...] = ()):
+        self.directory, self.what, self.categories = Path(directory), what, categories
+        super().__init__(self._text(CLI_OPTIONS), path=display_path(directory))
+
+    def _text(self, options: str) -> str:
+        cats = f" --categories {' '.join(self.categories)}" if self.categories else ""
+        rel = os.path.relpath(os.path.abspath(self.directory))
+        inside = not rel.startswith("..") and not os.path.isabs(rel)
+        dest = Path(rel).as_posix() if inside else SUGGESTED_DIR
+        point = "" if inside else (f", then point {options} or {ENV_BBQ_DIR} at it "
+                                   f"(export {ENV_BBQ_DIR}=$PWD/{dest})")
+        return (f"BBQ data not found: {self.what}; install it with `fairness-tests data "
+                f"fetch{cats} --dest {dest}` (offline: add --from DIR, a local copy of the "
+                f"BBQ release){point}")
+
+    def message(self, options: str) -> str:
+        """The message with ``options`` as the options that choose the directory."""
+        return f"{self.path}: {self._text(options)}"
+
+
 def not_found(directory: Path, what: str, categories: tuple[str, ...] = ()) -> DataError:
-    """The one-line "BBQ data not found" error: what is missing, and how to get it."""
-    cats = f" --categories {' '.join(categories)}" if categories else ""
-    return DataError(f"BBQ data not found: {what}; install it with `fairness-tests data "
-                     f"fetch{cats} --dest {display_path(directory)}` (add --from DIR to copy a "
-                     f"local BBQ copy) or point {ENV_BBQ_DIR} (or --data) at a BBQ directory",
-                     path=display_path(directory))
+    """The one-line "BBQ data not found" error (:class:`BBQDataNotFound`)."""
+    return BBQDataNotFound(directory, what, categories)
 
 
 def category_file(directory: Path, category: str) -> Path | None:
@@ -177,9 +207,10 @@ def _code_digest() -> str:
     return code_digest(Path(__file__).parent, DATA_DIR / "bbq")
 
 
-def _located(directory: Path, datasets: tuple[str, ...] | None, require_official: bool):
-    """(categories, {category: file}, metadata file or None, sha256s, blob ids) of the
-    files to read, each file's digests computed and, with ``require_official``, checked."""
+def located_files(directory: Path, datasets: tuple[str, ...] | None
+                  ) -> tuple[tuple[str, ...], dict[str, Path]]:
+    """(categories, {category: file}) of ``datasets`` in ``directory``, or the
+    :class:`BBQDataNotFound` naming the first thing missing (nothing is read)."""
     categories = resolve_categories(datasets)
     if not directory.is_dir():
         raise not_found(directory, "no such directory", categories)
@@ -189,6 +220,13 @@ def _located(directory: Path, datasets: tuple[str, ...] | None, require_official
         if p is None:
             raise not_found(directory, f"no {file_name(c)} (nor data/{file_name(c)})", (c,))
         paths[c] = p
+    return categories, paths
+
+
+def _located(directory: Path, datasets: tuple[str, ...] | None, require_official: bool):
+    """(categories, {category: file}, metadata file or None, sha256s, blob ids) of the
+    files to read, each file's digests computed and, with ``require_official``, checked."""
+    categories, paths = located_files(directory, datasets)
     meta_path = metadata_file(directory)
     files = [*paths.values(), *([meta_path] if meta_path else [])]
     sha, blob = {}, {}
