@@ -47,11 +47,6 @@ class Family(ABC):
         #: where the family's stage lines go while it computes (set by the audit)
         self.stages: Stages = SILENT
 
-    @classmethod
-    def check_inputs(cls, config: AuditConfig) -> None:
-        """Raise the input error the family would meet loading its data for ``config``
-        (cheap: files are looked for, not read); none by default (packaged data)."""
-
     @abstractmethod
     def results(self, asked: dict[str, Asked]) -> Results:
         """Records, tables and metadata from every asked protocol of the family."""
@@ -65,14 +60,6 @@ class AuditProtocol(ABC):
     @abstractmethod
     def requests(self, family: Any) -> list[Request]:
         """The requests this protocol asks, built from its family's shared data."""
-
-
-def check_inputs(config: AuditConfig) -> None:
-    """Each family of ``config.protocols`` checks that its input data is there (a
-    :class:`~fairness_tests.core.errors.DataError` naming what is missing, before
-    anything is asked)."""
-    for family, _ in by_family(config.protocols):
-        family.check_inputs(config)
 
 
 def by_family(names: Sequence[str]) -> Iterable[tuple[type[Family], list[AuditProtocol]]]:

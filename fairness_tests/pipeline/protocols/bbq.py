@@ -14,7 +14,7 @@ from fairness_tests.models.request import Decoding, Request
 from fairness_tests.pipeline.bbq_info import bbq_info
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.protocols.base import Asked, AuditProtocol, Family, Results
-from fairness_tests.protocols.bbq.data import load_filtered, located_files
+from fairness_tests.protocols.bbq.data import load_filtered
 from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table
 from fairness_tests.protocols.bbq.sample import consistency_sample, sample_record
 
@@ -60,11 +60,6 @@ class BBQFamily(Family):
             sample = sample[pd.MultiIndex.from_frame(
                 sample[["dataset", "example_id"]]).isin(keep)].reset_index(drop=True)
         self.sample = sample
-
-    @classmethod
-    def check_inputs(cls, config: AuditConfig) -> None:
-        """The BBQ files of ``config.categories`` are in the data directory."""
-        located_files(bbq_dir(config.bbq_dir), config.categories)
 
     def ask(self, items: pd.DataFrame, rotations: tuple[int, ...], repeats: int) -> list[Request]:
         c = self.config

@@ -207,10 +207,9 @@ def _code_digest() -> str:
     return code_digest(Path(__file__).parent, DATA_DIR / "bbq")
 
 
-def located_files(directory: Path, datasets: tuple[str, ...] | None
-                  ) -> tuple[tuple[str, ...], dict[str, Path]]:
-    """(categories, {category: file}) of ``datasets`` in ``directory``, or the
-    :class:`BBQDataNotFound` naming the first thing missing (nothing is read)."""
+def _located(directory: Path, datasets: tuple[str, ...] | None, require_official: bool):
+    """(categories, {category: file}, metadata file or None, sha256s, blob ids) of the
+    files to read, each file's digests computed and, with ``require_official``, checked."""
     categories = resolve_categories(datasets)
     if not directory.is_dir():
         raise not_found(directory, "no such directory", categories)
@@ -220,13 +219,6 @@ def located_files(directory: Path, datasets: tuple[str, ...] | None
         if p is None:
             raise not_found(directory, f"no {file_name(c)} (nor data/{file_name(c)})", (c,))
         paths[c] = p
-    return categories, paths
-
-
-def _located(directory: Path, datasets: tuple[str, ...] | None, require_official: bool):
-    """(categories, {category: file}, metadata file or None, sha256s, blob ids) of the
-    files to read, each file's digests computed and, with ``require_official``, checked."""
-    categories, paths = located_files(directory, datasets)
     meta_path = metadata_file(directory)
     files = [*paths.values(), *([meta_path] if meta_path else [])]
     sha, blob = {}, {}
