@@ -473,6 +473,12 @@ CLI_ROWS = [
     R("no-command", "", 2, "required"),
     R("unknown-command", "audits", 2, "invalid choice"),
     R("missing-value", "audit --n-boot", 2, "--n-boot", "expected one argument"),
+    # --- issue 32: newcomer
+    R("data-fetch-offline", "data fetch --base-url http://127.0.0.1:9/bbq --timeout 5 "
+      "--dest {d}/bbq-offline", 2, "Race_x_SES.jsonl", "download failed",
+      "http://127.0.0.1:9/bbq/data/Race_x_SES.jsonl", "--from DIR"),
+    R("bbq-dir-missing", "bbq filter --bbq-dir {d}/no-bbq", 2, "BBQ data not found",
+      "--dest .fairness/bbq", "--bbq-dir or FAIRNESS_BBQ_DIR", "--from DIR"),
 ]
 
 #: pytest options and ini keys: (id, options, ini lines, words); usage errors exit 4

@@ -101,6 +101,8 @@ def end_session(config: pytest.Config, message: str) -> NoReturn:
     session's summary, below the reports of other plugins. syrupy is stopped first: no
     test ran, so it has nothing to report, and under xdist it would warn that no worker
     sent its snapshot report (the workers never ran a test)."""
+    if hasattr(config, "workerinput"):   # an xdist worker: the controller says it
+        raise pytest.UsageError(message)
     capman = config.pluginmanager.getplugin("capturemanager")
     if capman is not None:
         with capman.global_and_fixture_disabled():
