@@ -106,6 +106,11 @@ def test_missing_data_inside_the_working_directory_is_fetched_where_it_is_looked
     monkeypatch.chdir(tmp_path)
     text = str(BBQDataNotFound(Path("data/bbq"), "no such directory"))
     assert "--dest data/bbq`" in text and "then point" not in text   # found there after
+    (tmp_path / "data" / "bbq").mkdir(parents=True)                  # a category missing
+    outside = tmp_path.parent / f"{tmp_path.name}-bbq"
+    outside.mkdir()
+    text = str(BBQDataNotFound(outside, "no Age.jsonl", ("Age",)))
+    assert f"--categories Age --dest {outside}`" in text and "then point" not in text
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -126,8 +126,10 @@ PYTEST_OPTIONS = "--fairness-bbq-dir (ini fairness_bbq_dir)"
 
 class BBQDataNotFound(DataError):
     """The one-line "BBQ data not found": what is missing and how to get it (the
-    ``data fetch`` line; then the options that point at the data, in the words of the
-    context: :meth:`message`). ``str()`` is the command line's wording."""
+    ``data fetch`` line: into the directory looked in when it exists or lies in the
+    working directory, else into :data:`SUGGESTED_DIR` and then the options that point at
+    it, in the words of the context: :meth:`message`). ``str()`` is the command line's
+    wording."""
 
     def __init__(self, directory: Path, what: str, categories: tuple[str, ...] = ()):
         self.directory, self.what, self.categories = Path(directory), what, categories
@@ -137,9 +139,12 @@ class BBQDataNotFound(DataError):
         cats = f" --categories {' '.join(self.categories)}" if self.categories else ""
         rel = os.path.relpath(os.path.abspath(self.directory))
         inside = not rel.startswith("..") and not os.path.isabs(rel)
-        dest = Path(rel).as_posix() if inside else SUGGESTED_DIR
-        point = "" if inside else (f", then point {options} or {ENV_BBQ_DIR} at it "
-                                   f"(export {ENV_BBQ_DIR}=$PWD/{dest})")
+        here = inside or self.directory.is_dir()    # add to it where it is looked for
+        dest = (Path(rel).as_posix() if inside else os.path.abspath(self.directory)) \
+            if here else SUGGESTED_DIR
+        point = (f", or point {options} or {ENV_BBQ_DIR} at another BBQ directory" if here
+                 else f", then point {options} or {ENV_BBQ_DIR} at it "
+                 f"(export {ENV_BBQ_DIR}=$PWD/{dest})")
         return (f"BBQ data not found: {self.what}; install it with `fairness-tests data "
                 f"fetch{cats} --dest {dest}` (offline: add --from DIR, a local copy of the "
                 f"BBQ release){point}")
