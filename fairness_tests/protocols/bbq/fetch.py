@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Callable
 
 from fairness_tests.core.errors import DataError
+from fairness_tests.core.paths import ENV_BBQ_DIR
 from fairness_tests.models.scrub import shown_url
 from fairness_tests.protocols.bbq.data import METADATA_PLACES
 from fairness_tests.protocols.bbq.official import (
@@ -48,6 +49,10 @@ from fairness_tests.protocols.bbq.official import (
 )
 
 Log = Callable[[str], None]
+
+#: what a user whose local copy is not the release's can do
+NOT_OFFICIAL = (f"data fetch installs only the release's files; a copy that is not, such as "
+                f"a regenerated stand-in, is read where it lies: point {ENV_BBQ_DIR} at it")
 
 
 @dataclass
@@ -155,7 +160,7 @@ def _copy(name: str, source: Path, target: Path, log: Log) -> Installed | None:
                         "must hold every category asked (--categories)", path=source)
     why = verify(name, *digests(src))
     if why:
-        raise DataError(f"refused: {why}", path=src)
+        raise DataError(f"refused: {why}; nothing was installed ({NOT_OFFICIAL})", path=src)
     target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(target.name + ".part")
     shutil.copyfile(src, part)
