@@ -508,6 +508,12 @@ CLI_ROWS = [
     R("audit-user-yaml-first", f"{AUD} --protocols consistency --user-yaml "
       "{d}/user_key.yaml", 2, "--user-yaml", "user_key.yaml", "intended_usee",
       stdout_empty=True),
+    # --- issue 32: newcomer
+    R("data-fetch-offline", "data fetch --base-url http://127.0.0.1:9/bbq --timeout 5 "
+      "--dest {d}/bbq-offline", 2, "Race_x_SES.jsonl", "download failed",
+      "http://127.0.0.1:9/bbq/data/Race_x_SES.jsonl", "--from DIR"),
+    R("bbq-dir-missing", "bbq filter --bbq-dir {d}/no-bbq", 2, "BBQ data not found",
+      "--dest .fairness/bbq", "--bbq-dir or FAIRNESS_BBQ_DIR", "--from DIR"),
 ]
 
 #: pytest options and ini keys: (id, options, ini lines, words); usage errors exit 4

@@ -371,7 +371,7 @@ def test_pytest_collection_usage_errors_are_one_error_line_exit_4(pytest_runs, c
     and exit 1. Every "BBQ data not found" says how to get the data, in the line."""
     words = {"store_is_a_directory": ("sdir",),
              "no_bbq_data": ("BBQ data not found", "fairness-tests data fetch", "--from DIR",
-                             "FAIRNESS_BBQ_DIR"),
+                             "FAIRNESS_BBQ_DIR", "--fairness-bbq-dir", "--dest .fairness/bbq"),
              "bbq_file_missing": ("Race_x_gender.jsonl", "fairness-tests data fetch")}[case]
     _one_error_line(pytest_runs[case], *words)
 
@@ -384,3 +384,6 @@ def test_pytest_usage_error_under_xdist_is_one_error_line_exit_4(pytest_runs):
     errors = [x for x in text.splitlines() if x.startswith("ERROR")]
     assert len(errors) == 1 and "BBQ data not found" in errors[0], text
     assert "Traceback" not in text and "/_pytest/" not in text
+    # issue 32: the error first, no syrupy block (it warned that no worker reported)
+    assert "syrupy" not in p.stderr.split("ERROR: ")[0], text
+    assert "snapshot" not in text and "warnings summary" not in text, text

@@ -102,14 +102,34 @@ def test_init_keeps_existing_files_and_a_users_pytest_table(tmp_path, capsys):
 
 @pytest.mark.slow   # one inner xdist session over the whole suite (~1.5 min on 2 shared cores)
 @pytest.mark.timeout(660)
-def test_pytest_in_an_initialised_empty_directory_replays_and_passes(tmp_path):
+def test_pytest_in_an_initialised_empty_directory_replays_and_passes(tmp_path, capsys):
+    """The newcomer's path (issue 32), with no ../shared beside the repository: init
+    says to get the data first; pytest without it stops at once with the way to get it;
+    ``data fetch --from`` a copy of the stand-in refuses it (not the release), installs
+    nothing and says to point FAIRNESS_BBQ_DIR at the copy; then the suite passes."""
     repo = tmp_path / "repo"
     repo.mkdir()
     assert main(["init", "--dir", str(repo)]) == 0
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "FAIRNESS_BBQ_DIR": str(
-        __import__("fairness_tests.core.paths", fromlist=["bbq_dir"]).bbq_dir().resolve())}
-    env.pop("FAIRNESS_PYTEST_SESSION", None)
-    env.pop("PYTEST_XDIST_WORKER", None)
+    assert "fairness-tests data fetch --dest .fairness/bbq" in capsys.readouterr().out
+    copy = tmp_path / "bbqcopy"
+    shutil.copytree(__import__("fairness_tests.core.paths", fromlist=["bbq_dir"]).bbq_dir(),
+                    copy)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for name in ("FAIRNESS_PYTEST_SESSION", "PYTEST_XDIST_WORKER", "FAIRNESS_BBQ_DIR"):
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-q",
+                           "-p", "no:cacheprovider"], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    error = proc.stderr[proc.stderr.index("ERROR: "):].splitlines()[0]
+    assert "--dest .fairness/bbq" in error and "--fairness-bbq-dir" in error
+    assert "snapshot" not in proc.stdout + proc.stderr
+    fetch = subprocess.run([sys.executable, "-m", "fairness_tests", "data", "fetch", "--dest",
+                            ".fairness/bbq", "--from", str(copy)], cwd=repo, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert fetch.returncode == 2 and "FAIRNESS_BBQ_DIR" in fetch.stderr, fetch.stderr
+    assert not (repo / ".fairness" / "bbq").exists()
+    env["FAIRNESS_BBQ_DIR"] = str(copy)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider",
                            "-rfE"], cwd=repo, env=env, capture_output=True, text=True,
                           timeout=600)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import sys
 
 from fairness_tests.cli import scored
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.fmt import shown, text_table
-from fairness_tests.core.paths import bbq_dir, display_path
+from fairness_tests.core.paths import ENV_BBQ_DIR, bbq_dir, display_path
 from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.pipeline.bbq_info import bbq_info
 from fairness_tests.pipeline.config import BBQFilterConfig, BBQScoreConfig, DataFetchConfig
@@ -163,10 +165,18 @@ def cmd_fetch(c: DataFetchConfig) -> int:
                   source=c.from_dir, timeout=c.timeout, log=lambda m: print(m, file=sys.stderr))
     print(json.dumps({"dest": display_path(dest),
                       "files": {n: f.to_dict() for n, f in files.items()}}, indent=2))
-    if dest != bbq_dir():
-        print(f"BBQ data in {display_path(dest)}: set FAIRNESS_BBQ_DIR={display_path(dest)} "
-              f"or pass --data {display_path(dest)}", file=sys.stderr)
+    if os.path.abspath(dest) != os.path.abspath(bbq_dir()):
+        print(where_line(dest), file=sys.stderr)
     return 0
+
+
+def where_line(dest: str | os.PathLike) -> str:
+    """How to point the BBQ commands and pytest at ``dest``: its absolute path, as a
+    shell line (quoted for a POSIX shell) and as the options."""
+    path = os.path.abspath(dest)
+    return (f"BBQ data in {path}; the BBQ commands and pytest look there after:\n"
+            f"    export {ENV_BBQ_DIR}={shlex.quote(path)}\n"
+            f"(or pass --bbq-dir {shlex.quote(path)}; pytest: --fairness-bbq-dir)")
 
 
 __all__ = ["register"]

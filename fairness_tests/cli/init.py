@@ -193,5 +193,13 @@ def _cmd_init(c: InitConfig) -> int:
               f"{model_slug(c.model)!r} (thresholds/models/, fixtures/cards/)")
     for n in res.notes:
         print(f"note: {n}")
-    print("next: python -m pytest -n auto   (replays the recorded responses)")
+    print(NEXT_STEPS)
     return 0
+
+
+#: what to run after ``init``: the BBQ data first (the suite stops without it), then pytest
+NEXT_STEPS = """\
+next: the BBQ data (verified against the official release), then the suite:
+    fairness-tests data fetch --dest .fairness/bbq     # offline: add --from DIR (a local BBQ copy)
+    export FAIRNESS_BBQ_DIR=$PWD/.fairness/bbq
+    python -m pytest -n auto                           # replays the recorded responses"""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import tempfile
 import traceback
@@ -44,13 +45,57 @@ AREAS = [
 ]
 
 
+_DIRECTIVE = re.compile(r"^[ \t]*\.\. [^\n]*(?:\n|$)", re.MULTILINE)
+_ROLE = re.compile(r":[a-z]+:`~?([^`<]*?)(?:\s*<[^`>]*>)?`")
+_LITERAL = re.compile(r"``(.+?)``", re.DOTALL)
+_INTERPRETED = re.compile(r"`([^`]+)`")
+
+
+def plain_text(text: str) -> str:
+    """A docstring's reStructuredText as the plain text of ``--help``: ````x```` -> x;
+    ``:role:`a.b.C``` -> C (``:role:`text <target>``` -> text); ```x``` -> x; a line
+    ``.. directive::`` removed; ``::`` ending a line -> ``:``."""
+    text = _DIRECTIVE.sub("", text)
+    text = _ROLE.sub(lambda m: m.group(1).strip().rsplit(".", 1)[-1]
+                     if " " not in m.group(1).strip() else m.group(1).strip(), text)
+    text = _LITERAL.sub(r"\1", text)
+    text = _INTERPRETED.sub(r"\1", text)
+    return re.sub(r"::$", ":", text, flags=re.MULTILINE)
+
+
+class PlainHelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, descriptions and option help as :func:`plain_text`."""
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain_text(text))
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return plain_text(super()._expand_help(action))
+
+
+class PlainRawDescriptionHelpFormatter(PlainHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """:class:`PlainHelpFormatter`, the description's line breaks kept."""
+
+
+def _plain(formatter: type) -> type:
+    """The plain-text counterpart of an argparse formatter class."""
+    if issubclass(formatter, PlainHelpFormatter):
+        return formatter
+    if issubclass(formatter, argparse.RawDescriptionHelpFormatter):
+        return PlainRawDescriptionHelpFormatter
+    return PlainHelpFormatter
+
+
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors in one line (``fairness-tests audit: error: ... (see --help)``),
     exit 2; subcommands' parsers are of this class too. No abbreviated options: a
-    misspelt flag is an error, never another option."""
+    misspelt flag is an error, never another option. Help is plain text: the
+    docstrings' markup is removed (:func:`plain_text`), for every command."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
+        kwargs["formatter_class"] = _plain(kwargs.get("formatter_class",
+                                                      argparse.HelpFormatter))
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:

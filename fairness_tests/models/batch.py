@@ -58,7 +58,7 @@ from fairness_tests.models.litellm_import import load_litellm
 from fairness_tests.models.repeat_modes import units
 from fairness_tests.models.request import Request, Response
 from fairness_tests.models.runner import stamp_requests
-from fairness_tests.models.scrub import scrub_text
+from fairness_tests.models.scrub import scrub_text, shown_url
 
 POLL_FAILURES = 5        # consecutive failed polls of one job before the run gives up
 
@@ -172,6 +172,13 @@ class BatchBackend:
         out.update({k: kw[k] for k in ("api_base", "api_key") if k in kw})
         return out
 
+    @staticmethod
+    def _where(creds: dict[str, Any]) -> str:
+        """The API base the files and batches calls go to, without user, password, query
+        or fragment (a token there); the provider's default when none is set."""
+        base = creds.get("api_base")
+        return shown_url(str(base)) if base else "its default API base"
+
     def _say(self, text: str) -> None:
         print(f"fairness-tests: {scrub_text(text, self.secrets())}", file=self.log, flush=True)
 
@@ -226,8 +233,8 @@ class BatchBackend:
                                      metadata={"fairness_tests": self.label}, **creds)
         except Exception as exc:
             raise FairnessTestsError(scrub_text(
-                f"submitting a batch to {self.route.provider} failed: {exc}",
-                self.secrets())) from None
+                f"submitting a batch to {self.route.provider} at {self._where(creds)} "
+                f"failed: {exc}", self.secrets())) from None
         job = BatchJob(batch_id=b.id, model=self._model(lines[0].reqs[0]),
                        server=scrub_text(creds.get("api_base") or "", self.secrets()),
                        endpoint=self.route.endpoint, label=self.label, attempt=attempt,
@@ -269,12 +276,13 @@ class BatchBackend:
         """``job`` as the provider reports it now (recorded in the ledger)."""
         if job.terminal:
             return job
+        creds = self._creds()
         try:
-            b = load_litellm().retrieve_batch(batch_id=job.batch_id, **self._creds())
+            b = load_litellm().retrieve_batch(batch_id=job.batch_id, **creds)
         except Exception as exc:
-            self._say(f"polling batch {job.batch_id} failed: {exc}")
-            raise FairnessTestsError(scrub_text(f"polling batch {job.batch_id} failed: {exc}",
-                                                self.secrets())) from None
+            why = f"polling batch {job.batch_id} at {self._where(creds)} failed: {exc}"
+            self._say(why)
+            raise FairnessTestsError(scrub_text(why, self.secrets())) from None
         status = str(b.status)
         values: dict[str, Any] = {}
         if status != job.status:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import urllib.parse
 from collections.abc import Iterable
 from typing import Any, overload
 
@@ -121,3 +122,12 @@ class StoredTextScrubber:
         if not text or not self._maybe(text):
             return text
         return canonical_dumps(_scrub(json.loads(text), self.values))
+
+
+def shown_url(url: str) -> str:
+    """``url`` without user name, password, query or fragment (a mirror's token)."""
+    u = urllib.parse.urlsplit(url)
+    host = u.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    netloc = f"{host}:{u.port}" if u.port else host
+    return urllib.parse.urlunsplit((u.scheme, netloc, u.path, "", ""))

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -83,8 +84,35 @@ def dry_run(fs: "FairnessSession") -> None:
         try:
             lines.append(audit_dry_run(fs.settings.audit(model))[1])
         except FairnessTestsError as exc:
-            raise pytest.UsageError(str(exc)) from None
+            raise pytest.UsageError(usage_text(exc)) from None
     pytest.exit("\n\n".join(lines), returncode=0)
+
+
+def usage_text(exc: Exception) -> str:
+    """An input error's one line as pytest's usage error: a missing BBQ directory names
+    pytest's options (``--fairness-bbq-dir``), not the command line's."""
+    from fairness_tests.protocols.bbq.data import PYTEST_OPTIONS, BBQDataNotFound
+    return exc.message(PYTEST_OPTIONS) if isinstance(exc, BBQDataNotFound) else str(exc)
+
+
+def end_session(config: pytest.Config, message: str) -> NoReturn:
+    """End the session on the usage error ``message`` (exit 4), printed now as pytest
+    prints one (``ERROR: ...``), so that it comes first: pytest would print it after the
+    session's summary, below the reports of other plugins. syrupy is stopped first: no
+    test ran, so it has nothing to report, and under xdist it would warn that no worker
+    sent its snapshot report (the workers never ran a test)."""
+    if hasattr(config, "workerinput"):   # an xdist worker: the controller says it
+        raise pytest.UsageError(message)
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if capman is not None:
+        with capman.global_and_fixture_disabled():
+            sys.stderr.write(f"ERROR: {message}\n\n")
+    else:
+        sys.stderr.write(f"ERROR: {message}\n\n")
+    sys.stderr.flush()
+    if config.pluginmanager.has_plugin("syrupy"):
+        config.pluginmanager.set_blocked("syrupy")
+    raise pytest.UsageError()            # printed above: pytest prints no line for it
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -143,7 +171,7 @@ class FairnessSession:
                 self._runs[model] = produce(self.settings, model, self.cache_root,
                                             self.sid, self.rules(model))
             except FairnessTestsError as exc:
-                raise pytest.UsageError(str(exc)) from None
+                raise pytest.UsageError(usage_text(exc)) from None
             self.produce_s += time.perf_counter() - t0
         return self._runs[model]
 
@@ -195,7 +223,7 @@ def pytest_make_collect_report(collector: pytest.Collector):
     report = yield
     message = collector.config.stash.get(_USAGE, None)
     if message is not None and report.failed:
-        raise pytest.UsageError(message)
+        end_session(collector.config, message)
     return report
 
 
@@ -210,8 +238,11 @@ def pytest_collection(session: pytest.Session):
     distributed = config.pluginmanager.hasplugin("dsession") \
         and not hasattr(config, "workerinput")
     if fs is not None and distributed and O.requested(config) and not fs.settings.dry_run:
-        for model in fs.models():
-            fs.run(model)
+        try:
+            for model in fs.models():
+                fs.run(model)
+        except pytest.UsageError as exc:
+            end_session(config, str(exc))
     return (yield)
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Mapping
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -132,15 +133,47 @@ def say_derived_target(data: BBQData) -> None:
     note = derived_target_note(data.target_loc)
     if note:
         print(f"fairness-tests: note: BBQ target_loc {note}", file=sys.stderr)
+#: where ``data fetch`` is suggested to install the data (inside the repository, ignored
+#: by the ``.gitignore`` that ``fairness-tests init`` writes)
+SUGGESTED_DIR = ".fairness/bbq"
+#: the options that choose the BBQ directory, per context: the command line's and pytest's
+CLI_OPTIONS = "--bbq-dir"
+PYTEST_OPTIONS = "--fairness-bbq-dir (ini fairness_bbq_dir)"
+
+
+class BBQDataNotFound(DataError):
+    """The one-line "BBQ data not found": what is missing and how to get it (the
+    ``data fetch`` line: into the directory looked in when it exists or lies in the
+    working directory, else into :data:`SUGGESTED_DIR` and then the options that point at
+    it, in the words of the context: :meth:`message`). ``str()`` is the command line's
+    wording."""
+
+    def __init__(self, directory: Path, what: str, categories: tuple[str, ...] = ()):
+        self.directory, self.what, self.categories = Path(directory), what, categories
+        super().__init__(self._text(CLI_OPTIONS), path=display_path(directory))
+
+    def _text(self, options: str) -> str:
+        cats = f" --categories {' '.join(self.categories)}" if self.categories else ""
+        rel = os.path.relpath(os.path.abspath(self.directory))
+        inside = not rel.startswith("..") and not os.path.isabs(rel)
+        here = inside or self.directory.is_dir()    # add to it where it is looked for
+        dest = (Path(rel).as_posix() if inside else os.path.abspath(self.directory)) \
+            if here else SUGGESTED_DIR
+        point = (f", or point {options} or {ENV_BBQ_DIR} at another BBQ directory" if here
+                 else f", then point {options} or {ENV_BBQ_DIR} at it "
+                 f"(export {ENV_BBQ_DIR}=$PWD/{dest})")
+        return (f"BBQ data not found: {self.what}; install it with `fairness-tests data "
+                f"fetch{cats} --dest {dest}` (offline: add --from DIR, a local copy of the "
+                f"BBQ release){point}")
+
+    def message(self, options: str) -> str:
+        """The message with ``options`` as the options that choose the directory."""
+        return f"{self.path}: {self._text(options)}"
 
 
 def not_found(directory: Path, what: str, categories: tuple[str, ...] = ()) -> DataError:
-    """The one-line "BBQ data not found" error: what is missing, and how to get it."""
-    cats = f" --categories {' '.join(categories)}" if categories else ""
-    return DataError(f"BBQ data not found: {what}; install it with `fairness-tests data "
-                     f"fetch{cats} --dest {display_path(directory)}` (add --from DIR to copy a "
-                     f"local BBQ copy) or point {ENV_BBQ_DIR} (or --data) at a BBQ directory",
-                     path=display_path(directory))
+    """The one-line "BBQ data not found" error (:class:`BBQDataNotFound`)."""
+    return BBQDataNotFound(directory, what, categories)
 
 
 def category_file(directory: Path, category: str) -> Path | None:

@@ -13,23 +13,30 @@ Every file is verified before it is put in place: its git blob id must equal the
 release's (known for all twelve files) and its sha256 too where that is known
 (:func:`fairness_tests.protocols.bbq.official.verify`). A download is streamed to
 ``<name>.part`` and renamed only when it verifies; a local file is verified where it
-lies and then copied the same way. A wrong file is refused with a
-:class:`DataError` naming it and leaves nothing behind. A file already in ``dest``
+lies and then copied the same way. Everything is fetched into a hidden folder beside
+``dest`` and moved into place only when every file asked is there: a wrong file (a
+:class:`DataError` naming it) or a failed download (naming the URL, without any
+token in it, and ``--from``) leaves nothing behind. A file already in ``dest``
 that verifies is kept. The metadata file is optional: when the source has none (HTTP
 404, a network error, or no file in the local copy) the loader derives ``target_loc``
 by the BBQ authors' rule, and the log says so.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from fairness_tests.core.errors import DataError
+from fairness_tests.core.paths import ENV_BBQ_DIR
+from fairness_tests.models.scrub import shown_url
 from fairness_tests.protocols.bbq.data import METADATA_PLACES
 from fairness_tests.protocols.bbq.official import (
     BASE_URL,
@@ -42,6 +49,10 @@ from fairness_tests.protocols.bbq.official import (
 )
 
 Log = Callable[[str], None]
+
+#: what a user whose local copy is not the release's can do
+NOT_OFFICIAL = (f"data fetch installs only the release's files; a copy that is not, such as "
+                f"a regenerated stand-in, is read where it lies: point {ENV_BBQ_DIR} at it")
 
 
 @dataclass
@@ -73,19 +84,52 @@ def fetch(dest: str | Path, categories: tuple[str, ...] | None = None,
         raise DataError("--from: no such directory", path=source)
     names = [file_name(c) for c in resolve_categories(categories)] + [METADATA_FILE]
     out: dict[str, Installed] = {}
-    for name in names:
-        ref = OFFICIAL[name]
-        target = dest / ref.path
-        if target.is_file() and verify(name, *digests(target)) is None:
-            sha, blob = digests(target)
-            out[name] = Installed(ref.path, sha, blob, "present")
-            log(f"{ref.path}: present, verified")
-            continue
-        got = _copy(name, Path(source), target, log) if source is not None else \
-            _download(name, base_url, target, timeout, log)
-        if got is not None:
-            out[name] = got
+    with _staging(dest) as stage:
+        for name in names:
+            ref = OFFICIAL[name]
+            target = dest / ref.path
+            if target.is_file() and verify(name, *digests(target)) is None:
+                sha, blob = digests(target)
+                out[name] = Installed(ref.path, sha, blob, "present")
+                log(f"{ref.path}: present, verified")
+                continue
+            got = _copy(name, Path(source), stage / ref.path, log) if source is not None \
+                else _download(name, base_url, stage / ref.path, timeout, log)
+            if got is not None:
+                out[name] = got
+        _move_in(stage, dest)
     return out
+
+
+@contextlib.contextmanager
+def _staging(dest: Path) -> Iterator[Path]:
+    """A new hidden folder beside ``dest`` (in its nearest existing ancestor: the same
+    file system, so the moves are renames), removed on the way out whatever happens:
+    a fetch that fails leaves nothing behind, not even ``dest``'s parents."""
+    base = dest.absolute().parent
+    while not base.is_dir():
+        base = base.parent
+    stage = Path(tempfile.mkdtemp(prefix=".fairness-tests-fetch-", dir=base))
+    try:
+        yield stage
+    finally:
+        if stage.exists():                      # not moved into place whole
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+def _move_in(stage: Path, dest: Path) -> None:
+    """Every file fetched into ``stage`` moved into ``dest`` (made whole when it does not
+    exist: one rename; else file by file, each a rename)."""
+    if not any(p.is_file() for p in stage.rglob("*")):
+        return
+    if not dest.exists():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(stage, dest)
+        return
+    for p in sorted(q for q in stage.rglob("*") if q.is_file()):
+        target = dest / p.relative_to(stage)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(p, target)
 
 
 def _put(part: Path, target: Path) -> tuple[str, str]:
@@ -116,7 +160,7 @@ def _copy(name: str, source: Path, target: Path, log: Log) -> Installed | None:
                         "must hold every category asked (--categories)", path=source)
     why = verify(name, *digests(src))
     if why:
-        raise DataError(f"refused: {why}", path=src)
+        raise DataError(f"refused: {why}; nothing was installed ({NOT_OFFICIAL})", path=src)
     target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(target.name + ".part")
     shutil.copyfile(src, part)
@@ -142,13 +186,15 @@ def _download(name: str, base_url: str, target: Path, timeout: float,
         why = (f"HTTP {exc.code} {exc.reason}" if isinstance(exc, urllib.error.HTTPError)
                else str(getattr(exc, "reason", exc)))
         if name == METADATA_FILE:
-            log(f"{ref.path}: not installed ({why} from {url}); target_loc will be derived by "
-                "the BBQ authors' rule")
+            log(f"{ref.path}: not installed ({why} from {shown_url(url)}); target_loc will be "
+                "derived by the BBQ authors' rule")
             return None
-        raise DataError(f"download failed: {why}", path=url) from None
+        raise DataError(f"download failed from {shown_url(url)}: {why}; nothing was "
+                        "installed. Without network, install from a local copy of the BBQ "
+                        "release: fairness-tests data fetch --from DIR", path=name) from None
     try:
         sha, blob = _put(part, target)
     except DataError as exc:
-        raise DataError(f"{exc} (file not saved)", path=url) from None
-    log(f"{ref.path}: downloaded from {url}, verified")
+        raise DataError(f"{exc} (file not saved)", path=shown_url(url)) from None
+    log(f"{ref.path}: downloaded from {shown_url(url)}, verified")
     return Installed(ref.path, sha, blob, "downloaded")
