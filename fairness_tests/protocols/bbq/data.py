@@ -28,9 +28,9 @@ the authors' rule finds none); ``label_type`` is ``name`` (the people are named)
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Mapping
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
