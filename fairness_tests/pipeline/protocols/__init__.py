@@ -1,29 +1,61 @@
-"""The protocol registry: what an audit can ask, by name.
+"""The benchmark registry: what an audit can ask, by name.
 
-A protocol is a registered :class:`~fairness_tests.pipeline.protocols.base.AuditProtocol`
-(its requests); protocols that share their data, records and tables belong to one
-:class:`~fairness_tests.pipeline.protocols.base.Family` (BBQ and consistency share the BBQ
-items and the one BBQ table builder). The audit and the dry run iterate the registry;
-nothing else names a protocol. A new protocol is one module and one line here.
+A benchmark is registered as an entry point of the group ``fairness_tests.benchmarks``
+(as pytest finds its plugins in ``pytest11``): the name is the entry point's, the value
+``"module:Class"`` names its :class:`~fairness_tests.pipeline.protocols.base.AuditProtocol`.
+The built-in ones are registered the same way, in this package's ``pyproject.toml``; a
+benchmark of another distribution is found once that distribution is installed, with no
+line of this package changed. Benchmarks that share their data, records and tables
+belong to one :class:`~fairness_tests.pipeline.protocols.base.Family` (BBQ and
+consistency share the BBQ items and the one BBQ table builder). The audit and the dry run
+iterate the registry.
 
-The entries name their class as ``"module:Class"`` and are imported when a run uses them:
-the configuration and the pytest plugin read the names without importing pandas.
+The entries are read from the installed distributions' metadata (no import) and a class
+is imported when a run uses it: the configuration and the pytest plugin read the names
+without importing pandas.
 """
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import distributions
 from typing import Any
 
-REGISTRY: dict[str, str] = {
-    "bbq": "fairness_tests.pipeline.protocols.bbq:BBQ",
-    "consistency": "fairness_tests.pipeline.protocols.bbq:Consistency",
-    "generative": "fairness_tests.pipeline.protocols.generative:Generative",
-    "probe": "fairness_tests.pipeline.protocols.probe:Probe",
-}
+from fairness_tests.core.errors import ConfigError
+
+#: the entry-point group a benchmark registers in
+GROUP = "fairness_tests.benchmarks"
+#: the built-in benchmarks, first in this order; other distributions' follow by name
+BUILTIN = ("bbq", "consistency", "generative", "probe")
+
+
+def _registered() -> dict[str, str]:
+    """``{name: "module:Class"}`` of every installed benchmark: the built-in ones in
+    :data:`BUILTIN` order, then the others sorted by name. Two distributions registering
+    one name is a :class:`ConfigError` naming both."""
+    found: dict[str, str] = {}
+    # every distribution's entries, not entry_points()'s first distribution of a name: a
+    # source checkout's stale ``*.egg-info`` would otherwise hide the installed metadata
+    eps = {(ep.name, ep.value) for d in distributions() for ep in d.entry_points
+           if ep.group == GROUP}
+    for ep in sorted(eps):
+        name, value = ep
+        if name in found:
+            raise ConfigError(f"benchmark {name!r} is registered twice (entry points "
+                              f"{found[name]} and {value} of group {GROUP})")
+        found[name] = value
+    missing = [n for n in BUILTIN if n not in found]
+    if missing:
+        raise ConfigError(f"the built-in benchmarks {', '.join(missing)} are not registered: "
+                          "the fairness-tests distribution is not installed (pip install -e .)")
+    order = list(BUILTIN) + sorted(n for n in found if n not in BUILTIN)
+    return {n: found[n] for n in order}
+
+
+REGISTRY: dict[str, str] = _registered()
 PROTOCOL_NAMES: tuple[str, ...] = tuple(REGISTRY)
 
 
 def protocol(name: str) -> Any:
-    """The registered protocol class of ``name`` (imported on first use)."""
+    """The registered benchmark class of ``name`` (imported on first use)."""
     module, cls = REGISTRY[name].split(":")
     return getattr(importlib.import_module(module), cls)
