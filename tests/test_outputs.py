@@ -333,6 +333,7 @@ READ_ONLY = {
 }
 
 
+@needs_bbq
 @pytest.mark.parametrize("command", READ_ONLY)
 def test_an_output_in_a_folder_no_one_can_write_is_refused_first(command, rodir, preds,
                                                                   tmp_path, ft):
