@@ -1,7 +1,7 @@
 """One way to make a subcommand: its options are generated from its configuration class
 (:mod:`fairness_tests.pipeline.config`), and its function receives the configuration the
 spec built from the command line (and the project's ``[tool.fairness_tests]`` table),
-once its paths are checked (:func:`fairness_tests.core.io.check_paths`: no output is,
+once its paths are checked (:func:`fairness_tests.core.outputs.check_paths`: no output is,
 holds or sits inside another of its paths; every output is writable), before any work."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from fairness_tests.core.io import check_paths
 from fairness_tests.core.option_sources import add_arguments, cli_spelling
 from fairness_tests.core.options import path_args
+from fairness_tests.core.outputs import check_paths
 from fairness_tests.pipeline.configure import command_config
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fairness_tests.core.errors import ConfigError, Problem, suggest
-from fairness_tests.core.io import PathArg
+from fairness_tests.core.outputs import PathArg
 
 #: how a value's source spells an option: field name -> text naming it in a message
 Spelling = Callable[[str], str]
@@ -40,7 +40,7 @@ Spelling = Callable[[str], str]
 #: ``path=True`` option that declares none), writes it (``output_dir``: a folder it creates,
 #: replaces or fills; ``output_file``: a file), or both in place (``inout``: a response
 #: store). No output may be, hold or sit inside another path of the same command
-#: (:func:`fairness_tests.core.io.check_paths`): a new command gets the check from its
+#: (:func:`fairness_tests.core.outputs.check_paths`): a new command gets the check from its
 #: declaration.
 PathRole = Literal["input", "output_dir", "output_file", "inout"]
 
