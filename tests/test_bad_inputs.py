@@ -200,6 +200,7 @@ def R(id, argv, code, *words, **kw) -> Row:
 
 
 AUD = "audit --recordings --store {d}/s.sqlite --out {d}/out"
+OFFICIAL = REPO.parent / "shared" / "bbq_official"          # issue 32: outputs
 GS = "generative score --n-boot 100 --outputs"
 BS = "bbq score --n-boot 100 --predictions"
 
@@ -514,6 +515,35 @@ CLI_ROWS = [
       "http://127.0.0.1:9/bbq/data/Race_x_SES.jsonl", "--from DIR"),
     R("bbq-dir-missing", "bbq filter --bbq-dir {d}/no-bbq", 2, "BBQ data not found",
       "--dest .fairness/bbq", "--bbq-dir or FAIRNESS_BBQ_DIR", "--from DIR"),
+    # --- issue 32: outputs
+    R("fetch-dest-file", f"data fetch --from {OFFICIAL} --categories Age --dest "
+      "{d}/a_file.txt", 2, "--dest", "a_file.txt", "is a file, not a folder"),
+    R("fetch-dest-under-file", f"data fetch --from {OFFICIAL} --categories Age --dest "
+      "{d}/a_file.txt/bbq", 2, "--dest", "a_file.txt is a file", "cannot hold it"),
+    R("prepare-cache-file", "model prepare --cache {d}/a_file.txt", 2, "--cache",
+      "a_file.txt", "is a file, not a folder"),
+    R("out-under-file", f"{BS} {{d}}/pred_good.jsonl --out {{d}}/a_file.txt/run", 2,
+      "--out", "a_file.txt is a file"),
+    R("gate-out-baseline", "gate {d}/bbq_run {d}/gen_run --out {d}/bbq_run", 2,
+      "--out", "BASELINE_RUN", "an input of this command", stdout_empty=True),
+    R("gate-out-in-candidate", "gate {d}/bbq_run {d}/gen_run --out {d}/gen_run/gate", 2,
+      "--out", "is inside CANDIDATE_RUN", stdout_empty=True),
+    R("card-out-run", "card --run {d}/bbq_run --out {d}/bbq_run", 2, "--out", "--run",
+      "an input of this command"),
+    R("compare-out-holds", "compare {d}/bbq_run {d}/gen_run --out {d}", 2, "--out", "holds",
+      "RUN_DIR"),
+    R("score-out-predictions", f"{BS} {{d}}/pred_good.jsonl --out {{d}}/pred_good.jsonl", 2,
+      "--out", "--predictions", "an input of this command"),
+    R("audit-export-in-out", f"{AUD}_nest --export {{d}}/out_nest/x.jsonl", 2, "--out",
+      "--export", "another output of this command"),
+    R("audit-export-store", "audit --recordings --store {d}/s2.sqlite --export "
+      "{d}/s2.sqlite --out {d}/out2", 2, "--export", "--store"),
+    R("store-export-over-store", "store export {d}/store_corrupt.sqlite --store "
+      "{d}/store_corrupt.sqlite", 2, "PATH", "--store", "an input of this command"),
+    R("store-import-into-itself", "store import {d}/store_import.jsonl --store "
+      "{d}/store_import.jsonl", 2, "--store", "PATH", "an input of this command"),
+    R("fetch-dest-is-from", "data fetch --from {d}/proj_seeds --dest {d}/proj_seeds", 2,
+      "--dest", "--from", "an input of this command"),
 ]
 
 #: pytest options and ini keys: (id, options, ini lines, words); usage errors exit 4

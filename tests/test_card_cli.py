@@ -66,7 +66,8 @@ def test_validate_published_and_broken_cards(tmp_path, capsys):
 
 
 def test_not_a_run_directory_is_exit_2(tmp_path, capsys):
-    assert main(["card", "--run", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    (tmp_path / "notarun").mkdir()
+    assert main(["card", "--run", str(tmp_path / "notarun"), "--out", str(tmp_path / "o")]) == 2
     assert "run.json" in capsys.readouterr().err
 
 

@@ -312,7 +312,9 @@ def test_one_model_or_not_a_run_is_an_error(study, tmp_path, capsys):
     assert main(["compare", study["dirs"][1], study["dirs"][2], "--names", "x,x", "--out",
                  str(tmp_path / "o")]) == 2
     assert "at least two models" in capsys.readouterr().err
-    assert main(["compare", study["dirs"][1], str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    (tmp_path / "notarun").mkdir()
+    assert main(["compare", study["dirs"][1], str(tmp_path / "notarun"), "--out",
+                 str(tmp_path / "o")]) == 2
     assert "not a run directory (no run.json)" in capsys.readouterr().err
 
 

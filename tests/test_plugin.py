@@ -367,6 +367,25 @@ def test_a_bad_thresholds_file_is_one_clean_usage_error(project):
     assert lines and lines[0].startswith("ERROR: ") and "default.yaml" in lines[0]
 
 
+def test_the_report_is_never_a_saved_run_it_reads(project):
+    """Issue 32 (outputs apart, the plugin too): --fairness-report naming the run given by
+    --fairness-run (or a folder holding it) is one usage error naming both options, and
+    the run is untouched."""
+    run = save_run(project.path / "run_m1", "m1", bbq_table())
+    before = sorted((p.relative_to(run).as_posix(), p.read_bytes() if p.is_file() else b"")
+                    for p in run.rglob("*"))
+    for report in (run, project.path):
+        r = project.runpytest("--fairness-model", "m1", "--fairness-run", str(run),
+                              "--fairness-report", str(report), "-p", "no:cacheprovider")
+        err = r.stderr.str() + r.stdout.str()
+        assert r.ret == pytest.ExitCode.USAGE_ERROR, err
+        lines = [x for x in err.splitlines() if x.startswith("ERROR: ")]
+        assert len(lines) == 1 and "--fairness-report" in lines[0] \
+            and "--fairness-run" in lines[0] and "an input" in lines[0], err
+    assert sorted((p.relative_to(run).as_posix(), p.read_bytes() if p.is_file() else b"")
+                  for p in run.rglob("*")) == before
+
+
 def test_ini_keys_set_every_option_and_the_command_line_wins(project):
     """Issue 14 §3: options as ini keys ([tool.pytest.ini_options]); CLI wins."""
     project.makeconftest(FAKE_AUDIT)

@@ -17,7 +17,9 @@ class ExitCode(IntEnum):
     OK = 0
     #: a decision rule fails (or a declared expected failure passes)
     RULE_FAILED = 1
-    #: bad input or usage: one line naming the file, line, key or option
+    #: bad input or usage: one line naming the file, line, key or option (an output that
+    #: is, holds or sits inside another path of the command, or cannot be written there,
+    #: included: refused before any work)
     USAGE = 2
     #: replay: responses missing from the store (the message says how to record them)
     MISSING_RESPONSES = 3

@@ -15,6 +15,9 @@ swapped in whole, so an interruption leaves the old output or the new, never a m
 Every directory the tool writes holds :data:`OUTPUT_MARKER`; an existing directory is
 replaced only when it holds the marker and nothing the tool did not write
 (:func:`check_output`), so ``--out`` never deletes a user's files.
+
+Every command's paths are checked before any work by
+:func:`fairness_tests.core.outputs.check_paths` (outputs apart from inputs, writable).
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from fairness_tests.core.errors import ConfigError, DataError
+from fairness_tests.core.outputs import describe, nearest_existing, writable_place
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -227,11 +231,18 @@ def check_output(path: str | Path, *, force: bool = False, option: str = "--out"
     other files: only the tool's entries are replaced, the others are kept. A directory
     without the marker is refused even with ``force`` unless it is empty."""
     p = Path(path)
-    if p.is_symlink() or (p.exists() and not p.is_dir()):
+    if p.is_symlink():
+        raise ConfigError(f"is {describe(p)}: refused (a link is never replaced; the link "
+                          "and what it points to are untouched): choose a new directory "
+                          "(nothing was written)", path=p, key=option)
+    if p.exists() and not p.is_dir():
         raise ConfigError("exists and is not a directory: choose a new directory "
                           "(nothing was written)", path=p, key=option)
     if not p.exists():
+        writable_place(nearest_existing(p.parent), p, option=option)
         return
+    for place in (p.parent, p):              # made beside it, then swapped in for it
+        writable_place(place, p, option=option)
     foreign = foreign_entries(p)
     if not foreign:
         return
@@ -312,8 +323,13 @@ def output_dir(path: str | Path, *, force: bool = False,
     again at the swap."""
     target = Path(path)
     check_output(target, force=force, option=option)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    except OSError as exc:                   # the place changed since it was checked
+        raise ConfigError(f"cannot write in {target.parent} "
+                          f"({exc.strerror or exc}): choose a folder you can write "
+                          "(nothing was written)", path=target, key=option) from None
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o777 & ~umask)           # mkdtemp makes 0700; an output is for reading

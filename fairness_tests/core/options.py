@@ -30,9 +30,19 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from fairness_tests.core.errors import ConfigError, Problem, suggest
+from fairness_tests.core.outputs import PathArg
 
 #: how a value's source spells an option: field name -> text naming it in a message
 Spelling = Callable[[str], str]
+
+
+#: what a command does with a path option: reads it (``input``, the role of every
+#: ``path=True`` option that declares none), writes it (``output_dir``: a folder it creates,
+#: replaces or fills; ``output_file``: a file), or both in place (``inout``: a response
+#: store). No output may be, hold or sit inside another path of the same command
+#: (:func:`fairness_tests.core.outputs.check_paths`): a new command gets the check from its
+#: declaration.
+PathRole = Literal["input", "output_dir", "output_file", "inout"]
 
 
 @dataclass(frozen=True)
@@ -55,10 +65,15 @@ class Option:
     none_word: str | None = None     # this word on a command line means None ("none")
     group: str | None = None         # argparse group title
     path: bool = False               # a path: shown as display_path wherever it is shown
+    role: PathRole | None = None     # a path's part in its command (see PathRole)
     regen: bool = True               # part of the command line that regenerates a run
     per_model: bool = False          # pytest: repeatable, one run per value
     empty_ok: bool = False           # a list option that may be given empty
     choices: tuple[str, ...] = ()    # allowed values, when the type is no Literal
+
+    def path_role(self) -> PathRole | None:
+        """The declared role; ``input`` for a path that declares none."""
+        return self.role or ("input" if self.path else None)
 
     def cli_flag(self, name: str) -> str:
         return self.flag or "--" + name.replace("_", "-")
@@ -231,6 +246,20 @@ def specs(cls: type) -> dict[str, FieldSpec]:
 
 
 _SPECS: dict[type, dict[str, FieldSpec]] = {}
+
+
+def path_args(config: Any, spell: Spelling) -> list[PathArg]:
+    """Every path a configuration names, with its option's role and spelling (a list
+    option gives one entry per path; an option not set gives none)."""
+    out = []
+    for name, spec in specs(type(config)).items():
+        role = spec.option.path_role()
+        value = getattr(config, name)
+        if role is None or value is None:
+            continue
+        for path in (value if isinstance(value, tuple) else (value,)):
+            out.append(PathArg(spell(name), role, str(path)))
+    return out
 
 
 def python_spelling(name: str) -> str:

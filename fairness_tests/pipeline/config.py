@@ -62,7 +62,8 @@ class ModelOptions(Checked):
     api_base: str | None = opt(None, "OpenAI-compatible server URL (litellm)", metavar="URL",
                                group=API, regen=True)
     store: str | None = opt(None, "SQLite response store (default: $FAIRNESS_STORE or "
-                            ".fairness/store.sqlite)", metavar="PATH", path=True, regen=False)
+                            ".fairness/store.sqlite)", metavar="PATH", path=True, regen=False,
+                            role="inout")
     recordings: tuple[str, ...] | None = opt(
         None, "JSONL(.gz) recordings to import first (default: the files the recordings "
         "manifest lists for the model; given empty: import nothing)", metavar="FILE",
@@ -143,9 +144,10 @@ class GenerativeOptions(SuiteOption):
 class RubricOptions(Checked):
     """How generations are scored."""
     rubric: str = opt("published", "scoring rubric: published, strict or a rubric file",
-                      metavar="RUBRIC")
+                      metavar="RUBRIC", role="input")
     compare_rubric: str | None = opt("strict", "second rubric for scorer sensitivity "
-                                     "(none: skip)", none_word="none", metavar="RUBRIC")
+                                     "(none: skip)", none_word="none", metavar="RUBRIC",
+                                     role="input")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -254,7 +256,8 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, Sc
                                 "in CI)", negative="quiet", cli=False, pytest=False,
                                 toml=False, regen=False)
     export: str | None = opt(None, "also export this run's store rows to this JSONL(.gz) "
-                             "file", metavar="FILE", path=True, regen=False, pytest=False)
+                             "file", metavar="FILE", path=True, regen=False, pytest=False,
+                             role="output_file")
 
     def cross_check(self) -> Iterable[tuple[str, str]]:
         if self.model.startswith("embedded:") and self.model not in EMBEDDED_MODELS:
@@ -339,7 +342,7 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, Sc
 class OutputOptions(Checked):
     out: str = opt("report", "output directory: run/ and card/ (a directory this tool "
                    "wrote, or a new one)", metavar="DIR", path=True, pytest=False,
-                   toml=False, regen=False)
+                   toml=False, regen=False, role="output_dir")
     force: bool = opt(False, "replace the tool's own files in --out even if it holds other "
                       "files (never deletes those)", pytest=False, toml=False, regen=False)
     user_yaml: str | None = opt(None, "what a run cannot know for the card (intended use, "
@@ -380,10 +383,11 @@ class PluginOptions(Checked):
     baseline_model: str | None = opt(None, "gate the --fairness-model(s) against this model "
                                      "on the same items", metavar="MODEL", cli=False)
     report: str | None = opt(None, "write runs, verdicts, the gate table and Fairness Cards "
-                             "here", metavar="DIR", cli=False)
+                             "here", metavar="DIR", cli=False, role="output_dir")
     run: tuple[str, ...] | None = opt(None, "use a saved run directory (of the audit or a "
                                       "score command) instead of auditing its model",
-                                      metavar="DIR", cli=False, per_model=True)
+                                      metavar="DIR", cli=False, per_model=True,
+                                      role="input")
     on_missing: Literal["skip", "fail"] = opt("skip", "when nothing is recorded to replay: "
                                               "skip the fairness tests or fail them",
                                               cli=False)
@@ -402,7 +406,7 @@ class ScoredRunOptions(Checked):
     out: str | None = opt(None, "also write a run directory (tables, verdicts, records, "
                           "metadata) that the card, the gate, compare and pytest "
                           "--fairness-run read", metavar="DIR", path=True, pytest=False,
-                          toml=False)
+                          toml=False, role="output_dir")
     force: bool = opt(False, "replace the tool's own files in --out even if it holds other "
                       "files (never deletes those)", pytest=False, toml=False)
     no_rules: bool = opt(False, "print the metrics only: evaluate no decision rule (exit 0)",
@@ -451,7 +455,7 @@ class GenerativeScoreConfig(RubricOptions, ScorerOptions, StatsOptions, GenClust
                        "fields)", metavar="FILE", path=True, pytest=False, toml=False)
     store: str | None = opt(None, "SQLite response store of the judge's answers (default: "
                             "$FAIRNESS_STORE or .fairness/store.sqlite)", metavar="PATH",
-                            path=True, pytest=False, toml=False)
+                            path=True, pytest=False, toml=False, role="inout")
     format: Literal["json", "table"] = opt("json", "output format", pytest=False,
                                            toml=False)
 
@@ -466,7 +470,7 @@ class GateConfig(StatsOptions, ComparisonOptions):
     format: Literal["table", "md", "json"] = opt("table", "output format", pytest=False,
                                                  toml=False)
     out: str | None = opt(None, "write gate.csv, gate.json and gate.md here", metavar="DIR",
-                          path=True, pytest=False, toml=False)
+                          path=True, pytest=False, toml=False, role="output_dir")
     mode: Literal["harm", "non_inferiority"] | None = opt(
         None, "every cell in this mode (default: each rule's gate.mode, else harm)",
         pytest=False)
@@ -486,7 +490,8 @@ class DataFetchConfig(BBQCategoriesOption):
     CLI_FLAGS: ClassVar[dict[str, tuple[str, ...]]] = {"from_dir": ("--from",)}
     dest: str | None = opt(None, "directory to install the files in (default: "
                            "$FAIRNESS_BBQ_DIR or ../shared/bbq, where the BBQ commands look)",
-                           metavar="DIR", path=True, pytest=False, toml=False)
+                           metavar="DIR", path=True, pytest=False, toml=False,
+                           role="output_dir")
     from_dir: str | None = opt(None, "install from this local copy (a BBQ checkout or a "
                                "folder this command filled), without network; every file "
                                "is verified all the same", metavar="DIR", path=True,

@@ -28,7 +28,8 @@ class ScorerOptions(Checked):
         None, "scorers of the generations, the first the run's own (its tables and "
         "verdicts), comma- or space-separated: published, strict, judge, classifier or a "
         "lexical rubric file; their agreement is tabulated (default: --rubric, and "
-        "--compare-rubric for scorer sensitivity)", metavar="SCORER", group=JUDGE)
+        "--compare-rubric for scorer sensitivity)", metavar="SCORER", group=JUDGE,
+        role="input")
     judge_model: str | None = opt(None, "the judge scorer's model: a litellm model id, an "
                                   "OpenAI-compatible server's model (with --judge-api-base) "
                                   "or embedded:gemma-3-270m / a checkpoint directory",
@@ -38,7 +39,7 @@ class ScorerOptions(Checked):
     judge_rubric: str | None = opt(None, "judge rubric file: labels and their definitions "
                                    "(default: judge_default, the lexical rubric's refusal, "
                                    "deflection, stereotype, demeaning)", metavar="FILE",
-                                   group=JUDGE)
+                                   group=JUDGE, role="input")
     judge_temperature: float = opt(0.0, "the judge's sampling temperature", ge=0.0, le=2.0,
                                    metavar="T", group=JUDGE)
     judge_max_tokens: int = opt(128, "new tokens of a judge's answer", ge=8, metavar="N",

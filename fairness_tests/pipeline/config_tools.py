@@ -79,7 +79,7 @@ class CardConfig(Checked):
     run: str | None = opt(None, "run directory (run.json, tables/, verdicts.csv)",
                           metavar="RUN_DIR", path=True, pytest=False, toml=False)
     out: str | None = opt(None, "output directory for card.yaml/.md/.html", metavar="DIR",
-                          path=True, pytest=False, toml=False)
+                          path=True, pytest=False, toml=False, role="output_dir")
     user_yaml: str | None = opt(None, "fields a run cannot know (intended use, harm model, "
                                 "governance, ...); template: fairness_tests/data/"
                                 "card_user_example.yaml", metavar="FILE", path=True,
@@ -113,7 +113,7 @@ class CardRenderConfig(Checked):
     file: str = opt(None, "the card YAML", positional=True, metavar="CARD", path=True,
                     pytest=False, toml=False)
     out: str = opt(None, "output directory for card.md and card.html", metavar="DIR",
-                   path=True, pytest=False, toml=False)
+                   path=True, pytest=False, toml=False, role="output_dir")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,7 +134,8 @@ class CompareConfig(ResampleOptions, ComparisonOptions):
     runs: tuple[str, ...] = opt(None, "run directories (two or more)", positional=True,
                                 metavar="RUN_DIR", path=True, pytest=False, toml=False)
     out: str = opt(None, "where compare.md, compare.html and compare.csv are written",
-                   metavar="DIR", path=True, pytest=False, toml=False)
+                   metavar="DIR", path=True, pytest=False, toml=False,
+                   role="output_dir")
     names: str | None = opt(None, "one model name per run directory, in order (default: "
                             "each run's model id); the same name twice = one model's runs of "
                             "two protocols", metavar="a,b,c", pytest=False, toml=False)
@@ -153,7 +154,7 @@ class CompareConfig(ResampleOptions, ComparisonOptions):
 class InitConfig(Checked):
     """``fairness-tests init``: the fairness suite in a repository."""
     dir: str = opt(".", "the repository", metavar="DIR", path=True, pytest=False,
-                   toml=False)
+                   toml=False, role="output_dir")
     model: str = opt(DEFAULT_MODEL, "the model the suite audits", metavar="MODEL",
                      pytest=False, toml=False)
     force: bool = opt(False, "overwrite files that exist", pytest=False, toml=False)
@@ -171,7 +172,7 @@ class InitConfig(Checked):
 class StoreOption(Checked):
     store: str | None = opt(None, "SQLite store (default: $FAIRNESS_STORE or "
                             ".fairness/store.sqlite)", metavar="PATH", path=True,
-                            pytest=False)
+                            pytest=False, role="inout")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,7 +184,7 @@ class StoreStatsConfig(StoreOption):
 @dataclass(frozen=True, kw_only=True)
 class StoreExportConfig(StoreOption):
     path: str = opt(None, "output file, e.g. fixtures/responses.jsonl.gz", positional=True,
-                    metavar="PATH", pytest=False, toml=False)
+                    metavar="PATH", pytest=False, toml=False, role="output_file")
     no_timestamps: bool = opt(False, "leave created_at out (byte-stable across "
                               "re-recordings)", pytest=False, toml=False)
 
@@ -191,7 +192,8 @@ class StoreExportConfig(StoreOption):
 @dataclass(frozen=True, kw_only=True)
 class StoreImportConfig(StoreOption):
     paths: tuple[str, ...] = opt(None, "JSONL files written by `store export`",
-                                 positional=True, metavar="PATH", pytest=False, toml=False)
+                                 positional=True, metavar="PATH", pytest=False, toml=False,
+                                 role="input")
     replace: bool = opt(False, "overwrite keys already stored", pytest=False, toml=False)
 
 
@@ -222,16 +224,18 @@ class StoreCapabilitiesConfig(StoreOption):
 @dataclass(frozen=True, kw_only=True)
 class StoreMergeConfig(Checked):
     sources: tuple[str, ...] = opt(None, "SQLite stores to merge", positional=True,
-                                   metavar="STORE", pytest=False, toml=False)
+                                   metavar="STORE", pytest=False, toml=False,
+                                   role="input")
     into: str = opt(None, "the store they are merged into (created when new)",
-                    metavar="STORE", path=True, pytest=False, toml=False)
+                    metavar="STORE", path=True, pytest=False, toml=False,
+                    role="output_file")
 
 
 @dataclass(frozen=True, kw_only=True)
 class ModelPrepareConfig(Checked):
     cache: str | None = opt(None, "cache directory (default $FAIRNESS_CACHE or "
                             "~/.cache/fairness_tests)", metavar="DIR", path=True,
-                            pytest=False)
+                            pytest=False, role="output_dir")
     force: bool = opt(False, "convert again even if cached", pytest=False, toml=False)
 
 

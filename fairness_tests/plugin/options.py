@@ -26,7 +26,8 @@ from fairness_tests.core.option_sources import (
     pytest_layers,
     pytest_spelling,
 )
-from fairness_tests.core.options import Layer, build
+from fairness_tests.core.options import Layer, build, path_args
+from fairness_tests.core.outputs import check_paths
 from fairness_tests.core.project import ENV_PROJECT_DIR, is_project_dir
 from fairness_tests.pipeline.config import DEFAULT_MODEL, AuditConfig, PluginOptions
 
@@ -119,6 +120,8 @@ def settings_from(getoption: Callable[[str], Any], getini: Callable[[str], Any],
                                             if plugin.baseline_model else [])]))
     spell = pytest_spelling(AuditConfig)          # a bad model id is named --fairness-model
     audits = {m: audit_config(*per_model, Layer({"model": m}, spell)) for m in wanted}
+    check_paths([*path_args(plugin, pytest_spelling(PluginOptions)),    # the command's rule
+                 *path_args(audits[models[0]], spell)])
     return Settings(plugin=plugin, models=models, audits=audits)
 
 
