@@ -11,10 +11,12 @@ tables and records come from the one BBQ builder, as ``bbq score`` would write t
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
 
+from fairness_tests.cli.main import main
 from fairness_tests.core.paths import bbq_dir
 from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.pipeline.audit import run_audit
@@ -80,9 +82,6 @@ def scored_run(out: Path, items, answers, model: str | None = None) -> Path:
     """``fairness-tests bbq score --data <shared>/bbq --predictions P.jsonl --out out``
     on ``items`` answered ``answers`` (option indices, one per item), as a user
     scores someone's predictions (``--model`` only when given)."""
-    import json
-
-    from fairness_tests.cli.main import main
     preds = out.parent / f"{out.name}.jsonl"
     preds.write_text("".join(json.dumps({"category": d, "example_id": int(e), "answer": int(a)})
                              + "\n" for d, e, a in zip(items["dataset"], items["example_id"],

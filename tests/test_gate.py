@@ -8,9 +8,15 @@ import contextlib
 import dataclasses
 import io
 import json
+import math
+import shutil
 
+import numpy as np
+import pandas as pd
 import pytest
+import yaml
 from gate_testdata import CAND, PRED_COLUMNS, disambig_items, scored_run, with_answers
+from scipy import stats
 
 from fairness_tests.cli.main import main
 from fairness_tests.pipeline.gate import (
@@ -279,7 +285,6 @@ SIZES = {1: ("Race_x_SES", 60), 2: ("Race_x_SES", 30), 30: ("Race_x_gender", 6)}
 @pytest.fixture(scope="module")
 def cells(tmp_path_factory) -> dict:
     """{templates: {"base", "wrong", "same": run directory, "n": items}}."""
-    import numpy as np
     root = tmp_path_factory.mktemp("cells")
     out = {}
     with contextlib.redirect_stdout(io.StringIO()):
@@ -330,7 +335,6 @@ def test_two_templates_are_evaluable_and_cannot_show_non_inferiority(cells):
     = -sqrt(2) (two templates of 30 items), Student t with 1 df: p = 1/2 -
     atan(sqrt 2) / pi = 0.196 > 0.05, so it fails (|T| <= sqrt(C) whatever the
     answers); in harm identical answers pass."""
-    import math
     c = cells[2]
     rc, out, _ = gate_json(c["base"], c["same"], "--mode", "non_inferiority")
     assert out["evaluated"] == len(out["rows"]) and out["not_evaluated"] == 0
@@ -350,7 +354,6 @@ def test_thirty_templates_fail_a_wrong_candidate_and_judge_a_same_one(cells):
     harm passes (exit 0); non-inferiority shows every cell within its margin: the
     accuracy cell's cluster score T = -sum n_t / sqrt(sum n_t^2) = -sqrt(30), Student
     t with 29 df (exit 0)."""
-    from scipy import stats
     c = cells[30]
     assert c["n"] == 180
     rc, out, _ = gate_json(c["base"], c["wrong"], "--mode", "harm")
@@ -372,8 +375,6 @@ def test_non_inferiority_cells_not_evaluable_fail_among_evaluable_ones(cells, tm
     A baseline of the 1-template cell plus the 30-template cell: the 1-template cell's
     NI accuracy row cannot be evaluated, so it fails (not shown) while the 30-template
     cell is compared: exit 1; harm rows of the 1-template cell stay not_evaluable."""
-    import numpy as np
-    import pandas as pd
     items = pd.concat([disambig_items("Race_x_SES", 1, 60),
                        disambig_items("Race_x_gender", 30, 6)], ignore_index=True)
     label = items["label"].to_numpy(int)
@@ -414,7 +415,6 @@ def test_the_card_shows_a_gate_that_compared_nothing(cells, tmp_path, capsys):
     """card --gate of a non-inferiority gate that compared nothing: every cell fail
     with its note (not shown), the outcome says nothing was compared; the card names
     the baseline by its directory (its run has no model id) and validates."""
-    import yaml
     c = cells[1]
     rc = main(["gate", str(c["base"]), str(c["same"]), "--mode", "non_inferiority",
                "--n-boot", "200", "--out", str(tmp_path / "g")])
@@ -435,7 +435,6 @@ def test_a_run_directory_missing_parts_names_them_all(cells, tmp_path, capsys):
     """Issue 32, defect 3: a copy of a run without tables/ (and verdicts.csv) gave the
     gate's whole table and exit 1; now every command that loads runs says, in one line,
     which parts are missing: exit 2."""
-    import shutil
     bad = tmp_path / "copy"
     shutil.copytree(cells[30]["wrong"], bad)
     shutil.rmtree(bad / "tables")
