@@ -14,7 +14,7 @@ its ``run.json`` declares: ``bbq`` -> ``bbq``, ``generative`` -> ``generative``,
 ``counterfactual`` -> ``probe``) is refused by :meth:`RunResult.load` with one error
 naming the directory and every missing part (:func:`missing_parts`): a copy that lost a
 folder is bad input, never a run with nothing in it. The card reads no records
-(``load(..., records=False)``); the gate, ``compare`` and the pytest plugin need them.
+(``load(..., need_records=False)``); the gate, ``compare`` and the pytest plugin need them.
 
 Written by the audit and by the score commands; everything downstream of the
 metrics (pytest plugin, snapshots, gate, compare, the Fairness Card) reads a
@@ -80,9 +80,9 @@ class RunResult:
                     gz.write(table.to_csv(index=False, float_format="%.17g").encode("utf-8"))
 
     @classmethod
-    def load(cls, directory: str | Path, *, records: bool = True) -> "RunResult":
+    def load(cls, directory: str | Path, *, need_records: bool = True) -> "RunResult":
         """Read a run directory; one DataError naming it and every missing part
-        (:func:`missing_parts`) when it is not whole. ``records=False``: for a reader
+        (:func:`missing_parts`) when it is not whole. ``need_records=False``: for a reader
         that uses no per-item records (the card), their files are not required."""
         d = Path(directory)
         meta_path = d / "run.json"
@@ -95,7 +95,7 @@ class RunResult:
         except json.JSONDecodeError as exc:
             raise DataError(f"invalid JSON ({exc.msg})", path=meta_path, line=exc.lineno) from None
         metadata = RunMetadata.from_dict(raw, path=meta_path)
-        missing = missing_parts(d, metadata if records else None)
+        missing = missing_parts(d, metadata if need_records else None)
         if missing:
             raise DataError(f"incomplete run directory: missing {', '.join(missing)} (a run "
                             "written by audit, bbq score or generative score --out holds "
