@@ -11,10 +11,12 @@ tables and records come from the one BBQ builder, as ``bbq score`` would write t
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
 
+from fairness_tests.cli.main import main
 from fairness_tests.core.paths import bbq_dir
 from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.pipeline.audit import run_audit
@@ -60,4 +62,32 @@ def make_runs(d: Path, store: Path | None = None) -> dict:
     out = {"n_flipped": n_flipped}
     for name, run in (("base", base), ("cand", cand)):
         out[name] = run.save(d / name)
+    return out
+
+
+def disambig_items(dataset: str, n_templates: int, per_template: int):
+    """The first ``per_template`` disambiguated items (by example_id) of each of the
+    first ``n_templates`` templates (question_index, numeric order) of ``dataset``
+    among the filtered stand-in items: a cell of exactly ``n_templates`` clusters."""
+    items = filter_items(load_bbq(bbq_dir()).items)
+    items = items[(items["dataset"] == dataset) & (items["context"] == "disambig")]
+    qi = sorted(items["question_index"].unique(), key=lambda q: int(q))[:n_templates]
+    items = items[items["question_index"].isin(qi)].sort_values("example_id")
+    out = items.groupby("question_index").head(per_template).reset_index(drop=True)
+    assert out["question_index"].nunique() == n_templates
+    return out
+
+
+def scored_run(out: Path, items, answers, model: str | None = None) -> Path:
+    """``fairness-tests bbq score --data <shared>/bbq --predictions P.jsonl --out out``
+    on ``items`` answered ``answers`` (option indices, one per item), as a user
+    scores someone's predictions (``--model`` only when given)."""
+    preds = out.parent / f"{out.name}.jsonl"
+    preds.write_text("".join(json.dumps({"category": d, "example_id": int(e), "answer": int(a)})
+                             + "\n" for d, e, a in zip(items["dataset"], items["example_id"],
+                                                       answers, strict=True)),
+                     encoding="utf-8")
+    argv = ["bbq", "score", "--data", str(bbq_dir()), "--predictions", str(preds),
+            "--n-boot", "200", "--out", str(out), *(["--model", model] if model else [])]
+    assert main(argv) in (0, 1, 5)
     return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -174,6 +175,8 @@ FILES: dict[str, str] = {
         "bound: 0.1", "bound: .nan"),
     "th_inf_margin.yaml": RULE.format(table="bbq", metric="s_dis", scope="{}")
     + "    gate: {mode: harm, margin: .inf}\n",
+    # issue 32: gate -- other answers to pred_good's items (one template: question_index 1)
+    "pred_other.jsonl": jl(*(pred(example_id=i, answer=(i + 1) % 3) for i in range(8, 40))),
 }
 #: issue 32: UTF-16 files (with a byte order mark) of three input kinds
 UTF16 = {"th_utf16.yaml": RULE.format(table="bbq", metric="s_dis", scope="{}"),
@@ -544,6 +547,15 @@ CLI_ROWS = [
       "{d}/store_import.jsonl", 2, "--store", "PATH", "an input of this command"),
     R("fetch-dest-is-from", "data fetch --from {d}/proj_seeds --dest {d}/proj_seeds", 2,
       "--dest", "--from", "an input of this command"),
+    # --- issue 32: gate
+    R("gate-run-no-tables", "gate {d}/bbq_run {d}/bbq_run_notables", 2, "bbq_run_notables",
+      "missing tables/", stdout_empty=True),
+    R("card-run-no-tables", "card --run {d}/bbq_run_notables --out {d}/card_nt", 2,
+      "bbq_run_notables", "missing tables/", stdout_empty=True),
+    R("compare-run-no-tables", "compare {d}/bbq_run {d}/bbq_run_notables --out {d}/cmp_nt", 2,
+      "bbq_run_notables", "missing tables/", stdout_empty=True),
+    R("gate-nothing-compared", "gate {d}/bbq_run {d}/bbq_run_other --n-boot 100", 5,
+      "nothing compared", "1 cluster (question_index)"),
 ]
 
 #: pytest options and ini keys: (id, options, ini lines, words); usage errors exit 4
@@ -581,8 +593,15 @@ def d(tmp_path_factory) -> Path:
     for args in (["generative", "score", "--outputs", str(root / "gen_good.jsonl"),
                   "--n-boot", "100", "--out", str(root / "gen_run"), "--model", "m-gen"],
                  ["bbq", "score", "--predictions", str(root / "pred_good.jsonl"),
-                  "--n-boot", "100", "--out", str(root / "bbq_run"), "--model", "m-bbq"]):
+                  "--n-boot", "100", "--out", str(root / "bbq_run"), "--model", "m-bbq"],
+                 # issue 32: gate
+                 ["bbq", "score", "--predictions", str(root / "pred_other.jsonl"),
+                  "--n-boot", "100", "--out", str(root / "bbq_run_other"), "--model",
+                  "m-bbq-other"]):
         assert main(args) in (0, 1)
+    # issue 32: gate -- a copy of the BBQ run that lost its tables/ folder
+    shutil.copytree(root / "bbq_run", root / "bbq_run_notables")
+    shutil.rmtree(root / "bbq_run_notables" / "tables")
     return root
 
 

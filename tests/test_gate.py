@@ -8,9 +8,15 @@ import contextlib
 import dataclasses
 import io
 import json
+import math
+import shutil
 
+import numpy as np
+import pandas as pd
 import pytest
-from gate_testdata import CAND, PRED_COLUMNS, with_answers
+import yaml
+from gate_testdata import CAND, PRED_COLUMNS, disambig_items, scored_run, with_answers
+from scipy import stats
 
 from fairness_tests.cli.main import main
 from fairness_tests.pipeline.gate import (
@@ -265,3 +271,182 @@ def test_pytest_report_puts_the_gate_on_the_candidates_card(runs, tmp_path):
     gate_csv = next((tmp_path / "r").glob("gate-*.csv"))
     import pandas as pd
     assert len(g["cells"]) == len(pd.read_csv(gate_csv))
+
+
+# ----------------------------------------------------------------------------- issue 32
+# Runs scored by ``bbq score`` from predictions on cells of 1, 2 and 30 templates
+# (question_index clusters, resampled by default). Baseline: the label, except every
+# fifth item (index 4, 9, ...) answered (label + 1) % 3 (wrong). "wrong": every item
+# (label + 1) % 3. "same": the baseline's answers under the model id "same" (the
+# baseline has none: bbq score without --model).
+
+SIZES = {1: ("Race_x_SES", 60), 2: ("Race_x_SES", 30), 30: ("Race_x_gender", 6)}
+
+
+@pytest.fixture(scope="module")
+def cells(tmp_path_factory) -> dict:
+    """{templates: {"base", "wrong", "same": run directory, "n": items}}."""
+    root = tmp_path_factory.mktemp("cells")
+    out = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        for k, (dataset, per) in SIZES.items():
+            items = disambig_items(dataset, k, per)
+            label = items["label"].to_numpy(int)
+            base = np.where(np.arange(len(items)) % 5 == 4, (label + 1) % 3, label)
+            out[k] = {"n": len(items),
+                      "base": scored_run(root / f"base{k}", items, base),
+                      "wrong": scored_run(root / f"wrong{k}", items, (label + 1) % 3),
+                      "same": scored_run(root / f"same{k}", items, base, model="same")}
+    return out
+
+
+def gate_json(base, cand, *args) -> tuple[int, dict, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["gate", str(base), str(cand), "--n-boot", "200", "--format", "json", *args])
+    return rc, json.loads(out.getvalue()), err.getvalue()
+
+
+@pytest.mark.parametrize("mode", ["harm", "non_inferiority"])
+@pytest.mark.parametrize("cand", ["wrong", "same"])
+def test_one_template_compares_nothing_exit_5(cells, mode, cand):
+    """Issue 32, defect 1: one template in the cell: every comparison lacks a test
+    (MIN_UNITS = 2 clusters), so nothing is compared: exit 5 in both modes (before:
+    exit 0, "no cell fails"), one line on stderr naming the cause; non-inferiority
+    cells are not shown, so their verdict is fail."""
+    rc, out, err = gate_json(cells[1]["base"], cells[1][cand], "--mode", mode)
+    assert rc == 5
+    assert out["evaluated"] == 0 and out["not_evaluated"] == len(out["rows"]) > 0
+    assert all(r["p_value"] is None for r in out["rows"])
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "nothing compared" in lines[0]
+    assert "1 cluster (question_index)" in lines[0]
+    assert "no cell fails" not in out["summary"] and "nothing compared" in out["summary"]
+    want = "not_evaluable" if mode == "harm" else "fail"
+    assert {r["verdict"] for r in out["rows"]} == {want}
+    if mode == "non_inferiority":
+        assert all(r["note"].startswith("not shown to be no worse") and
+                   "1 cluster (question_index)" in r["note"] for r in out["rows"])
+
+
+def test_two_templates_are_evaluable_and_cannot_show_non_inferiority(cells):
+    """Two templates meet the minimum (MIN_UNITS = 2 resampled clusters): every row
+    has a test. In non_inferiority the accuracy cell of identical answers is the
+    cluster score statistic T = -m sum n_t / sqrt(sum (m n_t)^2) = -60 / sqrt(1800)
+    = -sqrt(2) (two templates of 30 items), Student t with 1 df: p = 1/2 -
+    atan(sqrt 2) / pi = 0.196 > 0.05, so it fails (|T| <= sqrt(C) whatever the
+    answers); in harm identical answers pass."""
+    c = cells[2]
+    rc, out, _ = gate_json(c["base"], c["same"], "--mode", "non_inferiority")
+    assert out["evaluated"] == len(out["rows"]) and out["not_evaluated"] == 0
+    acc = next(r for r in out["rows"] if r["metric"] == "accuracy")
+    assert acc["n_clusters"] == 2 and acc["delta"] == 0
+    assert acc["p_value"] == pytest.approx(0.5 - math.atan(math.sqrt(2)) / math.pi, rel=1e-6)
+    assert acc["verdict"] == "fail" and rc == 1
+    rc, out, _ = gate_json(c["base"], c["same"], "--mode", "harm")
+    assert rc == 0 and out["evaluated"] == len(out["rows"])
+    assert "all 6 comparisons evaluated" in out["summary"]
+
+
+def test_thirty_templates_fail_a_wrong_candidate_and_judge_a_same_one(cells):
+    """30 templates of 6 items: the baseline is right on 144 of 180 (every fifth item
+    wrong), the all-wrong candidate on 0: delta -0.8, far beyond the 0.02 margin:
+    harm fails it (exit 1). The same answers under another model id: every delta 0;
+    harm passes (exit 0); non-inferiority shows every cell within its margin: the
+    accuracy cell's cluster score T = -sum n_t / sqrt(sum n_t^2) = -sqrt(30), Student
+    t with 29 df (exit 0)."""
+    c = cells[30]
+    assert c["n"] == 180
+    rc, out, _ = gate_json(c["base"], c["wrong"], "--mode", "harm")
+    acc = next(r for r in out["rows"] if r["metric"] == "accuracy")
+    assert (acc["baseline"], acc["candidate"]) == (pytest.approx(0.8), 0)
+    assert acc["delta"] == pytest.approx(-0.8) and acc["n_clusters"] == 30
+    assert acc["verdict"] == "fail" and rc == 1
+    rc, out, _ = gate_json(c["base"], c["same"], "--mode", "harm")
+    assert rc == 0 and out["evaluated"] == len(out["rows"])
+    assert not {r["verdict"] for r in out["rows"]} & {"fail", "not_evaluable"}
+    rc, out, _ = gate_json(c["base"], c["same"], "--mode", "non_inferiority")
+    acc = next(r for r in out["rows"] if r["metric"] == "accuracy")
+    assert acc["p_value"] == pytest.approx(stats.t.cdf(-30 ** 0.5, 29), rel=1e-6)
+    assert {r["verdict"] for r in out["rows"]} == {"no_worse"} and rc == 0
+
+
+def test_non_inferiority_cells_not_evaluable_fail_among_evaluable_ones(cells, tmp_path):
+    """Per-cell modes from the rules: non_inferiority on the disambiguated accuracy only.
+    A baseline of the 1-template cell plus the 30-template cell: the 1-template cell's
+    NI accuracy row cannot be evaluated, so it fails (not shown) while the 30-template
+    cell is compared: exit 1; harm rows of the 1-template cell stay not_evaluable."""
+    items = pd.concat([disambig_items("Race_x_SES", 1, 60),
+                       disambig_items("Race_x_gender", 30, 6)], ignore_index=True)
+    label = items["label"].to_numpy(int)
+    base = np.where(np.arange(len(items)) % 5 == 4, (label + 1) % 3, label)
+    with contextlib.redirect_stdout(io.StringIO()):
+        b = scored_run(tmp_path / "b", items, base)
+        c = scored_run(tmp_path / "c", items, base, model="same")
+    (tmp_path / "t.yaml").write_text(
+        "version: 1\nrules:\n  - id: accuracy_floor_disambig\n    table: bbq\n"
+        "    metric: accuracy\n    scope: {context: disambig}\n    op: '>='\n    bound: 0.6\n"
+        "    gate: {mode: non_inferiority, margin: 0.02}\n    rationale: test\n",
+        encoding="utf-8")
+    rc, out, err = gate_json(b, c, "--thresholds", str(tmp_path / "t.yaml"))
+    rows = {(r["metric"], r["cell"]): r for r in out["rows"]}
+    ses = rows[("accuracy", "Race_x_SES/disambig")]
+    assert ses["mode"] == "non_inferiority" and ses["verdict"] == "fail"
+    assert ses["p_value"] is None and ses["note"].startswith("not shown to be no worse")
+    assert rows[("accuracy", "Race_x_gender/disambig")]["verdict"] == "no_worse"
+    assert rows[("abs_s_dis", "Race_x_SES/disambig")]["verdict"] == "not_evaluable"
+    assert rc == 1 and err == ""
+    assert "1 of them non-inferiority not shown" in out["summary"]
+    assert "comparisons not evaluated (Race_x_SES/disambig" in out["summary"]
+
+
+def test_the_header_names_the_runs(cells, capsys):
+    """Issue 32, defect 2: runs of ``bbq score`` without --model were "candidate None
+    vs baseline None"; now the model id, else the run directory."""
+    c = cells[30]
+    assert main(["gate", str(c["base"]), str(c["wrong"]), "--n-boot", "200"]) == 1
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head == f"fairness gate: candidate {c['wrong']} vs baseline {c['base']}"
+    assert main(["gate", str(c["base"]), str(c["same"]), "--n-boot", "200",
+                 "--format", "md"]) == 0
+    assert f"## Fairness gate: same vs {c['base']}" in capsys.readouterr().out
+
+
+def test_the_card_shows_a_gate_that_compared_nothing(cells, tmp_path, capsys):
+    """card --gate of a non-inferiority gate that compared nothing: every cell fail
+    with its note (not shown), the outcome says nothing was compared; the card names
+    the baseline by its directory (its run has no model id) and validates."""
+    c = cells[1]
+    rc = main(["gate", str(c["base"]), str(c["same"]), "--mode", "non_inferiority",
+               "--n-boot", "200", "--out", str(tmp_path / "g")])
+    assert rc == 5
+    assert main(["card", "--run", str(c["same"]), "--gate", str(tmp_path / "g"),
+                 "--out", str(tmp_path / "card")]) == 0
+    capsys.readouterr()
+    g = yaml.safe_load((tmp_path / "card" / "card.yaml").read_text())["upgrade_gate"]
+    assert g["evaluated"] == 0 and g["baseline"] == str(c["base"])
+    assert "nothing compared" in g["summary"]
+    assert all(x["verdict"] == "fail" and x["note"].startswith("not shown") for x in g["cells"])
+    md = (tmp_path / "card" / "card.md").read_text()
+    assert "The gate COMPARED NOTHING" in md
+    assert main(["card", "validate", str(tmp_path / "card" / "card.yaml")]) == 0
+
+
+def test_a_run_directory_missing_parts_names_them_all(cells, tmp_path, capsys):
+    """Issue 32, defect 3: a copy of a run without tables/ (and verdicts.csv) gave the
+    gate's whole table and exit 1; now every command that loads runs says, in one line,
+    which parts are missing: exit 2."""
+    bad = tmp_path / "copy"
+    shutil.copytree(cells[30]["wrong"], bad)
+    shutil.rmtree(bad / "tables")
+    (bad / "verdicts.csv").unlink()
+    for argv in (["gate", str(cells[30]["base"]), str(bad)],
+                 ["card", "--run", str(bad), "--out", str(tmp_path / "card")],
+                 ["compare", str(cells[30]["base"]), str(bad), "--names", "a,b", "--out",
+                  str(tmp_path / "cmp")]):
+        assert main(argv) == 2, argv
+        cap = capsys.readouterr()
+        lines = cap.err.strip().splitlines()
+        assert len(lines) == 1 and cap.out == "", argv
+        assert str(bad) in lines[0] and "tables/" in lines[0] and "verdicts.csv" in lines[0]
+        assert "records/" not in lines[0].split("(")[0]      # present parts are not named

@@ -9,6 +9,7 @@ import pytest
 from fairness_tests.core.paths import bbq_dir
 from fairness_tests.metrics.gate import (
     AGREE,
+    NOT_SHOWN,
     GateSetting,
     bbq_gate_metrics,
     decide,
@@ -246,12 +247,15 @@ def test_one_template_cells_are_not_evaluable_never_p_zero(one_template):
         t = gate_records(rb, rc, mode=mode)
         assert set(t.cell) == {"Race_x_SES/ambig", "Race_x_SES/disambig"}
         assert {"abs_s_dis", "abs_acc_reinf_minus_counter", "accuracy"} <= set(t.metric)
-        assert (t.verdict == "not_evaluable").all(), t[["metric", "cell", "p_value", "verdict"]]
+        # issue 32: non-inferiority must be shown, so a cell without a test fails it
+        verdict, shown = ("not_evaluable", "") if mode == "harm" else ("fail", NOT_SHOWN)
+        assert (t.verdict == verdict).all(), t[["metric", "cell", "p_value", "verdict"]]
         assert t.p_value.isna().all() and t.ci_low.isna().all() and t.ci_high.isna().all()
         assert (t.n_clusters == 1).all()
         for r in t.to_dict(orient="records"):
-            assert r["note"].startswith("not evaluable: 1 cluster (question_index) in this "
-                                        "cell; a paired test and its interval need at least 2")
+            assert r["note"].startswith(shown + "not evaluable: 1 cluster (question_index) in "
+                                        "this cell; a paired test and its interval need at "
+                                        "least 2")
             assert np.isfinite(r["delta"]) or r["metric"] in ("sf", "df_eb")  # one group
             # both runs answer every item validly: only the invalid rate agrees
             assert (AGREE in r["note"]) == (r["metric"] == "invalid_rate")

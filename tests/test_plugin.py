@@ -313,16 +313,41 @@ def test_a_thresholds_files_gate_margin_reaches_the_pytest_gate(project):
     assert "test_gate[worse-vs-base-accuracy-Race_x_SES/disambig] FAILED" in out
 
 
-def _gate_records(project, models):
+def _gate_records(project, models, templates=20):
     n = 400
     for m, k in models.items():
         bbq_table().to_csv(project.path / f"{m}.csv", index=False)
         pd.DataFrame({"dataset": "Race_x_SES", "example_id": range(n), "context": "disambig",
-                      "question_index": [i % 20 for i in range(n)],
+                      "question_index": [i % templates for i in range(n)],
                       "polarity": "neg", "repeat": 0, "rotation": 0,
                       "answer": [0 if i < k else 1 for i in range(n)], "label": 0,
                       "unknown_loc": 2, "target_loc": 1, "group": "g"}).to_csv(
             project.path / f"{m}_records.csv", index=False)
+
+
+def test_a_gate_that_compared_nothing_is_never_green(project):
+    """Issue 32: every item in one template (1 cluster, a paired test needs 2): no
+    comparison can be evaluated. Before, every gate test skipped and pytest exited 0;
+    now one test says nothing was compared and fails, and a non-inferiority cell (mode
+    from the rules) that cannot be evaluated fails: not shown."""
+    project.makeconftest(FAKE_AUDIT)
+    _gate_records(project, {"base": 300, "worse": 240}, templates=1)
+    args = ["--fairness-baseline-model", "base", "--fairness-model", "worse",
+            "-p", "no:cacheprovider", "-v", "test_suite.py::test_gate"]
+    r = project.runpytest(*args)
+    out = r.stdout.str()
+    assert "test_gate[worse-vs-base-nothing-compared] FAILED" in out
+    assert "test_gate[worse-vs-base-accuracy-Race_x_SES/disambig] SKIPPED" in out
+    assert "1 cluster (question_index)" in out and r.ret == 1
+    ni = project.path / "ni.yaml"
+    ni.write_text(THRESHOLDS.replace(
+        "  - id: acc_floor\n", "  - id: accuracy_floor_disambig\n").replace(
+        "    compare: ci_low\n",
+        "    compare: ci_low\n    gate: {mode: non_inferiority, margin: 0.02}\n"))
+    r = project.runpytest(*args, "--fairness-thresholds", str(ni))
+    out = r.stdout.str()
+    assert "test_gate[worse-vs-base-accuracy-Race_x_SES/disambig] FAILED" in out
+    assert "not shown to be no worse" in out and r.ret == 1
 
 
 def test_a_saved_candidate_run_is_never_served_as_the_baseline(project):

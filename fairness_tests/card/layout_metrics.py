@@ -109,12 +109,15 @@ def _gate(b: Builder) -> None:
     if not g:
         return
     b.add(Heading(3, f"Upgrade gate: {g['candidate']} against {g['baseline']}", "upgrade_gate"))
-    outcome = "FAILS" if g.get("failed") else "passes"
+    nothing = g.get("evaluated") == 0
+    outcome = "COMPARED NOTHING" if nothing else "FAILS" if g.get("failed") else "passes"
     b.add(Para("Paired differences candidate - baseline on the items both runs answered "
                "(95% CI of the paired bootstrap).", "note"))
     b.add(Para(f"The gate {outcome} at family-wise alpha = {text(g['alpha'])} "
-               f"({g['correction']}'s procedure over {len(g['cells'])} cells). {g['family']}",
-               "warn" if g.get("failed") else ""))
+               f"({g['correction']}'s procedure over the cells with a test). {g['family']}",
+               "warn" if g.get("failed") or nothing else ""))
+    if g.get("summary"):
+        b.add(Para(f"Outcome: {g['summary']}", "warn" if g.get("failed") or nothing else ""))
     b.add(Table(["metric", "cell", "mode", "margin", "baseline", "candidate", "delta",
                  "95% CI", "p", "p (Holm)", "detects", "verdict"],
                 [[text(r.get("metric")), text(r.get("cell")), text(r.get("mode")),

@@ -12,9 +12,23 @@ Which mode: ``harm`` for a release that should be blocked only by evidence of ha
 (with few items it passes by design: nothing can be proven); ``non_inferiority`` for
 a release that must show it is no worse (with few items it fails by design).
 
-Exit code 0 when no cell fails, 1 when a cell fails, 2 on bad input or a refusal (the
-candidate run is the baseline run; the runs do not share the protocol, unless
-``--allow-protocol-change``; nothing to gate).
+A comparison that cannot be evaluated (no defined difference or test: e.g. a cell
+whose items all come from one template, when templates are resampled) has no p-value
+and is outside the family. In non_inferiority mode it FAILS (verdict fail, its note
+"not shown to be no worse ...: not evaluable: <why>"): non-inferiority must be shown.
+In harm mode it is not_evaluable and does not fail; the summary line says how many
+comparisons were not evaluated and why.
+
+Exit codes (fairness_tests/core/exits.py; the rule is GateReport.exit_code):
+  0  no cell fails, and at least one comparison was evaluated
+  1  a cell fails (harm: a worsening beyond its margin; non_inferiority: not shown to
+     be within its margin, including a cell that cannot be evaluated), at least one
+     comparison having been evaluated
+  5  nothing compared: not one comparison could be evaluated, in any mode (one line on
+     stderr says why, e.g. "1 cluster (question_index)"); gate.json etc. are written
+  2  bad input or a refusal: a run directory missing a part (all named), the candidate
+     run is the baseline run, the runs do not share the protocol (unless
+     --allow-protocol-change), nothing to gate (no per-item records in common)
 """
 from __future__ import annotations
 
@@ -58,7 +72,9 @@ def run(c: GateConfig) -> int:
             print(f"  {s}")
     for w in report.warnings:
         print(f"fairness-tests gate: warning: protocol differs: {w}", file=sys.stderr)
-    if not len(report.table):
+    code = report.exit_code()
+    if code == ExitCode.USAGE:
         print("fairness-tests gate: error: " + "; ".join(report.refusals), file=sys.stderr)
-        return ExitCode.USAGE
-    return ExitCode.RULE_FAILED if report.failed else ExitCode.OK
+    elif code == ExitCode.NOTHING_EVALUATED:
+        print(f"fairness-tests gate: {report.summary()}", file=sys.stderr)
+    return code

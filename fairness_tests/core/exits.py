@@ -6,6 +6,14 @@ When several apply, the first in this order wins: usage (2), missing responses (
 budget (4), batch pending (7), incomplete (6), a failing rule (1), nothing evaluated (5),
 success (0). So a run whose requests failed says so (6) even when a rule fails on what it
 got, and a rule that fails is never hidden behind "nothing else was evaluated".
+
+``gate``: 0 no cell fails and at least one comparison was evaluated; 1 a cell fails
+(harm: a worsening beyond its margin; non_inferiority: not shown to be within it,
+which includes a cell that cannot be evaluated) and at least one comparison was
+evaluated; 5 not one comparison could be evaluated, in any mode (its non-inferiority
+cells' verdicts are "fail, not shown", but with nothing compared the code says so,
+5, not 1); 2 bad input or a refusal. The rule is
+``fairness_tests.pipeline.gate_report.GateReport.exit_code``.
 """
 from __future__ import annotations
 
@@ -15,7 +23,8 @@ from enum import IntEnum
 class ExitCode(IntEnum):
     #: every evaluated rule holds, and at least one rule was evaluated
     OK = 0
-    #: a decision rule fails (or a declared expected failure passes)
+    #: a decision rule fails (or a declared expected failure passes); ``gate``: a cell
+    #: fails, a non-inferiority cell that cannot be evaluated included
     RULE_FAILED = 1
     #: bad input or usage: one line naming the file, line, key or option (an output that
     #: is, holds or sits inside another path of the command, or cannot be written there,
@@ -25,7 +34,8 @@ class ExitCode(IntEnum):
     MISSING_RESPONSES = 3
     #: --max-cost reached: everything recorded is kept; the same command resumes
     BUDGET = 4
-    #: no rule could be evaluated (every rule not evaluable, or a protocol produced no cell)
+    #: no rule could be evaluated (every rule not evaluable, or a protocol produced no cell);
+    #: ``gate``: not one comparison evaluated, in any mode
     NOTHING_EVALUATED = 5
     #: ``audit --batch --batch-wait none``: batch jobs submitted (or still running) at the
     #: provider, recorded in the store; nothing evaluated yet. The same command collects

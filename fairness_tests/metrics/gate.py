@@ -34,14 +34,21 @@ fails with 80% probability at the per-cell level alpha / (number of cells) (NaN 
 non-accuracy cell in which the two runs agree on every item: there is no observed
 variation to compute power from).
 
+A cell is *not evaluated* when the delta or its test is undefined, and when it has
+fewer than :data:`MIN_UNITS` resampled units (clusters, or items when items are
+resampled): one cluster resampled gives a zero-width interval and would give p = 0 for
+any difference, so such a cell gets no interval, no p-value and a note saying why
+("not evaluable: ..."). Such a cell is outside the Holm family (no p-value) and its
+verdict depends on the mode:
+
+- ``harm``: ``not_evaluable`` (no evidence of harm can be had; it does not fail);
+- ``non_inferiority``: ``fail``, the note starting with :data:`NOT_SHOWN` and then
+  the reason: non-inferiority must be shown, and a comparison that cannot be
+  evaluated never shows it.
+
 Descriptive verdicts in ``harm`` mode when the cell does not fail: ``worse`` (the CI
-excludes 0 on the worse side), ``better``, ``no_difference``; ``not_evaluable`` when
-the delta or its test is undefined, and when the cell has fewer than
-:data:`MIN_UNITS` resampled units (clusters, or items when items are resampled): one
-cluster resampled gives a zero-width interval and would give p = 0 for any
-difference, so such a cell gets no interval, no p-value and a note saying why. The
-note says :data:`AGREE` only when the two runs' per-item values of the metric are
-identical.
+excludes 0 on the worse side), ``better``, ``no_difference``. The note says
+:data:`AGREE` only when the two runs' per-item values of the metric are identical.
 """
 from __future__ import annotations
 
@@ -88,6 +95,9 @@ from fairness_tests.stats.significance import (
 
 MIN_UNITS = 2            # resampled units (clusters, or items) a paired test needs
 AGREE = "the runs agree on every item of this cell (for this metric)"
+NOT_EVALUABLE = "not evaluable: "          # how the note of a cell without a test starts
+UNDEFINED = NOT_EVALUABLE + "the metric or its test is undefined in this cell"
+NOT_SHOWN = "not shown to be no worse (non-inferiority needs a test): "
 GATE_COLUMNS = ["rule", "metric", "cell", "baseline", "candidate", "delta", "ci_low",
                 "ci_high", "se", "n", "n_clusters", "effective_clusters", "deff", "better",
                 "mode", "margin", "test", "discordance", "p_value", "p_adjusted", "detectable",
@@ -390,7 +400,7 @@ def _too_few(m: GateMetric, keyv: tuple, cell: str, s: GateSetting, Xb: np.ndarr
     vb = float(stat(Xb.sum(axis=0)[None, :])[0])
     vc = float(stat(Xc.sum(axis=0)[None, :])[0])
     what = f"cluster ({cluster})" if cluster else "item"
-    why = (f"not evaluable: {units} {what} in this cell; a paired test and its interval "
+    why = (f"{NOT_EVALUABLE}{units} {what} in this cell; a paired test and its interval "
            f"need at least {MIN_UNITS} to estimate the variance of the difference")
     return dict(rule=m.rule_for(keyv) or "", metric=m.name, cell=cell, baseline=vb,
                 candidate=vc, delta=vc - vb, ci_low=NAN, ci_high=NAN, se=NAN, n=len(Xb),
@@ -430,12 +440,32 @@ def decide(table: pd.DataFrame, alpha: float = ALPHA, power: float = POWER) -> p
             detect.append(NAN)     # agree on every item): no observed variation to use
     t["verdict"] = verdicts
     t["detectable"] = detect
+    t["note"] = [_note(r.note, v, evaluated(r))
+                 for r, v in zip(t.itertuples(index=False), verdicts, strict=True)]
     return t[GATE_COLUMNS]
 
 
+def evaluated(r: Any) -> bool:
+    """Whether a gate row (a decided row, or a row of the table) was compared: its
+    delta and its test's p-value are defined."""
+    return not any(math.isnan(float(x)) for x in (r.delta, r.p_value))
+
+
+def _note(note: Any, verdict: str, was_evaluated: bool) -> str:
+    """A row's note, saying why a row without a test was not evaluated (its own
+    "not evaluable: ..." reason, else :data:`UNDEFINED`), and prefixed with
+    :data:`NOT_SHOWN` where that fails a non-inferiority cell."""
+    note = "" if not isinstance(note, str) else note
+    if was_evaluated:
+        return note
+    if not note.startswith(NOT_EVALUABLE):
+        note = "; ".join(x for x in (UNDEFINED, note) if x)
+    return NOT_SHOWN + note if verdict == "fail" else note
+
+
 def _verdict(r, alpha: float) -> str:
-    if any(math.isnan(x) for x in (r.delta, r.p_value)):
-        return "not_evaluable"
+    if not evaluated(r):          # no test: harm has no evidence, non-inferiority no showing
+        return "fail" if r.mode == "non_inferiority" else "not_evaluable"
     if r.mode == "non_inferiority":
         return "no_worse" if r.p_adjusted < alpha else "fail"
     if r.p_adjusted < alpha:

@@ -17,6 +17,10 @@ What it gates (every metric a default rule bounds), per cell:
 - generative, per prompt family: worst-slice stereotype and demeaning rate, refusal
   gap; overall: slice disparity of stereotype and demeaning, refusal gap.
 
+The report, its outcome and exit code: :mod:`fairness_tests.pipeline.gate_report` (a
+cell that cannot be evaluated never passes non-inferiority; nothing evaluated is its
+own outcome, exit 5).
+
 Mode and margin of a cell come from its rule's ``gate: {mode, margin}`` in the
 thresholds (default ``harm`` and the metric's default margin below), or ``mode=`` for
 every cell. It refuses, with a named error:
@@ -30,16 +34,11 @@ every cell. It refuses, with a named error:
 """
 from __future__ import annotations
 
-import json
-import math
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 
 from fairness_tests.core.errors import ConfigError, DataError
-from fairness_tests.core.fmt import json_value, shown, shown_p
 from fairness_tests.metrics import gate as gm
 from fairness_tests.metrics.bbq import first_run, join_answers, position_counts
 from fairness_tests.metrics.bbq_tables import repeated_items
@@ -47,10 +46,20 @@ from fairness_tests.metrics.consistency import per_item
 from fairness_tests.metrics.generative import with_cells
 from fairness_tests.metrics.schema import BBQ_CLUSTERS, BBQ_ITEM_COLUMNS, GENERATIVE_CLUSTERS
 from fairness_tests.pipeline.gate_pairs import candidate_pair, shared_protocols
+from fairness_tests.pipeline.gate_report import (
+    GateReport,
+    detectable_statement,
+    family_statement,
+    write_report,
+)
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT
-from fairness_tests.stats.significance import ALPHA, MODES, POWER, GateMode
+from fairness_tests.stats.significance import ALPHA, MODES, GateMode
+
+__all__ = ["GateReport", "gate_runs", "write_report", "CandidateIsBaselineError",
+           "ProtocolChangeError", "protocol_differences", "protocol_unstated",
+           "protocol_signature", "detectable_statement"]
 
 BBQ_KEY = ["dataset", "example_id"]
 GENERATIVE_KEY = ["prompt_family", "paraphrase_id", "occupation", "slice_gender",
@@ -66,141 +75,6 @@ class CandidateIsBaselineError(ConfigError):
 class ProtocolChangeError(ConfigError):
     """The runs were not made under the same protocol (the gate's two runs, or the runs
     ``compare`` puts side by side): the one class both raise."""
-
-
-# ---------------------------------------------------------------- the report
-
-@dataclass
-class GateReport:
-    """The gate's outcome. ``table``: one row per (metric, cell) (``metrics.gate.
-    GATE_COLUMNS``); ``family``: the family of comparisons and the method, stated;
-    ``refusals``: what was not gated and why; ``warnings``: protocol differences the
-    caller allowed."""
-    baseline: str | None                # None: a scored run whose model was not named
-    candidate: str | None
-    table: pd.DataFrame
-    family: str
-    alpha: float
-    clusters: dict[str, str]
-    refusals: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def failed(self) -> bool:
-        return bool((self.table["verdict"] == "fail").any()) if len(self.table) else False
-
-    def detectable_statements(self) -> list[str]:
-        """"this gate detects an accuracy drop of at least 3.1 points in
-        Race_x_SES/disambig", one line per cell."""
-        return [detectable_statement(r) for r in self.table.to_dict(orient="records")]
-
-    def to_dict(self) -> dict[str, Any]:
-        rows = [{k: json_value(v) for k, v in r.items()}
-                for r in self.table.to_dict(orient="records")]
-        return {"baseline": self.baseline, "candidate": self.candidate,
-                "failed": self.failed, "alpha": self.alpha, "family": self.family,
-                "clusters": self.clusters, "refusals": self.refusals,
-                "warnings": self.warnings, "rows": rows,
-                "detectable": self.detectable_statements()}
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n"
-
-    def to_text(self) -> list[str]:
-        head = ["metric", "cell", "mode", "baseline", "candidate", "delta", "95% CI (paired)",
-                "margin", "p", "p (Holm)", "detects", "verdict"]
-        body = [[r["metric"], r["cell"], r["mode"], _f(r["baseline"]), _f(r["candidate"]),
-                 _f(r["delta"], signed=True),
-                 f"[{_f(r['ci_low'], signed=True)}, {_f(r['ci_high'], signed=True)}]",
-                 _f(r["margin"]), _p(r["p_value"]), _p(r["p_adjusted"]),
-                 _f(r["detectable"]), r["verdict"]]
-                for r in self.table.to_dict(orient="records")]
-        widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
-
-        def line(cells):
-            return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
-        out = [f"fairness gate: candidate {self.candidate} vs baseline {self.baseline}",
-               line(head), line(["-" * w for w in widths]), *[line(b) for b in body], "",
-               self.family]
-        out += [f"refused: {x}" for x in self.refusals]
-        out += [f"warning: {x}" for x in self.warnings]
-        n_fail = int((self.table["verdict"] == "fail").sum()) if len(self.table) else 0
-        out.append(f"{n_fail} cell(s) fail (Holm-adjusted p < {self.alpha:g})" if n_fail
-                   else f"no cell fails (Holm-adjusted p < {self.alpha:g} nowhere)")
-        return out
-
-    def to_markdown(self) -> str:
-        cols = ["metric", "cell", "mode", "baseline", "candidate", "delta", "ci_low", "ci_high",
-                "margin", "p_value", "p_adjusted", "detectable", "verdict"]
-        lines = [f"## Fairness gate: {self.candidate} vs {self.baseline}", "",
-                 "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        for r in self.table.to_dict(orient="records"):
-            lines.append("| " + " | ".join(
-                _p(r[c]) if c.startswith("p_") else _f(r[c], signed=c == "delta")
-                if isinstance(r[c], float) else str(r[c]) for c in cols) + " |")
-        lines += ["", self.family, ""]
-        lines += [f"- {s}" for s in self.detectable_statements()]
-        lines += [f"- refused: {x}" for x in self.refusals]
-        lines += [f"- warning: {x}" for x in self.warnings]
-        return "\n".join(lines) + "\n"
-
-
-def _f(x, signed=False) -> str:
-    return shown(x, "+.3f" if signed else ".3f", undefined="-")
-
-
-def _p(x) -> str:
-    return shown_p(x, undefined="-")
-
-
-# (phrase of a worsening, scale, unit) per gated metric
-_PHRASES = {
-    "accuracy": ("an accuracy drop", 100, " points"),
-    "abs_s_dis": ("an increase of |s_DIS|", 1, ""),
-    "abs_s_amb": ("an increase of |s_AMB|", 1, ""),
-    "abs_acc_reinf_minus_counter": ("an increase of the reinforcing/counter accuracy gap", 100,
-                                    " points"),
-    "sf": ("an increase of SF", 1, ""),
-    "df_smoothed": ("an increase of smoothed DF", 1, ""),
-    "df_eb": ("an increase of DF (empirical-Bayes rates)", 1, ""),
-    "invalid_rate": ("an increase of the invalid rate", 100, " points"),
-    "position_bias": ("an increase of position bias", 1, ""),
-    "mfaa_mean": ("a drop of mean MFAA", 1, " points"),
-    "gtc_mean": ("a drop of mean GTC", 1, " points"),
-    "refusal_gap": ("an increase of the refusal gap", 100, " points"),
-}
-
-
-def detectable_statement(r: dict) -> str:
-    name = r["metric"]
-    if name in _PHRASES:
-        what, scale, unit = _PHRASES[name]
-    elif name.startswith("worst_slice_"):
-        what, scale, unit = f"an increase of the worst-slice {name[12:]} rate", 100, " points"
-    elif name.startswith("disparity_"):
-        what, scale, unit = f"an increase of the slice disparity of {name[10:]}", 100, " points"
-    else:
-        what, scale, unit = f"a worsening of {name}", 1, ""
-    d = r["detectable"]
-    if d is None or (isinstance(d, float) and math.isnan(d)):
-        note = str(r.get("note") or "")
-        if r.get("verdict") == "not_evaluable":
-            why = note if note.startswith("not evaluable") else \
-                "not evaluable: the metric or its test is undefined here"
-            return f"{r['cell']}: {name}: {why}"
-        if gm.AGREE in note:
-            return (f"{r['cell']}: {name}: the runs agree on every item here (for this "
-                    "metric), so the observed discordance gives no power figure")
-        if r.get("se") == 0:
-            return (f"{r['cell']}: {name}: the difference does not vary over the resamples, "
-                    "so there is no power figure")
-        return f"{r['cell']}: {name}: no worsening is detected with {POWER:.0%} power"
-    if d <= 0:
-        return (f"{r['cell']}: {name}: fails with {POWER:.0%} probability even without any "
-                f"worsening ({r['mode']}, too few items to show the margin)")
-    digits = 1 if scale == 100 or unit else 3
-    return (f"this gate detects {what} of at least {d * scale:.{digits}f}{unit} in "
-            f"{r['cell']} ({POWER:.0%} power)")
 
 
 # ---------------------------------------------------------------- protocol
@@ -379,7 +253,7 @@ def gate_runs(baseline: RunResult, candidate: RunResult, *, mode: GateMode | Non
     b_model, c_model = baseline.metadata.model, candidate.metadata.model
     if b_model == c_model and same_responses(baseline, candidate):
         raise CandidateIsBaselineError(
-            f"the candidate run is the baseline run: the same model {c_model!r} with "
+            f"the candidate run is the baseline run: the same model {candidate.name!r} with "
             "identical responses; a gate of a run against itself passes by construction "
             "(pass the run of the candidate model)")
     warnings = protocol_differences(baseline, candidate)
@@ -437,7 +311,8 @@ def gate_runs(baseline: RunResult, candidate: RunResult, *, mode: GateMode | Non
     if not len(table):
         refusals.append("nothing to gate: the runs share no protocol with per-item records")
     family = family_statement(table, alpha, clusters, n_boot, seed)
-    return GateReport(baseline=b_model, candidate=c_model, table=table, family=family,
+    return GateReport(baseline=b_model, candidate=c_model, baseline_name=baseline.name,
+                      candidate_name=candidate.name, table=table, family=family,
                       alpha=alpha, clusters=clusters, refusals=refusals, warnings=warnings)
 
 
@@ -452,31 +327,3 @@ def _settings(rules: Any, mode: GateMode | None):
         margin = spec.margin if spec is not None and spec.margin is not None else metric.margin
         return gm.GateSetting(m, float(margin))
     return setting
-
-
-def family_statement(table: pd.DataFrame, alpha: float, clusters: dict[str, str],
-                     n_boot: int, seed: int) -> str:
-    m = int(table["p_value"].notna().sum()) if len(table) else 0
-    modes = sorted(set(table["mode"])) if len(table) else []
-    unit = {"template": "BBQ templates (dataset, question_index)", "item": "BBQ items",
-            "prompt": "generative prompts (family x paraphrase x occupation x slice)",
-            "row": "generative rows"}
-    return (f"Family: the {m} comparisons above (every gated metric x cell), each a "
-            f"one-sided test of its null at its margin ({', '.join(modes) or '-'}); Holm's "
-            f"procedure over all {m} at family-wise alpha = {alpha:g}, verdicts on the "
-            f"adjusted p-values; 'detects' = the worsening failed with {POWER:.0%} power at "
-            f"alpha / {max(m, 1)}. Paired bootstrap ({n_boot} resamples, seed {seed}) "
-            f"resampling {unit[clusters['bbq']]} and {unit[clusters['generative']]}, the "
-            "same resamples in both runs. Tests: "
-            + ("; ".join(dict.fromkeys(table["test"])) if len(table) else "-") + ".")
-
-
-def write_report(report: GateReport, out) -> None:
-    """``gate.csv``, ``gate.json`` and ``gate.md`` in ``out``."""
-    d = Path(out)
-    d.mkdir(parents=True, exist_ok=True)
-    report.table.to_csv(d / "gate.csv", index=False, float_format="%.10g")
-    (d / "gate.json").write_text(report.to_json(), encoding="utf-8")
-    (d / "gate.md").write_text(report.to_markdown(), encoding="utf-8")
-
-

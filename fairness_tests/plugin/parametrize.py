@@ -1,10 +1,18 @@
 """Test parameters from a run: one test per verdict row (model, rule, cell), per
 metric table (drift snapshots) and per gate row (candidate, metric, cell). Each
 parameter object's ``check()`` passes, fails with the full explanation, skips (not
-evaluable) or is run as a strict xfail (a declared expected failure)."""
+evaluable) or is run as a strict xfail (a declared expected failure).
+
+The gate's rows follow :meth:`fairness_tests.pipeline.gate_report.GateReport.exit_code`:
+a non-inferiority cell that is not evaluable fails (not shown); a harm cell that is not
+evaluable skips; a gate that compared nothing adds one failing test
+(``<cand>-vs-<baseline>-nothing-compared``) and a gate with no rows at all (the CLI's
+refusal) one failing ``<cand>-no-records``: the gate is never green having compared
+nothing."""
 from __future__ import annotations
 
 import fnmatch
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,9 +162,14 @@ class GateRow:
     row: dict
 
     def check(self) -> None:
+        """Pass, fail with the comparison, skip a harm cell that is not evaluable, and
+        fail a non-inferiority cell that is not evaluable (not shown: its note says why)."""
         r = self.row
         if r["verdict"] == "not_evaluable":
             pytest.skip(f"gate {r['metric']} {r['cell']}: not evaluable ({r.get('note', '')})")
+        if r["verdict"] == "fail" and not _finite(r["p_value"]):
+            pytest.fail(f"gate {r['metric']} {r['cell']}: candidate {self.candidate} against "
+                        f"baseline {self.baseline}: {r.get('note', '')}", pytrace=False)
         if r["verdict"] == "fail":
             worse = "lower" if r["better"] == "higher" else "higher"
             why = ("beyond the margin" if r["mode"] == "harm"
@@ -190,6 +203,15 @@ def gate_params(session) -> list:
             params.append(pytest.param(GateRow(s.baseline, cand, r.to_dict()),
                                        id=f"{cand}-vs-{s.baseline}-{r['metric']}-{r['cell']}"))
         if table.empty:
-            params.append(pytest.param(Missing("the runs carry no per-item records to pair",
-                                               "skip"), id=f"{cand}-no-records"))
+            params.append(pytest.param(Missing(   # the CLI's refusal (exit 2): a failure
+                f"gate {cand} vs {s.baseline}: " + "; ".join(report.refusals), "fail"),
+                id=f"{cand}-no-records"))
+        elif report.nothing_compared:      # the CLI's exit 5: never green having compared
+            params.append(pytest.param(    # nothing, whatever the cells' modes
+                Missing(f"gate {cand} vs {s.baseline}: {report.summary()}", "fail"),
+                id=f"{cand}-vs-{s.baseline}-nothing-compared"))
     return params
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)

@@ -9,6 +9,13 @@ Layout of a run directory::
                         probabilities, scored generations): what the model-upgrade gate
                         pairs across runs and what the score commands recompute from
 
+A run directory missing any of these parts (``records/<name>.csv.gz`` for each protocol
+its ``run.json`` declares: ``bbq`` -> ``bbq``, ``generative`` -> ``generative``,
+``counterfactual`` -> ``probe``) is refused by :meth:`RunResult.load` with one error
+naming the directory and every missing part (:func:`missing_parts`): a copy that lost a
+folder is bad input, never a run with nothing in it. The card reads no records
+(``load(..., need_records=False)``); the gate, ``compare`` and the pytest plugin need them.
+
 Written by the audit and by the score commands; everything downstream of the
 metrics (pytest plugin, snapshots, gate, compare, the Fairness Card) reads a
 :class:`RunResult`; nothing downstream re-computes a metric. :meth:`RunResult.save`
@@ -36,6 +43,15 @@ class RunResult:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     verdicts: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=VERDICT_COLUMNS))
     records: dict[str, pd.DataFrame] = field(default_factory=dict)
+    #: the directory :meth:`load` read (as given), None for a run built in memory
+    source: Path | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        """What reports call this run: its model id, else the directory it was read from."""
+        if self.metadata.model:
+            return str(self.metadata.model)
+        return str(self.source) if self.source is not None else "an unnamed run"
 
     def save(self, directory: str | Path, *, force: bool = False) -> Path:
         """Write the run to ``directory``, replacing an earlier output of this tool
@@ -64,24 +80,59 @@ class RunResult:
                     gz.write(table.to_csv(index=False, float_format="%.17g").encode("utf-8"))
 
     @classmethod
-    def load(cls, directory: str | Path) -> "RunResult":
+    def load(cls, directory: str | Path, *, need_records: bool = True) -> "RunResult":
+        """Read a run directory; one DataError naming it and every missing part
+        (:func:`missing_parts`) when it is not whole. ``need_records=False``: for a reader
+        that uses no per-item records (the card), their files are not required."""
         d = Path(directory)
         meta_path = d / "run.json"
         if not meta_path.exists():
-            raise DataError("not a run directory (no run.json)", path=d)
+            others = missing_parts(d, None)[1:]
+            also = f"; also missing {', '.join(others)}" if others else ""
+            raise DataError(f"not a run directory (no run.json){also}", path=d)
         try:
             raw = json.loads(meta_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise DataError(f"invalid JSON ({exc.msg})", path=meta_path, line=exc.lineno) from None
         metadata = RunMetadata.from_dict(raw, path=meta_path)
+        missing = missing_parts(d, metadata if need_records else None)
+        if missing:
+            raise DataError(f"incomplete run directory: missing {', '.join(missing)} (a run "
+                            "written by audit, bbq score or generative score --out holds "
+                            f"{', '.join(expected_parts(metadata))}; copy the run whole or "
+                            "write it again)", path=d)
         tables = {p.stem: _read_table(p) for p in sorted((d / "tables").glob("*.csv"))}
-        vpath = d / "verdicts.csv"
-        verdicts = pd.read_csv(vpath) if vpath.exists() else pd.DataFrame(columns=VERDICT_COLUMNS)
+        verdicts = pd.read_csv(d / "verdicts.csv")
         records = {
             p.name[: -len(".csv.gz")]: pd.read_csv(p)
             for p in sorted((d / "records").glob("*.csv.gz"))
         }
-        return cls(metadata=metadata, tables=tables, verdicts=verdicts, records=records)
+        return cls(metadata=metadata, tables=tables, verdicts=verdicts, records=records,
+                   source=d)
+
+
+#: the per-item records each protocol of a run's metadata writes (``records/<name>.csv.gz``)
+RECORDS_OF = {"bbq": "bbq", "generative": "generative", "counterfactual": "probe"}
+
+
+def expected_parts(metadata: RunMetadata | None) -> list[str]:
+    """Every part :meth:`RunResult.save` writes for a run with ``metadata`` (None: the
+    parts every run has): run.json, tables/, verdicts.csv, and records/<name>.csv.gz
+    per protocol the metadata declares."""
+    parts = ["run.json", "tables/", "verdicts.csv"]
+    if metadata is not None:
+        parts += [f"records/{name}.csv.gz" for key, name in RECORDS_OF.items()
+                  if getattr(metadata, key, None) is not None]
+    return parts
+
+
+def missing_parts(d: Path, metadata: RunMetadata | None) -> list[str]:
+    """The parts of :func:`expected_parts` absent from ``d`` (a directory for a name
+    ending in ``/``, a file otherwise)."""
+    def present(part: str) -> bool:
+        p = d / part.rstrip("/")
+        return p.is_dir() if part.endswith("/") else p.is_file()
+    return [part for part in expected_parts(metadata) if not present(part)]
 
 
 def _read_table(path: Path) -> pd.DataFrame:

@@ -1,7 +1,12 @@
 """Card section 6, the upgrade gate: what ``fairness-tests gate BASELINE CANDIDATE``
 decided for the run the card is of (the candidate), with its family of comparisons,
 its correction, each cell's mode and margin, raw and Holm-adjusted p-values, and the
-smallest worsening each cell detects with 80% power (what this gate cannot see).
+smallest worsening each cell detects with 80% power (what this gate cannot see); the
+gate's one-line outcome (``summary``: how many comparisons were not evaluated and why)
+and the number evaluated (``evaluated``: 0 = the gate compared nothing). A cell that
+could not be evaluated is ``not_evaluable`` (harm) or ``fail`` with its note saying it
+was not shown (non-inferiority). The runs are named as the gate names them: model id,
+else run directory.
 
 Input: the gate's own record (``gate.json``,
 :meth:`fairness_tests.pipeline.gate.GateReport.to_dict`), copied by selection; nothing is
@@ -48,7 +53,10 @@ def upgrade_gate(record: dict, model: str | None, source: str = "gate record") -
         raise ConfigError(f"the gate's candidate is {record['candidate']!r}, the card is of "
                           f"{model!r}", path=source, key="candidate")
     rows = [{k: r.get(k) for k in ROW_KEYS if r.get(k) is not None} for r in record["rows"]]
-    return {"baseline": str(record["baseline"]), "candidate": str(record["candidate"]),
+    extra = {k: record[k] for k in ("evaluated", "summary") if record.get(k) is not None}
+    return {"baseline": str(record.get("baseline_name") or record["baseline"]),
+            "candidate": str(record.get("candidate_name") or record["candidate"]),
+            **extra,
             "failed": bool(record.get("failed", any(r.get("verdict") == "fail" for r in rows))),
             "alpha": float(record["alpha"]), "family": str(record["family"]),
             "correction": "Holm", "clusters": dict(record.get("clusters") or {}),
