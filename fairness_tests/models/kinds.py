@@ -3,8 +3,10 @@
 A kind is registered once (:func:`register_kind`) with the :class:`Response` fields an
 ``ok`` response of it carries and a check of the request fields it needs; a
 :class:`~fairness_tests.models.request.Request` of an unregistered kind, or one that
-lacks what its kind needs, is a :class:`ConfigError` when it is built. Backends say
-which kinds they answer (:attr:`~.backends.base.Capabilities.kinds`).
+lacks what its kind needs, is a :class:`ConfigError` when it is built. A backend
+answers a request of a kind it does not know with an error row (the transformers
+backend), or refuses it by name (:func:`~fairness_tests.models.prompt_format.render`:
+only ``choice`` and ``generate`` requests are rendered as a prompt).
 
 Kinds:
 

@@ -9,8 +9,11 @@ once: all distinct prompts of one ``answer`` call go into a
 length-bucketed batches of at most ``batch_size`` rows, each segment attending to the
 cached keys/values of its ancestors (:func:`.transformers_compute.forward_nodes`); the
 result equals a plain forward pass of the whole prompt up to float round-off. The
-prompt ends with an answer prefix (``"Answer: ("``) so the next token is the answer
-letter. With ``z`` the next-token logits and ``L`` the letters' token ids:
+prompt ends with the request's answer prefix (``Request.answer_prefix``; a request
+that names none gets the backend's ``answer_prefix`` option, by default
+:data:`~fairness_tests.models.prompt_format.DEFAULT_ANSWER_PREFIX`, ``"Answer: ("``) so
+the next token is the answer letter. With ``z`` the next-token logits and ``L`` the
+letters' token ids:
 
 - ``letter_mass = sum_{l in L} softmax(z)_l`` (T = 1, full vocabulary): how much of
   its probability the model puts on the letters at all; recorded so a user sees
@@ -21,6 +24,25 @@ letter. With ``z`` the next-token logits and ``L`` the letters' token ids:
   ``r``-th uniform of ``numpy.random.default_rng(H(seed, prompt_key))``: which is
   what sampling one answer token at temperature T does, deterministic, and
   independent of how requests are batched.
+
+Log-likelihood (``kind="loglikelihood"``, lm-evaluation-harness's convention, 0.4.x
+``TemplateLM._encode_pair`` / ``loglikelihood``; :meth:`TransformersBackend.loglik_tokens`):
+the context's trailing whitespace moves to the front of the continuation; the context
+and context + continuation are tokenised with the tokenizer's own special tokens (none
+added to a text that already starts with the BOS token); the continuation's tokens are
+those of the whole past the context's. An empty context scores the continuation
+(tokenised without special tokens) after the BOS token (the EOS token without one),
+unless the continuation's own first token is it. The input ``context + continuation[:-1]``
+of every distinct (context, continuation) goes into one prefix tree, like the choice
+prompts: a shared context is computed once for all its continuations, and one
+continuation that begins another shares its positions. With ``z_p`` the logits at
+position ``p`` and ``c_1..c_k`` the continuation's tokens at positions ``q..q+k-1``:
+
+- ``logprob = sum_i log_softmax(z_{q+i-1})[c_i]`` (float32 logits, T = 1);
+- ``is_greedy = all_i argmax(z_{q+i-1}) == c_i``; ``continuation_tokens = k``.
+
+Only the scored positions' logits are kept, at most
+:data:`~.transformers_compute.MAX_KEPT_ROWS` in one pass.
 
 Open-ended generation (``kind="generate"``): requests with identical decoding are
 batched (left padding, sorted by length); with ``T > 0`` every row samples with
@@ -72,8 +94,12 @@ from fairness_tests.models.backends.base import (
     Reporter,
     unknown_option,
 )
-from fairness_tests.models.backends.prefix_tree import BATCH_OVERHEAD, PrefixTree
-from fairness_tests.models.backends.transformers_compute import forward_nodes, generate_batch
+from fairness_tests.models.backends.prefix_tree import BATCH_OVERHEAD, Node, PrefixTree
+from fairness_tests.models.backends.transformers_compute import (
+    forward_nodes,
+    generate_batch,
+    score_nodes,
+)
 from fairness_tests.models.backends.transformers_load import (
     Loaded,
     checkpoint_facts,
@@ -82,6 +108,7 @@ from fairness_tests.models.backends.transformers_load import (
 )
 from fairness_tests.models.backends.workers import Workers, cpu_threads, resolve_workers
 from fairness_tests.models.letters import draw_letter, letter_distribution
+from fairness_tests.models.prompt_format import DEFAULT_ANSWER_PREFIX, check_prefix
 from fairness_tests.models.request import Request, Response
 
 #: memory for the cached keys/values of one chunk of the prefix tree
@@ -107,6 +134,22 @@ class _ChoicePlan:
     texts: list[str] = field(default_factory=list)
     ids: list[list[int]] = field(default_factory=list)
     tree: PrefixTree = field(init=False)    # set once the token ids are known
+
+
+@dataclass
+class _LoglikPlan:
+    """The distinct (context, continuation) pairs of a loglikelihood call: prompt key,
+    request indices, and token ids (context, continuation) of each; the prefix tree over
+    the inputs ``context + continuation[:-1]``; for each pair the (node, offset into its
+    segment, token) of every continuation token, and for each node the tokens asked at
+    each offset."""
+    keys: list[str] = field(default_factory=list)
+    members: list[list[int]] = field(default_factory=list)
+    contexts: list[list[int]] = field(default_factory=list)
+    conts: list[list[int]] = field(default_factory=list)
+    tree: PrefixTree = field(init=False)
+    where: list[list[tuple[Node, int, int]]] = field(default_factory=list)
+    wants: dict[int, dict[int, list[int]]] = field(default_factory=dict)   # id(node) -> ...
 
 
 @dataclass
@@ -139,7 +182,7 @@ class TransformersBackend:
 
     def __init__(self, model: str | os.PathLike = emb.EMBEDDED, batch_size: int = 32,
                  device: str = "cpu", dtype: str = "auto",
-                 answer_prefix: str = emb.ANSWER_PREFIX, threads: int | None = None,
+                 answer_prefix: str = DEFAULT_ANSWER_PREFIX, threads: int | None = None,
                  workers: int | str | None = None, **unknown: Any):
         unknown_option(self.name, unknown, _OPTIONS)
         if int(batch_size) < 1:
@@ -148,15 +191,15 @@ class TransformersBackend:
         self.batch_size = int(batch_size)
         self.device = device
         self.dtype = dtype
-        self.answer_prefix = answer_prefix
+        self.answer_prefix = check_prefix(answer_prefix)   # for requests that name none
         self.threads = int(threads) if threads else None   # CPU threads in all (None: torch's)
         self.workers = workers          # forward passes side by side (None/"auto": see .workers)
         resolve_workers(workers, 1, "cpu")                  # a bad value fails here
         self._loaded: Loaded | None = None
         # counters a bench or test can read
-        self.forward_passes = 0       # choice forward passes (batches of tree nodes)
+        self.forward_passes = 0       # choice/loglikelihood passes (batches of tree nodes)
         self.generate_calls = 0
-        self.prompt_tokens = 0        # tokens in the distinct choice prompts asked
+        self.prompt_tokens = 0        # tokens in the distinct choice/loglikelihood inputs
         self.computed_tokens = 0      # ... of which computed (each shared prefix once)
         self.padded_tokens = 0        # ... plus the padding of the batches
 
@@ -218,7 +261,7 @@ class TransformersBackend:
         else:
             text = "".join(f"{m.role}: {m.content.strip()}\n" for m in req.messages) + "assistant: "
         if req.kind == "choice":
-            text += self.answer_prefix
+            text += req.answer_prefix or self.answer_prefix
         return text
 
     def answer(self, requests: list[Request],
@@ -239,7 +282,7 @@ class TransformersBackend:
             if on_response is not None:
                 on_response(requests[i], resp)
 
-        choice, gen = [], []
+        choice, gen, loglik = [], [], []
         for i, r in enumerate(requests):
             if r.kind == "choice":
                 if not r.choices:
@@ -249,16 +292,21 @@ class TransformersBackend:
                     choice.append(i)
             elif r.kind == "generate":
                 gen.append(i)
+            elif r.kind == "loglikelihood":
+                loglik.append(i)
             else:
                 done(i, Response(key=r.key(), status="error", error=f"unknown kind {r.kind!r}"))
         plan = self._plan_choice(requests, choice, done) if choice else None
         if plan:
             self.prompt_tokens += plan.tree.prompt_tokens
         gen_plan = self._plan_generate(requests, gen, done) if gen else None
+        ll_plan = self._plan_loglik(requests, loglik, done) if loglik else None
+        if ll_plan:
+            self.prompt_tokens += ll_plan.tree.prompt_tokens
         if reporter is not None:
-            work = (plan.tree.planned_cost(self.batch_size, self._chunk_tokens(),
-                                           workers=workers.n) if plan
-                    else 0) + (sum(g.work for g in gen_plan) if gen_plan else 0)
+            work = sum(p.tree.planned_cost(self.batch_size, self._chunk_tokens(),
+                                           workers=workers.n) for p in (plan, ll_plan) if p)
+            work += sum(g.work for g in gen_plan) if gen_plan else 0
             note = (f"model ready in {t_load:.1f} s ({workers.describe()}); "
                     f"{len(requests)} requests")
             if plan:
@@ -269,6 +317,8 @@ class TransformersBackend:
         with workers:
             if plan:
                 self._run_choice(requests, plan, done, batch_done, workers)
+            if ll_plan:
+                self._run_loglik(requests, ll_plan, done, batch_done, workers)
             if gen_plan:
                 self._run_generate(requests, gen_plan, done, batch_done, workers)
         return out  # type: ignore[return-value]  # every slot filled by now
@@ -418,6 +468,133 @@ class TransformersBackend:
     def _forward_nodes(self, nodes):
         """:func:`~.transformers_compute.forward_nodes` on this backend's model."""
         return forward_nodes(self.loaded(), nodes)
+
+    # ------------------------------------------------------------------ loglikelihood
+    def loglik_tokens(self, req: Request) -> tuple[list[int], list[int]]:
+        """``(context tokens, continuation tokens)`` of a loglikelihood request, as
+        lm-evaluation-harness 0.4.x splits them (see the module docstring); the context
+        has at least one token (the BOS token for an empty context)."""
+        tok = self.loaded().tokenizer
+        ctx, cont = str(req.context), str(req.continuation)
+        n = len(ctx) - len(ctx.rstrip())
+        if n:
+            ctx, cont = ctx[:-n], ctx[-n:] + cont
+        ctx_ids = self._encode(ctx) if ctx else []
+        if not ctx_ids:
+            cont_ids = list(tok(cont, add_special_tokens=False)["input_ids"])
+            first = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+            if first is None:
+                raise ConfigError("an empty context is scored after the BOS (or EOS) token; "
+                                  "this tokenizer has neither", key="context")
+            if cont_ids and cont_ids[0] == first:
+                return cont_ids[:1], cont_ids[1:]
+            return [int(first)], cont_ids
+        whole = self._encode(ctx + cont)
+        return ctx_ids, whole[len(ctx_ids):]
+
+    def _encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` with the tokenizer's own special tokens, none added to a
+        text that already starts with the BOS token (lm-eval's ``tok_encode``)."""
+        tok = self.loaded().tokenizer
+        bos = getattr(tok, "bos_token", None)
+        special = not (bos and text.startswith(bos))
+        return list(tok(text, add_special_tokens=special)["input_ids"])
+
+    def _plan_loglik(self, requests, idxs, done) -> "_LoglikPlan | None":
+        """Group requests by (context, continuation) (repeats share one answer), tokenise
+        them, build the prefix tree of the inputs and place every continuation token in
+        it; a pair whose continuation has no token of its own becomes error rows."""
+        groups: dict[str, list[int]] = {}
+        for i in idxs:
+            groups.setdefault(requests[i].prompt_key(), []).append(i)
+        plan = _LoglikPlan()
+        for k, members in groups.items():
+            try:
+                ctx, cont = self.loglik_tokens(requests[members[0]])
+                if not cont:
+                    raise ConfigError(f"the continuation {requests[members[0]].continuation!r}"
+                                      f" has no token of its own after the context")
+            except Exception as exc:  # noqa: BLE001 - a request's failure is its error row
+                msg = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+                for i in members:
+                    done(i, Response(key=requests[i].key(), status="error", error=msg))
+                continue
+            plan.keys.append(k)
+            plan.members.append(members)
+            plan.contexts.append(ctx)
+            plan.conts.append(cont)
+        if not plan.keys:
+            return None
+        plan.tree = PrefixTree([c + t[:-1] for c, t in zip(plan.contexts, plan.conts,
+                                                              strict=True)])
+        for g, (ctx, cont) in enumerate(zip(plan.contexts, plan.conts, strict=True)):
+            path, at, placed = plan.tree.end_of[g].path(), 0, []
+            for i, t in enumerate(cont):
+                p = len(ctx) - 1 + i           # the position whose next token is cont[i]
+                while path[at].end <= p:
+                    at += 1
+                node = path[at]
+                asked = plan.wants.setdefault(id(node), {}).setdefault(p - node.start, [])
+                if t not in asked:
+                    asked.append(t)
+                placed.append((node, p - node.start, t))
+            plan.where.append(placed)
+        return plan
+
+    def _run_loglik(self, requests, plan: "_LoglikPlan", done, batch_done,
+                    workers: Workers) -> None:
+        """Every node of the prefix tree once, parents first (as :meth:`_run_choice`),
+        keeping what the continuations ask at its positions; a pair's answer when its
+        last node is computed. A failing forward pass turns every pair not answered yet
+        into error rows."""
+        answered = [False] * len(plan.keys)
+        scores: dict[int, dict[int, tuple[int, dict[int, float]]]] = {}
+
+        def score(batch: list[Node]):
+            return score_nodes(self.loaded(), batch,
+                               [plan.wants.get(id(n), {}) for n in batch])
+        try:
+            for group in plan.tree.batch_groups(self.batch_size,
+                                                chunk_tokens=self._chunk_tokens(),
+                                                workers=workers.n):
+                for batch, (got, passes), dt in workers.run(group, score,
+                                                            cost=PrefixTree.batch_cost):
+                    self.forward_passes += passes
+                    self.computed_tokens += sum(n.length for n in batch)
+                    self.padded_tokens += len(batch) * max(n.length for n in batch)
+                    for n, s in zip(batch, got, strict=True):
+                        n.seconds = dt / len(batch)
+                        scores[id(n)] = s
+                    for n in batch:
+                        latency = sum(m.seconds / m.n_below for m in n.path())
+                        for g in n.ends:
+                            self._respond_loglik(requests, plan, g, scores, latency, done)
+                            answered[g] = True
+                    batch_done(PrefixTree.batch_cost(batch))
+        except Exception as exc:  # noqa: BLE001 - reported as error rows, never raised
+            for g, ok in enumerate(answered):
+                if not ok:
+                    for i in plan.members[g]:
+                        done(i, Response(key=requests[i].key(), status="error",
+                                         error=f"{type(exc).__name__}: {exc}"))
+            batch_done(0)
+
+    @staticmethod
+    def _respond_loglik(requests, plan: "_LoglikPlan", g: int, scores, latency: float,
+                        done) -> None:
+        """The responses of pair ``g``: the summed log-probabilities of its continuation
+        tokens, whether each was the argmax, how many there were."""
+        logprob, greedy = 0.0, True
+        for node, j, t in plan.where[g]:
+            best, lp = scores[id(node)][j]
+            logprob += lp[t]
+            greedy = greedy and best == t
+        n_in = len(plan.contexts[g]) + len(plan.conts[g]) - 1
+        for i in plan.members[g]:
+            done(i, Response(key=requests[i].key(), logprob=logprob,
+                             continuation_tokens=len(plan.conts[g]), is_greedy=greedy,
+                             prompt_tokens=n_in, completion_tokens=0, latency_s=latency,
+                             status="ok"))
 
     # ------------------------------------------------------------------ generate
     def _plan_generate(self, requests, idxs, done) -> list["_GenBatch"]:
