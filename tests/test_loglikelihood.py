@@ -13,13 +13,16 @@ import json
 from typing import Any
 
 import pytest
+from fault_server import FaultServer, echo_logprob, echo_tokens
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models import prompt_format as PF
 from fairness_tests.models.backends import transformers_compute as tc
+from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
 from fairness_tests.models.backends.transformers_backend import TransformersBackend
 from fairness_tests.models.kinds import kind_names
 from fairness_tests.models.request import Request, Response, chat
+from fairness_tests.models.runner import ask
 from fairness_tests.models.store import ResponseStore
 
 _LOCAL = pytest.mark.skipif(
@@ -272,3 +275,92 @@ def test_the_request_answer_prefix_ends_a_choice_prompt(model_dir):
     other = _backend(model_dir("llama"), answer_prefix="Reply: (")
     assert other.prompt_text(q).endswith("Reply: (")
     assert other.prompt_text(q.with_(answer_prefix="X (")).endswith("assistant: X (")
+
+
+# ----------------------------------------------------------------------------- litellm
+
+def _api(server: FaultServer, context: str, continuation: str,
+         model: str = "text-completion-openai/m") -> Request:
+    return Request(messages=(), backend="litellm", model=model, api_base=server.url,
+                   kind="loglikelihood", context=context, continuation=continuation)
+
+
+def _api_backend() -> LiteLLMBackend:
+    return LiteLLMBackend(timeout_s=5.0, max_retries=1, backoff_base_s=0.01,
+                          backoff_max_s=0.02, seed=1)
+
+
+def test_litellm_sums_the_echoed_prompt_logprobs_of_the_continuation(tmp_path):
+    """Against a server that echoes the prompt (vLLM's and llama-cpp-python's
+    ``/v1/completions`` shape): the continuation's tokens are those at or after the
+    context's character offset. The server's log-probability of a token is ``-0.25 *
+    len(token)`` and its alternative's ``-0.5``, so by hand: ``" sat"`` -1.0 and ``"
+    down"`` -1.25 sum to -2.25 (not greedy: -1.0 < -0.5); ``" a"`` and ``" ."`` are -0.5
+    each (greedy: a tie with the alternative, as lm-eval reads it)."""
+    with FaultServer(echo_support=True) as s, ResponseStore(tmp_path / "s.sqlite") as st:
+        reqs = [_api(s, "The cat", " sat down"), _api(s, "The cat ", "sat"),
+                _api(s, "It was", " a ."), _api(s, "The cat", " sat down").with_(repeat=1)]
+        be = _api_backend()
+        out = ask(reqs, be, st, progress=False)
+        assert [(r.status, r.logprob, r.continuation_tokens, r.is_greedy) for r in out] == [
+            ("ok", -2.25, 2, False), ("ok", -1.0, 1, False), ("ok", -1.0, 2, True),
+            ("ok", -2.25, 2, False)]
+        prompts = [h.prompt for h in s.hits]
+        assert prompts[0] == "Hello world"                     # the probe, first and once
+        assert sorted(prompts[1:]) == sorted(["The cat sat down", "The cat sat",
+                                              "It was a .", "The cat sat down"])
+        body = s.hits[1].body
+        assert (body["echo"], body["logprobs"], body["max_tokens"]) == (True, 1, 1)
+        # the same sums, read by hand from what the server returned
+        for q, r in zip(reqs, out, strict=True):
+            start = len(q.context.rstrip())
+            prompt = q.context + q.continuation
+            [reply] = [p for p in s.replies if p["choices"][0]["text"].startswith(prompt)
+                       and len(p["choices"][0]["text"]) > len(prompt)][:1]
+            lp = reply["choices"][0]["logprobs"]
+            picked = [v for o, v in zip(lp["text_offset"], lp["token_logprobs"], strict=True)
+                      if start <= o < len(prompt)]
+            assert r.logprob == sum(picked) and r.continuation_tokens == len(picked)
+            assert all(v == echo_logprob(t) for t, v in zip(echo_tokens(prompt)[1:],
+                                                             lp["token_logprobs"][1:],
+                                                             strict=False))
+        # stored, served again without asking, and no second probe
+        n = len(s.hits)
+        again = ask(reqs + [_api(s, "It was", " a")], be, st, progress=False)
+        assert [r.logprob for r in again] == [-2.25, -1.0, -1.0, -2.25, -0.5]
+        assert len(s.hits) == n + 1 and s.count("Hello world") == 1
+
+
+def test_an_empty_context_without_a_token_before_it_is_an_error_row():
+    """A server that puts no token before the prompt gives its first token no
+    log-probability: the continuation cannot be scored there (an error row, asked
+    again on a re-run), never a sum that leaves a token out."""
+    with FaultServer(echo_support=True) as s:
+        [r] = _api_backend().answer([_api(s, "", "The cat")])
+    assert r.status == "error" and "no log-probability for the continuation's token 'The'" \
+        in r.error and r.logprob is None
+
+
+@pytest.mark.parametrize("server", ["ignores_echo", "llama_cpp_no_logits_all"])
+def test_a_server_without_prompt_logprobs_is_one_line_naming_the_alternatives(
+        server, tmp_path):
+    """A server that ignores ``echo`` (the completion's logprobs alone), or llama.cpp
+    without ``logits_all`` (HTTP 500 naming logprobs): the probe says so before any
+    request is asked; nothing is stored."""
+    fs = FaultServer() if server == "ignores_echo" else FaultServer.llama_cpp()
+    with fs as s, ResponseStore(tmp_path / "s.sqlite") as st:
+        with pytest.raises(ConfigError) as err:
+            ask([_api(s, "The cat", " sat")] * 2, _api_backend(), st, progress=False)
+        assert [h.prompt for h in s.hits] == ["Hello world"]
+        assert len(st) == 0
+    msg = str(err.value)
+    assert "\n" not in msg and "text-completion-openai/m at http://127.0.0.1:" in msg
+    assert "does not return prompt logprobs (echo)" in msg
+    assert "transformers backend or a vLLM / llama.cpp" in msg
+
+
+def test_a_chat_endpoint_is_refused_by_name():
+    with FaultServer(echo_support=True) as s:
+        with pytest.raises(ConfigError, match="'openai/m' is a chat endpoint"):
+            _api_backend().answer([_api(s, "The cat", " sat", model="openai/m")])
+        assert s.hits == []

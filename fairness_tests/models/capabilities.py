@@ -63,6 +63,7 @@ _NAMES: dict[str, re.Pattern] = {
     "n": re.compile(r"['\"`]n['\"`]|\bparameter n\b|\bn\s*(?:must|should|can ?not|>|=|"
                     r"is not|not supported)|\bn > 1\b|\bmultiple (?:choices|completions)\b",
                     re.IGNORECASE),
+    "echo": re.compile(r"\becho\b", re.IGNORECASE),
     "structured_output": re.compile(r"response_format|json_schema|structured output|"
                                     r"guided_json|guided_decoding|json mode", re.IGNORECASE),
 }
@@ -78,7 +79,7 @@ def named_feature(message: str, sent: set[str]) -> str | None:
     if "top_logprobs" in sent and _NAMES["top_logprobs"].search(message) \
             and limit_in(message) is not None:
         return "top_logprobs"
-    for feature in ("logprobs", "n", "structured_output"):
+    for feature in ("logprobs", "n", "structured_output", "echo"):
         if feature in sent and _NAMES[feature].search(message):
             if feature == "logprobs" and "top_logprobs" in sent and limit_in(message) is not None:
                 return "top_logprobs"

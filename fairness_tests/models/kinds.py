@@ -87,6 +87,14 @@ def _check_loglikelihood(request: "Request") -> str | None:
     return None
 
 
+def split_pair(context: str, continuation: str) -> tuple[str, str]:
+    """lm-evaluation-harness's split of a loglikelihood pair: the context's trailing
+    whitespace moves to the front of the continuation (``("a cat ", "sat")`` ->
+    ``("a cat", " sat")``), so the continuation's first token carries its space."""
+    n = len(context) - len(context.rstrip())
+    return (context[:-n], context[-n:] + continuation) if n else (context, continuation)
+
+
 CHOICE = register_kind(Kind("choice", ("text", "answer", "letter_probs", "letter_mass")))
 GENERATE = register_kind(Kind("generate", ("text",)))
 LOGLIKELIHOOD = register_kind(Kind("loglikelihood",

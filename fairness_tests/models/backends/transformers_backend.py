@@ -107,6 +107,7 @@ from fairness_tests.models.backends.transformers_load import (
     load,
 )
 from fairness_tests.models.backends.workers import Workers, cpu_threads, resolve_workers
+from fairness_tests.models.kinds import split_pair
 from fairness_tests.models.letters import draw_letter, letter_distribution
 from fairness_tests.models.prompt_format import DEFAULT_ANSWER_PREFIX, check_prefix
 from fairness_tests.models.request import Request, Response
@@ -475,10 +476,7 @@ class TransformersBackend:
         lm-evaluation-harness 0.4.x splits them (see the module docstring); the context
         has at least one token (the BOS token for an empty context)."""
         tok = self.loaded().tokenizer
-        ctx, cont = str(req.context), str(req.continuation)
-        n = len(ctx) - len(ctx.rstrip())
-        if n:
-            ctx, cont = ctx[:-n], ctx[-n:] + cont
+        ctx, cont = split_pair(str(req.context), str(req.continuation))
         ctx_ids = self._encode(ctx) if ctx else []
         if not ctx_ids:
             cont_ids = list(tok(cont, add_special_tokens=False)["input_ids"])
