@@ -13,7 +13,10 @@ a repeat mode goes alone, :mod:`.repeat_modes`) and reads the answer:
   value. Expected a value <= 20, but got 25 instead."``; vLLM: ``"Requested sample
   logprobs of 25, which is greater than max allowed: 20"``): ``value`` is the limit;
 - ``structured_output``: an error naming ``response_format`` / ``json_schema``
-  (unsupported; this backend sends it only when asked to through ``extra``).
+  (unsupported; this backend sends it only when asked to through ``extra``);
+- ``echo``: an error naming it, for a loglikelihood request (whose server must echo
+  the prompt's log-probabilities; the backend then stops with a one-line error, and
+  keeps no record).
 
 Each fact is a :class:`CapabilityRecord` keyed by (model, server, feature): the
 litellm model string (the endpoint is part of it: ``openai/x`` and
