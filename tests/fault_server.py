@@ -90,6 +90,19 @@ answers 400 ``"Invalid 'top_logprobs': integer above maximum value. Expected a v
 allowed: 20"`` (vLLM's); ``"clamp"`` gives at most the limit without a word (a server
 that gives top-5 only).
 
+Prompt log-probabilities (``echo_support=True``), as vLLM and llama-cpp-python's
+server give them
+    ``/v1/completions`` with ``echo: true`` and ``logprobs: k`` answers ``text`` =
+    the prompt followed by the completion, and ``logprobs`` over the prompt's tokens
+    then the completion's: the prompt is cut into words with their leading whitespace
+    (:func:`echo_tokens`); a prompt token ``t`` has log-probability
+    :func:`echo_logprob` ``(t) = -0.25 * len(t)``, the first one ``None`` (no token
+    before it), and ``top_logprobs`` ``{t: that, "<alt>": -0.5}`` (``None`` for the
+    first); ``text_offset`` the character offset of every token. Without it (the
+    default) ``echo`` is ignored, as by a server that does not echo: the text and
+    logprobs are the completion's alone (OpenAI's chat-era models, llama.cpp's own
+    ``llama-server``).
+
 A reasoning model (``reasoning``)
     ``{reasoning_effort: tokens}`` (key ``None`` for requests without one; a
     ``thinking.budget_tokens`` caps it): each choice spends that many tokens
@@ -158,7 +171,8 @@ class FaultServer:
                  together_s: float = 30.0, base_model: bool = False,
                  logprobs_error: bool = False, top_logprobs_limit: int | None = None,
                  top_logprobs_over: str = "clamp", null_bytes: bool = False,
-                 stop_support: bool = True, structured_support: bool = True):
+                 stop_support: bool = True, structured_support: bool = True,
+                 echo_support: bool = False):
         if top_logprobs_over not in ("clamp", "openai", "vllm"):
             raise ValueError(f"top_logprobs_over: clamp, openai or vllm, not {top_logprobs_over!r}")
         self.base_model = base_model
@@ -168,6 +182,8 @@ class FaultServer:
         self.null_bytes = null_bytes
         self.stop_support = stop_support
         self.structured_support = structured_support
+        self.echo_support = echo_support
+        self.replies: list[dict] = []      # every 200 reply's JSON, in order
         self.default = default
         self.together = together
         self.together_s = together_s
@@ -397,6 +413,7 @@ class FaultServer:
         choices, ct, rt = [], 0, 0
         for i in range(n):
             content, finish, tokens, reasoning = self._choice(body, prompt, i)
+            echo = self.echo_support and not chat and bool(body.get("echo"))
             refusal = None
             if fault == "empty":
                 content = ""
@@ -415,6 +432,10 @@ class FaultServer:
                 if refusal:
                     msg["refusal"] = refusal
                 choices.append({"index": i, "message": msg, "logprobs": lp,
+                                "finish_reason": finish})
+            elif echo:
+                choices.append({"index": i, "text": prompt + (content or ""),
+                                "logprobs": _echoed(prompt, lp) if lp is not None else None,
                                 "finish_reason": finish})
             else:
                 choices.append({"index": i, "text": content or "", "logprobs": lp,
@@ -435,6 +456,8 @@ class FaultServer:
             payload = {"id": "cmpl-fault", "object": "text_completion",
                        "created": int(time.time()), "model": model, "choices": choices,
                        "usage": usage}
+        with self._lock:
+            self.replies.append(payload)
         h._send(200, payload)
 
     # -- the model ------------------------------------------------------------
@@ -567,6 +590,31 @@ class FaultServer:
         return {"tokens": list(tokens), "token_logprobs": [chosen(j, x) for j, x in
                                                            enumerate(tokens)],
                 "top_logprobs": tops, "text_offset": offsets}
+
+
+def echo_tokens(prompt: str) -> list[str]:
+    """The echoing server's prompt tokens: words with their leading whitespace."""
+    return re.findall(r"\s*\S+|\s+$", prompt)
+
+
+def echo_logprob(token: str) -> float:
+    """The echoing server's log-probability of a prompt token: ``-0.25 * len(token)``."""
+    return -0.25 * len(token)
+
+
+def _echoed(prompt: str, lp: dict) -> dict:
+    """A completions ``logprobs`` object with the prompt's tokens before the completion's
+    (``lp``, whose offsets already count the prompt)."""
+    toks = echo_tokens(prompt)
+    offsets, at = [], 0
+    for t in toks:
+        offsets.append(at)
+        at += len(t)
+    lps = [None] + [echo_logprob(t) for t in toks[1:]]
+    tops = [None] + [{t: echo_logprob(t), "<alt>": -0.5} for t in toks[1:]]
+    return {"tokens": toks + lp["tokens"], "token_logprobs": lps + lp["token_logprobs"],
+            "top_logprobs": tops + lp["top_logprobs"],
+            "text_offset": offsets + lp["text_offset"]}
 
 
 def letter_model(prompt: str) -> dict[str, float]:

@@ -13,7 +13,10 @@ a repeat mode goes alone, :mod:`.repeat_modes`) and reads the answer:
   value. Expected a value <= 20, but got 25 instead."``; vLLM: ``"Requested sample
   logprobs of 25, which is greater than max allowed: 20"``): ``value`` is the limit;
 - ``structured_output``: an error naming ``response_format`` / ``json_schema``
-  (unsupported; this backend sends it only when asked to through ``extra``).
+  (unsupported; this backend sends it only when asked to through ``extra``);
+- ``echo``: an error naming it, for a loglikelihood request (whose server must echo
+  the prompt's log-probabilities; the backend then stops with a one-line error, and
+  keeps no record).
 
 Each fact is a :class:`CapabilityRecord` keyed by (model, server, feature): the
 litellm model string (the endpoint is part of it: ``openai/x`` and
@@ -63,6 +66,7 @@ _NAMES: dict[str, re.Pattern] = {
     "n": re.compile(r"['\"`]n['\"`]|\bparameter n\b|\bn\s*(?:must|should|can ?not|>|=|"
                     r"is not|not supported)|\bn > 1\b|\bmultiple (?:choices|completions)\b",
                     re.IGNORECASE),
+    "echo": re.compile(r"\becho\b", re.IGNORECASE),
     "structured_output": re.compile(r"response_format|json_schema|structured output|"
                                     r"guided_json|guided_decoding|json mode", re.IGNORECASE),
 }
@@ -78,7 +82,7 @@ def named_feature(message: str, sent: set[str]) -> str | None:
     if "top_logprobs" in sent and _NAMES["top_logprobs"].search(message) \
             and limit_in(message) is not None:
         return "top_logprobs"
-    for feature in ("logprobs", "n", "structured_output"):
+    for feature in ("logprobs", "n", "structured_output", "echo"):
         if feature in sent and _NAMES[feature].search(message):
             if feature == "logprobs" and "top_logprobs" in sent and limit_in(message) is not None:
                 return "top_logprobs"

@@ -139,21 +139,24 @@ class TokenCounter:
 
     def __call__(self, req: Request) -> int:
         k = (req.kind, tuple((m.role, m.content) for m in req.messages), req.prompt_format,
-             req.answer_prefix)
+             req.answer_prefix, req.context, req.continuation)
         n = self._cache.get(k)
         if n is None:
             self._cache[k] = n = int(self._count(req))
         return n
 
     def prompt_text(self, req: Request) -> str:
-        """The completion prompt the litellm backend sends for ``req`` (default options)."""
+        """The completion prompt the litellm backend sends for ``req`` (default options;
+        a loglikelihood request: its context and continuation, sent as they are)."""
+        if req.kind == "loglikelihood":
+            return f"{req.context or ''}{req.continuation or ''}"
         fmt = PF.resolve(req.prompt_format or PF.DEFAULT_PROMPT_FORMAT, self.model)
         return PF.render(req.messages, fmt, req.answer_prefix or PF.DEFAULT_ANSWER_PREFIX,
                          req.kind, completion=True).prompt or ""
 
     def _count(self, req: Request) -> int:
         litellm = load_litellm()
-        if self._text_mode:
+        if self._text_mode or req.kind == "loglikelihood":
             return litellm.token_counter(model=self.model, text=self.prompt_text(req))
         return litellm.token_counter(model=self.model, messages=[
             {"role": m.role, "content": m.content} for m in req.messages])

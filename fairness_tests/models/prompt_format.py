@@ -62,6 +62,8 @@ DEFAULT_PROMPT_FORMAT: PromptFormat = "auto"
 DEFAULT_ANSWER_PREFIX = "Answer: ("
 COMPLETION_FORMATS = ("completion-gemma", "completion-plain")
 ANSWER_STOP = (")", "\n")
+#: the request kinds rendered as a prompt (:func:`render`)
+PROMPT_KINDS = ("choice", "generate")
 
 
 def is_completion_model(model: str) -> bool:
@@ -199,7 +201,13 @@ def format_gemma(messages: Iterable[Any], add_generation_prompt: bool = True) ->
 
 def render(messages: Iterable[Message], fmt: str, answer_prefix: str, kind: str,
            completion: bool) -> Rendered:
-    """The request's messages in the concrete format ``fmt`` (see the module docstring)."""
+    """The request's messages in the concrete format ``fmt`` (see the module docstring).
+    Only ``choice`` and ``generate`` requests are prompts: another kind (a
+    ``loglikelihood`` request, scored by the backend itself) is a :class:`ConfigError`."""
+    if kind not in PROMPT_KINDS:
+        raise ConfigError(f"a {kind} request is not sent as a chat or completion prompt "
+                          f"(the litellm backend scores it itself through /v1/completions; "
+                          f"a provider batch job cannot)", key="kind")
     msgs = list(messages)
     prefixed = uses_prefix(fmt, kind)
     cut = stop_sequences(fmt, answer_prefix, kind)

@@ -6,7 +6,8 @@ A :class:`Request` is everything that can change a model's output; its
     key = sha256(canonical_json(key_fields))
 
 with ``key_fields = {backend, model, kind, messages, choices, decoding, seed,
-repeat}`` and :func:`canonical_json` the one encoding of a key: object keys
+repeat}`` (and ``context`` / ``continuation`` for a ``loglikelihood`` request) and
+:func:`canonical_json` the one encoding of a key: object keys
 sorted, no spaces, UTF-8, and every number in one form (an integral value as an
 integer, so ``1 == 1.0``; numpy scalars as the Python number they print as;
 NaN and infinities refused). A field whose value is ``None`` is left out, so a
@@ -21,11 +22,16 @@ Not in the key:
   backend's :meth:`~fairness_tests.models.backends.base.Backend.fingerprint`,
   which the store keeps beside every row and checks on replay.
 
-Kinds:
+Kinds (:mod:`fairness_tests.models.kinds`, a registry: a kind added later needs no
+edit here):
 - ``"choice"``: a multiple-choice question; ``choices`` are the answer letters
   (e.g. ``("a", "b", "c")``); the response carries the parsed answer index and,
   when the backend can give them, the letters' probabilities.
 - ``"generate"``: open-ended generation; the response carries the text.
+- ``"loglikelihood"``: the log-probability of ``continuation`` after ``context`` (both
+  raw text; no messages); the response carries ``logprob``, ``continuation_tokens``
+  and ``is_greedy``. ``context`` and ``continuation`` are ``None`` for every other
+  kind, so they are left out of those keys (every existing key is unchanged).
 
 ````response_format`` (a judge's structured output, see
 :mod:`fairness_tests.scoring.judge`) is the provider's ``response_format`` object as
@@ -60,10 +66,11 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.io import sha256_text
+from fairness_tests.models.kinds import check_request
 from fairness_tests.models.prompt_format import request_key_fields
 
 Status = Literal["ok", "error", "refused", "truncated"]
@@ -262,7 +269,7 @@ class Request:
     model: str = ""
     # transport: where to send it (None: the backend's own); not part of the key
     api_base: str | None = field(default=None, compare=False, hash=False)
-    kind: Literal["choice", "generate"] = "generate"
+    kind: str = "generate"                  # a registered kind (models.kinds)
     choices: tuple[str, ...] = ()
     repeat_mode: RepeatMode = "calls"
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
@@ -272,12 +279,17 @@ class Request:
     #: structured output asked of the provider: the ``response_format`` object as
     #: canonical JSON text (a judge's JSON schema); None: free text, left out of the key
     response_format: str | None = None
+    #: a loglikelihood request's text: the continuation scored after the context
+    #: (None for every other kind, and then left out of the key)
+    context: str | None = None
+    continuation: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "seed", _int(self.seed, "seed"))
         object.__setattr__(self, "repeat", _int(self.repeat, "repeat"))
         object.__setattr__(self, "messages", tuple(self.messages))
         object.__setattr__(self, "choices", tuple(self.choices))
+        check_request(self)
 
     def key_fields(self) -> dict[str, Any]:
         """The fields hashed into the key (canonical form): all that can change the
@@ -298,6 +310,8 @@ class Request:
             **self._format_fields(),
             "letter_rule": self.letter_rule,
             "response_format": self.response_format,
+            "context": self.context,
+            "continuation": self.continuation,
         }
         return _plain_canonical(fields) or canonical(fields)
 
@@ -325,8 +339,8 @@ class Request:
         layout of the schema-1 request key without seed and repeat). The numbers are
         :class:`Decoding`'s normalised ones, so ``temperature=1`` samples as ``1.0``.
         Reasoning settings, a repeat mode other than ``calls``, and the key's
-        ``prompt_format``, ``answer_prefix``, ``letter_rule`` and ``response_format`` are
-        added only when set."""
+        ``prompt_format``, ``answer_prefix``, ``letter_rule``, ``response_format``,
+        ``context`` and ``continuation`` are added only when set."""
         cached = self.__dict__.get("_prompt_key")
         if cached is None:
             f = {"api_base": None, "backend": self.backend, "choices": list(self.choices),
@@ -336,7 +350,8 @@ class Request:
             if self.repeat_mode != "calls":
                 f["repeat_mode"] = self.repeat_mode
             extra = {**self._format_fields(), "letter_rule": self.letter_rule,
-                     "response_format": self.response_format}
+                     "response_format": self.response_format, "context": self.context,
+                     "continuation": self.continuation}
             f.update({k: v for k, v in extra.items() if v is not None})
             blob = json.dumps(f, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             cached = sha256_text(blob)
@@ -372,6 +387,14 @@ class Response:
     cost_usd: float | None = None
     status: Status = "ok"
     error: str = ""
+    #: a loglikelihood response: ln P(continuation | context), summed over its tokens
+    logprob: float | None = None
+    continuation_tokens: int | None = None   # the continuation's tokens (as scored)
+    is_greedy: bool | None = None            # every one the most likely at its position
+
+    #: fields stored only when set (added with a request kind: a row of another kind,
+    #: and every row stored before they existed, stays as it was)
+    SPARSE: ClassVar[tuple[str, ...]] = ("logprob", "continuation_tokens", "is_greedy")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -241,7 +241,8 @@ class ResponseStore(Leases, Recordings):
         if stored_fields != fields:         # a secret in the request: the key cannot be checked
             stored_fields = canonical_dumps({**json.loads(stored_fields), "_scrubbed": True})
         extra = {f.name: getattr(response, f.name) for f in dc_fields(Response)
-                 if f.name not in COLUMN_FIELDS and f.name != "key"}
+                 if f.name not in COLUMN_FIELDS and f.name != "key"
+                 and not (f.name in Response.SPARSE and getattr(response, f.name) is None)}
         return (
             key, request.backend, request.model, request.kind,
             stored_fields, scrubber.json_text(canonical_dumps(request.meta)),

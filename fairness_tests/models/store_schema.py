@@ -23,6 +23,11 @@ Versions
        fingerprint unknown (NULL: such rows are served without a check) and drops
        the leases (their keys changed).
 
+:class:`Response` fields added since go to ``extra_json`` (a JSON object; a reader
+sets the fields it knows and ignores the rest), so they need no column and no version:
+a loglikelihood response's ``logprob``, ``continuation_tokens`` and ``is_greedy`` are
+there, kept only when set (``Response.SPARSE``), so every other row is as it was.
+
 Additions that a reader of the same version can ignore do not bump the version; they
 are created when a store is opened (:func:`prepare`, under the write lock, once):
 
@@ -58,7 +63,9 @@ RESPONSE_COLUMNS = ("key", "backend", "model", "kind", "request_json", "meta_jso
                     "answer", "letter_probs", "prompt_tokens", "completion_tokens",
                     "latency_s", "cost_usd", "status", "error", "extra_json", "fingerprint",
                     "created_at")
-#: Response fields kept in their own columns (others, added later, go to extra_json)
+#: Response fields kept in their own columns (others, added later, go to extra_json; of
+#: those, the fields of one request kind, ``Response.SPARSE``, only when set: a
+#: loglikelihood response's ``logprob``, ``continuation_tokens``, ``is_greedy``)
 COLUMN_FIELDS = ("text", "answer", "letter_probs", "prompt_tokens", "completion_tokens",
                  "latency_s", "cost_usd", "status", "error")
 INSERT_RESPONSE = (f"INSERT OR REPLACE INTO responses ({', '.join(RESPONSE_COLUMNS)}) "

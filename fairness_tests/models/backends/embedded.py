@@ -13,9 +13,10 @@ that asks meanwhile wait for the first one's conversion and reuse it.
 It is a BASE model: no chat template, not instruction-tuned. :func:`format_gemma`
 builds the Gemma turn format by hand (a system prompt is folded into the first
 user turn, as Gemma's own template does), and multiple-choice prompts end with
-:data:`ANSWER_PREFIX` (``"Answer: ("``) so that the next token is the answer
-letter. The converted copy is saved with a Gemma chat template so that
-``transformers serve`` can answer ``/v1/chat/completions`` too.
+the request's answer prefix (by default
+:data:`~fairness_tests.models.prompt_format.DEFAULT_ANSWER_PREFIX`, ``"Answer: ("``) so
+that the next token is the answer letter. The converted copy is saved with a Gemma
+chat template so that ``transformers serve`` can answer ``/v1/chat/completions`` too.
 
 Nothing here imports torch/transformers or touches the disk at import time.
 """
@@ -34,11 +35,10 @@ from fairness_tests.core.cache import cache_root
 from fairness_tests.core.errors import ConfigError, DataError
 from fairness_tests.core.io import sha256_file
 from fairness_tests.core.locks import exclusive
-from fairness_tests.models.prompt_format import format_gemma
+from fairness_tests.models.prompt_format import DEFAULT_ANSWER_PREFIX, format_gemma
 
 EMBEDDED = "embedded"
 EMBEDDED_MODEL_ID = "gemma-3-270m-q4_k_m"   # the model id recorded in requests/cards
-ANSWER_PREFIX = "Answer: ("
 # The weights the embedded model is (and its recordings were made with): the GGUF's
 # sha256. The installed package must ship exactly these bytes (checked by prepare()).
 EMBEDDED_GGUF_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
@@ -78,7 +78,7 @@ GEMMA_CHAT_TEMPLATE = (
 
 
 
-def choice_prompt(messages: Iterable[Any], answer_prefix: str = ANSWER_PREFIX) -> str:
+def choice_prompt(messages: Iterable[Any], answer_prefix: str = DEFAULT_ANSWER_PREFIX) -> str:
     """A multiple-choice prompt: the Gemma turns, the model turn opened, then the
     answer prefix, so that the next token is the answer letter."""
     return format_gemma(messages, add_generation_prompt=True) + answer_prefix

@@ -35,6 +35,15 @@ that does not honour it raises
 :class:`~fairness_tests.models.repeat_modes.RepeatModeUnsupported` before anything else
 is asked or stored, and the fact is remembered (:meth:`LiteLLMBackend.learned_capabilities`).
 
+Log-likelihood (``kind="loglikelihood"``): ``/v1/completions`` of ``context +
+continuation`` with ``echo``, ``logprobs`` and ``max_tokens=1``; the continuation's
+log-probability is the sum of the echoed prompt tokens' from the context's character
+offset on (:func:`~.litellm_replies.read_loglik`), which vLLM and llama-cpp-python's
+server (``logits_all``) give. Before the first such request to a model and server, one
+tiny probe (``"Hello"`` / ``" world"``) asks whether the server echoes them; the answer
+is kept for the backend's life. A server that does not (or a chat endpoint) is a
+:class:`ConfigError` in one line naming the alternatives, before any request is asked.
+
 Fingerprint (:meth:`LiteLLMBackend.fingerprint`): the backend, how messages are sent
 when the request's key names no prompt format, the provider-seed scheme, and a hash of
 any extra provider parameters. Keys come from ``api_key`` or the environment; they are
@@ -149,6 +158,7 @@ class LiteLLMBackend(UnitCalls):
         self._seen_models: dict[str, str | None] = {}                # model -> api_base asked
         self._clients = TextClients(self.timeout_s)                  # text-completion clients
         self._prefill_cache: dict[str, bool] = {}
+        self._echo_ok: set[tuple[str, str | None]] = set()           # (model, base) probed
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._usage = Usage(cost_usd=None)       # over the backend's life (see totals())
@@ -329,6 +339,7 @@ class LiteLLMBackend(UnitCalls):
                 model, base = self._model_and_base(r)
                 self._seen_models.setdefault(model, base)
         self._check_params(litellm, requests)
+        await self._probe_echo(litellm, requests)
         sem = asyncio.Semaphore(self.max_concurrency)
         out: list[Response | None] = [None] * len(requests)
         not_asked: list[Request] = []
@@ -367,6 +378,28 @@ class LiteLLMBackend(UnitCalls):
             raise BudgetReached(self._usage.cost_known_usd, self.max_cost_usd or 0.0,
                                 len(not_asked))
         return out  # type: ignore[return-value]  # every slot filled by now
+
+    async def _probe_echo(self, litellm: Any, requests: list[Request]) -> None:
+        """Before the first loglikelihood request to each model and server: one tiny
+        request (context ``"Hello"``, continuation ``" world"``, not stored) whose reply
+        must echo the prompt's log-probabilities; one that does not raises the
+        :class:`ConfigError` of :meth:`_no_echo` (a chat endpoint: the one of
+        :meth:`_call_loglik`). A probe that fails for another reason (the server down)
+        proves nothing: the requests are asked and each says what happened."""
+        for r in requests:
+            if r.kind != "loglikelihood":
+                continue
+            where = self._model_and_base(r)
+            if where in self._echo_ok:
+                continue
+            probe = Request(messages=(), kind="loglikelihood", context="Hello",
+                            continuation=" world", backend=r.backend, model=r.model,
+                            api_base=r.api_base)
+            [resp] = await self._one(litellm, [probe])
+            if resp.status == "ok":
+                self._echo_ok.add(where)
+            else:
+                return
 
     def _budget_spent(self) -> bool:
         with self._lock:

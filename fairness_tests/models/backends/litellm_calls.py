@@ -37,9 +37,10 @@ from fairness_tests.models.backends.litellm_errors import (
     Unsupported,
     classify,
 )
-from fairness_tests.models.backends.litellm_replies import Reply, read_reply
+from fairness_tests.models.backends.litellm_replies import Reply, read_loglik, read_reply
 from fairness_tests.models.backends.litellm_request import call_kwargs
 from fairness_tests.models.capabilities import CapabilityRecord
+from fairness_tests.models.kinds import split_pair
 from fairness_tests.models.ratelimit import RateLimiter, estimate_tokens
 from fairness_tests.models.repeat_modes import (
     LOGPROBS_MAX_TOKENS,
@@ -140,8 +141,9 @@ class UnitCalls:
         t0 = time.monotonic()
         last_error = ""
         attempt = 0
-        tokens = estimate_tokens(sum(len(m.content) for m in req.messages),
-                                 req.decoding.max_tokens * len(reqs))
+        chars = sum(len(m.content) for m in req.messages) + len(req.context or "") \
+            + len(req.continuation or "")
+        tokens = estimate_tokens(chars, req.decoding.max_tokens * len(reqs))
         while True:
             if self.limiter is not None:
                 await self.limiter.wait(tokens, scope=model)
@@ -195,6 +197,8 @@ class UnitCalls:
         """A feature the unit used is not supported: remembered; the first unit of a repeat
         mode raises :class:`RepeatModeUnsupported` (nothing of it is stored), any other
         unit becomes error rows (asked again on a re-run)."""
+        if req.kind == "loglikelihood":
+            raise ConfigError(self._no_echo(req, str(exc)), key="model")
         feature = exc.feature or req.repeat_mode
         self._learn(model, base, feature, False, reason=str(exc))
         if probe and feature == req.repeat_mode:
@@ -203,6 +207,13 @@ class UnitCalls:
         what = (f"repeat mode {req.repeat_mode!r}" if feature == req.repeat_mode
                 else f"{feature}")
         return [self._error(r, f"{what} not honoured: {exc}", t0) for r in reqs]
+
+    def _no_echo(self, req: Request, why: str) -> str:
+        """The one line that says a server cannot score a loglikelihood request."""
+        why = " ".join(why.split())[:300]
+        return (f"{self.provider_name(req)} does not return prompt logprobs (echo) ({why}); "
+                f"loglikelihood requests need the transformers backend or a vLLM / "
+                f"llama.cpp (llama-cpp-python, logits_all) server's /v1/completions")
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         """Seconds to wait before retry ``attempt + 1``: the server's ``Retry-After``
@@ -229,6 +240,8 @@ class UnitCalls:
         req = reqs[0]
         kw = call_kwargs(req, model, base, timeout_s=self.timeout_s, api_key=self._api_key,
                          extra=self.extra)
+        if req.kind == "loglikelihood":
+            return await self._call_loglik(litellm, reqs, model, base, kw)
         text_mode = model.startswith("text-completion")
         fmt, prefix = self._prompt_of(req, model)
         rendered = PF.render(req.messages, fmt, prefix, req.kind, text_mode)
@@ -264,6 +277,34 @@ class UnitCalls:
             classify(litellm, exc, sent, self.secrets())
         reply = read_reply(litellm, reqs, raw, text_mode, kw["max_tokens"], rendered,
                            self.secrets(), self.parse_choice)
+        self._tally(reply)
+        return reply.responses
+
+    async def _call_loglik(self, litellm: Any, reqs: list[Request], model: str,
+                           base: str | None, kw: dict[str, Any]) -> list[Response]:
+        """One attempt at a loglikelihood unit: ``/v1/completions`` of ``context +
+        continuation`` (lm-eval's split, :func:`~fairness_tests.models.kinds.split_pair`)
+        with ``echo``, ``logprobs=1``, ``max_tokens=1``, ``temperature=0``; the
+        continuation's characters ``[len(context), len(prompt))`` read from the reply
+        (:func:`~.litellm_replies.read_loglik`)."""
+        req = reqs[0]
+        if not model.startswith("text-completion"):
+            raise ConfigError(f"loglikelihood requests are scored through /v1/completions "
+                              f"with echo; {model!r} is a chat endpoint (use "
+                              f"text-completion-openai/<model>)", key="model")
+        ctx, cont = split_pair(str(req.context), str(req.continuation))
+        kw.update(echo=True, logprobs=1, max_tokens=1, temperature=0.0)
+        client = self._clients.get(model, base, kw)
+        if client is not None:
+            kw["client"] = client
+        try:
+            raw = await asyncio.wait_for(litellm.atext_completion(prompt=ctx + cont, **kw),
+                                         timeout=self.timeout_s + 5.0)
+        except asyncio.TimeoutError:
+            raise Retryable(f"timed out after {self.timeout_s:g}s") from None
+        except Exception as exc:
+            classify(litellm, exc, {"logprobs", "echo"}, self.secrets())
+        reply = read_loglik(litellm, reqs, raw, len(ctx), len(ctx) + len(cont))
         self._tally(reply)
         return reply.responses
 

@@ -10,6 +10,18 @@ whose letter mass is below :data:`~fairness_tests.models.repeat_modes.MIN_LETTER
 is invalid. Tokens and cost of a unit are billed once and shared among its responses
 (:func:`share`: remainders to the first), so sums over responses are what the provider
 billed.
+
+A loglikelihood reply (:func:`read_loglik`: ``/v1/completions`` asked with ``echo``,
+``logprobs`` and the prompt ``context + continuation``) gives the log-probabilities of
+the prompt's own tokens, each at its character offset (``text_offset``): the
+continuation is every token at or after the context's length and before the prompt's
+end (tokens past it are the completion's). ``logprob`` is the sum of their
+``token_logprobs``, ``is_greedy`` whether each is the largest of its ``top_logprobs``
+(lm-evaluation-harness's reading of such a reply; None when the reply has no top
+log-probabilities), ``continuation_tokens`` how many there were. A reply with no token
+in that span (a server that does not echo the prompt) is :class:`Unsupported`
+(``echo``); a continuation token without a log-probability (the first token of a prompt
+whose server puts nothing before it) is an error row.
 """
 from __future__ import annotations
 
@@ -52,14 +64,32 @@ def read_reply(litellm: Any, reqs: list[Request], raw: Any, text_mode: bool,
     share of the billed tokens and cost (:func:`share`). A reply without choices is
     :class:`Retryable`; fewer choices than ``n`` asked, or a logprobs reply without
     log-probabilities, :class:`Unsupported`."""
+    choices = _choices(raw)
+    mode = reqs[0].repeat_mode
+    if mode == "n" and len(choices) < len(reqs):
+        raise Unsupported(f"returned {len(choices)} choice(s) for n={len(reqs)}", "n")
+    read = None
+    if mode == "logprobs":
+        out, read = from_logprobs(reqs, choices[0], text_mode, max_tokens, rendered, secrets)
+    else:
+        out = [from_choice(q, c, text_mode, max_tokens, rendered.cut, secrets, parse_choice)
+               for q, c in zip(reqs, choices[:len(reqs)], strict=True)]
+    return _billed(litellm, raw, out, read)
+
+
+def _choices(raw: Any) -> list[Any]:
+    """The reply's choices by index; a reply without any is :class:`Retryable`."""
     try:
         choices = sorted(raw.choices, key=lambda c: getattr(c, "index", 0) or 0)
         choices[0]
     except (AttributeError, IndexError, TypeError):
         raise Retryable("reply without choices") from None
-    mode = reqs[0].repeat_mode
-    if mode == "n" and len(choices) < len(reqs):
-        raise Unsupported(f"returned {len(choices)} choice(s) for n={len(reqs)}", "n")
+    return choices
+
+
+def _billed(litellm: Any, raw: Any, out: list[Response], read: LetterRead | None) -> Reply:
+    """The :class:`Reply` of the responses ``out`` read from ``raw``: the billed tokens
+    and cost, shared among them (:func:`share`)."""
     usage = getattr(raw, "usage", None)
     pt = getattr(usage, "prompt_tokens", None) if usage is not None else None
     ct = getattr(usage, "completion_tokens", None) if usage is not None else None
@@ -69,12 +99,6 @@ def read_reply(litellm: Any, reqs: list[Request], raw: Any, text_mode: bool,
         cost: float | None = float(litellm.completion_cost(completion_response=raw))
     except Exception:  # unknown model price: no cost
         cost = None
-    read = None
-    if mode == "logprobs":
-        out, read = from_logprobs(reqs, choices[0], text_mode, max_tokens, rendered, secrets)
-    else:
-        out = [from_choice(q, c, text_mode, max_tokens, rendered.cut, secrets, parse_choice)
-               for q, c in zip(reqs, choices[:len(reqs)], strict=True)]
     k = len(out)
     for i, r in enumerate(out):
         r.prompt_tokens = pt if (i == 0 or pt is None) else 0
@@ -82,6 +106,37 @@ def read_reply(litellm: Any, reqs: list[Request], raw: Any, text_mode: bool,
         r.reasoning_tokens = share(rt, k, i)
         r.cost_usd = None if cost is None else cost / k
     return Reply(out, pt, ct, rt, cost, read)
+
+
+def read_loglik(litellm: Any, reqs: list[Request], raw: Any, start: int, end: int) -> Reply:
+    """The responses to the loglikelihood unit ``reqs`` from an echoed completion
+    ``raw`` of a prompt whose continuation spans characters ``[start, end)`` (see the
+    module docstring)."""
+    choice = _choices(raw)[0]
+    lp = getattr(choice, "logprobs", None)
+    tokens = list(_get(lp, "tokens") or []) if lp is not None else []
+    offsets = list(_get(lp, "text_offset") or []) if lp is not None else []
+    values = list(_get(lp, "token_logprobs") or []) if lp is not None else []
+    tops = list(_get(lp, "top_logprobs") or []) if lp is not None else []
+    span = [j for j, o in enumerate(offsets[:len(tokens)])
+            if o is not None and start <= int(o) < end]
+    if not span or len(values) < len(tokens):
+        raise Unsupported("the reply does not echo the prompt's tokens with their "
+                          "log-probabilities and offsets", "echo")
+    finish = getattr(choice, "finish_reason", None)
+    if any(values[j] is None for j in span):
+        err = (f"no log-probability for the continuation's token {tokens[span[0]]!r} "
+               f"(the first of the prompt: the server puts no token before it)")
+        return _billed(litellm, raw, [Response(key=q.key(), status="error", error=err,
+                                               finish_reason=finish) for q in reqs], None)
+    logprob = sum(float(values[j]) for j in span)
+    greedy: bool | None = None
+    if len(tops) >= len(tokens) and all(tops[j] for j in span):
+        greedy = all(float(values[j]) >= max(float(v) for v in dict(tops[j]).values())
+                     for j in span)
+    out = [Response(key=q.key(), logprob=logprob, continuation_tokens=len(span),
+                    is_greedy=greedy, finish_reason=finish, status="ok") for q in reqs]
+    return _billed(litellm, raw, out, None)
 
 
 def content_of(choice: Any, text_mode: bool) -> tuple[str | None, str | None, str | None]:

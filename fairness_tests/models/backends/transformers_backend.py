@@ -9,8 +9,11 @@ once: all distinct prompts of one ``answer`` call go into a
 length-bucketed batches of at most ``batch_size`` rows, each segment attending to the
 cached keys/values of its ancestors (:func:`.transformers_compute.forward_nodes`); the
 result equals a plain forward pass of the whole prompt up to float round-off. The
-prompt ends with an answer prefix (``"Answer: ("``) so the next token is the answer
-letter. With ``z`` the next-token logits and ``L`` the letters' token ids:
+prompt ends with the request's answer prefix (``Request.answer_prefix``; a request
+that names none gets the backend's ``answer_prefix`` option, by default
+:data:`~fairness_tests.models.prompt_format.DEFAULT_ANSWER_PREFIX`, ``"Answer: ("``) so
+the next token is the answer letter. With ``z`` the next-token logits and ``L`` the
+letters' token ids:
 
 - ``letter_mass = sum_{l in L} softmax(z)_l`` (T = 1, full vocabulary): how much of
   its probability the model puts on the letters at all; recorded so a user sees
@@ -21,6 +24,9 @@ letter. With ``z`` the next-token logits and ``L`` the letters' token ids:
   ``r``-th uniform of ``numpy.random.default_rng(H(seed, prompt_key))``: which is
   what sampling one answer token at temperature T does, deterministic, and
   independent of how requests are batched.
+
+Log-likelihood (``kind="loglikelihood"``): :mod:`.transformers_loglik` (the same
+prefix tree over ``context + continuation``, lm-evaluation-harness's tokenisation).
 
 Open-ended generation (``kind="generate"``): requests with identical decoding are
 batched (left padding, sorted by length); with ``T > 0`` every row samples with
@@ -66,12 +72,7 @@ from typing import Any, Callable, NamedTuple
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.backends import blas_linear
 from fairness_tests.models.backends import embedded as emb
-from fairness_tests.models.backends.base import (
-    BackendInfo,
-    Capabilities,
-    Reporter,
-    unknown_option,
-)
+from fairness_tests.models.backends.base import BackendInfo, Capabilities, Reporter, unknown_option
 from fairness_tests.models.backends.prefix_tree import BATCH_OVERHEAD, PrefixTree
 from fairness_tests.models.backends.transformers_compute import forward_nodes, generate_batch
 from fairness_tests.models.backends.transformers_load import (
@@ -80,8 +81,10 @@ from fairness_tests.models.backends.transformers_load import (
     dtype_name,
     load,
 )
+from fairness_tests.models.backends.transformers_loglik import LoglikMixin
 from fairness_tests.models.backends.workers import Workers, cpu_threads, resolve_workers
 from fairness_tests.models.letters import draw_letter, letter_distribution
+from fairness_tests.models.prompt_format import DEFAULT_ANSWER_PREFIX, check_prefix
 from fairness_tests.models.request import Request, Response
 
 #: memory for the cached keys/values of one chunk of the prefix tree
@@ -129,7 +132,7 @@ class _GenBatch:
 _OPTIONS = ("model", "batch_size", "device", "dtype", "answer_prefix", "threads", "workers")
 
 
-class TransformersBackend:
+class TransformersBackend(LoglikMixin):
     """See the module docstring. ``model``: checkpoint dir, ``.gguf`` path or ``"embedded"``."""
 
     name = "transformers"
@@ -139,7 +142,7 @@ class TransformersBackend:
 
     def __init__(self, model: str | os.PathLike = emb.EMBEDDED, batch_size: int = 32,
                  device: str = "cpu", dtype: str = "auto",
-                 answer_prefix: str = emb.ANSWER_PREFIX, threads: int | None = None,
+                 answer_prefix: str = DEFAULT_ANSWER_PREFIX, threads: int | None = None,
                  workers: int | str | None = None, **unknown: Any):
         unknown_option(self.name, unknown, _OPTIONS)
         if int(batch_size) < 1:
@@ -148,15 +151,15 @@ class TransformersBackend:
         self.batch_size = int(batch_size)
         self.device = device
         self.dtype = dtype
-        self.answer_prefix = answer_prefix
+        self.answer_prefix = check_prefix(answer_prefix)   # for requests that name none
         self.threads = int(threads) if threads else None   # CPU threads in all (None: torch's)
         self.workers = workers          # forward passes side by side (None/"auto": see .workers)
         resolve_workers(workers, 1, "cpu")                  # a bad value fails here
         self._loaded: Loaded | None = None
         # counters a bench or test can read
-        self.forward_passes = 0       # choice forward passes (batches of tree nodes)
+        self.forward_passes = 0       # choice/loglikelihood passes (batches of tree nodes)
         self.generate_calls = 0
-        self.prompt_tokens = 0        # tokens in the distinct choice prompts asked
+        self.prompt_tokens = 0        # tokens in the distinct choice/loglikelihood inputs
         self.computed_tokens = 0      # ... of which computed (each shared prefix once)
         self.padded_tokens = 0        # ... plus the padding of the batches
 
@@ -218,7 +221,7 @@ class TransformersBackend:
         else:
             text = "".join(f"{m.role}: {m.content.strip()}\n" for m in req.messages) + "assistant: "
         if req.kind == "choice":
-            text += self.answer_prefix
+            text += req.answer_prefix or self.answer_prefix
         return text
 
     def answer(self, requests: list[Request],
@@ -239,7 +242,7 @@ class TransformersBackend:
             if on_response is not None:
                 on_response(requests[i], resp)
 
-        choice, gen = [], []
+        choice, gen, loglik = [], [], []
         for i, r in enumerate(requests):
             if r.kind == "choice":
                 if not r.choices:
@@ -249,16 +252,21 @@ class TransformersBackend:
                     choice.append(i)
             elif r.kind == "generate":
                 gen.append(i)
+            elif r.kind == "loglikelihood":
+                loglik.append(i)
             else:
                 done(i, Response(key=r.key(), status="error", error=f"unknown kind {r.kind!r}"))
         plan = self._plan_choice(requests, choice, done) if choice else None
         if plan:
             self.prompt_tokens += plan.tree.prompt_tokens
         gen_plan = self._plan_generate(requests, gen, done) if gen else None
+        ll_plan = self._plan_loglik(requests, loglik, done) if loglik else None
+        if ll_plan:
+            self.prompt_tokens += ll_plan.tree.prompt_tokens
         if reporter is not None:
-            work = (plan.tree.planned_cost(self.batch_size, self._chunk_tokens(),
-                                           workers=workers.n) if plan
-                    else 0) + (sum(g.work for g in gen_plan) if gen_plan else 0)
+            work = sum(p.tree.planned_cost(self.batch_size, self._chunk_tokens(),
+                                           workers=workers.n) for p in (plan, ll_plan) if p)
+            work += sum(g.work for g in gen_plan) if gen_plan else 0
             note = (f"model ready in {t_load:.1f} s ({workers.describe()}); "
                     f"{len(requests)} requests")
             if plan:
@@ -269,6 +277,8 @@ class TransformersBackend:
         with workers:
             if plan:
                 self._run_choice(requests, plan, done, batch_done, workers)
+            if ll_plan:
+                self._run_loglik(requests, ll_plan, done, batch_done, workers)
             if gen_plan:
                 self._run_generate(requests, gen_plan, done, batch_done, workers)
         return out  # type: ignore[return-value]  # every slot filled by now

@@ -58,10 +58,13 @@ def _nucleus(sorted_p, top_p: float):
     return sorted_p.masked_fill((cum - sorted_p) >= top_p, 0.0)
 
 
-def forward_nodes(L: Loaded, nodes: list[Node]) -> Any:
+def forward_nodes(L: Loaded, nodes: list[Node],
+                  keep_at: list[list[int]] | None = None) -> Any:
     """One forward pass over the segments of ``nodes``, each after the cached keys and
     values of its ancestors. Returns the next-token logits (float32, cpu) at the last
-    token of each node that ends a prompt, in batch order; keeps ``node.kv`` (keys and
+    token of each node that ends a prompt, in batch order (``keep_at``: at these offsets
+    into each node's segment instead, node by node, each node's in ascending order;
+    ``(rows, vocabulary)``); keeps ``node.kv`` (keys and
     values of its own segment, all layers) for each node with children. Safe to run
     in several threads at once on batches of one group (it writes only its own
     nodes' ``kv``).
@@ -128,7 +131,12 @@ def forward_nodes(L: Loaded, nodes: list[Node]) -> Any:
     else:
         cache = DynamicCache()
     keep = torch.zeros((B, N), dtype=torch.bool)
-    keep[:, -1] = torch.tensor([bool(n.ends) for n in nodes])
+    if keep_at is None:
+        keep[:, -1] = torch.tensor([bool(n.ends) for n in nodes])
+    else:
+        for b, (n, offsets) in enumerate(zip(nodes, keep_at, strict=True)):
+            for j in offsets:
+                keep[b, N - n.length + j] = True
     with torch.inference_mode():
         res = mdl(input_ids=ids.to(dev), attention_mask=mask, position_ids=q_pos.to(dev),
                   cache=cache, use_cache=True, logits_to_keep=keep.to(dev))
@@ -138,6 +146,53 @@ def forward_nodes(L: Loaded, nodes: list[Node]) -> Any:
                 v = torch.stack([lay.values[b, :, P + N - n.length:] for lay in cache.layers])
                 n.kv = (k, v)
     return res.logits.float().cpu()
+
+
+#: kept positions (rows of vocabulary-wide logits) per forward pass of :func:`score_nodes`
+MAX_KEPT_ROWS = 256
+
+
+def score_nodes(L: Loaded, nodes: list[Node], wants: list[dict[int, list[int]]]
+                ) -> tuple[list[dict[int, tuple[int, dict[int, float]]]], int]:
+    """What a log-likelihood needs at positions of ``nodes``' segments: ``wants[b]``
+    maps an offset ``j`` into node ``b``'s segment to the token ids whose
+    log-probability as the next token after position ``start + j`` is asked. Returns,
+    node by node, ``{j: (argmax, {token: log_softmax(z)[token]})}`` with ``z`` the
+    float32 logits there, and the number of forward passes taken: the nodes go in
+    slices of at most :data:`MAX_KEPT_ROWS` kept positions (at least one node a slice),
+    so the vocabulary-wide logits of one pass stay bounded; a node's rows do not depend
+    on its batch mates (up to float round-off)."""
+    import torch  # noqa: PLC0415  heavy optional dependency (the [local] extra)
+    out: list[dict[int, tuple[int, dict[int, float]]]] = []
+    passes = 0
+    for lo, hi in _slices([len(w) for w in wants], MAX_KEPT_ROWS):
+        offsets = [sorted(w) for w in wants[lo:hi]]
+        logits = forward_nodes(L, nodes[lo:hi], offsets)
+        passes += 1
+        logp = torch.log_softmax(logits, dim=-1)
+        best = logp.argmax(dim=-1).tolist()
+        row = 0
+        for w, offs in zip(wants[lo:hi], offsets, strict=True):
+            got = {}
+            for j in offs:
+                got[j] = (int(best[row]), {t: float(logp[row, t]) for t in w[j]})
+                row += 1
+            out.append(got)
+    return out, passes
+
+
+def _slices(sizes: list[int], cap: int) -> list[tuple[int, int]]:
+    """Consecutive ``[lo, hi)`` of ``sizes`` whose sums are at most ``cap`` (an item
+    larger than ``cap`` alone)."""
+    out, lo, used = [], 0, 0
+    for i, n in enumerate(sizes):
+        if i > lo and used + n > cap:
+            out.append((lo, i))
+            lo, used = i, 0
+        used += n
+    if lo < len(sizes):
+        out.append((lo, len(sizes)))
+    return out
 
 
 def generate_batch(L: Loaded, reqs: list[Request], texts: list[str], temperature: float,
