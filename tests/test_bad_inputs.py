@@ -516,7 +516,7 @@ CLI_ROWS = [
     R("data-fetch-offline", "data fetch --base-url http://127.0.0.1:9/bbq --timeout 5 "
       "--dest {d}/bbq-offline", 2, "Race_x_SES.jsonl", "download failed",
       "http://127.0.0.1:9/bbq/data/Race_x_SES.jsonl", "--from DIR"),
-    R("bbq-dir-missing", "bbq filter --bbq-dir {d}/no-bbq", 2, "BBQ data not found",
+    R("bbq-filter-dir-missing", "bbq filter --bbq-dir {d}/no-bbq", 2, "BBQ data not found",
       "--dest .fairness/bbq", "--bbq-dir or FAIRNESS_BBQ_DIR", "--from DIR"),
     # --- issue 32: outputs
     R("fetch-dest-file", f"data fetch --from {OFFICIAL} --categories Age --dest "
