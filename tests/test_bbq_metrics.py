@@ -497,3 +497,25 @@ def test_consistency_ignores_rotated_answers():
                           "answer": [0.0]})
     it = per_item(CONS_ITEMS, pd.concat([preds, extra]))
     assert it["n_answers"].tolist() == [2] and it["mfaa"].tolist() == [100.0]
+
+
+def test_failed_requests_are_in_no_metric():
+    """Issue 32: four ambiguous items (label 2, "unknown"); item 0 answered (c), item 1
+    refused, items 2 and 3 failed (the server was down). Before, the failures were
+    invalid answers: n 4, accuracy 1/4, invalid_rate 3/4. They are no answers: n 2,
+    accuracy 1/2, invalid_rate 1/2."""
+    from fairness_tests.models.request import Response
+    from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table
+    items = make_items([(i, "ambig", "neg", 2, 0, "G1") for i in range(4)])
+    items = items.assign(context_text="Two people met.", question="Who lied?", ans0="A",
+                         ans1="B", ans2="Unknown")
+    reqs = build_requests(items)
+    resps = [Response(key=reqs[0].key(), text="c"),
+             Response(key=reqs[1].key(), status="refused", error="content_filter"),
+             Response(key=reqs[2].key(), status="error", error="HTTP 503"),
+             Response(key=reqs[3].key(), status="error", error="HTTP 503")]
+    t = bbq_tables(items, predictions_table(reqs, resps), n_boot=50)["bbq"]
+    row = t[(t.metric == "invalid_rate") & (t.polarity == "all")].iloc[0]
+    assert (row.value, row.n) == (0.5, 2)
+    acc = t[(t.metric == "accuracy") & (t.polarity == "all")].iloc[0]
+    assert (acc.value, acc.n) == (0.5, 2)
