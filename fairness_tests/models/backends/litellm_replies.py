@@ -3,8 +3,10 @@ distribution and draws, and the billed tokens shared among a unit's responses.
 
 A provider refusal (``finish_reason == "content_filter"`` or a ``refusal`` message)
 becomes ``status="refused"``; an empty answer with ``finish_reason == "length"``
-``status="truncated"`` (the budget went to reasoning), not retried; an empty string
-content is a valid (empty) answer. In the ``logprobs`` repeat mode every repeat is drawn
+``status="truncated"``, not retried, its ``error`` saying what happened
+(:func:`truncated_error`: the budget went to reasoning only when the reply shows
+reasoning tokens or reasoning content; else the tokens it used and what it wrote); an
+empty string content is a valid (empty) answer. In the ``logprobs`` repeat mode every repeat is drawn
 from the letter distribution at the answer position (:func:`from_logprobs`); a prompt
 whose letter mass is below :data:`~fairness_tests.models.repeat_modes.MIN_LETTER_MASS`
 is invalid. Tokens and cost of a unit are billed once and shared among its responses
@@ -70,10 +72,11 @@ def read_reply(litellm: Any, reqs: list[Request], raw: Any, text_mode: bool,
     except Exception:  # unknown model price: no cost
         cost = None
     read = None
+    budget = Budget(max_tokens, ct, rt)
     if mode == "logprobs":
-        out, read = from_logprobs(reqs, choices[0], text_mode, max_tokens, rendered, secrets)
+        out, read = from_logprobs(reqs, choices[0], text_mode, budget, rendered, secrets)
     else:
-        out = [from_choice(q, c, text_mode, max_tokens, rendered.cut, secrets, parse_choice)
+        out = [from_choice(q, c, text_mode, budget, rendered.cut, secrets, parse_choice)
                for q, c in zip(reqs, choices[:len(reqs)], strict=True)]
     k = len(out)
     for i, r in enumerate(out):
@@ -82,6 +85,35 @@ def read_reply(litellm: Any, reqs: list[Request], raw: Any, text_mode: bool,
         r.reasoning_tokens = share(rt, k, i)
         r.cost_usd = None if cost is None else cost / k
     return Reply(out, pt, ct, rt, cost, read)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The ``max_tokens`` a reply was asked with and what its usage reports (None
+    where it does not): completion tokens (reasoning included) and reasoning tokens."""
+    max_tokens: int
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+#: where a reply may carry its reasoning text (litellm's name, and the providers')
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking_blocks")
+
+
+def shows_reasoning(choice: Any, budget: Budget) -> bool:
+    """Whether a reply shows reasoning: reasoning tokens in its usage, or reasoning
+    content in the choice's message (:data:`REASONING_FIELDS`)."""
+    if (budget.reasoning_tokens or 0) > 0:
+        return True
+    msg = getattr(choice, "message", None)
+    return msg is not None and any(_nonempty(_get(msg, f)) for f in REASONING_FIELDS)
+
+
+def _nonempty(x: Any) -> bool:
+    """A text with more than white space, or a non-empty list of blocks."""
+    if isinstance(x, str):
+        return bool(x.strip())
+    return isinstance(x, (list, tuple, dict)) and bool(x)
 
 
 def content_of(choice: Any, text_mode: bool) -> tuple[str | None, str | None, str | None]:
@@ -95,7 +127,7 @@ def content_of(choice: Any, text_mode: bool) -> tuple[str | None, str | None, st
     return content, refusal, finish
 
 
-def from_choice(req: Request, choice: Any, text_mode: bool, max_tokens: int,
+def from_choice(req: Request, choice: Any, text_mode: bool, budget: Budget,
                 stop: list[str] | None, secrets: list[str],
                 parse_choice: Callable[[Request, str], int | None] | None) -> Response:
     """The response of one choice: refused (``content_filter`` or a refusal), truncated
@@ -109,7 +141,8 @@ def from_choice(req: Request, choice: Any, text_mode: bool, max_tokens: int,
                         error=scrub_text(refusal or f"finish_reason={finish}",
                                          secrets), **common)
     if finish == "length" and not (content or "").strip():
-        return Response(text="", status="truncated", error=truncated_error(max_tokens), **common)
+        err = truncated_error(budget, shows_reasoning(choice, budget), content, logprobs=False)
+        return Response(text="", status="truncated", error=err, **common)
     if content is None and not text_mode:
         raise Retryable("reply with no content and no refusal")
     # a server that ignores `stop` runs on after the letter: cut where it would stop
@@ -119,7 +152,7 @@ def from_choice(req: Request, choice: Any, text_mode: bool, max_tokens: int,
     return resp
 
 
-def from_logprobs(reqs: list[Request], choice: Any, text_mode: bool, max_tokens: int,
+def from_logprobs(reqs: list[Request], choice: Any, text_mode: bool, budget: Budget,
                   rendered: PF.Rendered, secrets: list[str]
                   ) -> tuple[list[Response], LetterRead | None]:
     """Every repeat of the unit drawn from the letter distribution of the reply's
@@ -133,8 +166,7 @@ def from_logprobs(reqs: list[Request], choice: Any, text_mode: bool, max_tokens:
         return [Response(key=q.key(), text=content or "", status="refused", error=err,
                          finish_reason=finish) for q in reqs], None
     if finish == "length" and not (content or "").strip():
-        err = (f"finish_reason=length with no answer within the {max_tokens} tokens the "
-               f"logprobs mode asks for: a reasoning model needs --repeat-mode n or calls")
+        err = truncated_error(budget, shows_reasoning(choice, budget), content, logprobs=True)
         return [Response(key=q.key(), status="truncated", error=err,
                          finish_reason=finish) for q in reqs], None
     positions = logprob_positions(getattr(choice, "logprobs", None), text_mode)
@@ -178,10 +210,32 @@ def share(total: int | None, k: int, i: int) -> int | None:
     return base + (1 if i < rem else 0)
 
 
-def truncated_error(max_tokens: int) -> str:
-    """The error of an answer cut by ``max_tokens`` before it began."""
-    return (f"finish_reason=length with no answer: the max_tokens budget ({max_tokens}) was "
-            f"spent (on reasoning); raise --max-tokens or lower the reasoning effort")
+#: the words of a truncation whose budget went to reasoning (:func:`truncated_error`)
+REASONING_SPENT = "the token budget went to reasoning"
+
+
+def truncated_error(budget: Budget, reasoning: bool, content: str | None,
+                    logprobs: bool) -> str:
+    """What happened to an answer cut by ``max_tokens`` (finish_reason ``length``) before
+    it began. The budget "went to reasoning" only when the reply shows it
+    (``reasoning``: :func:`shows_reasoning`); otherwise the message says how many
+    tokens the reply used and what it wrote (blank text). ``logprobs``: the logprobs
+    repeat mode, which asks for at most a few tokens, so --max-tokens cannot help."""
+    ct, rt, m = budget.completion_tokens, budget.reasoning_tokens, budget.max_tokens
+    if reasoning:
+        spent = (f"{rt} of the reply's {ct} completion tokens were reasoning"
+                 if rt and ct is not None else "the reply holds reasoning content")
+        fix = ("a reasoning model needs --repeat-mode n or calls" if logprobs else
+               "raise --max-tokens or lower the reasoning effort")
+        return (f"finish_reason=length with no answer: {REASONING_SPENT} ({spent}; "
+                f"max_tokens {m}); {fix}")
+    used = f"after {ct} completion token(s)" if ct is not None else "(no token count reported)"
+    wrote = f"it wrote only blank text {content!r}" if content else "it wrote nothing"
+    fix = (f"the logprobs mode reads the answer letter within its first {m} tokens; a model "
+           "that does not begin with it needs --repeat-mode n or calls" if logprobs else
+           f"raise --max-tokens (now {m}) if the model needs room before its answer")
+    return (f"finish_reason=length {used} with max_tokens {m} and no answer: {wrote}; no "
+            f"reasoning tokens or content in the reply; {fix}")
 
 
 def _get(obj: Any, name: str) -> Any:
