@@ -118,7 +118,8 @@ def test_reasoning_effort_reaches_the_server_and_the_key(tmp_path):
         assert (low.status, low.reasoning_tokens, low.completion_tokens) == ("ok", 3, 4)
         # high: 50 > max_tokens 20: empty content, finish_reason length -> truncated
         assert (high.status, high.text, high.finish_reason) == ("truncated", "", "length")
-        assert "max_tokens budget (20)" in high.error and "--max-tokens" in high.error
+        assert "went to reasoning (20 of the reply's 20 completion tokens were reasoning; " \
+            "max_tokens 20)" in high.error and "--max-tokens" in high.error
         assert be.totals().reasoning_tokens == 3 + 20 and be.totals().truncated == 1
         assert st.get(req("high").key()).status == "truncated"
         # truncated is not an error: a re-run does not ask it again

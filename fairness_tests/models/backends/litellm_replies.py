@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from fairness_tests.models import prompt_format as PF
+from fairness_tests.models.answers import REASONING_SPENT
 from fairness_tests.models.backends.litellm_errors import Retryable, Unsupported
 from fairness_tests.models.letters import draw_letter, letter_distribution
 from fairness_tests.models.repeat_modes import MIN_LETTER_MASS, answer_position, letter_scores
@@ -208,10 +209,6 @@ def share(total: int | None, k: int, i: int) -> int | None:
         return None
     base, rem = divmod(int(total), k)
     return base + (1 if i < rem else 0)
-
-
-#: the words of a truncation whose budget went to reasoning (:func:`truncated_error`)
-REASONING_SPENT = "the token budget went to reasoning"
 
 
 def truncated_error(budget: Budget, reasoning: bool, content: str | None,
