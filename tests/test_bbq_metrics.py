@@ -23,7 +23,9 @@ from fairness_tests.metrics.bbq import (
 )
 from fairness_tests.metrics.bbq_tables import bbq_tables
 from fairness_tests.metrics.consistency import consistency_metrics, per_item
+from fairness_tests.models.request import Response
 from fairness_tests.protocols.bbq.data import load_filtered
+from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table
 from fairness_tests.rules.evaluate import evaluate
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.stats.bootstrap import multiplicities
@@ -504,8 +506,6 @@ def test_failed_requests_are_in_no_metric():
     refused, items 2 and 3 failed (the server was down). Before, the failures were
     invalid answers: n 4, accuracy 1/4, invalid_rate 3/4. They are no answers: n 2,
     accuracy 1/2, invalid_rate 1/2."""
-    from fairness_tests.models.request import Response
-    from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table
     items = make_items([(i, "ambig", "neg", 2, 0, "G1") for i in range(4)])
     items = items.assign(context_text="Two people met.", question="Who lied?", ans0="A",
                          ans1="B", ans2="Unknown")

@@ -6,7 +6,7 @@ import pytest
 from helpers import rule
 
 from fairness_tests.rules import evaluate, worst_cells
-from fairness_tests.rules.thresholds import ExpectedFail
+from fairness_tests.rules.thresholds import DEFAULT_MIN_N, ExpectedFail
 from fairness_tests.run.result import VERDICT_COLUMNS
 
 NAN, INF = float("nan"), float("inf")
@@ -144,7 +144,6 @@ def test_a_rule_without_min_n_obeys_the_one_default_minimum():
     items with the CI [1, 1], while a rule with min_n 30 skipped the same-sized cell.
     Every rule now has a minimum: its own min_n, else DEFAULT_MIN_N (30): 4 < 30 in both
     cells, 30 is not below 30."""
-    from fairness_tests.rules.thresholds import DEFAULT_MIN_N
     assert DEFAULT_MIN_N == 30
     v = evaluate({"bbq": SMALL}, [
         rule(id="sdis", metric="s_dis", op="<=", bound=0.10, abs=True, compare="ci_low"),

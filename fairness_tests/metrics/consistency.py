@@ -23,7 +23,8 @@ reason in ``note``), so no rule is evaluated on it.
 
 When the items carry a known letter distribution (the columns of
 :func:`fairness_tests.metrics.expected_consistency.expected_items` joined on), the
-summary adds the exact expectations (given each item's number of valid answers) ``mfaa_expected_mean``, ``gtc_expected_mean``
+summary adds the exact expectations (given each item's number of valid answers)
+``mfaa_expected_mean``, ``gtc_expected_mean``
 (and their ``_std``, ``_min``, ``_max``), ``flagged_expected_pct`` (100 * mean
 P(flagged)) and ``repeats_fit``: Pearson's X^2 of the sampled repeats against the
 distributions, its parametric-bootstrap p-value in ``p_value`` (a small p: the repeats
@@ -169,10 +170,10 @@ def consistency_table(item_table: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
             cells.append(((d, c, p), m))
     counted = every["mfaa"].notna().to_numpy()       # n_valid >= MIN_VALID (per_item)
     t = every[counted]
-    cells = [(k, m[counted], int(m.sum())) for k, m in cells]
-    fits = (_cell_fits(t, [m for _, m, _ in cells], seed) if "mfaa_expected" in t
-            else [None] * len(cells))
-    for ((d, c, p), m, repeated), fit in zip(cells, fits, strict=True):
+    masks = [m[counted] for _, m in cells]
+    fits = (_cell_fits(t, masks, seed) if "mfaa_expected" in t else [None] * len(cells))
+    for ((d, c, p), every_m), m, fit in zip(cells, masks, fits, strict=True):
+        repeated = int(every_m.sum())
         g = t[m]
         s = _summary(g)
         for metric in METRICS:

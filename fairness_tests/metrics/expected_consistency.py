@@ -188,7 +188,8 @@ def expected_items(items: pd.DataFrame, rep: pd.DataFrame) -> pd.DataFrame:
     """Per repeated item whose answers carry a ``letter_probs`` distribution (a list
     [p0, p1, p2] per prediction row, original option order, None when unknown):
     ``dataset, example_id, n_repeats, mfaa_expected, gtc_expected, p_flagged`` given
-    its number of valid answers (:func:`expected_per_item`), the observed answer counts ``obs_0..obs_3`` (3 = invalid)
+    its number of valid answers (:func:`expected_per_item`), the observed answer counts
+    ``obs_0..obs_3`` (3 = invalid)
     and the distribution ``p_0..p_3`` (the mean of the rows' distributions; equal rows
     in practice). Empty when no row has a distribution."""
     cols = ["dataset", "example_id", "n_repeats", "mfaa_expected", "gtc_expected",

@@ -1,17 +1,17 @@
-"""Reading a litellm reply: each choice's response, a logprobs reply's letter
-distribution and draws, and the billed tokens shared among a unit's responses.
+"""Reading a litellm reply: each choice's response, a logprobs reply's letter distribution
+and draws, and the billed tokens shared among a unit's responses.
 
 A provider refusal (``finish_reason == "content_filter"`` or a ``refusal`` message)
 becomes ``status="refused"``; an empty answer with ``finish_reason == "length"``
 ``status="truncated"``, not retried, its ``error`` saying what happened
 (:func:`truncated_error`: the budget went to reasoning only when the reply shows
 reasoning tokens or reasoning content; else the tokens it used and what it wrote); an
-empty string content is a valid (empty) answer. In the ``logprobs`` repeat mode every repeat is drawn
-from the letter distribution at the answer position (:func:`from_logprobs`); a prompt
-whose letter mass is below :data:`~fairness_tests.models.repeat_modes.MIN_LETTER_MASS`
-is invalid. Tokens and cost of a unit are billed once and shared among its responses
-(:func:`share`: remainders to the first), so sums over responses are what the provider
-billed.
+empty string content is a valid (empty) answer. In the ``logprobs`` repeat mode every
+repeat is drawn from the letter distribution at the answer position
+(:func:`from_logprobs`); a prompt whose letter mass is below
+:data:`~fairness_tests.models.repeat_modes.MIN_LETTER_MASS` is invalid. Tokens and cost
+of a unit are billed once and shared among its responses (:func:`share`: remainders to
+the first), so sums over responses are what the provider billed.
 """
 from __future__ import annotations
 
