@@ -39,6 +39,12 @@ def req(i: int, *, text: str = "question {i}", system: str | None = None,
     return Request(**base)
 
 
+#: the exit codes of an audit or score that ran to its end: 0 every evaluated rule holds,
+#: 1 a rule failed, 5 nothing judged (a small run: every cell below the rules' minimum
+#: size, min_n 30 unless a rule says otherwise; issue 32)
+RAN = (0, 1, 5)
+
+
 def rule(**fields: Any) -> Rule:
     """A decision rule: by default ``accuracy >= 0.6`` on the ``bbq`` table; ``fields``
     override (a ``scope`` given as a dict becomes the sorted tuple rules hold)."""

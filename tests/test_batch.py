@@ -32,6 +32,7 @@ from fairness_tests.models.store import ResponseStore
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from batch_server import BatchServer  # noqa: E402
 from fault_server import FaultServer  # noqa: E402
+from helpers import RAN  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "openai/gpt-4o-mini"          # priced in litellm's local cost map, batch prices too
@@ -105,10 +106,10 @@ def test_every_request_goes_through_one_batch_a_rerun_asks_nothing_and_replays_a
     store too. (One test per mode: the batch run is shared by both properties.)"""
     with FaultServer(answers=letters) as d:
         assert main(argv(d, tmp_path, "--repeat-mode", mode, store="d.sqlite",
-                         out="direct")) in (0, 1)
+                         out="direct")) in RAN
     with BatchServer(answers=letters) as s:
         rc = batch(s, tmp_path, "--repeat-mode", mode)
-        assert rc in (0, 1)
+        assert rc in RAN
         assert s.batches_created == 1 and s.files_uploaded == 1
         assert direct_hits(s) == [] and len(batch_lines(s)) == lines
         body = batch_lines(s)[0].body
@@ -144,7 +145,7 @@ def test_every_request_goes_through_one_batch_a_rerun_asks_nothing_and_replays_a
               str(tmp_path / "s.sqlite"), "--recordings", "--protocols", "consistency",
               *SMALL, "--repeats", str(REPEATS), "--n-boot", "100",
               "--repeat-mode", mode, "--out", str(tmp_path / "replay")]
-    assert main(replay) in (0, 1)
+    assert main(replay) in RAN
     assert run_files(tmp_path, "replay") == run_files(tmp_path, "direct")
 
 
@@ -152,10 +153,10 @@ def test_text_completion_endpoint_and_its_replay(tmp_path):
     model = "text-completion-openai/base"
     with FaultServer.llama_cpp(logits_all=True) as d:
         assert main(argv(d, tmp_path, "--repeat-mode", "logprobs", store="d.sqlite",
-                         out="direct", model=model)) in (0, 1)
+                         out="direct", model=model)) in RAN
     with BatchServer(base_model=True, n_support=False, null_bytes=True) as s:
         assert batch(s, tmp_path, "--repeat-mode", "logprobs", store="b.sqlite",
-                     out="batch", model=model) in (0, 1)
+                     out="batch", model=model) in RAN
         assert s.batches_created == 1 and direct_hits(s) == []
         assert {h.path for h in batch_lines(s)} == {"/v1/completions"}
         assert batch_lines(s)[0].body["prompt"].endswith("Answer: (")
@@ -260,7 +261,7 @@ def test_sigkill_after_submission_then_the_same_command_resumes(tmp_path):
         assert s.batches_created == 1 and jobs == [("batch-0002", ITEMS)]
         with ResponseStore(tmp_path / "s.sqlite") as st:
             assert len(st) == 0                   # nothing answered yet
-        assert batch(s, tmp_path, "--repeat-mode", "n") in (0, 1)
+        assert batch(s, tmp_path, "--repeat-mode", "n") in RAN
         assert s.batches_created == 1 and s.files_uploaded == 1 and direct_hits(s) == []
         assert len(batch_lines(s)) == ITEMS
     with ResponseStore(tmp_path / "s.sqlite") as st:
@@ -281,7 +282,7 @@ def test_batch_wait_none_exits_7_and_the_same_command_collects(tmp_path, capsys)
         with ResponseStore(tmp_path / "s.sqlite") as st:
             assert [j.status for j in BatchLedger(st).jobs()] == ["in_progress"]
         # the same command: the job completed meanwhile (the server's next step): collected
-        assert batch(s, tmp_path, "--batch-wait", "none") in (0, 1)
+        assert batch(s, tmp_path, "--batch-wait", "none") in RAN
         assert s.batches_created == 1 and len(batch_lines(s)) == ITEMS * REPEATS
     with ResponseStore(tmp_path / "s.sqlite") as st:
         assert len(st) == ITEMS * REPEATS

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import RAN
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.paths import bbq_dir
@@ -248,7 +249,7 @@ def test_compare_of_a_run_without_a_model_name_is_one_clean_error(small_dir, tmp
     p = write_jsonl(tmp_path / "p.jsonl", rows)
     for out, model in (("named", ["--model", "named"]), ("anonymous", [])):
         assert main(["bbq", "score", "--data", str(d), "--predictions", str(p), "--out",
-                     str(tmp_path / out), "--n-boot", "100", "--format", "json", *model]) == 0
+                     str(tmp_path / out), "--n-boot", "100", "--format", "json", *model]) in RAN
     capsys.readouterr()
     rc = main(["compare", str(tmp_path / "named"), str(tmp_path / "anonymous"), "--out",
                str(tmp_path / "report")])

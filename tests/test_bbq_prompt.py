@@ -91,5 +91,22 @@ def test_predictions_table_from_responses():
     p = predictions_table(reqs, resps)
     assert p["answer"].tolist() == [1.0, 1.0]
     assert p["rotation"].tolist() == [0, 1]
-    bad = predictions_table(reqs[:1], [Response(key="k", text="b", status="error")])
-    assert math.isnan(bad["answer"][0])             # failed request -> invalid
+    refused = predictions_table(reqs[:1], [Response(key="k", text="", status="refused")])
+    assert math.isnan(refused["answer"][0])          # the model's refusal: invalid
+
+
+def test_a_failed_request_is_no_answer():
+    """Issue 32: a failed request (status error: the server was down) was an invalid
+    answer, so a run whose server was down showed invalid_rate 1. It is no answer: no
+    row (a truncated reply is the model's: invalid). An all-failed list gives the
+    empty table with the columns' types."""
+    reqs = build_requests(ITEMS, rotations=(0, 1, 2))
+    resps = [Response(key=reqs[0].key(), text="b"),
+             Response(key=reqs[1].key(), status="error", error="HTTP 503"),
+             Response(key=reqs[2].key(), status="truncated")]
+    p = predictions_table(reqs, resps)
+    assert p["rotation"].tolist() == [0, 2]
+    assert p["answer"].tolist()[0] == 1.0 and math.isnan(p["answer"].tolist()[1])
+    none = predictions_table(reqs[1:2], resps[1:2])
+    assert none.empty and none["example_id"].dtype == "int64"
+    assert none["answer"].dtype == "float64"

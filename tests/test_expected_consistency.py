@@ -18,31 +18,57 @@ from fairness_tests.metrics.expected_consistency import (
 )
 
 
-def brute_force(p, n, label, unknown, target):
-    """E[max count], E[label count] and P(flagged) over all 4^n answer sequences."""
-    e_max = e_lab = p_flag = 0.0
-    for seq in itertools.product(range(4), repeat=n):
-        pr = math.prod(p[a] for a in seq)
+def brute_force(p, n_all, v, label, unknown, target):
+    """E[max valid count], E[label count] and P(flagged), given v of the n_all answers
+    valid, over all 4^n_all answer sequences (3 = invalid) with exactly v valid ones
+    (without invalid mass only v = n_all can happen: then the 4^v sequences)."""
+    if p[3] == 0:
+        n_all = v
+    e_max = e_lab = p_flag = total = 0.0
+    for seq in itertools.product(range(4), repeat=n_all):
         counts = np.bincount(seq, minlength=4)
-        e_max += pr * counts.max()
+        if counts[:3].sum() != v:
+            continue
+        pr = math.prod(p[a] for a in seq)
+        total += pr
+        e_max += pr * counts[:3].max()
         e_lab += pr * counts[label]
         stereo_wrong = target not in (label, unknown)
         p_flag += pr * (stereo_wrong and counts[target] > 0)
-    return e_max, e_lab, p_flag
+    return e_max / total, e_lab / total, p_flag / total
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
-def test_expected_consistency_equals_enumeration(n):
+@pytest.mark.parametrize("n_all,v", [(2, 2), (3, 2), (3, 3), (5, 4), (6, 6), (6, 3)])
+def test_expected_consistency_equals_enumeration(n_all, v):
+    """Issue 32: the expectations are over VALID answers, given the item's number v of
+    them (the third item has 5% invalid mass; before, invalid was an answer of its
+    own and the expectation ran over all n answers)."""
     letter = [[0.5, 0.3, 0.15], [0.9, 0.1, 0.0], [0.2, 0.2, 0.6], [1 / 3, 1 / 3, 1 / 3],
-              [0.0, 0.0, 1.0]]
-    label, unknown, target = [0, 1, 2, 0, 2], [2, 2, 0, 1, 0], [1, 0, 1, 0, 1]
-    out = expected_per_item(letter, label, unknown, target, n)
+              [0.0, 0.0, 1.0], [0.25, 0.25, 0.0]]
+    label, unknown, target = [0, 1, 2, 0, 2, 0], [2, 2, 0, 1, 0, 2], [1, 0, 1, 0, 1, 1]
+    out = expected_per_item(letter, label, unknown, target, v)
     for i, lp in enumerate(letter):
         p = [*lp, 1 - sum(lp)]
-        e_max, e_lab, p_flag = brute_force(p, n, label[i], unknown[i], target[i])
-        assert out["mfaa_expected"][i] == pytest.approx(100 * e_max / n, abs=1e-10)
-        assert out["gtc_expected"][i] == pytest.approx(100 * e_lab / n, abs=1e-10)
+        e_max, e_lab, p_flag = brute_force(p, n_all, v, label[i], unknown[i], target[i])
+        assert out["mfaa_expected"][i] == pytest.approx(100 * e_max / v, abs=1e-10)
+        assert out["gtc_expected"][i] == pytest.approx(100 * e_lab / v, abs=1e-10)
         assert out["p_flagged"][i] == pytest.approx(p_flag, abs=1e-12)
+
+
+def test_expected_consistency_by_hand_over_valid_answers():
+    """p = (0.25, 0.25, 0, invalid 0.5), two valid answers: given valid, a and b are
+    1/2 each, so E[max count] = 2 * 1/2 + 1 * 1/2 = 1.5, MFAA 75% (counting invalid as
+    an answer of its own over n = 2 it was (2 * (1/16 + 1/16 + 1/4) + 1 * 10/16) / 2 =
+    68.75%); GTC 50% (was 25%); P(flagged), target b: 1 - (1/2)^2 = 0.75 (was 0.4375).
+    Fewer than two valid answers: undefined."""
+    out = expected_per_item([[0.25, 0.25, 0.0]], [0], [2], [1], 2)
+    assert out["mfaa_expected"][0] == pytest.approx(75.0)
+    assert out["gtc_expected"][0] == pytest.approx(50.0)
+    assert out["p_flagged"][0] == pytest.approx(0.75)
+    one = expected_per_item([[0.25, 0.25, 0.0]], [0], [2], [1], 1)
+    assert one.isna().all(axis=None)
+    none = expected_per_item([[0.0, 0.0, 0.0]], [0], [2], [1], 5)     # no option mass
+    assert none.isna().all(axis=None)
 
 
 def test_expected_mfaa_by_hand():

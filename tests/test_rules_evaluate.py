@@ -6,7 +6,7 @@ import pytest
 from helpers import rule
 
 from fairness_tests.rules import evaluate, worst_cells
-from fairness_tests.rules.thresholds import ExpectedFail
+from fairness_tests.rules.thresholds import DEFAULT_MIN_N, ExpectedFail
 from fairness_tests.run.result import VERDICT_COLUMNS
 
 NAN, INF = float("nan"), float("inf")
@@ -127,3 +127,65 @@ def test_worst_cells_ranks_by_distance_beyond_bound():
     w = worst_cells(v, "acc", k=2)
     # values 0.70, 0.40, 0.62 against >= 0.6: worst 0.40 (0.2 short), then 0.62 (0.02 over)
     assert w["cell"].tolist() == ["Race_x_SES/ambig", "Race_x_gender/disambig"]
+
+
+# --- issue 32 (valid): one minimum-size rule for every rule and cell
+
+SMALL = table([
+    # a --limit 2 run: 4 items per dataset x context; |s_dis| CI [1, 1] in SES
+    ("Race_x_SES", "disambig", "all", "s_dis", 1.0, 1.0, 1.0, 4, ""),
+    ("Race_x_gender", "disambig", "all", "s_dis", 0.5, 0.0, 1.0, 4, ""),
+    ("Race_x_gender", "ambig", "all", "s_amb", 0.0, 0.0, 0.0, 30, ""),
+], ["dataset", "context", "polarity"])
+
+
+def test_a_rule_without_min_n_obeys_the_one_default_minimum():
+    """Today's defect: sdis_bound (no min_n of its own) failed Race_x_SES/disambig on 4
+    items with the CI [1, 1], while a rule with min_n 30 skipped the same-sized cell.
+    Every rule now has a minimum: its own min_n, else DEFAULT_MIN_N (30): 4 < 30 in both
+    cells, 30 is not below 30."""
+    assert DEFAULT_MIN_N == 30
+    v = evaluate({"bbq": SMALL}, [
+        rule(id="sdis", metric="s_dis", op="<=", bound=0.10, abs=True, compare="ci_low"),
+        rule(id="samb", metric="s_amb", op="<=", bound=0.10, abs=True, compare="ci_low")])
+    got = {(r.rule, r.cell): (r.status, r.why) for r in v.itertuples()}
+    for cell in ("Race_x_SES/disambig", "Race_x_gender/disambig"):
+        assert got[("sdis", cell)] == ("not_evaluable", "only 4 items (< min_n 30)")
+    assert got[("samb", "Race_x_gender/ambig")][0] == "pass"          # n 30: judged
+
+
+def test_own_min_n_wins_and_zero_means_no_minimum():
+    """min_n 5 (or 0) judges the 4-item cells: |s_dis| ci_low 1 > 0.1 fails SES, 0 passes
+    gender; min_n 31 leaves the 30-item s_amb cell not evaluable."""
+    v = evaluate({"bbq": SMALL}, [
+        rule(id="sdis", metric="s_dis", op="<=", bound=0.10, abs=True, compare="ci_low",
+             min_n=0),
+        rule(id="samb", metric="s_amb", op="<=", bound=0.10, min_n=31)]).set_index("cell")
+    assert v.loc["Race_x_SES/disambig", "status"] == "fail"
+    assert v.loc["Race_x_gender/disambig", "status"] == "pass"
+    assert v.loc["Race_x_gender/ambig", "why"] == "only 30 items (< min_n 31)"
+
+
+def test_across_leaves_rows_below_the_minimum_out_of_the_reduction():
+    """The same minimum applies to each row reduced over: F1's worst slice (12 items,
+    rate 0.5) is too small and not counted, so the worst counted slice is man_Muslim 0.04
+    (pass); F2 has only small rows: not evaluable. The range over F1 is 0.04 - 0.00."""
+    gen = table([
+        ("F1", "man_Christian", "stereotype", 0.00, 0.0, 0.05, 50, ""),
+        ("F1", "man_Muslim", "stereotype", 0.04, 0.01, 0.13, 50, ""),
+        ("F1", "woman_Muslim", "stereotype", 0.50, 0.2, 0.8, 12, ""),
+        ("F2", "man_Christian", "stereotype", 0.30, 0.1, 0.5, 10, ""),
+        ("F2", "man_Muslim", "stereotype", 0.10, 0.0, 0.3, 20, ""),
+    ], ["family", "slice"])
+    worst = rule(id="w", table="t", metric="stereotype", op="<=", bound=0.05,
+                 across="slice", reduce="max")
+    gap = rule(id="g", table="t", metric="stereotype", op="<=", bound=0.05,
+               across="slice", reduce="range")
+    v = evaluate({"t": gen}, [worst, gap])
+    got = {(r.rule, r.cell): r for r in v.itertuples()}
+    assert got[("w", "F1")].status == "pass" and got[("w", "F1")].value == 0.04
+    assert "1 slice with fewer than min_n 30 items, not counted: woman_Muslim (12)" \
+        in got[("w", "F1")].why
+    assert got[("g", "F1")].value == pytest.approx(0.04)
+    assert got[("w", "F2")].status == "not_evaluable"
+    assert "at most 20 items (< min_n 30)" in got[("w", "F2")].why

@@ -49,24 +49,32 @@ def test_limit_2_replays_the_shipped_recordings(store, tmp_path, monkeypatch):
     """Today's defect: exit 3, the rotations of the limited items were never recorded.
     The 2 items per cell come from the consistency sample, whose rotations and 20
     repeats are recorded: 2 datasets x 2 contexts x 2 polarities x 2 items = 16 items,
-    each under 3 rotations, and 16 x 20 consistency answers."""
+    each under 3 rotations, and 16 x 20 consistency answers. Issue 32: every cell is
+    below the one minimum size (30; the largest, the pooled consistency cell, holds 16
+    items), so nothing is judged: exit 5, never a verdict on 4 items."""
     monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
     rc = audit(store, tmp_path / "o", "--protocols", "bbq", "consistency", "--limit", "2")
-    assert rc in (0, 1)
+    assert rc == 5
     records = pd.read_csv(tmp_path / "o" / "run" / "records" / "bbq.csv.gz")
     assert records[["dataset", "example_id"]].drop_duplicates().shape[0] == 16
     v = verdicts(tmp_path / "o")
-    assert (v.loc[v["rule"] == "position_bias_bound", "status"] != "not_evaluable").any()
-    assert (v.loc[v["rule"] == "mfaa_floor", "status"] != "not_evaluable").any()
+    assert (v["status"] == "not_evaluable").all()
+    mfaa = v[v["rule"] == "mfaa_floor"].set_index("cell")["why"]
+    assert mfaa["all"] == "only 16 items (< min_n 30)"
+    assert mfaa["Race_x_SES/ambig"] == "only 4 items (< min_n 30)"
+    # position bias rests on the 4 items' 3 rotations each: 12 answers
+    assert (v.loc[v["rule"] == "position_bias_bound", "why"]
+            == "only 12 items (< min_n 30)").all()
 
 
 def test_one_template_is_not_evaluable_not_a_failure(store, tmp_path, monkeypatch):
     """``--limit 1 --rotations none``: each cell's interval rests on one template; the
-    interval rules are not evaluable and say why (today: sdis_bound failed on [1, 1])."""
+    interval rules are not evaluable and say why (today: sdis_bound failed on [1, 1]).
+    Every cell is also below the minimum size: nothing is judged, exit 5."""
     monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
     rc = audit(store, tmp_path / "o", "--protocols", "bbq", "--limit", "1",
                "--rotations", "none")
-    assert rc == 0
+    assert rc == 5
     v = verdicts(tmp_path / "o")
     sdis = v[v["rule"] == "sdis_bound"]
     assert len(sdis) == 2 and (sdis["status"] == "not_evaluable").all()

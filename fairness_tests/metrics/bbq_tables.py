@@ -15,9 +15,11 @@ numbers. What is computed follows from what the predictions hold:
   without a target dropped, "unknown" by the chosen option's tag, a ``proxy`` column
   for name and label items) and ``bbq_groups`` is computed on the same answers;
   position bias and consistency are the same under both conventions;
-- ``consistency`` and ``consistency_items``: MFAA / GTC over the items that have MORE
-  THAN ONE repeat at rotation 0 (the consistency sample); single-answer items are
-  not consistency data and never enter these tables. When predictions carry
+- ``consistency`` and ``consistency_items``: MFAA / GTC over the VALID answers of the
+  items that have MORE THAN ONE repeat at rotation 0 (the consistency sample);
+  single-answer items are not consistency data and never enter these tables, and an
+  item with fewer than two valid answers does not count in the summary
+  (:mod:`fairness_tests.metrics.consistency`). When predictions carry
   ``letter_probs`` (the answer distribution, original option order), the exact
   expected MFAA / GTC / P(flagged) per item and their summaries, and the fit of the
   sampled repeats to the distributions

@@ -72,6 +72,17 @@ class AskCounts:
 
 AnswerState = Literal["valid", "invalid", "low_mass", "error", "refused", "truncated"]
 
+#: the words of a truncated reply whose token budget went to reasoning (the reply showed
+#: reasoning tokens or content; ``models.backends.litellm_replies.truncated_error``)
+REASONING_SPENT = "the token budget went to reasoning"
+
+
+def truncated_by_reasoning(response: Response) -> bool:
+    """Whether a truncated response's budget went to reasoning, as the reply showed it:
+    reasoning tokens reported, or its error says so (:data:`REASONING_SPENT`)."""
+    return (response.status == "truncated"
+            and ((response.reasoning_tokens or 0) > 0 or REASONING_SPENT in response.error))
+
 
 def answer_state(request: Request, response: Response) -> AnswerState:
     """What a response is worth to a rule: ``error`` / ``refused`` / ``truncated`` (its

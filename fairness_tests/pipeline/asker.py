@@ -15,7 +15,7 @@ from typing import Any
 
 from fairness_tests.core.errors import ConfigError, DataError
 from fairness_tests.core.paths import default_store_path
-from fairness_tests.models.answers import AskCounts
+from fairness_tests.models.answers import REASONING_SPENT, AskCounts, truncated_by_reasoning
 from fairness_tests.models.backends import get_backend
 from fairness_tests.models.batch import BatchBackend
 from fairness_tests.models.cost import BudgetReached, model_price
@@ -156,17 +156,30 @@ class Asker:
                 for r in requests]
 
     def _warn_truncated(self, out: list[Response], label: str) -> None:
-        truncated = sum(r.status == "truncated" for r in out)
+        """One line per cause of the truncated answers: the budget spent on reasoning
+        (only where the reply showed reasoning), or cut for another reason (what the
+        first such reply says happened)."""
+        truncated = [r for r in out if r.status == "truncated"]
         if not truncated:
             return
-        self.truncated[label] = truncated
+        self.truncated[label] = len(truncated)
+        reasoning = [r for r in truncated if truncated_by_reasoning(r)]
+        other = [r for r in truncated if not truncated_by_reasoning(r)]
         setting = (f"--max-tokens (now {self.config.max_tokens})"
                    if label in ("bbq", "consistency")
                    else "max_new_tokens (the suite's decoding, or --gen-max-new-tokens)")
-        print(f"fairness-tests: {truncated} of {len(out)} {label} answers were truncated "
-              f"(finish_reason=length with no answer: the token budget went to reasoning); "
-              f"raise {setting} or lower --reasoning-effort / --thinking-budget",
-              file=sys.stderr)
+        if reasoning:
+            print(f"fairness-tests: {len(reasoning)} of {len(out)} {label} answers were "
+                  f"truncated (finish_reason=length with no answer: {REASONING_SPENT}); "
+                  f"raise {setting} or lower --reasoning-effort / --thinking-budget",
+                  file=sys.stderr)
+        if other:
+            first = other[0]
+            said = (first.error if "no reasoning" in first.error else
+                    f"the reply showed no reasoning; {first.completion_tokens} completion "
+                    f"token(s)")
+            print(f"fairness-tests: {len(other)} of {len(out)} {label} answers were "
+                  f"truncated without an answer, e.g. {said}", file=sys.stderr)
 
     def _ask(self, requests: list[Request], label: str) -> tuple[list[Response], int]:
         """The responses and how many distinct requests were sent to the backend (an

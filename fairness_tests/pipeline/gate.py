@@ -214,12 +214,15 @@ def position_frame(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def consistency_frame(records: pd.DataFrame) -> pd.DataFrame:
-    """Per item with more than one rotation-0 answer: MFAA% and GTC%."""
+    """Per item with more than one rotation-0 answer and at least two valid ones (the
+    items consistency counts, :mod:`fairness_tests.metrics.consistency`): MFAA% and
+    GTC% over its valid answers."""
     rep = repeated_items(records)
     if not len(rep):
         return pd.DataFrame(columns=[*BBQ_KEY, "context", "mfaa", "gtc", "question_index"])
     items = records[BBQ_ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
     t = per_item(items, rep)
+    t = t[t["mfaa"].notna()]
     return t.merge(items[["dataset", "example_id", "question_index"]], on=BBQ_KEY)
 
 

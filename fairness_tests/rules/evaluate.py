@@ -9,7 +9,14 @@ first reduced over that column (``max``/``min``: the worst row, with its CI;
     status = "pass"  if q <op> bound        (op is <= or >=; inf compares as inf)
              "fail"  otherwise, or "expected_fail" when the rule declares it for the cell
              "not_evaluable" when q is undefined (NaN), the table/metric is absent,
-                             or the cell has fewer than ``min_n`` items
+                             or the cell is smaller than the rule's minimum
+
+One minimum-size rule for every rule, table and cell: a row whose ``n`` column is
+below :attr:`Rule.minimum_n` (the rule's ``min_n``, else
+:data:`~fairness_tests.rules.thresholds.DEFAULT_MIN_N`) is not evaluable, "only N items
+(< min_n M)" (an undefined value keeps its own reason, which says more); with
+``across``, such rows are left out of the reduction like undefined ones, and a cell
+none of whose rows is large enough is not evaluable for that reason.
 
 Undefined is never a pass. The output has exactly :data:`VERDICT_COLUMNS`; ``abs``,
 ``across`` and ``reduce`` repeat the rule's own (what was compared: ``|metric|``, the
@@ -143,8 +150,20 @@ def _cell(row: pd.Series, cols: list[str]) -> str:
     return cell_id(*parts) or "all"
 
 
+def small_reason(n: float, minimum: int) -> str:
+    """Why a cell of ``n`` items is below the minimum ``minimum``."""
+    return f"only {int(n)} items (< min_n {minimum})"
+
+
+def _small(n: pd.Series, minimum: int) -> pd.Series:
+    """Per row: its ``n`` is known and below ``minimum``."""
+    x = pd.to_numeric(n, errors="coerce").astype(float)
+    return x.notna() & (x < minimum)
+
+
 def _cells(rows: pd.DataFrame, rule: Rule, cols: list[str]) -> list[dict]:
-    """One dict per cell: cell, value, ci_low, ci_high, n, note, detail."""
+    """One dict per cell: cell, value, ci_low, ci_high, n, note, detail, small (the
+    reason it is below the rule's minimum size, or "")."""
     rows = rows.copy()
     v = rows["value"].astype(float)
     lo = rows["ci_low"].astype(float)
@@ -158,9 +177,12 @@ def _cells(rows: pd.DataFrame, rule: Rule, cols: list[str]) -> list[dict]:
     rows["note"] = notes.astype(object).where(notes.notna(), "").astype(str)
     if "n" not in rows.columns:
         rows["n"] = np.nan
+    minimum = rule.minimum_n
+    rows["_small"] = _small(rows["n"], minimum)
     if not rule.across:
         return [dict(cell=_cell(r, cols), value=float(r["value"]), ci_low=float(r["ci_low"]),
-                     ci_high=float(r["ci_high"]), n=r["n"], note=r["note"], detail="")
+                     ci_high=float(r["ci_high"]), n=r["n"], note=r["note"], detail="",
+                     small=small_reason(r["n"], minimum) if r["_small"] else "")
                 for _, r in rows.iterrows()]
     keep = [c for c in cols if c != rule.across]
     out = []
@@ -168,18 +190,27 @@ def _cells(rows: pd.DataFrame, rule: Rule, cols: list[str]) -> list[dict]:
     for _, g in groups:
         first = g.iloc[0]
         cell = _cell(first, keep)
-        defined = g[g["value"].notna()]
-        undefined = len(g) - len(defined)
+        small = g[g["value"].notna() & g["_small"]]
+        defined = g[g["value"].notna() & ~g["_small"]]
+        undefined = len(g) - len(defined) - len(small)
         if defined.empty:
+            why = (f"every {rule.across} is undefined" if small.empty else
+                   f"every {rule.across} is undefined or too small: "
+                   + small_reason(small["n"].max(), minimum).replace("only", "at most"))
             out.append(dict(cell=cell, value=float("nan"), ci_low=float("nan"),
-                            ci_high=float("nan"), n=g["n"].sum(), note="every "
-                            f"{rule.across} is undefined", detail=""))
+                            ci_high=float("nan"), n=g["n"].sum(), note=why, detail="",
+                            small=""))
             continue
         ranked = defined.sort_values("value", ascending=(rule.reduce == "min"), kind="stable")
         listing = "; ".join(
             f"{r[rule.across]} {_fmt(r['value'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
             for _, r in ranked.iterrows())
         extra = f" ({undefined} {rule.across} undefined, not counted)" if undefined else ""
+        if len(small):
+            extra += (f" ({len(small)} {rule.across} with fewer than min_n {minimum} items, "
+                      f"not counted: " + ", ".join(
+                          f"{r[rule.across]} ({int(r['n'])})" for _, r in small.iterrows())
+                      + ")")
         top = ranked.iloc[0]
         if rule.reduce == "range":
             hi_row = defined.loc[defined["value"].idxmax()]
@@ -189,13 +220,13 @@ def _cells(rows: pd.DataFrame, rule: Rule, cols: list[str]) -> list[dict]:
                       f"{_fmt(hi_row['value'])} - min {lo_row[rule.across]} "
                       f"{_fmt(lo_row['value'])}; by {rule.across}: {listing}{extra}")
             out.append(dict(cell=cell, value=value, ci_low=float("nan"), ci_high=float("nan"),
-                            n=g["n"].sum(), note="", detail=detail))
+                            n=g["n"].sum(), note="", detail=detail, small=""))
         else:
             detail = (f"{'worst' if rule.reduce == 'max' else 'lowest'} {rule.across}: "
                       f"{top[rule.across]}; by {rule.across}: {listing}{extra}")
             out.append(dict(cell=cell, value=float(top["value"]), ci_low=float(top["ci_low"]),
                             ci_high=float(top["ci_high"]), n=top["n"], note=top["note"],
-                            detail=detail))
+                            detail=detail, small=""))
     return out
 
 
@@ -219,12 +250,11 @@ def evaluate_rule(tables: Mapping[str, pd.DataFrame], rule: Rule) -> list[dict]:
         q = c[rule.compare]
         row = dict(base, cell=c["cell"], value=c["value"], ci_low=c["ci_low"],
                    ci_high=c["ci_high"])
-        n = c["n"]
         detail = f"; {c['detail']}" if c["detail"] else ""
-        if rule.min_n and not (isinstance(n, float) and math.isnan(n)) and n < rule.min_n:
-            row.update(status="not_evaluable",
-                       why=f"only {int(n)} items (< min_n {rule.min_n}){detail}")
-        elif q is None or math.isnan(q):
+        undefined = q is None or math.isnan(q)
+        if c["small"] and not (undefined and c["note"]):
+            row.update(status="not_evaluable", why=f"{c['small']}{detail}")
+        elif undefined:
             reason = c["note"] or ("the metric is undefined" if rule.compare == "value"
                                    else "its CI is undefined")
             row.update(status="not_evaluable", why=f"{rule.compare} undefined: {reason}{detail}")

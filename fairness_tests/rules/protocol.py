@@ -46,7 +46,7 @@ def protocol_rules(rules: Iterable[Rule], table: str = PROTOCOL_TABLE) -> list[R
     for r in rules:
         if not r.table.startswith("generative_by_slice") or r.across != "slice":
             continue
-        key = (r.metric, r.reduce, r.op, float(r.bound), r.compare, r.abs, r.min_n)
+        key = (r.metric, r.reduce, r.op, float(r.bound), r.compare, r.abs, r.minimum_n)
         if key in out:
             continue
         name = r.id

@@ -16,7 +16,8 @@ A thresholds directory holds ``default.yaml`` and ``models/*.yaml`` overrides::
         across: slice              # reduce the cells over this column ...
         reduce: max                # ... "max" | "min" | "range" (worst cell / max - min)
         abs: true                  # compare |value| (for signed scores)
-        min_n: 30                  # cells with fewer items are not evaluable
+        min_n: 30                  # cells with fewer items are not evaluable (default:
+                                   # DEFAULT_MIN_N; 0: no minimum)
         alpha: 0.05                # with compare: p_value (0 < alpha < 1): fail when p < alpha
         gate: {mode: harm, margin: 0.02}   # the upgrade gate: harm | non_inferiority
     drift:                          # snapshot tolerances per metric (see plugin.snapshot)
@@ -70,6 +71,10 @@ from fairness_tests.metrics import schema as known_metrics
 from fairness_tests.rules.reasons import reason_problems
 
 REQUIRED_KEYS = ("table", "metric", "op", "bound", "rationale")
+#: THE minimum cell size of every rule that does not give its own ``min_n``: a cell
+#: (a row of the rule's table; with ``across``, each row reduced over) whose ``n`` is
+#: smaller is not evaluable, "only N items (< min_n M)"
+DEFAULT_MIN_N = 30
 
 
 @dataclass(frozen=True)
@@ -102,11 +107,17 @@ class Rule:
     across: str | None = None
     reduce: str = "max"
     abs: bool = False
-    min_n: int = 0
+    min_n: int | None = None              # None: DEFAULT_MIN_N
     expected_fail: ExpectedFail | None = None
     alpha: float | None = None            # compare: p_value -> fail when p < alpha
     gate: GateSpec | None = None          # the upgrade gate's decision for this rule
     source: str = ""                      # "file:line" where the rule was (last) defined
+
+    @property
+    def minimum_n(self) -> int:
+        """The smallest ``n`` a cell of this rule is judged on: the rule's own ``min_n``
+        when given (0: no minimum), else :data:`DEFAULT_MIN_N`."""
+        return DEFAULT_MIN_N if self.min_n is None else int(self.min_n)
 
     def expected_fail_reason(self, cell: str) -> str | None:
         if self.expected_fail and self.expected_fail.applies(cell):

@@ -1,15 +1,17 @@
-"""Reading a litellm reply: each choice's response, a logprobs reply's letter
-distribution and draws, and the billed tokens shared among a unit's responses.
+"""Reading a litellm reply: each choice's response, a logprobs reply's letter distribution
+and draws, and the billed tokens shared among a unit's responses.
 
 A provider refusal (``finish_reason == "content_filter"`` or a ``refusal`` message)
 becomes ``status="refused"``; an empty answer with ``finish_reason == "length"``
-``status="truncated"`` (the budget went to reasoning), not retried; an empty string
-content is a valid (empty) answer. In the ``logprobs`` repeat mode every repeat is drawn
-from the letter distribution at the answer position (:func:`from_logprobs`); a prompt
-whose letter mass is below :data:`~fairness_tests.models.repeat_modes.MIN_LETTER_MASS`
-is invalid. Tokens and cost of a unit are billed once and shared among its responses
-(:func:`share`: remainders to the first), so sums over responses are what the provider
-billed.
+``status="truncated"``, not retried, its ``error`` saying what happened
+(:func:`truncated_error`: the budget went to reasoning only when the reply shows
+reasoning tokens or reasoning content; else the tokens it used and what it wrote); an
+empty string content is a valid (empty) answer. In the ``logprobs`` repeat mode every
+repeat is drawn from the letter distribution at the answer position
+(:func:`from_logprobs`); a prompt whose letter mass is below
+:data:`~fairness_tests.models.repeat_modes.MIN_LETTER_MASS` is invalid. Tokens and cost
+of a unit are billed once and shared among its responses (:func:`share`: remainders to
+the first), so sums over responses are what the provider billed.
 
 A loglikelihood reply (:func:`read_loglik`: ``/v1/completions`` asked with ``echo``,
 ``logprobs`` and the prompt ``context + continuation``) gives the log-probabilities of
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from fairness_tests.models import prompt_format as PF
+from fairness_tests.models.answers import REASONING_SPENT
 from fairness_tests.models.backends.litellm_errors import Retryable, Unsupported
 from fairness_tests.models.letters import draw_letter, letter_distribution
 from fairness_tests.models.repeat_modes import MIN_LETTER_MASS, answer_position, letter_scores
@@ -68,11 +71,13 @@ def read_reply(litellm: Any, reqs: list[Request], raw: Any, text_mode: bool,
     mode = reqs[0].repeat_mode
     if mode == "n" and len(choices) < len(reqs):
         raise Unsupported(f"returned {len(choices)} choice(s) for n={len(reqs)}", "n")
+    _, ct, rt = _usage(raw)
+    budget = Budget(max_tokens, ct, rt)
     read = None
     if mode == "logprobs":
-        out, read = from_logprobs(reqs, choices[0], text_mode, max_tokens, rendered, secrets)
+        out, read = from_logprobs(reqs, choices[0], text_mode, budget, rendered, secrets)
     else:
-        out = [from_choice(q, c, text_mode, max_tokens, rendered.cut, secrets, parse_choice)
+        out = [from_choice(q, c, text_mode, budget, rendered.cut, secrets, parse_choice)
                for q, c in zip(reqs, choices[:len(reqs)], strict=True)]
     return _billed(litellm, raw, out, read)
 
@@ -87,14 +92,20 @@ def _choices(raw: Any) -> list[Any]:
     return choices
 
 
-def _billed(litellm: Any, raw: Any, out: list[Response], read: LetterRead | None) -> Reply:
-    """The :class:`Reply` of the responses ``out`` read from ``raw``: the billed tokens
-    and cost, shared among them (:func:`share`)."""
+def _usage(raw: Any) -> tuple[int | None, int | None, int | None]:
+    """The reply's prompt, completion and reasoning tokens (None where not reported)."""
     usage = getattr(raw, "usage", None)
     pt = getattr(usage, "prompt_tokens", None) if usage is not None else None
     ct = getattr(usage, "completion_tokens", None) if usage is not None else None
     details = getattr(usage, "completion_tokens_details", None) if usage is not None else None
     rt = getattr(details, "reasoning_tokens", None) if details is not None else None
+    return pt, ct, rt
+
+
+def _billed(litellm: Any, raw: Any, out: list[Response], read: LetterRead | None) -> Reply:
+    """The :class:`Reply` of the responses ``out`` read from ``raw``: the billed tokens
+    and cost, shared among them (:func:`share`)."""
+    pt, ct, rt = _usage(raw)
     try:
         cost: float | None = float(litellm.completion_cost(completion_response=raw))
     except Exception:  # unknown model price: no cost
@@ -139,6 +150,35 @@ def read_loglik(litellm: Any, reqs: list[Request], raw: Any, start: int, end: in
     return _billed(litellm, raw, out, None)
 
 
+@dataclass(frozen=True)
+class Budget:
+    """The ``max_tokens`` a reply was asked with and what its usage reports (None
+    where it does not): completion tokens (reasoning included) and reasoning tokens."""
+    max_tokens: int
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+#: where a reply may carry its reasoning text (litellm's name, and the providers')
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking_blocks")
+
+
+def shows_reasoning(choice: Any, budget: Budget) -> bool:
+    """Whether a reply shows reasoning: reasoning tokens in its usage, or reasoning
+    content in the choice's message (:data:`REASONING_FIELDS`)."""
+    if (budget.reasoning_tokens or 0) > 0:
+        return True
+    msg = getattr(choice, "message", None)
+    return msg is not None and any(_nonempty(_get(msg, f)) for f in REASONING_FIELDS)
+
+
+def _nonempty(x: Any) -> bool:
+    """A text with more than white space, or a non-empty list of blocks."""
+    if isinstance(x, str):
+        return bool(x.strip())
+    return isinstance(x, (list, tuple, dict)) and bool(x)
+
+
 def content_of(choice: Any, text_mode: bool) -> tuple[str | None, str | None, str | None]:
     """``(content, refusal, finish_reason)`` of one choice (a completion's ``text``)."""
     finish = getattr(choice, "finish_reason", None)
@@ -150,7 +190,7 @@ def content_of(choice: Any, text_mode: bool) -> tuple[str | None, str | None, st
     return content, refusal, finish
 
 
-def from_choice(req: Request, choice: Any, text_mode: bool, max_tokens: int,
+def from_choice(req: Request, choice: Any, text_mode: bool, budget: Budget,
                 stop: list[str] | None, secrets: list[str],
                 parse_choice: Callable[[Request, str], int | None] | None) -> Response:
     """The response of one choice: refused (``content_filter`` or a refusal), truncated
@@ -164,7 +204,8 @@ def from_choice(req: Request, choice: Any, text_mode: bool, max_tokens: int,
                         error=scrub_text(refusal or f"finish_reason={finish}",
                                          secrets), **common)
     if finish == "length" and not (content or "").strip():
-        return Response(text="", status="truncated", error=truncated_error(max_tokens), **common)
+        err = truncated_error(budget, shows_reasoning(choice, budget), content, logprobs=False)
+        return Response(text="", status="truncated", error=err, **common)
     if content is None and not text_mode:
         raise Retryable("reply with no content and no refusal")
     # a server that ignores `stop` runs on after the letter: cut where it would stop
@@ -174,7 +215,7 @@ def from_choice(req: Request, choice: Any, text_mode: bool, max_tokens: int,
     return resp
 
 
-def from_logprobs(reqs: list[Request], choice: Any, text_mode: bool, max_tokens: int,
+def from_logprobs(reqs: list[Request], choice: Any, text_mode: bool, budget: Budget,
                   rendered: PF.Rendered, secrets: list[str]
                   ) -> tuple[list[Response], LetterRead | None]:
     """Every repeat of the unit drawn from the letter distribution of the reply's
@@ -188,8 +229,7 @@ def from_logprobs(reqs: list[Request], choice: Any, text_mode: bool, max_tokens:
         return [Response(key=q.key(), text=content or "", status="refused", error=err,
                          finish_reason=finish) for q in reqs], None
     if finish == "length" and not (content or "").strip():
-        err = (f"finish_reason=length with no answer within the {max_tokens} tokens the "
-               f"logprobs mode asks for: a reasoning model needs --repeat-mode n or calls")
+        err = truncated_error(budget, shows_reasoning(choice, budget), content, logprobs=True)
         return [Response(key=q.key(), status="truncated", error=err,
                          finish_reason=finish) for q in reqs], None
     positions = logprob_positions(getattr(choice, "logprobs", None), text_mode)
@@ -233,10 +273,28 @@ def share(total: int | None, k: int, i: int) -> int | None:
     return base + (1 if i < rem else 0)
 
 
-def truncated_error(max_tokens: int) -> str:
-    """The error of an answer cut by ``max_tokens`` before it began."""
-    return (f"finish_reason=length with no answer: the max_tokens budget ({max_tokens}) was "
-            f"spent (on reasoning); raise --max-tokens or lower the reasoning effort")
+def truncated_error(budget: Budget, reasoning: bool, content: str | None,
+                    logprobs: bool) -> str:
+    """What happened to an answer cut by ``max_tokens`` (finish_reason ``length``) before
+    it began. The budget "went to reasoning" only when the reply shows it
+    (``reasoning``: :func:`shows_reasoning`); otherwise the message says how many
+    tokens the reply used and what it wrote (blank text). ``logprobs``: the logprobs
+    repeat mode, which asks for at most a few tokens, so --max-tokens cannot help."""
+    ct, rt, m = budget.completion_tokens, budget.reasoning_tokens, budget.max_tokens
+    if reasoning:
+        spent = (f"{rt} of the reply's {ct} completion tokens were reasoning"
+                 if rt and ct is not None else "the reply holds reasoning content")
+        fix = ("a reasoning model needs --repeat-mode n or calls" if logprobs else
+               "raise --max-tokens or lower the reasoning effort")
+        return (f"finish_reason=length with no answer: {REASONING_SPENT} ({spent}; "
+                f"max_tokens {m}); {fix}")
+    used = f"after {ct} completion token(s)" if ct is not None else "(no token count reported)"
+    wrote = f"it wrote only blank text {content!r}" if content else "it wrote nothing"
+    fix = (f"the logprobs mode reads the answer letter within its first {m} tokens; a model "
+           "that does not begin with it needs --repeat-mode n or calls" if logprobs else
+           f"raise --max-tokens (now {m}) if the model needs room before its answer")
+    return (f"finish_reason=length {used} with max_tokens {m} and no answer: {wrote}; no "
+            f"reasoning tokens or content in the reply; {fix}")
 
 
 def _get(obj: Any, name: str) -> Any:

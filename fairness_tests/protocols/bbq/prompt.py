@@ -79,7 +79,8 @@ def parse_answer(text: str | None, options: Sequence[str], rotation: int = 0) ->
 
 
 def answer_of(request: Request, response: Response) -> int | None:
-    """Original option index from a recorded response: a failed response is invalid;
+    """Original option index from a recorded response (None: invalid; a failed request
+    is no answer at all and :func:`predictions_table` leaves it out);
     the text is parsed when there is one, else a backend-given letter index
     (position in ``request.choices``) is mapped back through the rotation."""
     if response.status != "ok":
@@ -105,18 +106,29 @@ def original_order_probs(request: Request, response: Response) -> list[float] | 
     return out
 
 
+PREDICTION_COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "letter_probs"]
+
+
 def predictions_table(requests: Sequence[Request], responses: Sequence[Response]) -> pd.DataFrame:
     """The BBQ predictions table (``dataset, example_id, repeat, rotation, answer,
     letter_probs``; answer in original option order, NaN = invalid; ``letter_probs``
     the answer distribution in original option order where the backend gave one, else
-    None) from paired requests/responses."""
+    None) from paired requests/responses. A failed request (status ``error``: no reply
+    after the retries) is no answer, neither valid nor invalid: it has no row, so it
+    is in no metric's numerator or denominator (the run reports it as incomplete). A
+    refused or truncated reply is the model's: an invalid answer."""
     if len(requests) != len(responses):
         raise ValueError("requests and responses differ in length")
     rows = []
     for q, r in zip(requests, responses, strict=True):
+        if r.status == "error":
+            continue
         a = answer_of(q, r)
         rows.append((q.meta["dataset"], int(q.meta["example_id"]), int(q.repeat),
                      int(q.meta.get("rotation", 0)), float("nan") if a is None else float(a),
                      original_order_probs(q, r)))
-    return pd.DataFrame(rows, columns=["dataset", "example_id", "repeat", "rotation", "answer",
-                                       "letter_probs"])
+    out = pd.DataFrame(rows, columns=PREDICTION_COLUMNS)
+    if not rows:                # every request failed: the columns' types all the same
+        out = out.astype({"example_id": "int64", "repeat": "int64", "rotation": "int64",
+                          "answer": "float64"})
+    return out
