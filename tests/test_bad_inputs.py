@@ -598,7 +598,7 @@ def d(tmp_path_factory) -> Path:
                  ["bbq", "score", "--predictions", str(root / "pred_other.jsonl"),
                   "--n-boot", "100", "--out", str(root / "bbq_run_other"), "--model",
                   "m-bbq-other"]):
-        assert main(args) in (0, 1)
+        assert main(args) in (0, 1, 5)      # 5: runs this small are below every min_n
     # issue 32: gate -- a copy of the BBQ run that lost its tables/ folder
     shutil.copytree(root / "bbq_run", root / "bbq_run_notables")
     shutil.rmtree(root / "bbq_run_notables" / "tables")

@@ -11,7 +11,7 @@ from typing import Any
 
 from fairness_tests.card.schema import read_yaml, user_yaml_schema
 from fairness_tests.card.values import clean
-from fairness_tests.core.errors import FairnessTestsError
+from fairness_tests.core.errors import ConfigError, FairnessTestsError
 from fairness_tests.core.validate import check_data, line_index
 
 
@@ -42,3 +42,11 @@ def user_yaml_problem(path: str | Path | None) -> str | None:
     except FairnessTestsError as exc:
         return "; ".join(x.strip() for x in str(exc).splitlines())
     return None
+
+
+def check_user_yaml(path: str | Path | None) -> None:
+    """A :class:`ConfigError` naming ``--user-yaml`` and every problem of the file
+    (:func:`user_yaml_problem`); the audit and ``card`` call it before any work."""
+    problem = user_yaml_problem(path)
+    if problem:
+        raise ConfigError(f"--user-yaml: {problem}")

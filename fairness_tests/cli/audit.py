@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from fairness_tests.card import write_cards
+from fairness_tests.card.user_yaml import check_user_yaml
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.exits import ExitCode, worst
 from fairness_tests.core.io import check_output, output_dir
@@ -56,6 +57,7 @@ def config_from_args(cls: type, args: argparse.Namespace) -> AuditCommand:
 
 
 def cmd_audit(command: AuditCommand) -> int:
+    check_user_yaml(command.user_yaml)        # before any work: not after the whole audit
     config = command.audit()
     if command.dry_run:
         print(dry_run(config)[1])

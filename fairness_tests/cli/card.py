@@ -24,6 +24,7 @@ from fairness_tests.card.schema import (
     validate_card,
     validate_file,
 )
+from fairness_tests.card.user_yaml import check_user_yaml
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.io import check_output, output_dir
@@ -53,6 +54,7 @@ def register(subparsers) -> None:
 def _write(c: CardConfig) -> int:
     assert c.run is not None and c.out is not None   # CardConfig requires both here
     check_output(c.out)                        # before any work: a user's files stay
+    check_user_yaml(c.user_yaml)
     run = RunResult.load(c.run, need_records=False)     # the card reads no per-item records
     with output_dir(c.out) as tmp:
         written = write_cards(run, tmp, user_yaml=c.user_yaml, gate=c.gate)

@@ -28,6 +28,7 @@ import yaml
 
 from fairness_tests.core.errors import ConfigError, Problem, suggest
 from fairness_tests.core.paths import data_path
+from fairness_tests.core.text import decode_input
 
 SCHEMA_DIR = data_path("schemas")
 
@@ -133,10 +134,8 @@ def _duplicate_keys(text: str) -> list[Problem]:
 # --------------------------------------------------------------------------- reading
 
 def read_text(path: str | Path, what: str = "file") -> str:
-    """The text of an input file, decoded by :func:`fairness_tests.core.io.decode_input`
+    """The text of an input file, decoded by :func:`fairness_tests.core.text.decode_input`
     (UTF-8; anything else is a ConfigError naming the file)."""
-    from fairness_tests.core.io import decode_input  # noqa: PLC0415  numpy: only when read
-
     p = Path(path)
     try:
         raw = p.read_bytes()

@@ -352,15 +352,6 @@ class OutputOptions(Checked):
     quiet: bool = opt(False, "no progress lines on stderr", flag="-q", aliases=("--quiet",),
                       pytest=False, toml=False, regen=False)
 
-    def cross_check(self) -> Iterable[tuple[str, str]]:
-        """The user YAML is read and checked before any work (a bad one is not found
-        only when the card is written, after the whole audit)."""
-        from fairness_tests.card.user_yaml import user_yaml_problem  # noqa: PLC0415  card code
-
-        problem = user_yaml_problem(self.user_yaml)
-        if problem:
-            yield "user_yaml", problem
-
 
 @dataclass(frozen=True, kw_only=True)
 class AuditCommand(AuditConfig, OutputOptions):

@@ -93,11 +93,6 @@ class CardConfig(Checked):
             if getattr(self, name) is None:
                 yield name, ("must be given: card --run RUN_DIR --out DIR (or: card validate "
                              "FILE, card render CARD --out DIR, card diff A B)")
-        from fairness_tests.card.user_yaml import user_yaml_problem  # noqa: PLC0415  card code
-
-        problem = user_yaml_problem(self.user_yaml)
-        if problem:
-            yield "user_yaml", problem
 
 
 @dataclass(frozen=True, kw_only=True)
