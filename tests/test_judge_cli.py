@@ -244,7 +244,7 @@ def test_failed_judge_requests_make_the_audit_incomplete(tmp_path, capsys, monke
         rc = main(["audit", "--protocols", "generative", "--gen-limit", "8", "--n-boot", "100",
                    "--store", str(tmp_path / "s.sqlite"), "--scorers", "published,judge",
                    "--judge-model", "judge-model", "--judge-api-base", server.url, "--live",
-                   "--recordings", "--out", str(tmp_path / "out")])
+                   "--out", str(tmp_path / "out")])     # the generations from the recordings
     err = capsys.readouterr().err
     run = RunResult.load(tmp_path / "out" / "run")
     n = run.records["generative"]["output_text"].nunique()
