@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from fairness_tests.core.locks import exclusive as file_lock
+from fairness_tests.pipeline.bbq_info import data_release_lines
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.plugin.options import Settings
 from fairness_tests.run.result import RunResult
@@ -101,7 +102,8 @@ def produce(settings: Settings, model: str, cache_root: Path, sid: str,
         os.replace(tmp, out / "run.pickle")
         (out / "made-by.json").write_text(json.dumps({
             "model": model, "how": f"read from {saved}" if saved else "audited",
-            "by": _worker(), "seconds": round(time.perf_counter() - t0, 1)}))
+            "by": _worker(), "seconds": round(time.perf_counter() - t0, 1),
+            "bbq_data": data_release_lines(result.metadata.bbq)}))
         return result
 
 
@@ -126,13 +128,15 @@ def _make(settings: Settings, model: str, config: AuditConfig, rules: Any,
 
 def made_lines(sdir: Path) -> list[str]:
     """One line per run made in the session (``sdir``): how, by which process, in how
-    many seconds, and how many other processes read it."""
+    many seconds, and how many other processes read it; under it, its BBQ files: official
+    release or not (:func:`~fairness_tests.pipeline.bbq_info.data_release_lines`)."""
     lines = []
     for made in sorted(sdir.glob("*/made-by.json")):
         m = json.loads(made.read_text())
         users = len(list(made.parent.glob("used-by-*")))
         lines.append(f"{m['model']}: {m['how']} once ({m['by']}, {m['seconds']:g} s); "
                      f"{users} other process{'es' if users != 1 else ''} read it")
+        lines += [f"  {line}" for line in m.get("bbq_data", [])]
     return lines
 
 
