@@ -239,6 +239,6 @@ def test_the_plugin_says_a_saved_runs_data_is_not_the_official_release(pytester,
     res = pytester.runpytest("--fairness-model", "m", "--fairness-run", str(tmp_path / "run"),
                              "-p", "no:cacheprovider", "-p", "no:randomly")
     out = "\n".join(res.outlines)
-    assert f"  BBQ data: {FILE}: not the official release (claims to be data/{FILE}" in out, \
+    assert f"BBQ data: {FILE}: not the official release (claims to be data/{FILE}" in out, \
         out[-3000:]
     assert f"sha256 {sha256(d / FILE)} vs official {OFFICIAL_SHA[FILE]}" in out
