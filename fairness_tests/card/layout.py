@@ -239,13 +239,16 @@ def _protocol(b: Builder, titles: dict) -> None:
     bbq = ep.get("bbq") or {}
     if bbq:
         b.add(Heading(3, "BBQ data and settings", "bbq_protocol"))
+        _bbq_release_warning(b, bbq)
         b.add(KV([(k, text(bbq[k])) for k in (
             "data_dir", "categories", "filter", "target_loc", "conventions", "n_items",
             "repeats", "rotations", "temperature", "seed", "bootstrap", "consistency",
             "answer_parser") if k in bbq]))
         sha = bbq.get("data_sha256") or {}
         if sha:
-            b.add(Table(["data file", "sha256"], [[k, v] for k, v in sorted(sha.items())],
+            rel = bbq.get("data_release") or {}
+            b.add(Table(["data file", "sha256", "release"],
+                        [[k, v, _release_cell(rel.get(k))] for k, v in sorted(sha.items())],
                         caption="data version"))
     dec = card.get("decoding") or {}
     b.add(Heading(3, "Decoding", "decoding"))
@@ -261,6 +264,34 @@ def _protocol(b: Builder, titles: dict) -> None:
         ("Refusal", rh.get("refusal_definition")), ("Deflection", rh.get("deflection_definition")),
         ("Retention policy", rh.get("retention_policy")), ("Scorer", sc.get("type")),
         ("Patterns", sc.get("patterns_file")), ("Scorer notes", sc.get("notes"))) if v]))
+
+
+OFFICIAL_RELEASE = "official release"
+
+
+def _release_cell(rel: dict | None) -> str:
+    """A data file's release status (``data_release``): ``official release``, or ``not
+    the official release`` with the file it claims to be and that file's digest."""
+    if not rel:
+        return "not recorded"
+    status = str(rel.get("status", ""))
+    if status == OFFICIAL_RELEASE or "claims" not in rel:
+        return status
+    official = (f"official sha256 {rel['official_sha256']}" if rel.get("official_sha256")
+                else f"official git blob id {rel.get('official_git_blob')}")
+    return f"{status} (claims to be {rel['claims']}; {official})"
+
+
+def _bbq_release_warning(b: Builder, bbq: dict) -> None:
+    """A warning at the top of the BBQ data section when any file read is not the
+    official release's."""
+    rel = bbq.get("data_release") or {}
+    bad = [n for n, r in sorted(rel.items()) if r.get("status") != OFFICIAL_RELEASE]
+    if bad:
+        b.add(Para(f"BBQ data is not the official release: {', '.join(bad)} (digests differ "
+                   "from the official BBQ release's files of the same names; see data version "
+                   "below). These results are not results on the published benchmark.",
+                   "warn"))
 
 
 def _governance(b: Builder, titles: dict) -> None:

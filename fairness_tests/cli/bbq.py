@@ -20,7 +20,7 @@ from fairness_tests.protocols.bbq.answers import BBQ_AUTHORS, question_only, res
 from fairness_tests.protocols.bbq.data import load_filtered
 from fairness_tests.protocols.bbq.fetch import BASE_URL, fetch
 from fairness_tests.protocols.bbq.filter import filter_counts
-from fairness_tests.protocols.bbq.official import resolve_categories
+from fairness_tests.protocols.bbq.official import release_lines, release_status, resolve_categories
 from fairness_tests.protocols.bbq.predictions import read_predictions
 from fairness_tests.report.bbq_score import answers_lines, score_report
 
@@ -43,6 +43,13 @@ def register(subparsers) -> None:
 def _load(c: BBQFilterConfig, categories: tuple[str, ...] | None = None):
     return load_filtered(bbq_dir(c.bbq_dir), categories or c.categories, c.bbq_filter,
                          require_official=c.require_official)
+
+
+def _say_release(data, json_out: bool) -> None:
+    """One line per BBQ file read: official release or not (stdout beside a table,
+    stderr beside JSON, which carries it as ``data.release``)."""
+    for line in release_lines(list(data.release.values())):
+        print(line, file=sys.stderr if json_out else sys.stdout)
 
 
 def _score_inputs(c: BBQScoreConfig):
@@ -91,6 +98,7 @@ def cmd_filter(c: BBQFilterConfig) -> int:
                             "n_reinforcing", "n_counter"]))
         for ds, t in totals.items():
             print(f"{ds}: {t['kept']} of {t['loaded']} items kept ({c.bbq_filter})")
+    _say_release(data, c.format == "json")
     return 0
 
 
@@ -111,8 +119,10 @@ def cmd_score(c: BBQScoreConfig) -> int:
         if verdicts is not None:
             report["verdicts"] = verdicts
         print(json.dumps(report, indent=2, allow_nan=False))
+        _say_release(data, True)
         return scored.outcome(run, c, text=False)
     _print_report(c, report)
+    _say_release(data, False)
     if c.out:
         print(f"\nrun: {c.out}")
     return scored.outcome(run, c, text=True)
@@ -163,8 +173,12 @@ def cmd_fetch(c: DataFetchConfig) -> int:
     dest = bbq_dir(c.dest)
     files = fetch(dest, categories=c.categories, base_url=c.base_url or BASE_URL,
                   source=c.from_dir, timeout=c.timeout, log=lambda m: print(m, file=sys.stderr))
+    release = {n: release_status(n, f.sha256, f.blob) for n, f in files.items()}
     print(json.dumps({"dest": display_path(dest),
-                      "files": {n: f.to_dict() for n, f in files.items()}}, indent=2))
+                      "files": {n: {**f.to_dict(), "release": release[n].status}
+                                for n, f in files.items()}}, indent=2))
+    for line in release_lines(list(release.values())):
+        print(line, file=sys.stderr)
     if os.path.abspath(dest) != os.path.abspath(bbq_dir()):
         print(where_line(dest), file=sys.stderr)
     return 0

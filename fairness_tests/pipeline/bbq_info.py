@@ -7,12 +7,24 @@ import pandas as pd
 
 from fairness_tests.protocols.bbq.data import BBQData
 from fairness_tests.protocols.bbq.filter import filter_counts
+from fairness_tests.protocols.bbq.official import ReleaseStatus, recorded_release, release_lines
 from fairness_tests.protocols.bbq.prompt import prompt_text
 from fairness_tests.run.metadata import BBQInfo, Bootstrap, ConsistencyInfo
 from fairness_tests.stats.permutation import DEFAULT_N_PERM
 
 PROMPT_DESCRIPTION = ("zero-shot, options (a) (b) (c), answer with one letter; correct "
                       "answer never shown")
+
+
+def data_release(b: BBQInfo) -> list[ReleaseStatus]:
+    """Per BBQ file of a run: official release or not, as the run recorded it (from
+    the digests of older runs)."""
+    return recorded_release(b.sha256, b.git_blob, b.release)
+
+
+def data_release_lines(b: BBQInfo | None) -> list[str]:
+    """The console lines of :func:`data_release` (none for a run without BBQ)."""
+    return release_lines(data_release(b)) if b is not None else []
 
 
 def bootstrap_info(n_boot: int, seed: int, cluster: str) -> Bootstrap:
@@ -75,4 +87,6 @@ def bbq_info(data: BBQData, items: pd.DataFrame, preds: pd.DataFrame, *, filter:
         if asked else None,
         option_order=order, limit=limit, consistency=consistency,
         categories=list(data.categories), target_loc=dict(data.target_loc),
-        conventions=conventions, answers=answers, data_notes=list(data.notes))
+        conventions=conventions, answers=answers, data_notes=list(data.notes),
+        git_blob=dict(sorted(data.blob.items())),
+        release={n: st.to_dict() for n, st in data.release.items()})

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from fairness_tests.core.locks import exclusive as file_lock
+from fairness_tests.pipeline.bbq_info import data_release_lines
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.plugin.options import Settings
 from fairness_tests.run.result import RunResult
@@ -129,17 +130,19 @@ def _make(settings: Settings, model: str, config: AuditConfig, rules: Any,
 
 
 def _data_notes(result: Any) -> list[str]:
-    """What the summary says of the run's data: a derived BBQ target_loc
-    (:func:`~fairness_tests.protocols.bbq.data.derived_target_note`)."""
+    """What the summary says of the run's data: its BBQ files, official release or not
+    (:func:`~fairness_tests.pipeline.bbq_info.data_release_lines`), and a derived BBQ
+    target_loc (:func:`~fairness_tests.protocols.bbq.data.derived_target_note`)."""
     from fairness_tests.protocols.bbq.data import derived_target_note
     bbq = getattr(getattr(result, "metadata", None), "bbq", None)
     note = derived_target_note(bbq.target_loc) if bbq is not None else None
-    return [f"note: BBQ target_loc {note}"] if note else []
+    return data_release_lines(bbq) + ([f"note: BBQ target_loc {note}"] if note else [])
 
 
 def made_lines(sdir: Path) -> list[str]:
     """One line per run made in the session (``sdir``): how, by which process, in how
-    many seconds, and how many other processes read it."""
+    many seconds, and how many other processes read it; then its data notes
+    (:func:`_data_notes`: each BBQ file official release or not, a derived target)."""
     lines = []
     for made in sorted(sdir.glob("*/made-by.json")):
         m = json.loads(made.read_text())

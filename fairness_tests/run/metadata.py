@@ -97,6 +97,8 @@ class BBQInfo:
     conventions: str = "project"          # project | bbq-authors (bbq score --conventions)
     answers: dict | None = None           # scored runs: how the answers were read and mapped
     data_notes: list[str] = field(default_factory=list)        # what the loader had to decide
+    git_blob: dict[str, str] = field(default_factory=dict)     # file -> its git blob id
+    release: dict[str, dict] = field(default_factory=dict)     # file -> official release or not
 
 
 @dataclass

@@ -16,6 +16,7 @@ from fairness_tests.card.sections.asking import asking
 from fairness_tests.card.sections.facts import RunFacts
 from fairness_tests.card.values import finite
 from fairness_tests.models.request import decoding_label
+from fairness_tests.pipeline.bbq_info import data_release
 from fairness_tests.protocols.bbq.data import derived_target_note
 from fairness_tests.protocols.bbq.official import INTERSECTIONAL
 
@@ -323,6 +324,7 @@ def _bbq(f: RunFacts) -> dict[str, Any]:
     assert b is not None                  # called for a run with BBQ records only
     out: dict[str, Any] = {
         "data_sha256": dict(sorted(b.sha256.items())), "official": b.official,
+        "data_release": {st.name: st.to_dict() for st in data_release(b)},
         "filter": b.filter, "n_items": b.n_items, "n_answers": b.n_answers,
         "invalid_answers": b.invalid_answers, "repeats": b.repeats, "rotations": b.rotations,
         "rotations_mode": b.rotations_mode, "bootstrap": asdict(b.bootstrap)}

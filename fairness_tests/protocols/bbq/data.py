@@ -47,9 +47,11 @@ from fairness_tests.protocols.bbq.official import (
     DEFAULT_CATEGORIES,
     INTERSECTIONAL,
     METADATA_FILE,
-    OFFICIAL_SHA256,
+    OFFICIAL_SHA256,  # noqa: F401  (re-exported: the loader's official sha256)
+    ReleaseStatus,
     digests,
     file_name,
+    release_status,
     resolve_categories,
     verify,
 )
@@ -92,14 +94,17 @@ class BBQData:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def release(self) -> dict[str, ReleaseStatus]:
+        """Per file read: is it the official release's file of its name
+        (:func:`~fairness_tests.protocols.bbq.official.release_status`), from the digests
+        this run computed (a BBQData made by hand without blob ids: sha256 only)."""
+        return {n: release_status(n, s, self.blob.get(n)) for n, s in sorted(self.sha256.items())}
+
+    @property
     def official(self) -> bool:
         """True when every loaded file is the official release's (git blob id, and
         sha256 where known)."""
-        if not self.sha256:
-            return False
-        if not self.blob:                   # sha256 only (a BBQData made by hand)
-            return all(OFFICIAL_SHA256.get(n) == s for n, s in self.sha256.items())
-        return all(verify(n, s, self.blob.get(n, "")) is None for n, s in self.sha256.items())
+        return bool(self.sha256) and all(st.official for st in self.release.values())
 
     @property
     def categories(self) -> tuple[str, ...]:
@@ -112,7 +117,8 @@ class BBQData:
 
     def provenance(self) -> dict:
         out = {"directory": str(self.directory), "sha256": dict(self.sha256),
-               "official": self.official}
+               "official": self.official,
+               "release": {n: st.to_dict() for n, st in self.release.items()}}
         if self.derived:
             out["target_loc"] = dict(self.target_loc)
         return out
@@ -206,7 +212,8 @@ def load_filtered(directory: str | Path, datasets: tuple[str, ...] | None = DATA
     kept in the user cache (:func:`fairness_tests.core.cache.cached`) under the files'
     sha256, the categories, the filter and the digest of this package's code and data:
     the files are still read and hashed each time (and checked with
-    ``require_official``), never parsed twice."""
+    ``require_official``), never parsed twice; :attr:`BBQData.release` is computed from
+    those digests, in every run."""
     directory = Path(directory)
     categories, paths, meta_path, sha, blob = _located(directory, datasets, require_official)
 
@@ -220,7 +227,8 @@ def load_filtered(directory: str | Path, datasets: tuple[str, ...] | None = DATA
            "categories": list(categories), "filter": filter, "code": _code_digest()}
     data, kept = cached("bbq-items", key, build)
     say_derived_target(data)
-    return replace(data, directory=directory), kept
+    # this run's digests, never a cached copy's: the release status is computed from them
+    return replace(data, directory=directory, sha256=sha, blob=blob), kept
 
 
 @functools.cache

@@ -112,14 +112,103 @@ def digests(path: str | Path, chunk: int = 1 << 20) -> tuple[str, str]:
     return sha256.hexdigest(), blob.hexdigest()
 
 
-def verify(name: str, sha256: str, blob: str) -> str | None:
-    """Why a file called ``name`` with these digests is not the official one (None if it
-    is): the blob id must equal the release's, and the sha256 where it is known."""
+#: what :func:`release_status` says of a file
+OFFICIAL_RELEASE = "official release"
+NOT_OFFICIAL = "not the official release"
+UNKNOWN_FILE = "unknown file"
+RELEASE = f"nyu-mll/BBQ@{COMMIT[:8]}"
+
+
+@dataclass(frozen=True)
+class ReleaseStatus:
+    """One file compared with the release (:func:`release_status`): ``status`` is
+    :data:`OFFICIAL_RELEASE`, :data:`NOT_OFFICIAL` or :data:`UNKNOWN_FILE` (no file of
+    that name in the release); ``claims`` the official file its name claims it is;
+    ``why`` how it differs (None when official)."""
+    name: str
+    status: str
+    sha256: str
+    blob: str | None = None
+    claims: OfficialFile | None = None
+    why: str | None = None
+
+    @property
+    def official(self) -> bool:
+        return self.status == OFFICIAL_RELEASE
+
+    def line(self) -> str:
+        """``<name>: official release (<path> of nyu-mll/BBQ@bea11bd9)``, or ``<name>: not
+        the official release (claims to be <path> of ...: sha256 <its> vs official
+        <release's>)`` (the git blob ids where the release's sha256 is not known)."""
+        ref = self.claims
+        if ref is None:
+            return f"{self.name}: {UNKNOWN_FILE} (no file of that name in {RELEASE})"
+        where = f"{ref.path} of {RELEASE}"
+        if self.official:
+            return f"{self.name}: {OFFICIAL_RELEASE} ({where})"
+        if ref.sha256:
+            diff = f"sha256 {self.sha256} vs official {ref.sha256}"
+        elif self.blob:
+            diff = f"git blob id {self.blob} vs official {ref.blob}"
+        else:
+            diff = "no git blob id recorded and the release's sha256 is not known"
+        return f"{self.name}: {NOT_OFFICIAL} (claims to be {where}: {diff})"
+
+    def to_dict(self) -> dict:
+        """What a run and a card record of the file: its status, the official file it
+        claims to be and that file's digests."""
+        ref = self.claims
+        out: dict = {"status": self.status, "sha256": self.sha256}
+        if self.blob:
+            out["git_blob"] = self.blob
+        if ref is not None:
+            out["claims"] = f"{ref.path} ({RELEASE})"
+            out["official_git_blob"] = ref.blob
+            if ref.sha256:
+                out["official_sha256"] = ref.sha256
+        return out
+
+    @classmethod
+    def from_dict(cls, name: str, d: dict) -> "ReleaseStatus":
+        """The inverse of :meth:`to_dict` (``claims`` is looked up by ``name``)."""
+        return cls(name, d["status"], d["sha256"], d.get("git_blob"), OFFICIAL.get(name))
+
+
+def release_status(name: str, sha256: str, blob: str | None) -> ReleaseStatus:
+    """Whether a file called ``name`` with these digests is the release's file of that
+    name: official iff its git blob id equals the release's (when ``blob`` is given)
+    and its sha256 too where the release's is known; with neither comparable (no
+    ``blob``, no official sha256) it is not shown to be official."""
     ref = OFFICIAL.get(name)
     if ref is None:
-        return f"{name} is not a file of the BBQ release"
-    if blob != ref.blob:
-        return f"git blob id {blob} is not the official {ref.blob} ({ref.path} at {COMMIT[:8]})"
-    if ref.sha256 and sha256 != ref.sha256:
-        return f"sha256 {sha256} is not the official {ref.sha256} ({ref.path})"
-    return None
+        return ReleaseStatus(name, UNKNOWN_FILE, sha256, blob,
+                             why=f"{name} is not a file of the BBQ release")
+    why = None
+    if blob is not None and blob != ref.blob:
+        why = f"git blob id {blob} is not the official {ref.blob} ({ref.path} at {COMMIT[:8]})"
+    elif ref.sha256 and sha256 != ref.sha256:
+        why = f"sha256 {sha256} is not the official {ref.sha256} ({ref.path})"
+    elif blob is None and not ref.sha256:
+        why = f"no git blob id to compare, and the sha256 of {ref.path} is not known"
+    return ReleaseStatus(name, NOT_OFFICIAL if why else OFFICIAL_RELEASE, sha256, blob, ref, why)
+
+
+def verify(name: str, sha256: str, blob: str) -> str | None:
+    """Why a file called ``name`` with these digests is not the official one (None if it
+    is): :func:`release_status`'s reason."""
+    return release_status(name, sha256, blob).why
+
+
+def recorded_release(sha256: dict[str, str], blob: dict[str, str] | None = None,
+                     recorded: dict[str, dict] | None = None) -> list[ReleaseStatus]:
+    """The status of every file a run recorded, by name: as the run recorded it
+    (``recorded``, :meth:`ReleaseStatus.to_dict`), else computed from its digests (a
+    run recorded before statuses were)."""
+    recorded, blob = recorded or {}, blob or {}
+    return [ReleaseStatus.from_dict(n, recorded[n]) if n in recorded
+            else release_status(n, s, blob.get(n)) for n, s in sorted(sha256.items())]
+
+
+def release_lines(statuses: list[ReleaseStatus]) -> list[str]:
+    """One console line per file: ``BBQ data: <ReleaseStatus.line()>``."""
+    return [f"BBQ data: {st.line()}" for st in statuses]
