@@ -47,7 +47,24 @@ def test_committed_card_has_every_table_the_main_job_writes(card):
     assert mine == sorted(p.name for p in (COMMITTED / "tables").glob("*.csv")), REGENERATE
 
 
+def _first_difference(mine: str, committed: str) -> str:
+    """Where two texts first differ, with 120 characters of each around it (pytest's own
+    diff of two texts this long runs for minutes, past the test's time limit)."""
+    i = next((k for k, (a, b) in enumerate(zip(mine, committed)) if a != b),
+             min(len(mine), len(committed)))
+    return (f"first difference at character {i}: the main job writes "
+            f"{mine[max(0, i - 40):i + 80]!r}, the committed card has "
+            f"{committed[max(0, i - 40):i + 80]!r}")
+
+
+def test_first_difference_names_the_place():
+    assert _first_difference("abcXef", "abcYef").startswith("first difference at character 3")
+    assert "character 2" in _first_difference("ab", "abc")
+
+
 @pytest.mark.parametrize("name", ["card.md", "card.yaml"])
 def test_committed_card_text_is_the_main_jobs(card, name):
     mine = _store_neutral((card / name).read_text())
-    assert mine == _store_neutral((COMMITTED / name).read_text()), f"{name}: {REGENERATE}"
+    committed = _store_neutral((COMMITTED / name).read_text())
+    same = mine == committed
+    assert same, f"{name}: {_first_difference(mine, committed)}; {REGENERATE}"
