@@ -20,7 +20,13 @@ from fairness_tests.cli.main import main
 from fairness_tests.core.errors import DataError
 from fairness_tests.protocols.bbq.data import load_bbq
 from fairness_tests.protocols.bbq.fetch import fetch
-from fairness_tests.protocols.bbq.official import OFFICIAL, digests
+from fairness_tests.protocols.bbq.official import (
+    NOT_OFFICIAL,
+    OFFICIAL,
+    OFFICIAL_RELEASE,
+    digests,
+    release_status,
+)
 
 OFFICIAL_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "bbq_official"
 SIX = ("Age", "Disability_status", "Nationality", "Physical_appearance", "Religion",
@@ -64,7 +70,10 @@ def test_from_a_local_copy_installs_the_repository_layout(tmp_path):
     assert {f.how for f in again.values()} == {"present"}
 
 
-def test_a_wrong_file_is_refused_naming_it_and_nothing_is_installed(tmp_path):
+def test_a_changed_local_copy_is_installed_and_labelled_not_the_release(tmp_path):
+    """Issue 32: a local copy is the user's own data (a regenerated stand-in, a fix): it
+    is installed and each file labelled, never refused; only a download must verify. One
+    changed byte makes Sexual_orientation.jsonl not the release, the other stays it."""
     src = tmp_path / "copy"
     (src / "data").mkdir(parents=True)
     for c in SMALL:
@@ -72,12 +81,14 @@ def test_a_wrong_file_is_refused_naming_it_and_nothing_is_installed(tmp_path):
     bad = src / "data" / "Sexual_orientation.jsonl"
     bad.write_bytes(bad.read_bytes().replace(b"gay", b"gai", 1))
     dest = tmp_path / "dest"
-    with pytest.raises(DataError) as e:
-        fetch(dest, categories=SMALL, source=src)
-    msg = str(e.value)
-    assert str(bad) in msg and "refused" in msg and OFFICIAL["Sexual_orientation.jsonl"].blob in msg
-    assert not (dest / "data" / "Sexual_orientation.jsonl").exists()
+    got = fetch(dest, categories=SMALL, source=src)
+    status = {n: release_status(n, f.sha256, f.blob).status for n, f in got.items()}
+    assert status["Sexual_orientation.jsonl"] == NOT_OFFICIAL
+    assert {status[f"{c}.jsonl"] for c in SMALL if c != "Sexual_orientation"} == {
+        OFFICIAL_RELEASE}
+    assert (dest / "data" / "Sexual_orientation.jsonl").read_bytes() == bad.read_bytes()
     assert not list(dest.rglob("*.part"))
+    assert not load_bbq(dest, SMALL).official
 
 
 def test_a_copy_missing_a_category_names_it(tmp_path):
@@ -169,15 +180,17 @@ def test_cli_from_then_score_reads_it(tmp_path, capsys, monkeypatch):
     assert doc["data"]["official"] is True
 
 
-def test_cli_wrong_file_exits_2_naming_it(tmp_path, capsys):
+def test_cli_a_local_copy_that_is_not_the_release_is_labelled(tmp_path, capsys):
     src = tmp_path / "copy" / "data"
     src.mkdir(parents=True)
     (src / "Religion.jsonl").write_text("{}\n")
     rc = main(["data", "fetch", "--categories", "Religion", "--from", str(src.parent),
                "--dest", str(tmp_path / "d")])
-    err = capsys.readouterr().err
-    assert rc == 2 and "Religion.jsonl" in err and "refused" in err
-    assert len(err.strip().splitlines()) == 1
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert json.loads(out)["files"]["Religion.jsonl"]["release"] == NOT_OFFICIAL
+    said = [x for x in err.splitlines() if x.startswith("BBQ data: Religion.jsonl: ")]
+    assert len(said) == 1 and NOT_OFFICIAL in said[0], err
 
 
 def test_data_not_found_messages_are_one_line_naming_fetch_and_the_variable(tmp_path, capsys):

@@ -50,7 +50,7 @@ def test_committed_card_has_every_table_the_main_job_writes(card):
 def _first_difference(mine: str, committed: str) -> str:
     """Where two texts first differ, with 120 characters of each around it (pytest's own
     diff of two texts this long runs for minutes, past the test's time limit)."""
-    i = next((k for k, (a, b) in enumerate(zip(mine, committed)) if a != b),
+    i = next((k for k, (a, b) in enumerate(zip(mine, committed, strict=False)) if a != b),
              min(len(mine), len(committed)))
     return (f"first difference at character {i}: the main job writes "
             f"{mine[max(0, i - 40):i + 80]!r}, the committed card has "

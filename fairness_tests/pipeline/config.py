@@ -484,8 +484,8 @@ class DataFetchConfig(BBQCategoriesOption):
                            metavar="DIR", path=True, pytest=False, toml=False,
                            role="output_dir")
     from_dir: str | None = opt(None, "install from this local copy (a BBQ checkout or a "
-                               "folder this command filled), without network; every file "
-                               "is verified all the same", metavar="DIR", path=True,
+                               "folder this command filled), without network; each file is "
+                               "labelled official release or not", metavar="DIR", path=True,
                                pytest=False, toml=False)
     base_url: str | None = opt(None, "mirror of https://raw.githubusercontent.com/nyu-mll/BBQ/"
                                "<commit>", metavar="URL", pytest=False)
