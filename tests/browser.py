@@ -37,7 +37,7 @@ def _unavailable(why: str):
 def launch():
     """A running headless Chromium (a Playwright ``Browser``), closed on exit."""
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import sync_playwright  # noqa: PLC0415  optional ([test] extra)
     except ImportError:
         _unavailable("playwright is not installed (pip install 'fairness-tests[test]')")
     exe = shutil.which("chromium") or shutil.which("chromium-browser")

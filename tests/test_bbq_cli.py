@@ -12,7 +12,8 @@ from helpers import RAN
 from fairness_tests.cli.main import main
 from fairness_tests.core.paths import bbq_dir
 from fairness_tests.plugin.session import made_lines
-from fairness_tests.protocols.bbq.data import derived_target_note
+from fairness_tests.protocols.bbq.data import derived_target_note, load_bbq
+from fairness_tests.protocols.bbq.filter import filter_items
 
 SHARED = bbq_dir()
 pytestmark = pytest.mark.skipif(not (SHARED / "Race_x_SES.jsonl").exists(),
@@ -124,8 +125,6 @@ def test_score_df_unbounded_is_UB(small_dir, tmp_path, capsys):
     d, ids = small_dir
     # Race_x_gender disambiguated items: the unknown option everywhere except one item,
     # which gets the favourable answer -> its group has P(fav) > 0, the others 0.
-    from fairness_tests.protocols.bbq.data import load_bbq
-    from fairness_tests.protocols.bbq.filter import filter_items
     items = filter_items(load_bbq(d).items, "none")
     dis = items[(items.dataset == "Race_x_gender") & (items.context == "disambig")
                 & items.group.notna()]

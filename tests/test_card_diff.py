@@ -9,6 +9,7 @@ from card_testdata import USER, make_run  # noqa: E402
 
 from fairness_tests.card.diff import diff_cards, render_diff_markdown, render_diff_terminal  # noqa: E402
 from fairness_tests.card.fill import fill_card  # noqa: E402
+from fairness_tests.run.metadata import Source  # noqa: E402
 
 
 def _cards():
@@ -67,8 +68,6 @@ def test_markdown_and_terminal_forms():
 
 
 def test_answers_from_another_source_or_an_edited_rubric_are_protocol_differences():
-    from fairness_tests.run.metadata import Source
-
     base = fill_card(make_run(), USER)
     theirs = make_run()
     theirs.metadata.mode = "scored"

@@ -20,7 +20,7 @@ from fairness_tests.metrics.schema import BBQ_ITEM_COLUMNS as ITEM_COLUMNS
 from fairness_tests.pipeline.gate import BBQ_KEY, bbq_frame, detectable_statement
 from fairness_tests.protocols.bbq.data import load_bbq
 from fairness_tests.protocols.bbq.filter import filter_items
-from fairness_tests.stats.significance import mcnemar_p, paired_rate_test
+from fairness_tests.stats.significance import cluster_paired_rate_test, mcnemar_p, paired_rate_test
 
 N = 400
 
@@ -199,7 +199,6 @@ def test_a_clustered_accuracy_cell_is_tested_on_its_templates(mode):
              mode=mode, cluster="question_index", only={"accuracy"}).loc["accuracy"]
     balance = [float(((base == 1) & (cand == 0))[templates == k].sum()
                      - ((base == 0) & (cand == 1))[templates == k].sum()) for k in range(20)]
-    from fairness_tests.stats.significance import cluster_paired_rate_test
     assert t["p_value"] == pytest.approx(
         cluster_paired_rate_test(balance, [N // 20] * 20, 0.02, mode), rel=1e-12)
     assert t["test"].startswith("cluster-robust Wald" if mode == "harm" else "cluster score")

@@ -17,6 +17,9 @@ import pytest
 
 from fairness_tests.metrics import generative as G
 from fairness_tests.metrics import spread as PS
+from fairness_tests.metrics.generative_tables import protocol_cells
+from fairness_tests.rules.evaluate import evaluate
+from fairness_tests.rules.thresholds import Rule
 from fairness_tests.scoring.lexical import score
 from fairness_tests.stats.bootstrap import wilson_ci
 
@@ -147,9 +150,6 @@ def test_spread_decomposition_by_hand():
 
 
 def test_protocol_cells_shape_and_refusal_gap(scored):
-    from fairness_tests.metrics.generative_tables import protocol_cells
-    from fairness_tests.rules.evaluate import evaluate
-    from fairness_tests.rules.thresholds import Rule
     cs = protocol_cells(scored, n_boot=100)
     assert set(cs["cell_kind"]) == {"overall", "family", "decoding"}
     assert set(cs[cs["cell_kind"] == "family"]["cell"]) == {"F1", "F2"}

@@ -3,11 +3,14 @@ under xdist (-n 2)."""
 import json
 import os
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from fairness_tests.plugin.session_id import ENV_SESSION
+from fairness_tests.run.metadata import RunMetadata, Source
 from fairness_tests.run.result import RunResult
 
 pytest_plugins = ["pytester"]
@@ -82,7 +85,6 @@ def save_run(path: Path, model: str, table: pd.DataFrame, records=None) -> Path:
 
 
 def meta(model):
-    from fairness_tests.run.metadata import RunMetadata, Source
     return RunMetadata(model=model, backend=None, mode="scored", source=Source(kind="audit"),
                        fairness_tests_version="test")
 
@@ -201,7 +203,6 @@ def test_an_in_process_session_gives_the_outer_session_its_id_back(project):
     """A pytest session run inside another (pytester's in-process runs) sets its own
     session id and restores the outer one at its end: the outer session's shared runs
     stay where its processes look for them (regression, issue 24)."""
-    from fairness_tests.plugin.session_id import ENV_SESSION
     outer = os.environ.get(ENV_SESSION)
     r = project.runpytest("-p", "no:cacheprovider", "--collect-only", "-q",
                           "test_suite.py::test_options_and_markers")
@@ -428,7 +429,6 @@ def test_ini_keys_set_every_option_and_the_command_line_wins(project):
 def test_verdicts_reach_junit_xml_and_the_github_step_summary(project, monkeypatch):
     """Issue 14 §3: value, CI, bound and verdict as JUnit properties; the verdict table
     appended to $GITHUB_STEP_SUMMARY as Markdown."""
-    import xml.etree.ElementTree as ET
     run = save_run(project.path / "run_m1", "m1", bbq_table())
     summary = project.path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))

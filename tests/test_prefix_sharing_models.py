@@ -37,8 +37,8 @@ WORDS = ("the nurse and the engineer met at a cafe one of them was late who was 
 
 def tokenizer(path):
     """A word-level tokenizer (words, punctuation, the Gemma turn markers), BOS added."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors  # noqa: PLC0415  [local]
+    from transformers import PreTrainedTokenizerFast  # noqa: PLC0415  heavy: not at collection
     special = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]
     vocab = {w: i for i, w in enumerate(special + sorted(set(WORDS) | {"Answer", ":", "(",
                                                                         ")", ".", ",", "?",

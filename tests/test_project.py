@@ -16,7 +16,7 @@ import pytest
 
 from fairness_tests.card.files import default_user_yaml
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.core.paths import data_path
+from fairness_tests.core.paths import data_path, fairness_cards_dir
 from fairness_tests.core.project import ENV_PROJECT_DIR, find_project, packaged_thresholds_dir
 from fairness_tests.pipeline.configure import audit_config
 from fairness_tests.pipeline.recordings import default_recordings, recording_settings
@@ -165,7 +165,6 @@ def test_project_card_yaml_overrides_the_packaged_one(empty_cwd):
 
 
 def test_packaged_probe_is_the_published_probe_verbatim():
-    from fairness_tests.core.paths import fairness_cards_dir
     shared = fairness_cards_dir() / "rubric" / "mistral_probe_prompts.json"
     if not shared.exists():
         pytest.skip("no ../shared/fairness_cards beside this checkout")

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -138,7 +139,6 @@ def test_three_shards_merged_equal_one_unsharded_run(tmp_path):
         b = (tmp_path / "merged" / "run" / "tables" / name).read_bytes()
         assert a == b, name
     # the run from the merged store names the shards on its card (issue 12: merge provenance)
-    import yaml
     asking = yaml.safe_load((tmp_path / "merged" / "card" / "card.yaml").read_text())[
         "evaluation_protocol"]["asking"]
     merged = asking["merged_from"]

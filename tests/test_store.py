@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -96,7 +97,6 @@ def test_lease_of_dead_process_lapses_at_once(tmp_path):
     # ...but its close() released it; plant a lease for a dead pid to test the liveness check
     con = sqlite3.connect(path)
     dead = subprocess.Popen([sys.executable, "-c", "pass"]); dead.wait(timeout=60)
-    import socket
     con.execute("INSERT OR REPLACE INTO leases VALUES (?,?,?)",
                 (k, f"{socket.gethostname()}:{dead.pid}:abcd", time.time() + 3600))
     con.commit(); con.close()
