@@ -107,8 +107,10 @@ A11Y_PROBE = """() => {
         s => !(s.firstElementChild && s.firstElementChild.tagName === 'title'
                && s.firstElementChild.textContent.trim())).length,
     plots_without_label: [...document.querySelectorAll('svg.plot')].filter(
-        s => s.getAttribute('role') !== 'img' || !(s.getAttribute('aria-label') || '').trim()).length,
-    broken_toc: [...document.querySelectorAll('nav.toc a')].map(a => a.getAttribute('href').slice(1))
+        s => s.getAttribute('role') !== 'img'
+             || !(s.getAttribute('aria-label') || '').trim()).length,
+    broken_toc: [...document.querySelectorAll('nav.toc a')]
+        .map(a => a.getAttribute('href').slice(1))
         .filter(id => !document.getElementById(id)),
   };
 }"""

@@ -88,7 +88,7 @@ def test_score_json_shape_and_values(small_dir, tmp_path, capsys):
     doc = json.loads(out)
     by = {(r["dataset"], r["context"]): r for r in doc["rows"]}
     assert set(by) == {(ds, c) for ds in ids for c in ("ambig", "disambig")}
-    for (ds, ctx), r in by.items():
+    for (_, ctx), r in by.items():
         # all answers are the label: accuracy 1 with a degenerate CI, nothing invalid
         assert r["accuracy"] == 1.0 and r["accuracy_ci"] == [1.0, 1.0]
         assert r["invalid_rate"] == 0.0
@@ -117,7 +117,8 @@ def test_score_json_shape_and_values(small_dir, tmp_path, capsys):
     assert set(perm) == {f"{ds}/{c}" for ds, c in by}
     for cell in perm.values():
         assert set(cell) == {"sf", "df", "df_smoothed", "df_eb"}
-        assert cell["sf"]["n_permutations"] == 2000 and "within templates" in cell["sf"]["statistic"]
+        assert cell["sf"]["n_permutations"] == 2000
+        assert "within templates" in cell["sf"]["statistic"]
         assert cell["sf"]["p_value"] == 1.0
 
 

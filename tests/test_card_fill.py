@@ -64,7 +64,8 @@ def test_protocol_from_the_run(card):
     assert card["prompt_suite"]["suite_hash"] == "c" * 64
     fams = card["prompt_suite"]["families"]
     assert [f["id"] for f in fams] == ["F1", "F2", "F3", "F4", "BBQ"]
-    assert fams[0]["paraphrases"] == PARAPHRASES["F1"] and fams[0]["template"] == PARAPHRASES["F1"][0]
+    assert fams[0]["paraphrases"] == PARAPHRASES["F1"]
+    assert fams[0]["template"] == PARAPHRASES["F1"][0]
     assert fams[4]["template"] == BBQ_TEMPLATE
     # 4 families x 5 paraphrases x 4 occupations x 4 slices = 320 generative prompts,
     # + BBQ (2880 + 5232) items x 1 rotation = 8112  -> 8432
@@ -73,7 +74,8 @@ def test_protocol_from_the_run(card):
     assert card["reproducibility"]["total_samples"] == 3200 + 8112 + 8512 == 19824
     assert card["reproducibility"]["seeds"] == [1, 2, 3, 4, 5]
     regimes = card["decoding"]["regimes"]
-    assert [(r["temperature"], r["top_p"]) for r in regimes] == [(0.2, 0.9), (0.7, 0.95), (1.0, 1.0)]
+    assert [(r["temperature"], r["top_p"]) for r in regimes] == [(0.2, 0.9), (0.7, 0.95),
+                                                                  (1.0, 1.0)]
     assert regimes[0]["max_new_tokens"] == 160 and regimes[2]["max_new_tokens"] == 4
     assert card["decoding"]["seeds_per_prompt"] == 5
     assert card["refusal_handling"]["retention_policy"] == "kept-and-scored"

@@ -108,8 +108,8 @@ def test_constructed_runs_hold_the_hand_computed_values(study):
     for (ds, ctx), g in first.groupby(["dataset", "context"]):
         cell = dict(dataset=ds, context=ctx, polarity="all")
         n, reinf = len(g), int((g["label"] == g["target_loc"]).sum())
-        o = lambda m: _row(oracle["bbq"], m, **cell)      # noqa: E731
-        s = lambda m: _row(stereo["bbq"], m, **cell)      # noqa: E731
+        o = lambda m, c=cell: _row(oracle["bbq"], m, **c)      # noqa: E731
+        s = lambda m, c=cell: _row(stereo["bbq"], m, **c)      # noqa: E731
         assert o("accuracy")["value"] == 1.0 and o("accuracy")["n"] == n
         assert o("invalid_rate")["value"] == 0.0
         if ctx == "ambig":   # every ambiguous label is "unknown": oracle never picks a person

@@ -194,7 +194,8 @@ def test_generative_regression_fails_its_family(tmp_path, capsys):
     assert ("worst_slice_stereotype", "F1") in failed
     assert ("worst_slice_stereotype", "F2") not in failed
     assert {c for _, c in failed} <= {"F1", "all"}
-    ws = next(r for r in out["rows"] if (r["metric"], r["cell"]) == ("worst_slice_stereotype", "F1"))
+    ws = next(r for r in out["rows"]
+              if (r["metric"], r["cell"]) == ("worst_slice_stereotype", "F1"))
     assert ws["n_clusters"] == 20                      # 10 paraphrases x 2 slices in F1
 
 
@@ -213,7 +214,8 @@ def test_the_candidates_card_carries_the_gate(runs, gated, tmp_path, capsys):
     assert g["correction"] == "Holm" and g["family"] == record["family"]
     assert g["detectable"] == record["detectable"]
     assert len(g["cells"]) == len(record["rows"])
-    for c, r in zip(g["cells"], record["rows"]):      # the card keeps 6 significant digits
+    # the card keeps 6 significant digits
+    for c, r in zip(g["cells"], record["rows"], strict=True):
         for k in ("metric", "cell", "mode", "margin", "p_value", "p_adjusted", "detectable",
                   "verdict"):
             if isinstance(r.get(k), float):

@@ -94,7 +94,8 @@ def test_init_keeps_existing_files_and_a_users_pytest_table(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "kept  thresholds/default.yaml" in out
     assert (tmp_path / "thresholds" / "default.yaml").read_text() == "rules: []\n"
-    assert (tmp_path / "pyproject.toml").read_text() == '[tool.pytest.ini_options]\naddopts = "-q"\n'
+    assert (tmp_path / "pyproject.toml").read_text() == (
+        '[tool.pytest.ini_options]\naddopts = "-q"\n')
     assert 'fairness_model = "embedded:gemma-3-270m"' in out      # told what to add
     assert main(["init", "--dir", str(tmp_path), "--force"]) == 0
     assert (tmp_path / "thresholds" / "default.yaml").read_bytes() == \

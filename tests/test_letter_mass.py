@@ -90,7 +90,7 @@ def test_without_a_prefix_the_answer_is_after_brackets():
     ((0.0, 0.0), False),
 ])
 def test_the_floor_is_half_the_mass(probs, valid):
-    top = [(x, lp(p)) for x, p in zip(("a", "b"), probs) if p > 0] + [("x", lp(0.4))]
+    top = [(x, lp(p)) for x, p in zip(("a", "b"), probs, strict=True) if p > 0] + [("x", lp(0.4))]
     _, mass = RM.letter_scores(top, L, True)
     assert (mass >= RM.MIN_LETTER_MASS) == valid
     assert RM.MIN_LETTER_MASS == 0.5

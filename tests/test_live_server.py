@@ -58,7 +58,7 @@ def test_served_model_multiple_choice_and_open_ended_into_the_store(server, tmp_
     with ResponseStore(store_path) as store:
         got = ask(mc + gen, backend, store, progress=False)
     assert len(got) == len(mc) + len(gen) == 10
-    for req, resp in zip(mc + gen, got):
+    for req, resp in zip(mc + gen, got, strict=True):
         assert resp.status == "ok", (resp.error, server["log"].read_text(errors="replace")[-2000:])
         assert resp.key == req.key()
         assert resp.completion_tokens and resp.completion_tokens >= 1
@@ -72,7 +72,7 @@ def test_served_model_multiple_choice_and_open_ended_into_the_store(server, tmp_
     backends = {b for (b,) in con.execute("SELECT DISTINCT backend FROM responses")}
     con.close()
     assert set(rows) == {r.key() for r in mc + gen}
-    assert all(rows[r.key()] == resp.text for r, resp in zip(mc + gen, got))
+    assert all(rows[r.key()] == resp.text for r, resp in zip(mc + gen, got, strict=True))
     assert backends == {"litellm"}
 
     # a re-run is served from the store: the server is not asked again

@@ -217,7 +217,8 @@ def test_nothing_to_replay_skips_with_how_to_record_or_fails_on_request(project)
     r.assert_outcomes(skipped=1)
     out = r.stdout.str()
     assert "nothing recorded to replay for unrecorded" in out
-    assert "Record with: pytest --pyargs fairness_tests.suite --fairness-live --fairness-model unrecorded" in out
+    assert ("Record with: pytest --pyargs fairness_tests.suite --fairness-live "
+            "--fairness-model unrecorded") in out
     r = project.runpytest("--fairness-model", "unrecorded", "--fairness-on-missing", "fail",
                           "-p", "no:cacheprovider", "test_suite.py::test_accuracy_floor")
     r.assert_outcomes(failed=1)
@@ -288,7 +289,7 @@ def test_gate_fails_only_a_real_regression_and_prints_the_table(project):
     assert "test_gate[worse-vs-base-accuracy-Race_x_SES/disambig] FAILED" in out
     assert "test_gate[same-vs-base-accuracy-Race_x_SES/disambig] PASSED" in out
     assert "fairness gate: candidate worse vs baseline base" in out
-    lines = [l for l in out.splitlines() if l.startswith("accuracy") and "-0.150" in l]
+    lines = [line for line in out.splitlines() if line.startswith("accuracy") and "-0.150" in line]
     assert lines and "fail" in lines[0]
     assert r.ret == 1
 
@@ -389,7 +390,7 @@ def test_a_bad_thresholds_file_is_one_clean_usage_error(project):
     err = r.stderr.str() + r.stdout.str()
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert "Traceback" not in err and "pluggy" not in err
-    lines = [l for l in err.splitlines() if "s_dys" in l]
+    lines = [line for line in err.splitlines() if "s_dys" in line]
     assert lines and lines[0].startswith("ERROR: ") and "default.yaml" in lines[0]
 
 
@@ -451,7 +452,8 @@ def test_api_and_statistics_options_reach_the_audit(project):
     keys reach the audit's config (the names of `fairness-tests audit` options)."""
     fake = FAKE_AUDIT.replace(
         'with open(calls, "a") as fh:\n        fh.write(model + "\\n")',
-        'import dataclasses, json\n    with open(calls, "a") as fh:\n        fh.write(model + "\\n")\n'
+        'import dataclasses, json\n'
+        '    with open(calls, "a") as fh:\n        fh.write(model + "\\n")\n'
         '    open(calls + ".json", "w").write(json.dumps(dataclasses.asdict(config)))')
     assert fake != FAKE_AUDIT
     project.makeconftest(fake)

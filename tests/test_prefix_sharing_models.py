@@ -116,7 +116,7 @@ def test_shared_prefixes_equal_plain_forward_passes(kind, batch_size, workers, m
     ids = [L.tokenizer(be.prompt_text(q))["input_ids"] for q in reqs]
     assert min(map(len, ids)) > 8 * 3                     # prompts well past the window
     assert be.computed_tokens < 0.7 * be.prompt_tokens     # the shared parts once
-    for q, r, x in zip(reqs, out, ids):
+    for q, r, x in zip(reqs, out, ids, strict=True):
         assert r.status == "ok", r.error
         with torch.inference_mode():
             z = L.model(input_ids=torch.tensor([x]), use_cache=False).logits[0, -1]

@@ -83,7 +83,8 @@ def test_pyproject_table_moves_the_locations_and_is_validated(empty_cwd):
     (empty_cwd / "fair").mkdir()
     _threshold_dir(empty_cwd / "fair", 0.8)
     pp = empty_cwd / "pyproject.toml"
-    pp.write_text('[project]\nname = "x"\n\n[tool.fairness_tests]\nthresholds = "fair/thresholds"\n')
+    pp.write_text('[project]\nname = "x"\n\n'
+                  '[tool.fairness_tests]\nthresholds = "fair/thresholds"\n')
     assert load_rules().get("only_rule").bound == 0.8
     pp.write_text('[tool.fairness_tests]\nthreshold = "fair/thresholds"\ncard = "x"\n')
     with pytest.raises(ConfigError) as e:       # every entry point builds its configuration

@@ -182,7 +182,8 @@ def test_other_owners_lease_is_waited_for_not_asked(tmp_path):
     assert not t.is_alive(), "the lease holder's thread (finish_later) did not end in 30 s"
     assert rs[0].key() not in be.calls and len(be.calls) == 3
     assert out[0].text == "(a)"
-    holder.close(); mine.close()
+    holder.close()
+    mine.close()
 
 
 def test_wait_for_others_is_bounded(tmp_path):
@@ -191,7 +192,8 @@ def test_wait_for_others_is_bounded(tmp_path):
     holder.claim([req(0).key()])
     with pytest.raises(FairnessTestsError, match="timed out after 0.3s waiting for 1"):
         ask([req(0)], EchoBackend(), mine, progress=False, wait_timeout_s=0.3, poll_s=0.02)
-    holder.close(); mine.close()
+    holder.close()
+    mine.close()
 
 
 def test_progress_lines_under_capture(store, monkeypatch):

@@ -141,7 +141,7 @@ def test_ask_reports_the_store_hits_on_its_progress_line(tmp_path, monkeypatch):
 
         def answer(self, requests, on_response=None):
             out = [Response(key=r.key(), text="x") for r in requests]
-            for r, o in zip(requests, out):
+            for r, o in zip(requests, out, strict=True):
                 on_response(r, o)
             return out
 

@@ -170,7 +170,6 @@ def test_a_cluster_bootstrap_reads_its_interval_at_the_few_clusters_level():
     rng = np.random.default_rng(4)
     x = rng.integers(0, 2, 60).astype(float)
     clusters = np.repeat(np.arange(20), 3)
-    z = NormalDist().inv_cdf(0.975)
     level = 2 * NormalDist().cdf(np.sqrt(20 / 19) * t_quantile(0.975, 19)) - 1
     assert cluster_level(20) == pytest.approx(level, rel=1e-12) and 0.967 < level < 0.969
     assert cluster_level(None) == 0.95 == cluster_level(1)

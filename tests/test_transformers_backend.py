@@ -135,8 +135,9 @@ def _choice_requests(items, repeats: int, temperature: float = 1.0, seed: int = 
         user = (f"{it['context']} {it['question']}\n(a) {it['ans0']}\n(b) {it['ans1']}\n"
                 f"(c) {it['ans2']}")
         for r in range(repeats):
-            out.append(Request(messages=chat(SYSTEM, user), decoding=Decoding(temperature=temperature),
-                               seed=seed, repeat=r, backend="transformers",
+            out.append(Request(messages=chat(SYSTEM, user),
+                               decoding=Decoding(temperature=temperature), seed=seed,
+                               repeat=r, backend="transformers",
                                model=emb.EMBEDDED_MODEL_ID, kind="choice", choices=("a", "b", "c"),
                                meta={"example_id": it["example_id"]}))
     return out
@@ -168,7 +169,7 @@ def test_repeats_are_drawn_from_the_stored_distribution(backend):
     assert shared > 10
     assert backend.prompt_tokens - before[2] == sum(map(len, ids))
     assert backend.computed_tokens - before[1] == sum(map(len, ids)) - 2 * shared
-    for q, r in zip(reqs, res):
+    for q, r in zip(reqs, res, strict=True):
         assert r.status == "ok" and r.key == q.key()
         assert len(r.letter_probs) == 3 and abs(sum(r.letter_probs) - 1) < 1e-9
         assert 0 < r.letter_mass <= 1
@@ -207,9 +208,10 @@ def test_temperature_changes_the_spread(backend):
 @pytest.mark.live_model
 def test_batching_does_not_change_answers(backend):
     reqs = _choice_requests(_bbq_items(4), repeats=5, temperature=1.0, seed=3)
-    one = tb.TransformersBackend("embedded", batch_size=1, threads=THREADS)     # same loaded model, batch 1
+    # the same loaded model, batch 1
+    one = tb.TransformersBackend("embedded", batch_size=1, threads=THREADS)
     a, b = one.answer(reqs), backend.answer(reqs)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         assert np.allclose(x.letter_probs, y.letter_probs, atol=1e-4)
         assert x.text == y.text
 
@@ -314,7 +316,7 @@ def test_shared_prefixes_give_the_unshared_distribution():
     # 12 of three rotations, which stay under 0.6), and no fewer than their distinct prefixes
     distinct = len({tuple(x[:n]) for x in ids for n in range(1, len(x) + 1)})
     assert distinct <= be.computed_tokens < 0.7 * be.prompt_tokens
-    for q, r, x in zip(reqs[::2], out[::2], ids):
+    for q, r, x in zip(reqs[::2], out[::2], ids, strict=True):
         assert r.status == "ok" and r.prompt_tokens == len(x)
         with torch.inference_mode():
             z = mdl(input_ids=torch.tensor([x]), logits_to_keep=1, use_cache=False).logits[0, -1]
