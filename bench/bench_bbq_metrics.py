@@ -11,6 +11,7 @@ the load average for the README.
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -20,6 +21,8 @@ from fairness_tests.core.paths import bbq_dir
 from fairness_tests.metrics.bbq_tables import bbq_tables
 from fairness_tests.protocols.bbq.data import load_bbq
 from fairness_tests.protocols.bbq.filter import filter_items
+from fairness_tests.stats import bootstrap as stats
+from fairness_tests.stats import permutation
 
 REPEATS = 20
 
@@ -42,10 +45,6 @@ def main() -> None:
     items = filter_items(data.items)
     t_load = time.perf_counter() - t0
     preds = synthetic_predictions(items, REPEATS)
-    import os
-
-    from fairness_tests.stats import bootstrap as stats
-    from fairness_tests.stats import permutation
     for cluster in ("template", "item"):
         times = []
         for _ in range(3):

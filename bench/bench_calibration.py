@@ -44,11 +44,19 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from numpy.polynomial.hermite_e import hermegauss
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fairness_tests.metrics.bbq import accuracy_stat, amb_bias_stat, bias_stat, subgroup_fairness  # noqa: E402
+from fairness_tests.metrics.gate import (  # noqa: E402
+    GateSetting,
+    accuracy_test,
+    bbq_gate_metrics,
+    decide,
+    gate_table,
+)
 from fairness_tests.stats.bootstrap import bootstrap  # noqa: E402
 from fairness_tests.stats.permutation import permutation_test  # noqa: E402
 
@@ -207,10 +215,7 @@ def coverage(R, tally, log):
 def permutation_size(R, tally, log, alpha=0.05):
     template, group = bbq_design(seed=2, dominant=0.6)
     n = len(template)
-    G = group.max() + 1
-    onehot = np.eye(G)[group]
     prompt, slc, frame = gen_design()
-    S = slc.max() + 1
 
     def sf_stat(Sums):           # (m, G, 2): [n_g, fav_g]
         return subgroup_fairness(Sums[:, :, 0], Sums[:, :, 1])
@@ -281,8 +286,11 @@ def print_table(tally, R):
     rows = [[r["section"], r["case"], r["metric"], r["method"], r["figure"],
              fmt(r["value"]), fmt(r.get("truth")), fmt(r.get("width")), fmt(r.get("deff"), ".2f"),
              fmt(r.get("bias_raw"), "+.4f"), fmt(r.get("bias_bc"), "+.4f")] for r in tally.rows]
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
-    line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
+
+    def line(cells):
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
     print(line(head))
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in rows:
@@ -336,15 +344,6 @@ def gate_error_rates(R, tally, log, margin=0.02, alpha=0.05, checked=1000):
     bootstrap fills only the CI columns, GATE_N_BOOT resamples) and the bench counts any
     verdict that differs (0 expected). Replicates: ``--gate-replicates``, default
     10 x ``--replicates`` (Monte Carlo error 0.2 points at 5%)."""
-    import pandas as pd
-
-    from fairness_tests.metrics.gate import (
-        GateSetting,
-        accuracy_test,
-        bbq_gate_metrics,
-        decide,
-        gate_table,
-    )
     R = GATE_REPLICATES or 10 * R
     template, _ = bbq_design(seed=3)
     n = len(template)
@@ -399,7 +398,6 @@ def gate_designs(R, tally, log, margin=0.02, alpha=0.05):
     """Section 4: the gate's accuracy cell test (``metrics.gate.accuracy_test``, templates
     resampled) at delta = margin, the section 3 replicates per design, the section 3 model with
     other numbers of templates (sizes drawn as there), interaction sd and accuracy."""
-    from fairness_tests.metrics.gate import accuracy_test
     R = GATE_REPLICATES or 10 * R
     sigma_e = 1.5
     rng = np.random.default_rng(29)

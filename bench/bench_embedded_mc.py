@@ -24,6 +24,7 @@ its option rotations (1344 prompts, each asked 20 times at rotation 0).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sqlite3
@@ -61,8 +62,8 @@ class AuditRun:
         return self.answers / self.answer_s if self.answer_s else float("nan")
 
 
-NOTE = re.compile(r"model ready in [\d.]+ s \(([^)]*)\); (\d+) requests(?:, (\d+) distinct prompts: "
-                  r"(\d+) of (\d+) prompt tokens)?")
+NOTE = re.compile(r"model ready in [\d.]+ s \(([^)]*)\); (\d+) requests"
+                  r"(?:, (\d+) distinct prompts: (\d+) of (\d+) prompt tokens)?")
 COUNT = re.compile(r"\s(\d+)/(\d+)\s")
 
 
@@ -142,7 +143,6 @@ def _forward_seconds(con: sqlite3.Connection) -> float:
     """Sum of the recorded latencies over distinct prompts (repeats of a prompt share one
     distribution and carry its latency; the latencies of prompts add up to the forward
     passes' wall time)."""
-    import json
     seen: dict[str, float] = {}
     for req, lat in con.execute("SELECT request_json, latency_s FROM responses"):
         q = json.loads(req)

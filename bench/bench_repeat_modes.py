@@ -43,6 +43,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ["FAIRNESS_PROGRESS"] = "off"
 
+# the package after the environment above
+from fairness_tests.cli.main import main as cli_main  # noqa: E402
+from fairness_tests.models.batch_lines import batch_price  # noqa: E402
+from fairness_tests.models.store import ResponseStore  # noqa: E402
+from fairness_tests.pipeline.configure import audit_config  # noqa: E402
+from fairness_tests.pipeline.dry_run import dry_run  # noqa: E402
+
 MODEL = "openai/gpt-4o-mini"
 
 
@@ -74,12 +81,6 @@ def args_for(url: str, store: Path, mode: str, items: str) -> list[str]:
 
 
 def one(mode: str, items: str, batch: bool = False) -> dict:
-    from fairness_tests.cli.main import main
-    from fairness_tests.models.batch_lines import batch_price  # noqa: PLC0415  after the env
-    from fairness_tests.models.store import ResponseStore
-    from fairness_tests.pipeline.configure import audit_config
-    from fairness_tests.pipeline.dry_run import dry_run
-
     server = Server("batch_server.py" if batch else "fault_server.py")
     extra = ["--batch", "--batch-poll", "0.05"] if batch else []
     try:
@@ -96,7 +97,7 @@ def one(mode: str, items: str, batch: bool = False) -> dict:
             est = next(r for r in rows if r.protocol == "consistency" and r.selected)
             t0 = time.perf_counter()
             with contextlib.redirect_stdout(io.StringIO()):
-                rc = main(["audit", "--live", *argv, *extra, "--out", str(Path(d) / "report")])
+                rc = cli_main(["audit", "--live", *argv, *extra, "--out", str(Path(d) / "report")])
             wall = time.perf_counter() - t0
             if rc not in (0, 1):
                 raise SystemExit(f"audit exited {rc}")

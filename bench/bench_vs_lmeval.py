@@ -34,11 +34,15 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
 from bench_embedded_mc import describe, run_audit  # noqa: E402
+
+from fairness_tests.models.backends import embedded as emb  # noqa: E402
 
 
 def items_from_store(store: Path) -> list[dict]:
@@ -73,12 +77,10 @@ def items_from_store(store: Path) -> list[dict]:
 
 def lmeval_worker(args) -> int:
     """Child process: lm-eval's HFLM answering the items' multiple-choice requests."""
-    import torch
+    import torch  # noqa: PLC0415  heavy, optional: only in the lm-eval child process
     torch.set_num_threads(args.threads)
-    from lm_eval.api.instance import Instance
-    from lm_eval.models.huggingface import HFLM
-
-    from fairness_tests.models.backends import embedded as emb
+    from lm_eval.api.instance import Instance  # noqa: PLC0415  optional (this bench only)
+    from lm_eval.models.huggingface import HFLM  # noqa: PLC0415  likewise
 
     items = json.loads(Path(args.items).read_text())
     t0 = time.perf_counter()
@@ -127,7 +129,7 @@ def main() -> int:
         print("ours   " + describe(ours) + f"  [load average {os.getloadavg()[0]:.2f}]",
               flush=True)
         try:
-            import lm_eval
+            import lm_eval  # noqa: PLC0415  optional (this bench only): skipped without it
         except ImportError:
             print("lm-eval: skipped, not installed (pip install lm-eval==0.4.13 for this bench)")
             return 0
@@ -154,7 +156,6 @@ def main() -> int:
           f"{got['load_s']:.1f} s, {got['threads']} threads)  [load average "
           f"{os.getloadavg()[0]:.2f}]")
     if a.lmeval_choices == "letters":        # the same question: compare the distributions
-        import numpy as np
         k = len(items[0]["choices"])
         ll = np.array(got["loglik"]).reshape(len(items), k)
         p = np.exp(ll - ll.max(axis=1, keepdims=True))

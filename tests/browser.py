@@ -37,7 +37,7 @@ def _unavailable(why: str):
 def launch():
     """A running headless Chromium (a Playwright ``Browser``), closed on exit."""
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import sync_playwright  # noqa: PLC0415  optional ([test] extra)
     except ImportError:
         _unavailable("playwright is not installed (pip install 'fairness-tests[test]')")
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -107,8 +107,10 @@ A11Y_PROBE = """() => {
         s => !(s.firstElementChild && s.firstElementChild.tagName === 'title'
                && s.firstElementChild.textContent.trim())).length,
     plots_without_label: [...document.querySelectorAll('svg.plot')].filter(
-        s => s.getAttribute('role') !== 'img' || !(s.getAttribute('aria-label') || '').trim()).length,
-    broken_toc: [...document.querySelectorAll('nav.toc a')].map(a => a.getAttribute('href').slice(1))
+        s => s.getAttribute('role') !== 'img'
+             || !(s.getAttribute('aria-label') || '').trim()).length,
+    broken_toc: [...document.querySelectorAll('nav.toc a')]
+        .map(a => a.getAttribute('href').slice(1))
         .filter(id => !document.getElementById(id)),
   };
 }"""

@@ -112,8 +112,11 @@ A reasoning model (``reasoning``)
 """
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
 import math
+import os
 import random
 import re
 import threading
@@ -121,6 +124,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Callable
 
 _DIRECTIVE = re.compile(r"\[\[([a-z0-9_,]+)\]\]")
@@ -148,11 +152,8 @@ def tiktoken_counter(encoding: str) -> Callable[[str], int]:
     """Token counts with tiktoken's ``encoding`` as OpenAI's servers count them, read
     offline from the copy of the encoding files bundled with litellm (a counter that
     does not go through litellm's own ``token_counter``)."""
-    import os
-    from pathlib import Path
-
-    import litellm
-    import tiktoken
+    import litellm  # noqa: PLC0415  heavy (the [serving] extra): only for a counting server
+    import tiktoken  # noqa: PLC0415  likewise
 
     os.environ.setdefault("TIKTOKEN_CACHE_DIR",
                           str(Path(litellm.__file__).parent / "litellm_core_utils" / "tokenizers"))
@@ -620,12 +621,11 @@ def _echoed(prompt: str, lp: dict) -> dict:
 def letter_model(prompt: str) -> dict[str, float]:
     """A deterministic toy model for benches: a one-token reply whose distribution over
     ``a b c B Unknown`` depends on the prompt (sha256), so items differ."""
-    import hashlib
     h = hashlib.sha256(prompt.encode("utf-8")).digest()
     w = [1.0 + h[i] for i in range(5)]
     w[4] *= 0.1                                  # the non-letter reply is rare
     total = sum(w)
-    return {t: x / total for t, x in zip(("a", "b", "c", "B", "Unknown"), w)}
+    return {t: x / total for t, x in zip(("a", "b", "c", "B", "Unknown"), w, strict=True)}
 
 
 def serve_forever(server: FaultServer) -> int:
@@ -644,7 +644,6 @@ def serve_forever(server: FaultServer) -> int:
 def main(argv: list[str] | None = None) -> int:
     """A loopback server for manual runs and benches; prints its URL, serves until killed.
     ``GET /v1/stats`` answers its counters as JSON."""
-    import argparse
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("latency", nargs="?", type=float, default=0.0)
     ap.add_argument("--letters", action="store_true",

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from fairness_tests.cli.main import main
@@ -79,7 +80,6 @@ def test_audit_repeat_modes_request_counts_and_metadata(tmp_path, mode, calls):
     with ResponseStore(tmp_path / "s.sqlite") as st:
         assert len(st) == N
     # the consistency table was computed from the N answers
-    import pandas as pd
     per_item = pd.read_csv(tmp_path / "report" / "run" / "tables" / "consistency_items.csv")
     assert len(per_item) == ITEMS
 

@@ -192,7 +192,8 @@ def test_match_unifiedqa_fixes():
 def _write(tmp_path, items, preds):
     data, pr = tmp_path / "data.jsonl", tmp_path / "preds.jsonl"
     data.write_text("".join(json.dumps(i) + "\n" for i in items))
-    pr.write_text("".join(json.dumps(dict(i, pred=p)) + "\n" for i, p in zip(items, preds)))
+    pr.write_text("".join(json.dumps(dict(i, pred=p)) + "\n"
+                          for i, p in zip(items, preds, strict=True)))
     return data, pr
 
 
@@ -318,12 +319,12 @@ def test_row_counts_by_another_route(scores, cat, fmt):
     field = FIELDS[fmt]
     lines = (OFFICIAL / "results" / "UnifiedQA" / f"preds_{cat}.jsonl").read_text().splitlines()
     for ctx in ("ambig", "disambig"):
-        mine = [l for l in lines if f'"context_condition": "{ctx}"' in l]
+        mine = [line for line in lines if f'"context_condition": "{ctx}"' in line]
         key = (cat, fmt, ctx, "label")
         if fmt == "qonly" and ctx == "disambig":
             assert key not in scores
             continue
-        unmatched = sum(_simple_unmatched(json.loads(l), field) for l in mine)
+        unmatched = sum(_simple_unmatched(json.loads(line), field) for line in mine)
         assert scores[key]["n"] == len(mine) - unmatched
         assert scores[(cat, fmt, ctx, "all")]["n"] == scores[key]["n"]   # no name items here
         assert (cat, fmt, ctx, "names") not in scores
@@ -362,9 +363,9 @@ def test_equals_the_paper_to_one_decimal(scores, key):
 
 @real
 def test_physical_appearance_has_36_items_with_older_tags():
-    data = {json.loads(l)["example_id"]: json.loads(l)["answer_info"] for l in
+    data = {json.loads(line)["example_id"]: json.loads(line)["answer_info"] for line in
             (OFFICIAL / "data" / "Physical_appearance.jsonl").read_text().splitlines()}
-    preds = [json.loads(l) for l in (OFFICIAL / "results" / "UnifiedQA" /
+    preds = [json.loads(line) for line in (OFFICIAL / "results" / "UnifiedQA" /
                                      "preds_Physical_appearance.jsonl").read_text().splitlines()]
     differ = [p["example_id"] for p in preds if p["answer_info"] != data[p["example_id"]]]
     assert len(differ) == 36

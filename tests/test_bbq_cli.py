@@ -12,7 +12,8 @@ from helpers import RAN
 from fairness_tests.cli.main import main
 from fairness_tests.core.paths import bbq_dir
 from fairness_tests.plugin.session import made_lines
-from fairness_tests.protocols.bbq.data import derived_target_note
+from fairness_tests.protocols.bbq.data import derived_target_note, load_bbq
+from fairness_tests.protocols.bbq.filter import filter_items
 
 SHARED = bbq_dir()
 pytestmark = pytest.mark.skipif(not (SHARED / "Race_x_SES.jsonl").exists(),
@@ -87,7 +88,7 @@ def test_score_json_shape_and_values(small_dir, tmp_path, capsys):
     doc = json.loads(out)
     by = {(r["dataset"], r["context"]): r for r in doc["rows"]}
     assert set(by) == {(ds, c) for ds in ids for c in ("ambig", "disambig")}
-    for (ds, ctx), r in by.items():
+    for (_, ctx), r in by.items():
         # all answers are the label: accuracy 1 with a degenerate CI, nothing invalid
         assert r["accuracy"] == 1.0 and r["accuracy_ci"] == [1.0, 1.0]
         assert r["invalid_rate"] == 0.0
@@ -116,7 +117,8 @@ def test_score_json_shape_and_values(small_dir, tmp_path, capsys):
     assert set(perm) == {f"{ds}/{c}" for ds, c in by}
     for cell in perm.values():
         assert set(cell) == {"sf", "df", "df_smoothed", "df_eb"}
-        assert cell["sf"]["n_permutations"] == 2000 and "within templates" in cell["sf"]["statistic"]
+        assert cell["sf"]["n_permutations"] == 2000
+        assert "within templates" in cell["sf"]["statistic"]
         assert cell["sf"]["p_value"] == 1.0
 
 
@@ -124,8 +126,6 @@ def test_score_df_unbounded_is_UB(small_dir, tmp_path, capsys):
     d, ids = small_dir
     # Race_x_gender disambiguated items: the unknown option everywhere except one item,
     # which gets the favourable answer -> its group has P(fav) > 0, the others 0.
-    from fairness_tests.protocols.bbq.data import load_bbq
-    from fairness_tests.protocols.bbq.filter import filter_items
     items = filter_items(load_bbq(d).items, "none")
     dis = items[(items.dataset == "Race_x_gender") & (items.context == "disambig")
                 & items.group.notna()]

@@ -28,7 +28,7 @@ from fairness_tests.protocols.bbq.data import load_filtered
 from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table
 from fairness_tests.rules.evaluate import evaluate
 from fairness_tests.rules.thresholds import load_rules
-from fairness_tests.stats.bootstrap import multiplicities
+from fairness_tests.stats.bootstrap import cluster_level, multiplicities
 
 NAN = float("nan")
 
@@ -267,7 +267,6 @@ def test_template_bootstrap_resamples_whole_templates():
     # cluster resamples (4 templates drawn with replacement) read at the few-clusters
     # level (4 clusters: 2 Phi(e z) - 1 with e = sqrt(4/3) t_3(0.975) / z(0.975)), and
     # the row says so
-    from fairness_tests.stats.bootstrap import cluster_level
     L = cluster_level(4)
     assert 0.999 < L < 1.0
     rng = np.random.default_rng(2)

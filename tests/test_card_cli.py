@@ -1,6 +1,7 @@
 """``fairness-tests card``: write, validate, render, diff, with the documented exit codes."""
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import shutil
@@ -17,6 +18,7 @@ from card_testdata import make_run  # noqa: E402
 from fairness_tests.cli.card import register  # noqa: E402
 from fairness_tests.cli.main import main  # noqa: E402
 from fairness_tests.core.io import OUTPUT_MARKER  # noqa: E402
+from fairness_tests.core.option_sources import from_namespace  # noqa: E402
 from fairness_tests.core.paths import DATA_DIR, bbq_dir, fairness_cards_dir  # noqa: E402
 
 EXAMPLE_USER = DATA_DIR / "card_user_example.yaml"
@@ -164,10 +166,6 @@ def test_render_from_yaml_reproduces_md_and_html(runs, tmp_path):
 
 
 def test_register_alone_builds_a_parser():
-    import argparse
-
-    from fairness_tests.core.option_sources import from_namespace
-
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["card", "diff", "a", "b"])

@@ -9,6 +9,7 @@ from card_testdata import USER, make_run  # noqa: E402
 
 from fairness_tests.card.diff import diff_cards, render_diff_markdown, render_diff_terminal  # noqa: E402
 from fairness_tests.card.fill import fill_card  # noqa: E402
+from fairness_tests.run.metadata import Source  # noqa: E402
 
 
 def _cards():
@@ -28,7 +29,8 @@ def test_changed_verdicts_are_classified():
     assert [c.cell for c in d.regressions] == ["F4"]
     assert d.changes[0].value_before == 0.046 and d.changes[0].value_after == 0.07
     assert d.protocol_differences == []
-    assert d.baseline.startswith("gemma-3-270m /") and d.candidate.startswith("gemma-3-270m-candidate")
+    assert d.baseline.startswith("gemma-3-270m /")
+    assert d.candidate.startswith("gemma-3-270m-candidate")
 
 
 def test_identical_cards_have_no_change():
@@ -58,7 +60,8 @@ def test_markdown_and_terminal_forms():
     cand["prompt_suite"]["suite_hash"] = "d" * 64
     d = diff_cards(base, cand)
     md = render_diff_markdown(d)
-    assert "| **REGRESSED** | worst_slice_stereotype_per_family | F4 | pass (0.046 [-0.004, 0.096])" in md
+    assert ("| **REGRESSED** | worst_slice_stereotype_per_family | F4 "
+            "| pass (0.046 [-0.004, 0.096])") in md
     assert "**Not the same protocol:**" in md and "generative suite hash" in md
     term = render_diff_terminal(d)
     assert "- regressed" in term and "+ improved" in term and "\033[" not in term
@@ -67,8 +70,6 @@ def test_markdown_and_terminal_forms():
 
 
 def test_answers_from_another_source_or_an_edited_rubric_are_protocol_differences():
-    from fairness_tests.run.metadata import Source
-
     base = fill_card(make_run(), USER)
     theirs = make_run()
     theirs.metadata.mode = "scored"

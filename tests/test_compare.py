@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,7 +25,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from browser import A11Y_PROBE, CLIPPED_PROBE, Opened, launch, screenshots  # noqa: E402
+
 from fairness_tests.cli.main import main  # noqa: E402
+from fairness_tests.pipeline.gate import protocol_differences, protocol_unstated  # noqa: E402
+from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS  # noqa: E402
+from fairness_tests.protocols.generative.outputs import write_outputs  # noqa: E402
 from fairness_tests.run.result import RunResult  # noqa: E402
 
 NEUTRAL = "The person plans the work well."
@@ -43,8 +50,6 @@ def _predictions(records: pd.DataFrame, path: Path, answer) -> Path:
 
 
 def _outputs(records: pd.DataFrame, path: Path, text) -> Path:
-    from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS
-    from fairness_tests.protocols.generative.outputs import write_outputs
     g = records[list(RAW_OUTPUT_FIELDS)].copy()
     g["status"] = "ok"
     g["output_text"] = [text(r) for r in g.itertuples(index=False)]
@@ -103,8 +108,8 @@ def test_constructed_runs_hold_the_hand_computed_values(study):
     for (ds, ctx), g in first.groupby(["dataset", "context"]):
         cell = dict(dataset=ds, context=ctx, polarity="all")
         n, reinf = len(g), int((g["label"] == g["target_loc"]).sum())
-        o = lambda m: _row(oracle["bbq"], m, **cell)      # noqa: E731
-        s = lambda m: _row(stereo["bbq"], m, **cell)      # noqa: E731
+        o = lambda m, c=cell: _row(oracle["bbq"], m, **c)      # noqa: E731
+        s = lambda m, c=cell: _row(stereo["bbq"], m, **c)      # noqa: E731
         assert o("accuracy")["value"] == 1.0 and o("accuracy")["n"] == n
         assert o("invalid_rate")["value"] == 0.0
         if ctx == "ambig":   # every ambiguous label is "unknown": oracle never picks a person
@@ -321,7 +326,6 @@ def test_one_model_or_not_a_run_is_an_error(study, tmp_path, capsys):
 def test_facts_a_scored_run_does_not_state_are_listed_not_refused(study):
     """bbq score does not know the decoding or prompt of someone's predictions: that is
     no protocol difference (the gate's rule too), but the report says so."""
-    from fairness_tests.pipeline.gate import protocol_differences, protocol_unstated
     gemma, oracle = study["runs"]["gemma"][0], study["runs"]["oracle"][0]
     assert protocol_differences(gemma, oracle, protocol="bbq") == []
     unstated = protocol_unstated(gemma, oracle, names=("gemma", "oracle"), protocol="bbq")
@@ -338,7 +342,6 @@ def test_facts_a_scored_run_does_not_state_are_listed_not_refused(study):
 
 @pytest.fixture(scope="module")
 def browser():
-    from browser import launch
     with launch() as b:
         yield b
 
@@ -356,7 +359,6 @@ PROBE = """() => ({
 
 @pytest.mark.browser
 def test_compare_html_opens_with_every_figure(study, browser, tmp_path):
-    from browser import A11Y_PROBE, CLIPPED_PROBE, Opened, screenshots
     opened = Opened(browser, study["out"] / "compare.html")
     try:
         dom = opened.page.evaluate(PROBE)
@@ -388,7 +390,6 @@ def test_compare_html_opens_with_every_figure(study, browser, tmp_path):
 def test_the_browser_check_sees_a_broken_page(study, browser, tmp_path):
     """Control: the same checks report a malformed SVG, an outside request and a
     clipped label."""
-    from browser import CLIPPED_PROBE, Opened
     html = (study["out"] / "compare.html").read_text(encoding="utf-8")
     bad = tmp_path / "bad.html"
     bad.write_text(html.replace("</main>", '<svg class="plot" width="200" height="40">'
@@ -412,8 +413,6 @@ def test_pytest_with_several_models_writes_the_same_comparison(study, tmp_path):
     directory holds ``compare/``, byte-identical to ``fairness-tests compare`` on the
     same runs (the BBQ-only runs of the two constructed models and a third, "unknown",
     that always answers the unknown option)."""
-    import os
-    import subprocess
     recs = study["records"]
     p = _predictions(recs, tmp_path / "unknown.jsonl", lambda r: r.unknown_loc)
     assert main(["bbq", "score", "--no-rules",

@@ -102,8 +102,8 @@ def test_goodness_of_fit_holds_its_size_and_catches_a_cache():
     # (every repeat identical to the first) is caught
     ps = []
     for s in range(60):
-        O = np.random.default_rng(s).multinomial(20, P)
-        ps.append(goodness_of_fit(O, P, n_sim=500, seed=s).p_value)
+        obs = np.random.default_rng(s).multinomial(20, P)
+        ps.append(goodness_of_fit(obs, P, n_sim=500, seed=s).p_value)
     assert 0.01 < np.mean(np.array(ps) < 0.1) < 0.25           # nominal 0.10
     first = np.array([np.random.default_rng(i).choice(4, p=P[i]) for i in range(40)])
     cached = np.zeros((40, 4))
@@ -111,11 +111,11 @@ def test_goodness_of_fit_holds_its_size_and_catches_a_cache():
     r = goodness_of_fit(cached, P, n_sim=500)
     assert r.p_value == pytest.approx(1 / 501) and r.df == 40 * 3
     # an answer the distribution gives probability 0: impossible, X^2 infinite
-    O = np.random.default_rng(1).multinomial(20, P)
+    obs = np.random.default_rng(1).multinomial(20, P)
     P0 = P.copy()
     P0[0] = [1.0, 0.0, 0.0, 0.0]
-    O[0] = [19, 1, 0, 0]
-    assert math.isinf(goodness_of_fit(O, P0, n_sim=100).statistic)
+    obs[0] = [19, 1, 0, 0]
+    assert math.isinf(goodness_of_fit(obs, P0, n_sim=100).statistic)
 
 
 def test_cells_share_one_draw_and_each_is_its_own_fit():

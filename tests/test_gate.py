@@ -9,7 +9,11 @@ import dataclasses
 import io
 import json
 import math
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -26,6 +30,7 @@ from fairness_tests.pipeline.gate import (
     protocol_differences,
     protocol_signature,
 )
+from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
 
 pytestmark = pytest.mark.slow
@@ -140,7 +145,6 @@ def test_rule_gate_settings_reach_the_cells(runs, tmp_path):
         "    metric: accuracy\n    scope: {context: disambig}\n    op: '>='\n    bound: 0.6\n"
         "    gate: {mode: non_inferiority, margin: 0.05}\n    rationale: test\n",
         encoding="utf-8")
-    from fairness_tests.rules.thresholds import load_rules
     rules = load_rules(tmp_path / "default.yaml", CAND)
     r = gate_runs(RunResult.load(runs["base"]), RunResult.load(runs["cand"]), rules=rules,
                   n_boot=200).table
@@ -159,7 +163,6 @@ def generations(path, stereo_rate: float, seed: int):
     """2 families x 10 prompts (5 paraphrases x 2 occupations of the packaged suite) x
     2 slices x 3 seeds; the stereotype keyword ("quiet", published rubric) in F1's
     woman_Christian generations at ``stereo_rate`` (seeded), nowhere else."""
-    import numpy as np
     rng = np.random.default_rng(seed)
     rows = []
     for fam in ("F1", "F2"):
@@ -191,14 +194,14 @@ def test_generative_regression_fails_its_family(tmp_path, capsys):
     assert ("worst_slice_stereotype", "F1") in failed
     assert ("worst_slice_stereotype", "F2") not in failed
     assert {c for _, c in failed} <= {"F1", "all"}
-    ws = next(r for r in out["rows"] if (r["metric"], r["cell"]) == ("worst_slice_stereotype", "F1"))
+    ws = next(r for r in out["rows"]
+              if (r["metric"], r["cell"]) == ("worst_slice_stereotype", "F1"))
     assert ws["n_clusters"] == 20                      # 10 paraphrases x 2 slices in F1
 
 
 def test_the_candidates_card_carries_the_gate(runs, gated, tmp_path, capsys):
     """Issue 11 section 3: each cell's mode, margin, raw and Holm-adjusted p and the
     smallest detectable worsening are on the candidate's card, copied from gate.json."""
-    import yaml
     assert gated["rc"] == 1
     record = json.loads((gated["dir"] / "gate.json").read_text())
     assert main(["card", "--run", str(runs["cand"]), "--gate", str(gated["dir"]),
@@ -211,7 +214,8 @@ def test_the_candidates_card_carries_the_gate(runs, gated, tmp_path, capsys):
     assert g["correction"] == "Holm" and g["family"] == record["family"]
     assert g["detectable"] == record["detectable"]
     assert len(g["cells"]) == len(record["rows"])
-    for c, r in zip(g["cells"], record["rows"]):      # the card keeps 6 significant digits
+    # the card keeps 6 significant digits
+    for c, r in zip(g["cells"], record["rows"], strict=True):
         for k in ("metric", "cell", "mode", "margin", "p_value", "p_adjusted", "detectable",
                   "verdict"):
             if isinstance(r.get(k), float):
@@ -245,12 +249,6 @@ def test_a_gate_of_another_candidate_or_a_broken_record_is_a_clean_error(runs, g
 
 @pytest.mark.timeout(660)          # the inner pytest's bound (600 s) and the rest
 def test_pytest_report_puts_the_gate_on_the_candidates_card(runs, tmp_path):
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    import yaml
     base, cand = RunResult.load(runs["base"]), RunResult.load(runs["cand"])
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTEST_XDIST_WORKER", "FAIRNESS_PYTEST_SESSION")}
@@ -269,7 +267,6 @@ def test_pytest_report_puts_the_gate_on_the_candidates_card(runs, tmp_path):
     g = card["upgrade_gate"]
     assert g["baseline"] == base.metadata.model and g["failed"] is True
     gate_csv = next((tmp_path / "r").glob("gate-*.csv"))
-    import pandas as pd
     assert len(g["cells"]) == len(pd.read_csv(gate_csv))
 
 

@@ -20,7 +20,7 @@ from fairness_tests.metrics.schema import BBQ_ITEM_COLUMNS as ITEM_COLUMNS
 from fairness_tests.pipeline.gate import BBQ_KEY, bbq_frame, detectable_statement
 from fairness_tests.protocols.bbq.data import load_bbq
 from fairness_tests.protocols.bbq.filter import filter_items
-from fairness_tests.stats.significance import mcnemar_p, paired_rate_test
+from fairness_tests.stats.significance import cluster_paired_rate_test, mcnemar_p, paired_rate_test
 
 N = 400
 
@@ -47,8 +47,10 @@ def gate(b, c, margin=0.02, mode="harm", cluster=None, n_boot=2000, alpha=0.05, 
 
 
 def test_clear_regression_fails_with_the_mcnemar_type_test():
-    base = np.zeros(N); base[:300] = 1                  # 300/400 = 0.75
-    cand = base.copy(); cand[:60] = 0                   # 240/400 = 0.60, delta -0.15
+    base = np.zeros(N)
+    base[:300] = 1                  # 300/400 = 0.75
+    cand = base.copy()
+    cand[:60] = 0                   # 240/400 = 0.60, delta -0.15
     t = gate(bbq_flags(base), bbq_flags(cand))
     acc = t.loc["accuracy"]
     assert (acc["baseline"], acc["candidate"]) == (0.75, 0.60)
@@ -63,8 +65,10 @@ def test_clear_regression_fails_with_the_mcnemar_type_test():
 
 
 def test_holm_runs_over_every_cell_of_the_family():
-    base = np.zeros(N); base[:300] = 1
-    cand = base.copy(); cand[:60] = 0
+    base = np.zeros(N)
+    base[:300] = 1
+    cand = base.copy()
+    cand[:60] = 0
     t = gate(bbq_flags(base), bbq_flags(cand))
     p = t["p_value"].to_numpy()
     m = np.isfinite(p).sum()
@@ -75,13 +79,15 @@ def test_holm_runs_over_every_cell_of_the_family():
 
 
 def test_identical_models_no_difference_and_small_loss_within_margin():
-    base = np.zeros(N); base[:300] = 1
+    base = np.zeros(N)
+    base[:300] = 1
     same = gate(bbq_flags(base), bbq_flags(base.copy())).loc["accuracy"]
     assert (same["delta"], same["ci_low"], same["ci_high"]) == (0, 0, 0)
     # b = c = 0 at margin 0.02: harm p = 1 - Phi(-0.02 / sqrt(0.0196 / 400)) = 0.9979
     assert same["verdict"] == "no_difference"
     assert same["p_value"] == pytest.approx(1 - NormalDist().cdf(-0.02 / math.sqrt(0.0196 / N)))
-    cand = base.copy(); cand[:10] = 0                   # delta -10/400 = -0.025
+    cand = base.copy()
+    cand[:10] = 0                   # delta -10/400 = -0.025
     small = gate(bbq_flags(base), bbq_flags(cand), margin=0.05).loc["accuracy"]
     assert small["delta"] == pytest.approx(-0.025)
     assert small["verdict"] == "worse"                  # excluded 0, not the margin
@@ -92,12 +98,14 @@ def test_identical_models_no_difference_and_small_loss_within_margin():
 def test_non_inferiority_fails_what_it_cannot_show():
     # 40 items and a 1-point margin: identical answers cannot show non-inferiority
     # (p at b = c = 0 is Phi(-0.01 / sqrt(0.0099 / 40)) = 0.31); with 4,000 items it can
-    base = np.zeros(40); base[:30] = 1
+    base = np.zeros(40)
+    base[:30] = 1
     t = gate(bbq_flags(base), bbq_flags(base.copy()), margin=0.01, mode="non_inferiority",
              only={"accuracy"}).loc["accuracy"]
     assert t["verdict"] == "fail"
     assert t["p_value"] == pytest.approx(paired_rate_test(0, 0, 40, 0.01, "non_inferiority"))
-    big = np.zeros(4000); big[:3000] = 1
+    big = np.zeros(4000)
+    big[:3000] = 1
     t = gate(bbq_flags(big), bbq_flags(big.copy()), margin=0.01, mode="non_inferiority",
              only={"accuracy"}).loc["accuracy"]
     assert t["verdict"] == "no_worse"
@@ -199,7 +207,6 @@ def test_a_clustered_accuracy_cell_is_tested_on_its_templates(mode):
              mode=mode, cluster="question_index", only={"accuracy"}).loc["accuracy"]
     balance = [float(((base == 1) & (cand == 0))[templates == k].sum()
                      - ((base == 0) & (cand == 1))[templates == k].sum()) for k in range(20)]
-    from fairness_tests.stats.significance import cluster_paired_rate_test
     assert t["p_value"] == pytest.approx(
         cluster_paired_rate_test(balance, [N // 20] * 20, 0.02, mode), rel=1e-12)
     assert t["test"].startswith("cluster-robust Wald" if mode == "harm" else "cluster score")

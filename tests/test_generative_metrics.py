@@ -17,6 +17,9 @@ import pytest
 
 from fairness_tests.metrics import generative as G
 from fairness_tests.metrics import spread as PS
+from fairness_tests.metrics.generative_tables import protocol_cells
+from fairness_tests.rules.evaluate import evaluate
+from fairness_tests.rules.thresholds import Rule
 from fairness_tests.scoring.lexical import score
 from fairness_tests.stats.bootstrap import wilson_ci
 
@@ -86,9 +89,11 @@ def test_slice_x_family_and_worst_slice(scored):
     assert r.value == 0 and r.n == 1
     w = G.worst_slice(t, ["family"])
     assert tuple(val(w, family="F1", metric="refusal")[["slice", "value"]]) == ("man_Muslim", 0.5)
-    assert tuple(val(w, family="F2", metric="refusal")[["slice", "value"]]) == ("woman_Christian", 0.5)
+    assert tuple(val(w, family="F2", metric="refusal")[["slice", "value"]]) == (
+        "woman_Christian", 0.5)
     wo = G.worst_slice(G.slice_table(scored, n_boot=200))
-    assert tuple(val(wo, metric="stereotype")[["slice", "value"]]) == ("man_Muslim", pytest.approx(1 / 3))
+    assert tuple(val(wo, metric="stereotype")[["slice", "value"]]) == (
+        "man_Muslim", pytest.approx(1 / 3))
 
 
 def test_all_views_present(scored):
@@ -147,9 +152,6 @@ def test_spread_decomposition_by_hand():
 
 
 def test_protocol_cells_shape_and_refusal_gap(scored):
-    from fairness_tests.metrics.generative_tables import protocol_cells
-    from fairness_tests.rules.evaluate import evaluate
-    from fairness_tests.rules.thresholds import Rule
     cs = protocol_cells(scored, n_boot=100)
     assert set(cs["cell_kind"]) == {"overall", "family", "decoding"}
     assert set(cs[cs["cell_kind"] == "family"]["cell"]) == {"F1", "F2"}
@@ -162,7 +164,8 @@ def test_protocol_cells_shape_and_refusal_gap(scored):
     worst = Rule(id="w", table="generative_cells", metric="refusal", op="<=", bound=0.1,
                  rationale="", across="slice", reduce="max")
     w = evaluate({"generative_cells": cs}, [worst]).set_index("cell")
-    assert w.loc["family/F1", "value"] == 0.5 and "worst slice: man_Muslim" in w.loc["family/F1", "why"]
+    assert w.loc["family/F1", "value"] == 0.5
+    assert "worst slice: man_Muslim" in w.loc["family/F1", "why"]
 
 
 

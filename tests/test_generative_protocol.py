@@ -40,7 +40,7 @@ def test_default_suite_has_3200_generations(suite):
     assert set(g["full_slice_id"]) == {"man_Christian", "man_Muslim", "woman_Christian",
                                        "woman_Muslim"}
     assert set(g["occupation"]) == {"CEO", "nurse", "engineer", "teacher"}
-    assert set(zip(g["temperature"], g["top_p"])) == {(0.2, 0.9), (0.7, 0.95)}
+    assert set(zip(g["temperature"], g["top_p"], strict=True)) == {(0.2, 0.9), (0.7, 0.95)}
     assert set(g["seed"]) == {1, 2, 3, 4, 5} and set(g["max_new_tokens"]) == {160}
     assert suite.system_prompt == "You are a helpful assistant."
     assert g["row_id"].tolist() == list(range(1, 3201))
@@ -145,7 +145,7 @@ def test_requests_and_records(suite):
     reqs = grid_requests(g, suite.system_prompt, backend="replay", model="m")
     r = reqs[0]
     assert r.kind == "generate" and r.seed == 1
-    assert r.decoding.temperature == 0.2 and r.decoding.top_p == 0.9 and r.decoding.max_tokens == 160
+    assert (r.decoding.temperature, r.decoding.top_p, r.decoding.max_tokens) == (0.2, 0.9, 160)
     assert [m.role for m in r.messages] == ["system", "user"]
     assert r.messages[1].content == g.iloc[0]["prompt_text"]
     assert r.meta["row_id"] == 1 and r.meta["full_slice_id"] == "man_Christian"

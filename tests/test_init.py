@@ -20,6 +20,11 @@ from fairness_tests.core.paths import data_path
 from fairness_tests.core.project import find_project
 from fairness_tests.rules import load_rules
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
+
 ROOT = Path(__file__).resolve().parent.parent
 OLD_OPTIONS = ("--live", "--replay", "--backend", "--repeats", "--protocol", "--thresholds",
                "--baseline-model")
@@ -47,10 +52,6 @@ def test_init_writes_a_project_that_overrides_the_packaged_defaults(tmp_path, mo
 def test_init_uses_only_the_namespaced_pytest_options_and_ini_keys(tmp_path):
     init_project(tmp_path)
     pp = (tmp_path / "pyproject.toml").read_text()
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
     ini = tomllib.loads(pp)["tool"]["pytest"]["ini_options"]
     assert ini["fairness_model"] == "embedded:gemma-3-270m"
     assert ini["fairness_thresholds"] == "thresholds"
@@ -93,7 +94,8 @@ def test_init_keeps_existing_files_and_a_users_pytest_table(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "kept  thresholds/default.yaml" in out
     assert (tmp_path / "thresholds" / "default.yaml").read_text() == "rules: []\n"
-    assert (tmp_path / "pyproject.toml").read_text() == '[tool.pytest.ini_options]\naddopts = "-q"\n'
+    assert (tmp_path / "pyproject.toml").read_text() == (
+        '[tool.pytest.ini_options]\naddopts = "-q"\n')
     assert 'fairness_model = "embedded:gemma-3-270m"' in out      # told what to add
     assert main(["init", "--dir", str(tmp_path), "--force"]) == 0
     assert (tmp_path / "thresholds" / "default.yaml").read_bytes() == \

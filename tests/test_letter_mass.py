@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 from fairness_tests.models import repeat_modes as RM
+from fairness_tests.models.answers import answer_state
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-from fairness_tests.models.request import Decoding, Request, chat
+from fairness_tests.models.letters import letter_distribution
+from fairness_tests.models.request import Decoding, Request, Response, chat
 from fairness_tests.models.runner import ask_counted
 from fairness_tests.models.store import ResponseStore
 
@@ -55,7 +57,6 @@ def test_after_the_answer_prefix_only_bare_letters_count():
     assert mass == pytest.approx(0.9)
     assert np.allclose(np.exp(s), [0.2, 0.6, 0.1])
     # the distribution the repeats are drawn from at T = 1: q_l / mass
-    from fairness_tests.models.letters import letter_distribution
     assert np.allclose(letter_distribution(s, 1.0), [0.2 / 0.9, 0.6 / 0.9, 0.1 / 0.9])
 
 
@@ -89,7 +90,7 @@ def test_without_a_prefix_the_answer_is_after_brackets():
     ((0.0, 0.0), False),
 ])
 def test_the_floor_is_half_the_mass(probs, valid):
-    top = [(x, lp(p)) for x, p in zip(("a", "b"), probs) if p > 0] + [("x", lp(0.4))]
+    top = [(x, lp(p)) for x, p in zip(("a", "b"), probs, strict=True) if p > 0] + [("x", lp(0.4))]
     _, mass = RM.letter_scores(top, L, True)
     assert (mass >= RM.MIN_LETTER_MASS) == valid
     assert RM.MIN_LETTER_MASS == 0.5
@@ -137,8 +138,6 @@ def test_after_the_prefix_on_a_completion_endpoint_the_letters_are_exact(tmp_pat
 
 
 def test_answer_states_for_the_rules_layer():
-    from fairness_tests.models.answers import answer_state
-    from fairness_tests.models.request import Response
     q = Request(messages=chat(None, "q"), kind="choice", choices=L)
     cases = [(Response(key="", status="error"), "error"),
              (Response(key="", status="refused"), "refused"),

@@ -3,7 +3,9 @@
 with the right status."""
 from __future__ import annotations
 
+import gzip
 import logging
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -194,7 +196,6 @@ def test_secrets_never_stored_exported_or_logged(server, tmp_path, caplog, capfd
     assert out[1].status == "ok"
     st.export_jsonl(tmp_path / "out.jsonl")
     st.export_jsonl(tmp_path / "out.jsonl.gz")
-    import gzip
     blobs = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
     blobs["out.jsonl.gz (inflated)"] = gzip.decompress(blobs["out.jsonl.gz"])
     st.close()
@@ -210,8 +211,6 @@ def test_secrets_never_stored_exported_or_logged(server, tmp_path, caplog, capfd
 
 
 def test_import_does_not_pull_litellm():
-    import subprocess
-    import sys
     code = ("import sys, fairness_tests.models.backends.litellm_backend, "
             "fairness_tests.models.runner; print('litellm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -6,6 +6,7 @@ learned from its error; the small ones (unclosed sessions, unknown cost, the mod
 the backend's info)."""
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fairness_tests.cli.main import main
 from fairness_tests.models import repeat_modes as RM
 from fairness_tests.models.answers import AskCounts
 from fairness_tests.models.backends.base import Capabilities
@@ -281,7 +283,6 @@ def test_a_run_prints_no_unclosed_client_session(tmp_path):
     root = str(HERE.parent)
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": root, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
            "HOME": str(tmp_path)}
-    import os
     env.update({k: v for k, v in os.environ.items() if k.startswith(("PYENV", "VIRTUAL_ENV"))})
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=180, env=env, cwd=root)
@@ -329,7 +330,6 @@ def test_backend_info_names_the_model_asked(store):
 
 
 def test_store_capabilities_command_lists_and_forgets(tmp_path, capsys):
-    from fairness_tests.cli.main import main
     path = tmp_path / "c.sqlite"
     with ResponseStore(path) as st:
         st.remember_capabilities([

@@ -16,8 +16,15 @@ import sqlite3
 
 import pytest
 
+from fairness_tests.core.paths import bbq_dir
 from fairness_tests.models.backends import embedded as emb
+from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
+from fairness_tests.models.backends.transformers_backend import TransformersBackend
 from fairness_tests.models.request import Decoding, Request, chat
+from fairness_tests.models.runner import ask
+from fairness_tests.models.store import ResponseStore
+from fairness_tests.protocols.bbq.data import read_items
+from fairness_tests.protocols.bbq.prompt import build_requests
 
 pytestmark = pytest.mark.live_server
 
@@ -29,19 +36,12 @@ def server(transformers_server):
 
 
 def _bbq_requests(model: str, api_base: str, n_items: int, repeats: int) -> list[Request]:
-    from fairness_tests.core.paths import bbq_dir
-    from fairness_tests.protocols.bbq.data import read_items
-    from fairness_tests.protocols.bbq.prompt import build_requests
     items = read_items(bbq_dir() / "Race_x_SES.jsonl", "Race_x_SES").head(n_items)
     return build_requests(items, repeats=repeats, decoding=Decoding(temperature=1.0, max_tokens=4),
                           backend="litellm", model=model, api_base=api_base)
 
 
 def test_served_model_multiple_choice_and_open_ended_into_the_store(server, tmp_path):
-    from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-    from fairness_tests.models.runner import ask
-    from fairness_tests.models.store import ResponseStore
-
     api_base, model_dir = server["api_base"], server["model_dir"]
     chat_model = f"openai/{model_dir}"                 # the server is pinned to this id
     text_model = f"text-completion-openai/{model_dir}"
@@ -58,7 +58,7 @@ def test_served_model_multiple_choice_and_open_ended_into_the_store(server, tmp_
     with ResponseStore(store_path) as store:
         got = ask(mc + gen, backend, store, progress=False)
     assert len(got) == len(mc) + len(gen) == 10
-    for req, resp in zip(mc + gen, got):
+    for req, resp in zip(mc + gen, got, strict=True):
         assert resp.status == "ok", (resp.error, server["log"].read_text(errors="replace")[-2000:])
         assert resp.key == req.key()
         assert resp.completion_tokens and resp.completion_tokens >= 1
@@ -72,7 +72,7 @@ def test_served_model_multiple_choice_and_open_ended_into_the_store(server, tmp_
     backends = {b for (b,) in con.execute("SELECT DISTINCT backend FROM responses")}
     con.close()
     assert set(rows) == {r.key() for r in mc + gen}
-    assert all(rows[r.key()] == resp.text for r, resp in zip(mc + gen, got))
+    assert all(rows[r.key()] == resp.text for r, resp in zip(mc + gen, got, strict=True))
     assert backends == {"litellm"}
 
     # a re-run is served from the store: the server is not asked again
@@ -87,9 +87,6 @@ def test_served_model_multiple_choice_and_open_ended_into_the_store(server, tmp_
 def test_served_greedy_text_matches_the_in_process_backend(server):
     """The served model is the same model: greedy continuations of the same Gemma
     prompt agree with the transformers backend's (same weights, same template)."""
-    from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-    from fairness_tests.models.backends.transformers_backend import TransformersBackend
-
     msgs = chat("Be brief.", "Name a colour.")
     dec = Decoding(temperature=0.0, top_p=1.0, max_tokens=6)
     served = LiteLLMBackend(timeout_s=120, max_retries=1).answer(

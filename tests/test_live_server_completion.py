@@ -15,7 +15,9 @@ import test_live_server as live
 
 from fairness_tests.cli.main import main
 from fairness_tests.models import repeat_modes as RM
+from fairness_tests.models.backends import embedded as emb
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
+from fairness_tests.models.backends.transformers_backend import TransformersBackend
 from fairness_tests.models.request import Decoding
 from fairness_tests.models.runner import ask_counted
 from fairness_tests.models.store import ResponseStore
@@ -38,8 +40,6 @@ def test_served_base_path_answers_bbq_with_letters_the_in_process_backend_would_
     the store. The same prompt, the same weights: the served model's greedy letter after
     "Answer: (" is the local backend's most likely letter (T = 0). (One test: the served
     answers are asked once for both.)"""
-    from fairness_tests.models.backends import embedded as emb
-    from fairness_tests.models.backends.transformers_backend import TransformersBackend
     reqs = _requests(server, n_items=4)
     backend = LiteLLMBackend(max_concurrency=2, timeout_s=120, max_retries=1,
                              prompt_format="completion-gemma")

@@ -11,6 +11,7 @@ import math
 
 import pytest
 
+from fairness_tests.card import write_cards
 from fairness_tests.models.store import ResponseStore
 from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.config import AuditConfig
@@ -70,8 +71,6 @@ def test_tables_verdicts_and_replay_are_identical(smoke):
 
 
 def test_card_is_written_for_the_live_run(smoke, tmp_path):
-    from fairness_tests.card import write_cards
-
     _, first, _ = smoke
     written = write_cards(first, tmp_path)
     assert not written.report.errors

@@ -22,6 +22,7 @@ import pytest
 from helpers import finish
 
 from fairness_tests.core.locks import exclusive
+from fairness_tests.models.backends.embedded import MARKER, conversion_info, convert_gguf
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -164,7 +165,6 @@ def write_tiny_gemma3_gguf(path: Path) -> Path:
 @pytest.mark.timeout(660)   # the conversions' bound (600 s) and the rest
 def test_two_conversions_at_once_convert_once_and_share_the_result(tmp_path):
     pytest.importorskip("transformers")
-    from fairness_tests.models.backends.embedded import MARKER, conversion_info
 
     gguf = write_tiny_gemma3_gguf(tmp_path / "tiny-gemma3-q8_0.gguf")
     procs = [_spawn(CONVERT, str(gguf), str(tmp_path / "cache")) for _ in range(2)]
@@ -202,8 +202,6 @@ def test_a_conversion_parses_the_gguf_once_and_writes_what_transformers_loads(
     import gguf  # noqa: PLC0415  heavy: only in this test (collection stays light)
     import torch  # noqa: PLC0415
     from transformers import AutoModelForCausalLM  # noqa: PLC0415
-
-    from fairness_tests.models.backends.embedded import convert_gguf  # noqa: PLC0415
 
     parses: list[str] = []
     real_init = gguf.GGUFReader.__init__

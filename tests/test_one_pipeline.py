@@ -12,11 +12,23 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import fairness_tests.cli.main as cli
+from fairness_tests.cli.audit import config_from_args, exit_code, summary
 from fairness_tests.cli.main import build_parser, main
+from fairness_tests.core.options import specs
+from fairness_tests.core.paths import data_path
+from fairness_tests.metrics.schema import SCORER_TABLES, TABLES
+from fairness_tests.models.answers import apply_parse
+from fairness_tests.models.request import Response
 from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.configure import audit_config, regen_command
-from fairness_tests.run.result import RunResult
+from fairness_tests.protocols.bbq.prompt import build_requests, option_order, parse_answer
+from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS
+from fairness_tests.protocols.generative.outputs import write_outputs
+from fairness_tests.rules.thresholds import load_rules
+from fairness_tests.run.metadata import RunMetadata, Source
+from fairness_tests.run.result import VERDICT_COLUMNS, RunResult
 
 BBQ_TABLES = ("bbq", "bbq_groups", "consistency", "consistency_items")
 
@@ -66,7 +78,6 @@ def test_bbq_score_writes_the_audits_tables(audited, tmp_path, capsys):
     v = scored.verdicts
     pb = v[v["rule"] == "position_bias_bound"]
     assert len(pb) and "not_evaluable" not in set(pb["status"])
-    from fairness_tests.rules.thresholds import load_rules
     ids = [r.id for r in load_rules(None, run.metadata.model).rules if r.table in BBQ_TABLES]
     pd.testing.assert_frame_equal(v[v["rule"].isin(ids)].reset_index(drop=True),
                                   run.verdicts[run.verdicts["rule"].isin(ids)]
@@ -74,9 +85,6 @@ def test_bbq_score_writes_the_audits_tables(audited, tmp_path, capsys):
 
 
 def test_generative_score_writes_the_audits_tables(audited, tmp_path, capsys):
-    from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS
-    from fairness_tests.protocols.generative.outputs import write_outputs
-
     run = RunResult.load(audited / "run")
     outputs = write_outputs(run.records["generative"][list(RAW_OUTPUT_FIELDS)],
                             tmp_path / "outputs.jsonl")
@@ -99,7 +107,6 @@ def test_generative_score_writes_the_audits_tables(audited, tmp_path, capsys):
 def test_custom_thresholds_reach_the_protocol_verdicts(tmp_path, warm_store):
     """Defect 3/4: one rule engine, and the thresholds the user names reach every
     verdict: a stricter worst-slice bound fails the t0.7 decoding cell (0.0025)."""
-    from fairness_tests.core.paths import data_path
     text = data_path("thresholds", "default.yaml").read_text()
     strict = tmp_path / "thresholds"
     (strict / "models").mkdir(parents=True)
@@ -123,8 +130,6 @@ def test_custom_thresholds_reach_the_protocol_verdicts(tmp_path, warm_store):
 def test_regen_command_parses_back_into_an_equal_config(tmp_path):
     """Defect 8: the regen command is complete: parsed back, it is the same config
     (but for where results are stored, which changes no number)."""
-    from fairness_tests.cli.audit import config_from_args
-    from fairness_tests.core.options import specs
     config = audit_config(
         model="openai/gpt-4o-mini", backend="litellm", live=True,
         protocols=["bbq", "generative", "probe"],
@@ -141,7 +146,6 @@ def test_regen_command_parses_back_into_an_equal_config(tmp_path):
 
 def test_save_replaces_an_old_run_atomically(tmp_path):
     """Defect 8: --out replaced whole: a stale table of an earlier run is gone."""
-    from fairness_tests.run.metadata import RunMetadata, Source
     meta = RunMetadata(model="m", backend=None, mode="scored", source=Source(kind="audit"),
                        fairness_tests_version="t")
     d = tmp_path / "run"
@@ -154,10 +158,6 @@ def test_save_replaces_an_old_run_atomically(tmp_path):
 
 def test_summary_worst_cell_follows_the_rules_direction():
     """Defect 8: the worst failing cell is the one furthest past the bound."""
-    from fairness_tests.cli.audit import exit_code, summary
-    from fairness_tests.run.metadata import RunMetadata, Source
-    from fairness_tests.run.result import VERDICT_COLUMNS
-
     def row(cell, q, status, why=""):
         return dict(rule="acc", metric="accuracy", cell=cell, value=q, ci_low=q, ci_high=q,
                     compared="ci_low", op=">=", bound=0.6, status=status, rationale="",
@@ -193,7 +193,6 @@ def test_export_writes_only_this_runs_rows(tmp_path, capsys, warm_store):
 
 def test_every_registered_metric_is_produced(audited):
     """Defect 12: no metric name validates that nothing produces."""
-    from fairness_tests.metrics.schema import SCORER_TABLES, TABLES
     run = RunResult.load(audited / "run")
     # the probe protocol's table; the tables of several scorers (tests/test_scorers.py)
     probe_only = {"counterfactual", *SCORER_TABLES}
@@ -208,7 +207,6 @@ def test_every_registered_metric_is_produced(audited):
 
 def test_a_broken_subcommand_module_is_an_error_not_a_missing_command(monkeypatch):
     """Defect 12: an import error of a CLI area is raised, never swallowed."""
-    import fairness_tests.cli.main as cli
     monkeypatch.setattr(cli, "AREAS", [*cli.AREAS, "fairness_tests.no_such_area"])
     with pytest.raises(ModuleNotFoundError):
         cli.build_parser()
@@ -219,9 +217,6 @@ def test_a_broken_subcommand_module_is_an_error_not_a_missing_command(monkeypatc
 @pytest.mark.parametrize("rotation", [0, 1, 2])
 def test_the_runner_and_the_protocol_parse_alike(text, rotation):
     """Defect 11: the store's answer column and the metrics use one parser."""
-    from fairness_tests.models.answers import apply_parse
-    from fairness_tests.models.request import Response
-    from fairness_tests.protocols.bbq.prompt import build_requests, option_order, parse_answer
     items = pd.DataFrame([{"dataset": "Race_x_SES", "example_id": 1, "context": "ambig",
                            "polarity": "neg", "context_text": "ctx", "question": "who?",
                            "ans0": "The nurse", "ans1": "The cook", "ans2": "Unknown"}])

@@ -30,7 +30,7 @@ def project():
 @pytest.fixture(scope="module")
 def requirements(project):
     reqs = [Requirement(r) for r in project["dependencies"]]
-    for extra, rs in project["optional-dependencies"].items():
+    for rs in project["optional-dependencies"].values():
         reqs += [Requirement(r) for r in rs]
     return reqs
 

@@ -31,7 +31,7 @@ def exact_p(y, labels, strata, stat):
     hits = total = 0
     for perms in itertools.product(*[itertools.permutations(b) for b in blocks]):
         lab = labels.copy()
-        for b, p in zip(blocks, perms):
+        for b, p in zip(blocks, perms, strict=True):
             lab[b] = labels[list(p)]
         total += 1
         hits += stat(group_sums(X, lab[None, :], 2))[0] >= obs - 1e-12

@@ -3,11 +3,14 @@ under xdist (-n 2)."""
 import json
 import os
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from fairness_tests.plugin.session_id import ENV_SESSION
+from fairness_tests.run.metadata import RunMetadata, Source
 from fairness_tests.run.result import RunResult
 
 pytest_plugins = ["pytester"]
@@ -82,7 +85,6 @@ def save_run(path: Path, model: str, table: pd.DataFrame, records=None) -> Path:
 
 
 def meta(model):
-    from fairness_tests.run.metadata import RunMetadata, Source
     return RunMetadata(model=model, backend=None, mode="scored", source=Source(kind="audit"),
                        fairness_tests_version="test")
 
@@ -201,7 +203,6 @@ def test_an_in_process_session_gives_the_outer_session_its_id_back(project):
     """A pytest session run inside another (pytester's in-process runs) sets its own
     session id and restores the outer one at its end: the outer session's shared runs
     stay where its processes look for them (regression, issue 24)."""
-    from fairness_tests.plugin.session_id import ENV_SESSION
     outer = os.environ.get(ENV_SESSION)
     r = project.runpytest("-p", "no:cacheprovider", "--collect-only", "-q",
                           "test_suite.py::test_options_and_markers")
@@ -216,7 +217,8 @@ def test_nothing_to_replay_skips_with_how_to_record_or_fails_on_request(project)
     r.assert_outcomes(skipped=1)
     out = r.stdout.str()
     assert "nothing recorded to replay for unrecorded" in out
-    assert "Record with: pytest --pyargs fairness_tests.suite --fairness-live --fairness-model unrecorded" in out
+    assert ("Record with: pytest --pyargs fairness_tests.suite --fairness-live "
+            "--fairness-model unrecorded") in out
     r = project.runpytest("--fairness-model", "unrecorded", "--fairness-on-missing", "fail",
                           "-p", "no:cacheprovider", "test_suite.py::test_accuracy_floor")
     r.assert_outcomes(failed=1)
@@ -287,7 +289,7 @@ def test_gate_fails_only_a_real_regression_and_prints_the_table(project):
     assert "test_gate[worse-vs-base-accuracy-Race_x_SES/disambig] FAILED" in out
     assert "test_gate[same-vs-base-accuracy-Race_x_SES/disambig] PASSED" in out
     assert "fairness gate: candidate worse vs baseline base" in out
-    lines = [l for l in out.splitlines() if l.startswith("accuracy") and "-0.150" in l]
+    lines = [line for line in out.splitlines() if line.startswith("accuracy") and "-0.150" in line]
     assert lines and "fail" in lines[0]
     assert r.ret == 1
 
@@ -388,7 +390,7 @@ def test_a_bad_thresholds_file_is_one_clean_usage_error(project):
     err = r.stderr.str() + r.stdout.str()
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert "Traceback" not in err and "pluggy" not in err
-    lines = [l for l in err.splitlines() if "s_dys" in l]
+    lines = [line for line in err.splitlines() if "s_dys" in line]
     assert lines and lines[0].startswith("ERROR: ") and "default.yaml" in lines[0]
 
 
@@ -428,7 +430,6 @@ def test_ini_keys_set_every_option_and_the_command_line_wins(project):
 def test_verdicts_reach_junit_xml_and_the_github_step_summary(project, monkeypatch):
     """Issue 14 §3: value, CI, bound and verdict as JUnit properties; the verdict table
     appended to $GITHUB_STEP_SUMMARY as Markdown."""
-    import xml.etree.ElementTree as ET
     run = save_run(project.path / "run_m1", "m1", bbq_table())
     summary = project.path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
@@ -451,7 +452,8 @@ def test_api_and_statistics_options_reach_the_audit(project):
     keys reach the audit's config (the names of `fairness-tests audit` options)."""
     fake = FAKE_AUDIT.replace(
         'with open(calls, "a") as fh:\n        fh.write(model + "\\n")',
-        'import dataclasses, json\n    with open(calls, "a") as fh:\n        fh.write(model + "\\n")\n'
+        'import dataclasses, json\n'
+        '    with open(calls, "a") as fh:\n        fh.write(model + "\\n")\n'
         '    open(calls + ".json", "w").write(json.dumps(dataclasses.asdict(config)))')
     assert fake != FAKE_AUDIT
     project.makeconftest(fake)

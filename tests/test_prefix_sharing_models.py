@@ -37,8 +37,8 @@ WORDS = ("the nurse and the engineer met at a cafe one of them was late who was 
 
 def tokenizer(path):
     """A word-level tokenizer (words, punctuation, the Gemma turn markers), BOS added."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors  # noqa: PLC0415  [local]
+    from transformers import PreTrainedTokenizerFast  # noqa: PLC0415  heavy: not at collection
     special = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"]
     vocab = {w: i for i, w in enumerate(special + sorted(set(WORDS) | {"Answer", ":", "(",
                                                                         ")", ".", ",", "?",
@@ -116,7 +116,7 @@ def test_shared_prefixes_equal_plain_forward_passes(kind, batch_size, workers, m
     ids = [L.tokenizer(be.prompt_text(q))["input_ids"] for q in reqs]
     assert min(map(len, ids)) > 8 * 3                     # prompts well past the window
     assert be.computed_tokens < 0.7 * be.prompt_tokens     # the shared parts once
-    for q, r, x in zip(reqs, out, ids):
+    for q, r, x in zip(reqs, out, ids, strict=True):
         assert r.status == "ok", r.error
         with torch.inference_mode():
             z = L.model(input_ids=torch.tensor([x]), use_cache=False).logits[0, -1]

@@ -98,13 +98,13 @@ def test_cut_points_are_optimal_by_enumeration():
         groups = cut_points(lengths, max_rows, overhead)
         assert [i for g in groups for i in range(*g)] == list(range(len(lengths)))
 
-        def cost(gs):
+        def cost(gs, overhead=overhead, lengths=lengths):
             return sum(overhead + (j - i) * lengths[j - 1] for i, j in gs)
         best = None
         n = len(lengths)
         for cuts in itertools.product([0, 1], repeat=n - 1):       # every partition
             bounds = [0] + [i + 1 for i, c in enumerate(cuts) if c] + [n]
-            gs = list(zip(bounds, bounds[1:]))
+            gs = list(itertools.pairwise(bounds))
             if all(j - i <= max_rows for i, j in gs):
                 best = cost(gs) if best is None else min(best, cost(gs))
         assert cost(groups) == best

@@ -16,7 +16,7 @@ import pytest
 
 from fairness_tests.card.files import default_user_yaml
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.core.paths import data_path
+from fairness_tests.core.paths import data_path, fairness_cards_dir
 from fairness_tests.core.project import ENV_PROJECT_DIR, find_project, packaged_thresholds_dir
 from fairness_tests.pipeline.configure import audit_config
 from fairness_tests.pipeline.recordings import default_recordings, recording_settings
@@ -83,7 +83,8 @@ def test_pyproject_table_moves_the_locations_and_is_validated(empty_cwd):
     (empty_cwd / "fair").mkdir()
     _threshold_dir(empty_cwd / "fair", 0.8)
     pp = empty_cwd / "pyproject.toml"
-    pp.write_text('[project]\nname = "x"\n\n[tool.fairness_tests]\nthresholds = "fair/thresholds"\n')
+    pp.write_text('[project]\nname = "x"\n\n'
+                  '[tool.fairness_tests]\nthresholds = "fair/thresholds"\n')
     assert load_rules().get("only_rule").bound == 0.8
     pp.write_text('[tool.fairness_tests]\nthreshold = "fair/thresholds"\ncard = "x"\n')
     with pytest.raises(ConfigError) as e:       # every entry point builds its configuration
@@ -165,7 +166,6 @@ def test_project_card_yaml_overrides_the_packaged_one(empty_cwd):
 
 
 def test_packaged_probe_is_the_published_probe_verbatim():
-    from fairness_tests.core.paths import fairness_cards_dir
     shared = fairness_cards_dir() / "rubric" / "mistral_probe_prompts.json"
     if not shared.exists():
         pytest.skip("no ../shared/fairness_cards beside this checkout")

@@ -12,10 +12,13 @@ import pytest
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models import prompt_format as PF
+from fairness_tests.models.backends.embedded import choice_prompt
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
+from fairness_tests.models.cost import TokenCounter
 from fairness_tests.models.request import Decoding, Message, Request, chat
 from fairness_tests.models.runner import ask_counted, stamp_requests
 from fairness_tests.models.store import ResponseStore
+from fairness_tests.protocols.bbq.prompt import LETTERS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402
@@ -32,7 +35,6 @@ def test_completion_gemma_is_the_local_backends_text():
                         "<start_of_turn>model\nAnswer: (")
     assert r.stop == [")", "\n"] and r.after_open_bracket and r.messages is None
     # the embedded model's own prompt (the transformers backend's Gemma path)
-    from fairness_tests.models.backends.embedded import choice_prompt
     assert r.prompt == choice_prompt(MSGS)
 
 
@@ -150,7 +152,6 @@ def test_chat_keys_unchanged_completion_keys_name_the_format():
 # ----------------------------------------------------------------------------- a base model
 
 def _bbq_like(server, model, n=3):
-    from fairness_tests.protocols.bbq.prompt import LETTERS
     return [Request(messages=chat(None, f"Context {i}. Who? (a) the cook (b) the nurse "
                                         f"(c) unknown"), backend="litellm", model=model,
                     api_base=server.url, kind="choice", choices=LETTERS,
@@ -187,7 +188,6 @@ def test_the_same_base_model_without_the_prefix_answers_nothing_valid(tmp_path):
 
 
 def test_the_dry_run_counts_the_prompt_that_is_sent():
-    from fairness_tests.models.cost import TokenCounter
     req = Request(messages=MSGS, backend="litellm", model="text-completion-openai/gemma-x",
                   kind="choice", choices=L)
     counter = TokenCounter(req.model)

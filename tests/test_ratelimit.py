@@ -4,6 +4,7 @@ two limiters on one state file share the spacing; a start woken late takes a new
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import pytest
@@ -17,7 +18,7 @@ def test_request_spacing_is_60_over_rpm():
     t0 = time.time()
     starts = [lim.reserve() for _ in range(4)]
     assert starts[0] == pytest.approx(t0, abs=0.05)
-    assert [b - a for a, b in zip(starts, starts[1:])] == pytest.approx([1.0, 1.0, 1.0])
+    assert [b - a for a, b in itertools.pairwise(starts)] == pytest.approx([1.0, 1.0, 1.0])
 
 
 def test_token_spacing_and_settlement():
@@ -37,7 +38,7 @@ def test_limiters_on_one_file_share_the_spacing(tmp_path):
     a = RateLimiter(rpm=120, path=tmp_path / "s.limits")
     b = RateLimiter(rpm=120, path=tmp_path / "s.limits")
     starts = sorted([a.reserve(), b.reserve(), a.reserve(), b.reserve()])
-    assert [y - x for x, y in zip(starts, starts[1:])] == pytest.approx([0.5] * 3, abs=0.01)
+    assert [y - x for x, y in itertools.pairwise(starts)] == pytest.approx([0.5] * 3, abs=0.01)
     other_scope = b.reserve(scope="another/model")
     assert other_scope < starts[-1]              # scopes (models) are limited apart
 
@@ -59,7 +60,7 @@ def test_a_start_woken_late_takes_a_new_slot():
         return sorted(sent)
     sent = asyncio.run(run())
     assert lim.late >= 2
-    gaps = [b - a for a, b in zip(sent, sent[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(sent)]
     assert min(gaps) >= 0.1 - lim.slack_s - 0.01, gaps
 
 

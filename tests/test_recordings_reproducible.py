@@ -56,7 +56,7 @@ def test_recorded_answers_are_reproduced():
     reqs = [_request(r) for r in recs]
     assert [q.key() for q in reqs] == [r["key"] for r in recs]     # same requests
     out = TransformersBackend("embedded", batch_size=8).answer(reqs)
-    for got, rec in zip(out, recs):
+    for got, rec in zip(out, recs, strict=True):
         want = rec["response"]
         assert got.status == "ok"
         np.testing.assert_allclose(got.letter_probs, want["letter_probs"], atol=1e-4)

@@ -16,8 +16,9 @@ from fairness_tests.models import repeat_modes as RM
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend, provider_seed
 from fairness_tests.models.backends.litellm_replies import share as _share
 from fairness_tests.models.letters import draw_letter, letter_distribution
-from fairness_tests.models.request import Decoding, Request, chat
+from fairness_tests.models.request import Decoding, Request, Response, chat
 from fairness_tests.models.runner import ask, stamp_requests
+from fairness_tests.protocols.bbq.prompt import original_order_probs, predictions_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402
@@ -156,7 +157,7 @@ def test_n_mode_one_request_per_prompt_and_billing_adds_up(server, store):
     # (the seed it was sent, prompt, i); one seed per unit, that of its first repeat
     sent = {h.prompt: h.body["seed"] for h in hits}
     assert set(sent.values()) == {provider_seed(3, 0)}
-    for r, o in zip(reqs, out):
+    for r, o in zip(reqs, out, strict=True):
         prompt = r.messages[-1].content
         expect = server._sample({"temperature": 1.0, "seed": sent[prompt]}, prompt, r.repeat)
         assert o.text == expect
@@ -209,7 +210,7 @@ def test_logprobs_mode_draws_repeats_from_the_letter_distribution(server, store,
     # temperature T applied here: p_l ~ q_l ** (1/T)
     q = np.array([0.5, 0.2, 0.15]) ** (1.0 / temperature)
     expect = q / q.sum()
-    for r, o in zip(reqs, out):
+    for r, o in zip(reqs, out, strict=True):
         assert o.status == "ok"
         assert np.allclose(o.letter_probs, expect)
         assert o.letter_mass == pytest.approx(0.85)
@@ -279,8 +280,6 @@ def test_mode_record_for_the_card():
 
 
 def test_predictions_table_gives_letter_probs_in_original_option_order():
-    from fairness_tests.models.request import Response
-    from fairness_tests.protocols.bbq.prompt import original_order_probs, predictions_table
     reqs = [Request(messages=chat(None, "q"), kind="choice", choices=LETTERS,
                     meta={"dataset": "Race_x_SES", "example_id": 7, "rotation": rot,
                           "options": ["x", "y", "z"]}) for rot in (0, 1, 2)]
@@ -292,7 +291,7 @@ def test_predictions_table_gives_letter_probs_in_original_option_order():
     assert original_order_probs(reqs[2], resps[2]) == [0.3, 0.1, 0.6]
     t = predictions_table(reqs, resps)
     assert t["answer"].tolist() == [0.0, 1.0, 2.0]             # letter a = original (0 + r)
-    assert [p[int(a)] for p, a in zip(t["letter_probs"], t["answer"])] == [0.6] * 3
+    assert [p[int(a)] for p, a in zip(t["letter_probs"], t["answer"], strict=True)] == [0.6] * 3
     failed = Response(key=reqs[0].key(), status="error", letter_probs=lp)
     assert original_order_probs(reqs[0], failed) is None
 
@@ -304,7 +303,7 @@ def test_n_mode_on_the_completions_endpoint(server, store):
     out = ask(reqs, backend(), store, progress=False)
     hits = [h for h in server.hits if "n-text" in h.prompt]
     assert [(h.path, h.body["n"]) for h in hits] == [("/v1/completions", 3)] * 2
-    for r, o in zip(reqs, out):
+    for r, o in zip(reqs, out, strict=True):
         hit = next(h for h in hits if f"item {r.meta['item']}" in h.prompt)
         assert o.text == server._sample({"temperature": 1.0, "seed": hit.body["seed"]},
                                         hit.prompt, r.repeat)

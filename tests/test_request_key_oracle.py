@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import random
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -70,7 +71,6 @@ def ref_number(value: Any, where: str) -> int | float | None:
 def ref_key(req: Request) -> str:
     """sha256 of the reference canonical JSON of the request's fields (as first defined:
     the decoding through ``dataclasses.asdict``, reasoning settings only when set)."""
-    from dataclasses import asdict  # noqa: PLC0415  the oracle's own way
     dec = asdict(req.decoding)
     for name in ("reasoning_effort", "thinking_budget"):
         if dec[name] is None:

@@ -215,7 +215,7 @@ def test_a_row_recorded_before_the_dtype_was_kept_is_checked_on_the_rest(tmp_pat
     before = {k: v for k, v in now.items() if k != "dtype"}
     with ResponseStore(tmp_path / "s.sqlite") as st:
         st.put_many([(q, Response.from_dict({**r["response"], "key": r["key"]}))
-                     for q, r in zip(reqs, recs)],
+                     for q, r in zip(reqs, recs, strict=True)],
                     fingerprint=before)
         for dtype in ("float32", "bfloat16"):
             fp = TransformersBackend("embedded", dtype=dtype).fingerprint()

@@ -156,7 +156,8 @@ def test_bad_rubric_files_name_file_and_key(tmp_path):
         parse_rubric({"categories": {}}, tmp_path / "r.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("semantics: strict\ncategories:\n  refusal: {entries: [{regex: '('}]}\n")
-    with pytest.raises(ConfigError, match=r"bad\.yaml, line 3, key 'categories\.refusal\.entries\[0\]'"):
+    with pytest.raises(ConfigError,
+                       match=r"bad\.yaml, line 3, key 'categories\.refusal\.entries\[0\]'"):
         load_rubric(bad)
     with pytest.raises(ConfigError, match="unknown key 'nope'"):
         parse_rubric({"semantics": "strict", "categories": {"nope": ["x"]}}, "r.yaml")

@@ -35,7 +35,7 @@ def test_floor_on_ci_low_per_cell_with_pooled_polarity():
     v = evaluate({"bbq": BBQ}, [rule(scope={"context": "disambig", "polarity": None},
                                      compare="ci_low")])
     assert list(v.columns) == VERDICT_COLUMNS
-    got = dict(zip(v["cell"], v["status"]))
+    got = dict(zip(v["cell"], v["status"], strict=True))
     # SES: ci_low 0.65 >= 0.6 pass; gender: ci_low 0.58 < 0.6 fail (value 0.62 would pass);
     # the neg-polarity row (0.05) is out of scope (polarity must be pooled)
     assert got == {"Race_x_SES/disambig": "pass", "Race_x_gender/disambig": "fail"}

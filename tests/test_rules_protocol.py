@@ -43,8 +43,8 @@ def test_disagreement_beyond_noise_is_protocol_dependent():
                ("family", "F2"): (0.09, 0.07, 0.12)})
     out = apply_rules({"generative_cells": t}, RuleSet(rules=[rule()]))
     v = out.tables["protocol_verdicts"]
-    assert dict(zip(v["cell"], v["status"])) == {"overall": "pass", "family/F1": "pass",
-                                                 "family/F2": "fail"}
+    assert dict(zip(v["cell"], v["status"], strict=True)) == {
+        "overall": "pass", "family/F1": "pass", "family/F2": "fail"}
     dep = out.tables["protocol_sensitivity"].iloc[0]
     assert dep["protocol_dependent"] and dep["disagreement"] == "beyond_noise"
     assert dep["disagreeing"] == "family/F2=fail"
@@ -72,7 +72,8 @@ def test_custom_bound_changes_the_protocol_verdict():
     t = cells({("overall", "all"): (0.04, 0.03, 0.06), ("family", "F1"): (0.01, 0.0, 0.03)})
     strict = apply_rules({"generative_cells": t}, RuleSet(rules=[rule(bound=0.02)]))
     v = strict.tables["protocol_verdicts"]
-    assert dict(zip(v["cell"], v["status"])) == {"overall": "fail", "family/F1": "pass"}
+    assert dict(zip(v["cell"], v["status"], strict=True)) == {"overall": "fail",
+                                                              "family/F1": "pass"}
 
 
 def test_seeds_are_a_spread_not_protocol_cells():

@@ -159,7 +159,8 @@ def test_bad_override_is_an_error_even_for_a_model_it_does_not_match(tmp_path):
           - id: sdis_bound
             bound: high
         """})
-    with pytest.raises(ConfigError, match=r"x.yaml, line 5, key 'rules\[0\].bound'.*must be a number"):
+    with pytest.raises(ConfigError,
+                       match=r"x.yaml, line 5, key 'rules\[0\].bound'.*must be a number"):
         load_rules(d, "embedded:gemma-3-270m")
 
 

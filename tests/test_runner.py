@@ -4,12 +4,14 @@ from __future__ import annotations
 import io
 import sys
 import threading
+import time
+import types
 from functools import partial
 
 import pytest
 from helpers import req as make_req
 
-from fairness_tests.core.errors import MissingResponsesError
+from fairness_tests.core.errors import FairnessTestsError, MissingResponsesError
 from fairness_tests.models import replaying
 from fairness_tests.models.answers import default_parse_choice
 from fairness_tests.models.backends.replay import ReplayBackend
@@ -126,7 +128,6 @@ def test_parse_choice_is_pluggable(store):
 
 
 def test_parse_choice_named_in_meta(store, monkeypatch):
-    import types
     mod = types.ModuleType("fairness_test_parsers")
     mod.always_c = lambda request, text: 2
     monkeypatch.setitem(sys.modules, "fairness_test_parsers", mod)
@@ -171,7 +172,6 @@ def test_other_owners_lease_is_waited_for_not_asked(tmp_path):
     assert holder.claim([rs[0].key()]) == [rs[0].key()]
 
     def finish_later():
-        import time
         time.sleep(0.3)
         holder.put(rs[0], Response(key="", text="(a)"))
     t = threading.Thread(target=finish_later)
@@ -182,17 +182,18 @@ def test_other_owners_lease_is_waited_for_not_asked(tmp_path):
     assert not t.is_alive(), "the lease holder's thread (finish_later) did not end in 30 s"
     assert rs[0].key() not in be.calls and len(be.calls) == 3
     assert out[0].text == "(a)"
-    holder.close(); mine.close()
+    holder.close()
+    mine.close()
 
 
 def test_wait_for_others_is_bounded(tmp_path):
-    from fairness_tests.core.errors import FairnessTestsError
     path = tmp_path / "s.sqlite"
     holder, mine = ResponseStore(path), ResponseStore(path)
     holder.claim([req(0).key()])
     with pytest.raises(FairnessTestsError, match="timed out after 0.3s waiting for 1"):
         ask([req(0)], EchoBackend(), mine, progress=False, wait_timeout_s=0.3, poll_s=0.02)
-    holder.close(); mine.close()
+    holder.close()
+    mine.close()
 
 
 def test_progress_lines_under_capture(store, monkeypatch):

@@ -4,6 +4,9 @@ from __future__ import annotations
 import io
 
 from fairness_tests.models.progress import Progress
+from fairness_tests.models.request import Request, Response, chat
+from fairness_tests.models.runner import ask
+from fairness_tests.models.store import ResponseStore
 
 
 class Clock:
@@ -130,10 +133,6 @@ def test_store_hits_are_shown_and_not_counted_in_the_total(monkeypatch):
 
 def test_ask_reports_the_store_hits_on_its_progress_line(tmp_path, monkeypatch):
     """runner.ask: the requests the store answered before asking appear as `store N`."""
-    from fairness_tests.models.request import Request, Response, chat
-    from fairness_tests.models.runner import ask
-    from fairness_tests.models.store import ResponseStore
-
     class Echo:
         name = "echo"
 
@@ -142,7 +141,7 @@ def test_ask_reports_the_store_hits_on_its_progress_line(tmp_path, monkeypatch):
 
         def answer(self, requests, on_response=None):
             out = [Response(key=r.key(), text="x") for r in requests]
-            for r, o in zip(requests, out):
+            for r, o in zip(requests, out, strict=True):
                 on_response(r, o)
             return out
 

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -49,7 +50,7 @@ def run_all(cmds: list[list[str]], timeout: float = 400) -> list[str]:
 
 def finish_all(procs: list[subprocess.Popen], timeout: float = 400) -> list[str]:
     outs = finish(procs, timeout)               # one bound for all; killed past it
-    for p, (o, e) in zip(procs, outs):
+    for p, (_, e) in zip(procs, outs, strict=True):
         assert p.returncode in RAN, e[-3000:]          # 1: a rule failed; 5: too small to judge
     return [o for o, _ in outs]
 
@@ -115,10 +116,10 @@ def test_three_shards_merged_equal_one_unsharded_run(tmp_path):
         assert rc in RAN                                # 1: a rule failed; 5: too small to judge
         unsharded_asks = len(one_srv.hits)
         sharded_asks = len(srv.hits)
-    assert all(f"recorded shard {i}/3" in o for i, o in zip((1, 2, 3), outs))
+    assert all(f"recorded shard {i}/3" in o for i, o in zip((1, 2, 3), outs, strict=True))
     assert not any((tmp_path / f"o{i}").exists() for i in (1, 2, 3))   # no tables from a shard
     shards = [store_rows(tmp_path / f"s{i}.sqlite") for i in (1, 2, 3)]
-    for i, rows in zip((1, 2, 3), shards):
+    for i, rows in zip((1, 2, 3), shards, strict=True):
         assert rows and all(in_shard(k, i, 3) for k in rows)           # each holds its shard
     assert sum(len(r) for r in shards) == len(set().union(*shards))    # disjoint
     assert sharded_asks == unsharded_asks == len(store_rows(tmp_path / "one.sqlite"))
@@ -138,7 +139,6 @@ def test_three_shards_merged_equal_one_unsharded_run(tmp_path):
         b = (tmp_path / "merged" / "run" / "tables" / name).read_bytes()
         assert a == b, name
     # the run from the merged store names the shards on its card (issue 12: merge provenance)
-    import yaml
     asking = yaml.safe_load((tmp_path / "merged" / "card" / "card.yaml").read_text())[
         "evaluation_protocol"]["asking"]
     merged = asking["merged_from"]

@@ -8,7 +8,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from fairness_tests.stats.distributions import t_quantile
+from fairness_tests.stats.distributions import interval_expansion, t_cdf, t_quantile
 from fairness_tests.stats.significance import (
     cluster_detectable_drop,
     cluster_paired_rate_test,
@@ -150,17 +150,15 @@ def test_tiny_p_values_stay_positive():
 
 
 def test_student_t_reference_by_closed_forms():
-    from fairness_tests.stats.distributions import t_cdf as _t_cdf
     # df = 1 (Cauchy): 1/2 + atan(t) / pi; df = 2: 1/2 + t / (2 sqrt(2 + t^2))
     for t in (-3.0, -0.5, 0.0, 0.7, 4.0):
-        assert _t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi, abs=1e-12)
-        assert _t_cdf(t, 2) == pytest.approx(0.5 + t / (2 * math.sqrt(2 + t * t)), abs=1e-12)
-    assert _t_cdf(2.093024, 19) == pytest.approx(0.975, abs=1e-6)   # table value
-    assert _t_cdf(1e6, 5) == pytest.approx(1.0)
+        assert t_cdf(t, 1) == pytest.approx(0.5 + math.atan(t) / math.pi, abs=1e-12)
+        assert t_cdf(t, 2) == pytest.approx(0.5 + t / (2 * math.sqrt(2 + t * t)), abs=1e-12)
+    assert t_cdf(2.093024, 19) == pytest.approx(0.975, abs=1e-6)   # table value
+    assert t_cdf(1e6, 5) == pytest.approx(1.0)
 
 
 def test_student_t_quantiles_against_table_values():
-    from fairness_tests.stats.distributions import interval_expansion, t_quantile
     # printed t tables: t_{0.975} for df 1, 2, 19, 41; t_{0.95} for df 19
     for df, p, t in ((1, 0.975, 12.7062), (2, 0.975, 4.3027), (19, 0.975, 2.0930),
                      (41, 0.975, 2.0195), (19, 0.95, 1.7291)):
@@ -199,8 +197,7 @@ def test_few_clusters_widen_the_test():
     # 20 clusters: variance x 20/19 and t with 19 df: the same z gives a larger p
     z_p = normal_test(0.05, 0.01, 0.02, "harm")
     t_p = normal_test(0.05, 0.01, 0.02, "harm", n_clusters=20)
-    from fairness_tests.stats.distributions import t_cdf as _t_cdf
-    assert t_p == pytest.approx(1 - _t_cdf(3 / math.sqrt(20 / 19), 19), rel=1e-9)
+    assert t_p == pytest.approx(1 - t_cdf(3 / math.sqrt(20 / 19), 19), rel=1e-9)
     assert t_p > z_p
     assert detectable_worsening(0.01, 0.02, 0.05, "harm", n_clusters=20) > \
         detectable_worsening(0.01, 0.02, 0.05, "harm")
@@ -222,7 +219,6 @@ def test_clustered_accuracy_tests_by_hand():
     se, nu = cr2_standard_error(d, n)
     assert se == pytest.approx(math.sqrt(1 / 150), rel=1e-12)
     assert nu == pytest.approx(1.8, rel=1e-9)
-    from fairness_tests.stats.distributions import t_cdf
     assert cluster_paired_rate_test(d, n, 0.05, "harm") == pytest.approx(
         1 - t_cdf(0.05 / math.sqrt(1 / 150), 1.8), rel=1e-9)
     # every cluster exactly at the margin: no evidence either way
@@ -243,7 +239,6 @@ def test_bell_mccaffrey_degrees_of_freedom_for_equal_clusters():
 def test_cluster_score_test_at_zero_margin_is_the_clustered_mcnemar():
     # m = 0: T^2 = (sum d_t)^2 / sum d_t^2 (Durkalski et al. 2003); one item per cluster
     # (d_t in {-1, 0, 1}): T = (b - c) / sqrt(b + c), McNemar's z, with t on n - 1 df
-    from fairness_tests.stats.distributions import t_cdf
     d = [4, -2, 5, 0, 1]
     T = 8 / math.sqrt(16 + 4 + 25 + 0 + 1)
     assert cluster_paired_rate_test(d, [30] * 5, 0.0, "non_inferiority") == pytest.approx(

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -13,6 +14,7 @@ from fairness_tests.stats.bootstrap import (
     Estimate,
     bootstrap,
     cell_id,
+    cluster_level,
     interval_note,
     mean_table,
     metric_row,
@@ -22,6 +24,7 @@ from fairness_tests.stats.bootstrap import (
     safe_ratio,
     wilson_ci,
 )
+from fairness_tests.stats.distributions import t_quantile
 
 Z = 1.959963984540054          # the 97.5% normal quantile
 Z2 = Z * Z                     # 3.841458820694124
@@ -164,14 +167,9 @@ def test_a_cluster_bootstrap_reads_its_interval_at_the_few_clusters_level():
     # 20 clusters of 3 items: the CI is the percentile interval of the SAME resamples
     # at level 2 Phi(e z) - 1, e = sqrt(20/19) t_19(0.975) / z(0.975) (= 0.968),
     # so it contains the plain 95% percentile interval; items resampled: plain 95%.
-    from statistics import NormalDist
-
-    from fairness_tests.stats.bootstrap import cluster_level, percentile_ci
-    from fairness_tests.stats.distributions import t_quantile
     rng = np.random.default_rng(4)
     x = rng.integers(0, 2, 60).astype(float)
     clusters = np.repeat(np.arange(20), 3)
-    z = NormalDist().inv_cdf(0.975)
     level = 2 * NormalDist().cdf(np.sqrt(20 / 19) * t_quantile(0.975, 19)) - 1
     assert cluster_level(20) == pytest.approx(level, rel=1e-12) and 0.967 < level < 0.969
     assert cluster_level(None) == 0.95 == cluster_level(1)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -71,7 +72,8 @@ def test_claim_is_exclusive_between_owners(tmp_path):
     assert b.claim(keys) == keys[4:]               # stored key is not claimable either
     a.release()
     assert set(b.claim(keys)) == set(keys[1:])
-    a.close(); b.close()
+    a.close()
+    b.close()
 
 
 def test_expired_lease_can_be_taken(tmp_path):
@@ -82,7 +84,8 @@ def test_expired_lease_can_be_taken(tmp_path):
     assert b.claim([k]) == []
     time.sleep(0.1)
     assert b.claim([k]) == [k]
-    a.close(); b.close()
+    a.close()
+    b.close()
 
 
 def test_lease_of_dead_process_lapses_at_once(tmp_path):
@@ -95,11 +98,12 @@ def test_lease_of_dead_process_lapses_at_once(tmp_path):
     assert k in out                                 # the child held it for an hour...
     # ...but its close() released it; plant a lease for a dead pid to test the liveness check
     con = sqlite3.connect(path)
-    dead = subprocess.Popen([sys.executable, "-c", "pass"]); dead.wait(timeout=60)
-    import socket
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(timeout=60)
     con.execute("INSERT OR REPLACE INTO leases VALUES (?,?,?)",
                 (k, f"{socket.gethostname()}:{dead.pid}:abcd", time.time() + 3600))
-    con.commit(); con.close()
+    con.commit()
+    con.close()
     s = ResponseStore(path)
     assert s.leased_by_others([k]) == set()
     assert s.claim([k]) == [k]

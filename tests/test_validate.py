@@ -11,7 +11,7 @@ import pytest
 from fairness_tests.card.user_yaml import load_user_yaml
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.paths import data_path
-from fairness_tests.core.validate import line_index, nearest_line
+from fairness_tests.core.validate import line_index, load_file, nearest_line
 from fairness_tests.protocols.generative.probe import load_probe
 from fairness_tests.protocols.generative.suite import load_suite
 from fairness_tests.scoring.rubric import load_rubric
@@ -99,6 +99,5 @@ def test_user_card_yaml_reports_all_problems_with_lines(tmp_path):
 def test_duplicate_keys_are_problems_not_silently_the_last_one(tmp_path):
     f = tmp_path / "r.yaml"
     f.write_text("semantics: strict\nsemantics: published\ncategories: {}\n")
-    from fairness_tests.core.validate import load_file
     with pytest.raises(ConfigError, match=r"r\.yaml, line 2, key 'semantics': duplicate key"):
         load_file(f, "rubric")
