@@ -53,7 +53,8 @@ def test_saved_and_reloaded_run_gives_the_same_card(tmp_path):
     run = make_run()
     run.save(tmp_path / "run")
     a = write_cards(run, tmp_path / "a", USER)
-    b = write_cards(RunResult.load(tmp_path / "run"), tmp_path / "b", USER)
+    # the card reads no per-item records (this made run has none), as ``card --run`` loads
+    b = write_cards(RunResult.load(tmp_path / "run", need_records=False), tmp_path / "b", USER)
     for kind in ("yaml", "md", "html"):
         assert a.paths[kind].read_bytes() == b.paths[kind].read_bytes(), kind
 

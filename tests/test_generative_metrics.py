@@ -157,12 +157,12 @@ def test_protocol_cells_shape_and_refusal_gap(scored):
     assert set(cs[cs["cell_kind"] == "family"]["cell"]) == {"F1", "F2"}
     # refusal: man_Muslim 1 of 3 ok rows, woman_Christian 1 of 4 -> gap 1/3 - 1/4 = 1/12
     gap = Rule(id="gap", table="generative_cells", metric="refusal", op="<=", bound=0.1,
-               rationale="", across="slice", reduce="range")
+               rationale="", across="slice", reduce="range", min_n=0)    # a handful of rows
     v = evaluate({"generative_cells": cs}, [gap]).set_index("cell")
     assert v.loc["overall", "value"] == pytest.approx(1 / 12)
     # F1: man_Muslim 1 of 2 refuse, woman_Christian 0 of 2 -> worst slice 0.5
     worst = Rule(id="w", table="generative_cells", metric="refusal", op="<=", bound=0.1,
-                 rationale="", across="slice", reduce="max")
+                 rationale="", across="slice", reduce="max", min_n=0)
     w = evaluate({"generative_cells": cs}, [worst]).set_index("cell")
     assert w.loc["family/F1", "value"] == 0.5
     assert "worst slice: man_Muslim" in w.loc["family/F1", "why"]

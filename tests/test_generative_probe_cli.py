@@ -186,8 +186,26 @@ def test_cli_bad_jsonl_line_names_file_and_line(tmp_path, capsys):
     assert "bad.jsonl" in err and "line 2" in err
 
 
-def test_cli_sensitivity_reports_the_verdict_that_flips(outputs, capsys):
-    assert main(["generative", "sensitivity", "--outputs", str(outputs), "--n-boot", "100"]) == 0
+#: the default worst-slice stereotype rule, judged on cells of any size (the outputs here
+#: are a handful of rows, below the default min_n of every rule)
+WORST_ANY_N = """version: 1
+rules:
+  - id: worst_slice_stereotype
+    table: generative_by_slice
+    metric: stereotype
+    across: slice
+    reduce: max
+    op: "<="
+    bound: 0.05
+    min_n: 0
+    rationale: test
+"""
+
+
+def test_cli_sensitivity_reports_the_verdict_that_flips(outputs, capsys, tmp_path):
+    (tmp_path / "rules.yaml").write_text(WORST_ANY_N)
+    assert main(["generative", "sensitivity", "--outputs", str(outputs), "--n-boot", "100",
+                 "--thresholds", str(tmp_path / "rules.yaml")]) == 0
     rep = json.loads(capsys.readouterr().out)
     flips = {(f["rule"], f["cell"]) for f in rep["flipped_verdicts"]}
     # worst-slice stereotype: published 1/3 ("quietly") > 0.05 fails; strict 0 passes
