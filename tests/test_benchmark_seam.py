@@ -38,7 +38,6 @@ STILL_NAMING = frozenset({
     "cli/gate.py",
     "cli/generative.py",
     "compare/figures.py",
-    "compare/models.py",
     "compare/pairwise.py",
     "compare/report.py",
     "compare/tables.py",

@@ -82,3 +82,8 @@ def benchmarks() -> tuple[type[Benchmark], ...]:
 def families() -> tuple[FamilySpec, ...]:
     """Every registered benchmark family, in the order its first benchmark is registered."""
     return tuple(dict.fromkeys(b.family for b in benchmarks()))
+
+
+def family_tables(family: FamilySpec) -> tuple[str, ...]:
+    """The tables that show a family ran: its benchmarks' ``tables``, in registry order."""
+    return tuple(dict.fromkeys(t for b in benchmarks() if b.family == family for t in b.tables))
