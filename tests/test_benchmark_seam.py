@@ -57,7 +57,6 @@ STILL_NAMING = frozenset({
     "pipeline/config.py",
     "pipeline/dry_run.py",
     "pipeline/gate.py",
-    "pipeline/gate_pairs.py",
     "pipeline/gate_report.py",
     "plugin/session.py",
     "report/bbq_score.py",
