@@ -29,6 +29,7 @@ from fairness_tests.core.validate import (
     read_text,
     schema_problems,
 )
+from fairness_tests.pipeline.protocols import benchmarks
 
 SCHEMA_DIR = DATA_DIR / "card_schema"
 CARD_VERSION = "0.1.0"
@@ -36,9 +37,21 @@ CARD_VERSION = "0.1.0"
 
 @lru_cache(maxsize=None)
 def load_schema(name: str) -> dict:
-    """One schema file of ``data/card_schema`` as a dict (``core``, ``llm``, ``fairness_tests``)."""
+    """One schema file of ``data/card_schema`` as a dict (``core``, ``llm``, ``fairness_tests``);
+    in ours, what ``evaluation_protocol.protocols_run`` may list is the registry's
+    (:func:`protocols_run_enum`)."""
     path = SCHEMA_DIR / f"{name}.yaml"
-    return load_yaml(path.read_text(encoding="utf-8"))
+    schema = load_yaml(path.read_text(encoding="utf-8"))
+    if name == "fairness_tests":
+        ep = schema["properties"]["evaluation_protocol"]["properties"]
+        ep["protocols_run"]["items"]["enum"] = protocols_run_enum()
+    return schema
+
+
+def protocols_run_enum() -> list[str]:
+    """Every name a card may list as run: each registered benchmark's card lines
+    (``Benchmark.shown``), in registry order."""
+    return [s.what for b in benchmarks() for s in b.shown]
 
 
 @lru_cache(maxsize=None)

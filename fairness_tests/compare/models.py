@@ -13,21 +13,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fairness_tests.core.errors import ConfigError
+from fairness_tests.pipeline.protocols import families, family_tables
+from fairness_tests.pipeline.protocols.base import FamilySpec
 from fairness_tests.run.result import RunResult
 
-PROTOCOLS = ("bbq", "generative")
 PLACEHOLDER = "unknown"      # what a score command names a model it was not told
 
 
+def compared() -> tuple[FamilySpec, ...]:
+    """The benchmark families ``compare`` has sections for (``FamilySpec.compared``), in
+    registry order: a comparison's "protocols" are these families' names."""
+    return tuple(f for f in families() if f.compared)
+
+
+def protocols() -> list[str]:
+    """The names of :func:`compared`."""
+    return [f.name for f in compared()]
+
+
 def protocols_of(run: RunResult) -> list[str]:
-    """The protocols a run holds results of: ``bbq`` (table ``bbq`` or ``consistency``),
-    ``generative`` (table ``generative_summary``)."""
-    out = []
-    if "bbq" in run.tables or "consistency" in run.tables:
-        out.append("bbq")
-    if "generative_summary" in run.tables:
-        out.append("generative")
-    return out
+    """The compared families a run holds results of: those with any of the tables that
+    show one of their benchmarks ran (``Benchmark.tables``)."""
+    return [f.name for f in compared() if any(t in run.tables for t in family_tables(f))]
 
 
 @dataclass
@@ -75,8 +82,9 @@ def load_entries(dirs: list[str | Path], names: list[str] | None = None) -> list
             raise ConfigError(f"empty model name for run directory {d}", key="--names")
         protos = protocols_of(run)
         if not protos:
-            raise ConfigError(f"run directory {d} holds no BBQ or generative results "
-                              "(no table bbq, consistency or generative_summary)")
+            tables = [t for f in compared() for t in family_tables(f)]
+            raise ConfigError(f"run directory {d} holds no {' or '.join(protocols())} results "
+                              f"(no table {', '.join(tables)})")
         e = by_name.setdefault(name, Entry(name=name))
         for proto in protos:
             if proto in e.runs:

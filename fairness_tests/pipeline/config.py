@@ -31,7 +31,7 @@ from fairness_tests.models.prompt_format import (
     resolve,
 )
 from fairness_tests.pipeline.config_scorers import ScorerOptions
-from fairness_tests.pipeline.protocols import PROTOCOL_NAMES
+from fairness_tests.pipeline.protocols import PROTOCOL_NAMES, benchmarks
 from fairness_tests.protocols.bbq.official import ALL, CATEGORIES
 from fairness_tests.protocols.generative.seeds import protocol_seeds
 
@@ -43,7 +43,8 @@ EMBEDDED_MODELS: tuple[str, ...] = (DEFAULT_MODEL,)
 MIN_N_BOOT = 100
 
 Backend = Literal["transformers", "litellm"]
-DEFAULT_PROTOCOLS: tuple[str, ...] = ("bbq", "consistency", "generative")
+#: the benchmarks an audit runs when none is named: those that declare ``default``
+DEFAULT_PROTOCOLS: tuple[str, ...] = tuple(b.name for b in benchmarks() if b.default)
 API = "API models (litellm)"
 LOCAL = "local models (transformers)"
 

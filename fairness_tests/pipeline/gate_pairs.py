@@ -5,14 +5,18 @@ from __future__ import annotations
 from typing import Mapping
 
 from fairness_tests.core.errors import ConfigError
+from fairness_tests.pipeline.protocols import families
 from fairness_tests.run.result import RunResult
 
-#: the protocols the gate compares item by item
-GATED_PROTOCOLS = ("bbq", "generative")
+
+def gated() -> list[str]:
+    """The records the gate compares item by item: those of every registered family that
+    declares ``gated`` (``FamilySpec.records``), in registry order."""
+    return [f.records for f in families() if f.gated]
 
 
 def _has(run: RunResult) -> str:
-    names = [p for p in GATED_PROTOCOLS if run.records.get(p) is not None
+    names = [p for p in gated() if run.records.get(p) is not None
              and len(run.records[p])]
     return " and ".join(names) + " records" if names else "no per-item records"
 
@@ -23,7 +27,7 @@ def shared_protocols(baseline: RunResult, candidate: RunResult,
     is computed or printed, when there is none (e.g. a BBQ run against a generative
     run) or when a resampling unit is chosen for a protocol the runs do not share
     (``--cluster prompt`` on BBQ runs would be silently ignored)."""
-    shared = [p for p in GATED_PROTOCOLS
+    shared = [p for p in gated()
               if candidate_pair(baseline, candidate, p)[0] is not None]
     runs = f"the baseline run has {_has(baseline)}, the candidate run {_has(candidate)}"
     for proto, unit in cluster.items():

@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 
 import pytest
 
+from fairness_tests.pipeline.protocols import benchmarks
 from fairness_tests.plugin import options as O
 from fairness_tests.plugin.session_id import ENV_SESSION, session_id
 
@@ -33,10 +34,8 @@ from fairness_tests.plugin.session_id import ENV_SESSION, session_id
 # first use, and nothing is computed for a session that uses no fairness option, ini key
 # or fixture (tests/test_plugin_cost.py; bench/bench_plugin_cost.py measures it).
 
+#: the plugin's own markers (each benchmark's follow from the registry: :func:`markers`)
 MARKERS = [
-    "bbq: intersectional BBQ audit properties",
-    "consistency: consistency over repeated runs (MFAA, GTC)",
-    "generative: generative audit properties",
     "gate: model-upgrade gate (baseline vs candidate)",
     "fairness_rules(*ids, ids=, metrics=, tables=, exclude=): the decision rules whose "
     "verdict rows parametrize the test",
@@ -47,12 +46,18 @@ _USAGE = pytest.StashKey[str]()          # a usage error met while collecting
 _OUTER_SESSION = pytest.StashKey["str | None"]()
 
 
+def markers() -> list[str]:
+    """Every marker line: one per registered benchmark that declares a marker (its name:
+    its text), in registry order, then the plugin's own."""
+    return [f"{b.name}: {b.marker}" for b in benchmarks() if b.marker] + MARKERS
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     O.add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for line in MARKERS:
+    for line in markers():
         config.addinivalue_line("markers", line)
     if not hasattr(config, "workerinput"):
         # the controller (or a plain run) fixes the session id; xdist workers inherit it.

@@ -1,6 +1,8 @@
 """Which decision rules each property test checks (selectors for
 ``@pytest.mark.fairness_rules``). A rule matched by none of them is checked by
-``test_other_rules``, so a rule added to a thresholds file is never ignored."""
+``test_other_rules``, so a rule added to a thresholds file is never ignored; and which
+tables the drift test snapshots (each benchmark's, :func:`drift_tables`)."""
+from fairness_tests.pipeline.protocols import benchmarks
 
 PROPERTIES: dict[str, dict[str, str | list[str]]] = {
     "accuracy_floors": {"tables": "bbq", "metrics": "accuracy"},
@@ -18,5 +20,8 @@ PROPERTIES: dict[str, dict[str, str | list[str]]] = {
 }
 OTHER = {"exclude": list(PROPERTIES.values())}
 
-DRIFT_TABLES = ("bbq", "bbq_groups", "consistency", "generative_by_slice",
-                "generative_by_slice_family", "generative_by_slice_decoding")
+
+def drift_tables() -> tuple[str, ...]:
+    """The tables the drift test snapshots: every registered benchmark's
+    ``drift_tables``, in registry order."""
+    return tuple(dict.fromkeys(t for b in benchmarks() for t in b.drift_tables))

@@ -17,26 +17,11 @@ from fairness_tests.card.sections.facts import RunFacts
 from fairness_tests.card.values import finite
 from fairness_tests.models.request import decoding_label
 from fairness_tests.pipeline.bbq_info import data_release
+from fairness_tests.pipeline.protocols import benchmarks
+from fairness_tests.pipeline.protocols.base import Shown
 from fairness_tests.protocols.bbq.data import derived_target_note
 from fairness_tests.protocols.bbq.official import INTERSECTIONAL
 
-# the protocols a card reports, and the tables that show each ran
-PROTOCOL_TABLES = {
-    "bbq": ("bbq",),
-    "consistency": ("consistency", "consistency_items"),
-    "generative": ("generative_by_slice", "generative_cells", "generative_summary"),
-    "scorer_sensitivity": ("scorer_sensitivity", "rubric_flips"),
-    "protocol_sensitivity": ("protocol_sensitivity",),
-    "counterfactual": ("counterfactual",),
-}
-NOT_RUN_WHY = {
-    "bbq": "the run has no BBQ tables: the intersectional BBQ audit was not run",
-    "consistency": "the run has no consistency tables: no item was asked repeatedly",
-    "generative": "the run has no generative tables: the generative audit was not run",
-    "scorer_sensitivity": "outputs were scored with one rubric only",
-    "protocol_sensitivity": "no protocol-sensitivity analysis in the run",
-    "counterfactual": "the counterfactual probe was not run",
-}
 RETENTION = "kept-and-scored"
 ROTATIONS_TEXT = {"all": "all three cyclic option rotations of every item",
                   "sample": "all three cyclic option rotations of the consistency sample",
@@ -258,10 +243,17 @@ def _pct(x: Any) -> str:
 
 # ----------------------------------------------------------------------------- the protocol record
 
+def card_lines() -> list[Shown]:
+    """What the card lists under ``protocols_run`` or ``not_evaluated``: every registered
+    benchmark's declared lines (itself, then the analyses it brings), in registry order."""
+    return [s for b in benchmarks() for s in b.shown]
+
+
 def evaluation_protocol(f: RunFacts) -> dict[str, Any]:
     m = f.meta
-    run = [p for p, ts in PROTOCOL_TABLES.items() if any(t in f.tables for t in ts)]
-    not_run = [{"what": p, "why": NOT_RUN_WHY[p]} for p in PROTOCOL_TABLES if p not in run]
+    shown = card_lines()
+    run = [s.what for s in shown if any(t in f.tables for t in s.tables)]
+    not_run = [{"what": s.what, "why": s.why} for s in shown if s.what not in run]
     if not len(f.verdicts):
         not_run.append({"what": "decision_rules",
                         "why": "the run has no verdicts: no decision rule was evaluated"})

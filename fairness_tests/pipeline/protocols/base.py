@@ -1,29 +1,90 @@
-"""The interface every protocol implements.
+"""The interface every benchmark implements, and what it declares about itself.
 
-A :class:`Family` holds what its protocols share (data, items, the grid) for one
-configuration; each :class:`AuditProtocol` of the family builds its requests from it;
-once every protocol of the family has been asked, :meth:`Family.results` turns the
-requests and responses into records, the family's metric tables (its one table builder)
-and the run metadata that describes it for the card.
+A :class:`Benchmark` is a registered class: a name, what it declares for the rest of
+the tool (whether the default audit runs it, its pytest marker, the tables that show it
+ran, its drift tables, the card's lines about it), its :class:`FamilySpec`, and its
+requests. The consumers (configuration, card, compare, gate, plugin, suite) iterate
+the registry (:func:`fairness_tests.pipeline.protocols.benchmarks`) and read these
+attributes instead of naming a benchmark.
+
+A benchmark's class and this module are light (no pandas): the configuration and the
+pytest plugin read the declarations while loading. What computes lives in the family's
+own module, named by :attr:`FamilySpec.impl` and imported when a run uses it: a
+:class:`Family` holds what the benchmarks of one family share (data, items, the grid)
+for one configuration; each benchmark of the family builds its requests from it; once
+every benchmark of the family has been asked, :meth:`Family.results` turns the requests
+and responses into records, the family's metric tables (its one table builder) and the
+run metadata that describes it for the card.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import pandas as pd
-
-from fairness_tests.models.request import Request, Response
-from fairness_tests.pipeline.config import AuditConfig
-from fairness_tests.pipeline.protocols import protocol
+from fairness_tests.pipeline.protocols import load, protocol
 from fairness_tests.pipeline.stages import SILENT, Stages
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from fairness_tests.models.request import Request, Response
+    from fairness_tests.pipeline.config import AuditConfig
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """What the benchmarks of one family share, declared (light): BBQ and consistency
+    are two benchmarks of one family with one records table ``bbq``.
+
+    ``name``: the family's name where the tool reports per family (compare, the gate);
+    ``impl``: ``"module:Class"`` of its :class:`Family`; ``records``: the name of its
+    per-item records (``records/<records>.csv.gz``); ``metadata_key``: its ``run.json``
+    key; ``gated``: whether the gate compares its records item by item; ``compared``:
+    whether ``compare`` has a section for it."""
+    name: str
+    impl: str
+    records: str
+    metadata_key: str
+    gated: bool = False
+    compared: bool = False
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One line of the card's evaluation protocol: ``what`` is listed under
+    ``protocols_run`` when the run has any of ``tables``, else under ``not_evaluated``
+    with ``why``."""
+    what: str
+    tables: tuple[str, ...]
+    why: str
+
+
+class Benchmark(ABC):
+    """A registered benchmark: its name, its declarations, its family and its requests.
+
+    ``default``: the default audit (no ``--protocols``) runs it; ``marker``: the text
+    of its pytest marker (``None``: no marker); ``tables``: the metric tables that show
+    it ran (compare, a run's contents); ``drift_tables``: the tables the suite's drift
+    test snapshots; ``shown``: its lines on the card (itself first, then the analyses it
+    brings, e.g. the generative audit's scorer sensitivity)."""
+    name: ClassVar[str]
+    family: ClassVar[FamilySpec]
+    default: ClassVar[bool] = False
+    marker: ClassVar[str | None] = None
+    tables: ClassVar[tuple[str, ...]] = ()
+    drift_tables: ClassVar[tuple[str, ...]] = ()
+    shown: ClassVar[tuple[Shown, ...]] = ()
+
+    @abstractmethod
+    def requests(self, family: Any) -> list[Request]:
+        """The requests this benchmark asks, built from its family's shared data."""
 
 
 @dataclass
 class Asked:
-    """One protocol's requests and their responses, in the same order."""
+    """One benchmark's requests and their responses, in the same order."""
     requests: list[Request]
     responses: list[Response]
 
@@ -38,7 +99,7 @@ class Results:
 
 
 class Family(ABC):
-    """What the protocols of one family share, loaded once per run."""
+    """What the benchmarks of one family share, loaded once per run."""
 
     def __init__(self, config: AuditConfig):
         self.config = config
@@ -49,24 +110,14 @@ class Family(ABC):
 
     @abstractmethod
     def results(self, asked: dict[str, Asked]) -> Results:
-        """Records, tables and metadata from every asked protocol of the family."""
+        """Records, tables and metadata from every asked benchmark of the family."""
 
 
-class AuditProtocol(ABC):
-    """A registered protocol: a name, its family, and its requests."""
-    name: ClassVar[str]
-    family: ClassVar[type[Family]]
-
-    @abstractmethod
-    def requests(self, family: Any) -> list[Request]:
-        """The requests this protocol asks, built from its family's shared data."""
-
-
-def by_family(names: Sequence[str]) -> Iterable[tuple[type[Family], list[AuditProtocol]]]:
-    """The registered protocols of ``names``, grouped by family (in the order each
-    family first appears)."""
-    groups: dict[type[Family], list[AuditProtocol]] = {}
+def by_family(names: Sequence[str]) -> Iterable[tuple[type[Family], list[Benchmark]]]:
+    """The registered benchmarks of ``names``, grouped by family (in the order each
+    family first appears), each family's class imported here."""
+    groups: dict[FamilySpec, list[Benchmark]] = {}
     for name in names:
         cls = protocol(name)
         groups.setdefault(cls.family, []).append(cls())
-    return groups.items()
+    return [(load(spec.impl), members) for spec, members in groups.items()]

@@ -1,10 +1,7 @@
-"""The BBQ family: the zero-shot multiple-choice audit (``bbq``: every item once, option
-rotations for position bias) and the consistency protocol (``consistency``: the seeded
-sample asked ``repeats`` times). Both ask about the same items and share one predictions
-table and the one BBQ table builder (:func:`fairness_tests.metrics.bbq_tables.bbq_tables`)."""
+"""The BBQ family at work: the items of a run, its consistency sample, and the one
+predictions table and BBQ table builder (:func:`fairness_tests.metrics.bbq_tables.bbq_tables`)
+that its two benchmarks (:mod:`fairness_tests.pipeline.protocols.bbq`) share."""
 from __future__ import annotations
-
-from typing import ClassVar
 
 import pandas as pd
 
@@ -13,7 +10,7 @@ from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.models.request import Decoding, Request
 from fairness_tests.pipeline.bbq_info import bbq_info
 from fairness_tests.pipeline.config import AuditConfig
-from fairness_tests.pipeline.protocols.base import Asked, AuditProtocol, Family, Results
+from fairness_tests.pipeline.protocols.base import Asked, Family, Results
 from fairness_tests.protocols.bbq.data import load_filtered
 from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table
 from fairness_tests.protocols.bbq.sample import consistency_sample, sample_record
@@ -86,27 +83,3 @@ class BBQFamily(Family):
         return Results(tables=tables, records={"bbq": bbq_records(self.items, preds)},
                        metadata={"bbq": info})
 
-
-class BBQ(AuditProtocol):
-    """Every item once in dataset order; with ``rotations`` all, every item under all
-    three cyclic option orders; with ``sample``, the consistency sample's two others."""
-    name: ClassVar[str] = "bbq"
-    family = BBQFamily
-
-    def requests(self, family: BBQFamily) -> list[Request]:
-        rotations = family.config.rotations
-        out = family.ask(family.items, (0, 1, 2) if rotations == "all" else (0,), 1)
-        if rotations == "sample":
-            out += family.ask(family.sample, (1, 2), 1)
-        return out
-
-
-class Consistency(AuditProtocol):
-    """The consistency sample (or every item), asked ``repeats`` times in dataset order."""
-    name: ClassVar[str] = "consistency"
-    family = BBQFamily
-
-    def requests(self, family: BBQFamily) -> list[Request]:
-        c = family.config
-        items = family.items if c.consistency_items == "all" else family.sample
-        return family.ask(items, (0,), c.repeats)

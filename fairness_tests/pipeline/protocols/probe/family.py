@@ -1,16 +1,14 @@
-"""The counterfactual role-assignment probe: verdict shares per decoding x context and
+"""The counterfactual role-assignment probe at work: verdict shares per decoding x context and
 counterfactual consistency under the name-order and context-cue swaps."""
 from __future__ import annotations
-
-from typing import ClassVar
 
 import pandas as pd
 
 from fairness_tests.metrics import counterfactual as CF
 from fairness_tests.models.request import Request
 from fairness_tests.pipeline.config import AuditConfig
-from fairness_tests.pipeline.protocols.base import Asked, AuditProtocol, Family, Results
-from fairness_tests.pipeline.protocols.generative import reduce_seeds
+from fairness_tests.pipeline.protocols.base import Asked, Family, Results
+from fairness_tests.pipeline.protocols.generative.family import reduce_seeds
 from fairness_tests.protocols.generative import probe as P
 from fairness_tests.run.metadata import CounterfactualInfo
 from fairness_tests.scoring.verdict import classify, person_labels
@@ -55,11 +53,8 @@ class ProbeFamily(Family):
                        metadata={"counterfactual": info})
 
 
-class Probe(AuditProtocol):
-    name: ClassVar[str] = "probe"
-    family = ProbeFamily
-
-    def requests(self, family: ProbeFamily) -> list[Request]:
-        c = family.config
-        return P.probe_requests(family.grid, backend=c.backend_name(), model=c.model,
-                                api_base=c.api_base, max_tokens=family.max_tokens)
+    def requests(self) -> list[Request]:
+        """The probe grid's requests, in grid order."""
+        c = self.config
+        return P.probe_requests(self.grid, backend=c.backend_name(), model=c.model,
+                                api_base=c.api_base, max_tokens=self.max_tokens)

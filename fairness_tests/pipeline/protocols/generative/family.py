@@ -1,11 +1,11 @@
-"""The generative audit: open-ended prompts over slices x occupations x prompt families x
+"""The generative audit at work: open-ended prompts over slices x occupations x prompt families x
 paraphrases x decoding regimes x seeds (a suite YAML, or a published grid), scored by a
 lexical rubric (and a second one for scorer sensitivity), tabulated by the one generative
 table builder (:func:`fairness_tests.metrics.generative_tables.generative_tables`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pandas as pd
 
@@ -13,7 +13,7 @@ from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.request import Request
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.generative_info import generative_info
-from fairness_tests.pipeline.protocols.base import Asked, AuditProtocol, Family, Results
+from fairness_tests.pipeline.protocols.base import Asked, Family, Results
 from fairness_tests.pipeline.scorers import score_generations
 from fairness_tests.protocols.generative.grid import grid_hash
 from fairness_tests.protocols.generative.published import (
@@ -89,11 +89,8 @@ class GenerativeFamily(Family):
                        metadata={"generative": info})
 
 
-class Generative(AuditProtocol):
-    name: ClassVar[str] = "generative"
-    family = GenerativeFamily
-
-    def requests(self, family: GenerativeFamily) -> list[Request]:
-        c = family.config
-        return grid_requests(family.grid, family.system, backend=c.backend_name(),
+    def requests(self) -> list[Request]:
+        """The grid's requests, in grid order."""
+        c = self.config
+        return grid_requests(self.grid, self.system, backend=c.backend_name(),
                              model=c.model, api_base=c.api_base)

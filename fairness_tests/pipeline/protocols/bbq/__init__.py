@@ -1,0 +1,54 @@
+"""The BBQ family's benchmarks, declared: the zero-shot multiple-choice audit (``bbq``:
+every item once, option rotations for position bias) and the consistency benchmark
+(``consistency``: the seeded sample asked ``repeats`` times). Both ask about the same
+items and share one records table and the one BBQ table builder; what computes is in
+:mod:`fairness_tests.pipeline.protocols.bbq.family`, imported when a run uses it."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from fairness_tests.pipeline.protocols.base import Benchmark, FamilySpec, Shown
+
+if TYPE_CHECKING:
+    from fairness_tests.models.request import Request
+    from fairness_tests.pipeline.protocols.bbq.family import BBQFamily
+
+FAMILY = FamilySpec(name="bbq", impl="fairness_tests.pipeline.protocols.bbq.family:BBQFamily",
+                    records="bbq", metadata_key="bbq", gated=True, compared=True)
+
+
+class BBQ(Benchmark):
+    """Every item once in dataset order; with ``rotations`` all, every item under all
+    three cyclic option orders; with ``sample``, the consistency sample's two others."""
+    name: ClassVar[str] = "bbq"
+    family = FAMILY
+    default = True
+    marker = "intersectional BBQ audit properties"
+    tables = ("bbq",)
+    drift_tables = ("bbq", "bbq_groups")
+    shown = (Shown("bbq", tables, "the run has no BBQ tables: the intersectional BBQ audit "
+                   "was not run"),)
+
+    def requests(self, family: BBQFamily) -> list[Request]:
+        rotations = family.config.rotations
+        out = family.ask(family.items, (0, 1, 2) if rotations == "all" else (0,), 1)
+        if rotations == "sample":
+            out += family.ask(family.sample, (1, 2), 1)
+        return out
+
+
+class Consistency(Benchmark):
+    """The consistency sample (or every item), asked ``repeats`` times in dataset order."""
+    name: ClassVar[str] = "consistency"
+    family = FAMILY
+    default = True
+    marker = "consistency over repeated runs (MFAA, GTC)"
+    tables = ("consistency", "consistency_items")
+    drift_tables = ("consistency",)
+    shown = (Shown("consistency", tables, "the run has no consistency tables: no item was "
+                   "asked repeatedly"),)
+
+    def requests(self, family: BBQFamily) -> list[Request]:
+        c = family.config
+        items = family.items if c.consistency_items == "all" else family.sample
+        return family.ask(items, (0,), c.repeats)

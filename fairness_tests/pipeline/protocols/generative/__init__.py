@@ -1,0 +1,36 @@
+"""The generative audit, declared: open-ended prompts over slices x occupations x prompt
+families x paraphrases x decoding regimes x seeds, scored by a lexical rubric (and a
+second one for scorer sensitivity); what computes is in
+:mod:`fairness_tests.pipeline.protocols.generative.family`, imported when a run uses it."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from fairness_tests.pipeline.protocols.base import Benchmark, FamilySpec, Shown
+
+if TYPE_CHECKING:
+    from fairness_tests.models.request import Request
+    from fairness_tests.pipeline.protocols.generative.family import GenerativeFamily
+
+
+class Generative(Benchmark):
+    name: ClassVar[str] = "generative"
+    family = FamilySpec(
+        name="generative", records="generative", metadata_key="generative", gated=True,
+        compared=True, impl="fairness_tests.pipeline.protocols.generative.family:GenerativeFamily")
+    default = True
+    marker = "generative audit properties"
+    tables = ("generative_by_slice", "generative_cells", "generative_summary")
+    drift_tables = ("generative_by_slice", "generative_by_slice_family",
+                    "generative_by_slice_decoding")
+    shown = (
+        Shown("generative", tables, "the run has no generative tables: the generative audit "
+              "was not run"),
+        Shown("scorer_sensitivity", ("scorer_sensitivity", "rubric_flips"),
+              "outputs were scored with one rubric only"),
+        Shown("protocol_sensitivity", ("protocol_sensitivity",),
+              "no protocol-sensitivity analysis in the run"),
+    )
+
+    def requests(self, family: GenerativeFamily) -> list[Request]:
+        return family.requests()

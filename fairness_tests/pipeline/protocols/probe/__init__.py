@@ -1,0 +1,24 @@
+"""The counterfactual role-assignment probe, declared: verdict shares per decoding x
+context and counterfactual consistency under the name-order and context-cue swaps; what
+computes is in :mod:`fairness_tests.pipeline.protocols.probe.family`, imported when a run
+uses it. Not in the default audit; no marker, drift tables, gate or compare section yet."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from fairness_tests.pipeline.protocols.base import Benchmark, FamilySpec, Shown
+
+if TYPE_CHECKING:
+    from fairness_tests.models.request import Request
+    from fairness_tests.pipeline.protocols.probe.family import ProbeFamily
+
+
+class Probe(Benchmark):
+    name: ClassVar[str] = "probe"
+    family = FamilySpec(name="probe", records="probe", metadata_key="counterfactual",
+                        impl="fairness_tests.pipeline.protocols.probe.family:ProbeFamily")
+    tables = ("counterfactual",)
+    shown = (Shown("counterfactual", tables, "the counterfactual probe was not run"),)
+
+    def requests(self, family: ProbeFamily) -> list[Request]:
+        return family.requests()
