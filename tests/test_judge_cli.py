@@ -130,6 +130,7 @@ rules:
     reduce: max
     op: "<="
     bound: 0.3
+    min_n: 0
     rationale: test
   - id: worst_stereotype
     table: generative_by_slice
@@ -138,6 +139,7 @@ rules:
     reduce: max
     op: "<="
     bound: 0.3
+    min_n: 0
     rationale: test
 """
 

@@ -78,7 +78,7 @@ h1,h2,h3,h4{break-after:avoid}
 h2{margin-top:18px}
 .table-wrap{overflow:visible}
 table{width:100%;min-width:0;font-size:8.5px}
-th,td{white-space:normal !important;overflow-wrap:break-word;padding:2px 4px}
+th,td{white-space:normal !important;overflow-wrap:anywhere;padding:2px 4px}
 table.wide{font-size:7.5px}
 table.compare td,table.compare th{overflow-wrap:anywhere}
 tr,svg.plot,p.alert{break-inside:avoid}
