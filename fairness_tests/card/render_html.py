@@ -80,7 +80,6 @@ h2{margin-top:18px}
 table{width:100%;min-width:0;font-size:8.5px}
 th,td{white-space:normal !important;overflow-wrap:anywhere;padding:2px 4px}
 table.wide{font-size:7.5px}
-table.compare td,table.compare th{overflow-wrap:anywhere}
 tr,svg.plot,p.alert{break-inside:avoid}
 summary{color:var(--muted)}
 }
