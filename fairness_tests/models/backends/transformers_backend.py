@@ -81,7 +81,7 @@ from fairness_tests.models.backends.transformers_load import (
     dtype_name,
     load,
 )
-from fairness_tests.models.backends.transformers_loglik import LoglikMixin
+from fairness_tests.models.backends.transformers_loglik import LoglikMixin, by_prompt
 from fairness_tests.models.backends.workers import Workers, cpu_threads, resolve_workers
 from fairness_tests.models.letters import draw_letter, letter_distribution
 from fairness_tests.models.prompt_format import DEFAULT_ANSWER_PREFIX, check_prefix
@@ -321,19 +321,9 @@ class TransformersBackend(LoglikMixin):
     def _plan_choice(self, requests, idxs, done) -> "_ChoicePlan | None":
         """Group requests by prompt (repeats share one distribution), tokenize, and build
         the prefix tree; requests whose letters are not single tokens become error rows."""
-        groups: dict[str, list[int]] = {}
-        for i in idxs:
-            groups.setdefault(requests[i].prompt_key(), []).append(i)
         plan = _ChoicePlan()
-        for k, members in groups.items():
-            try:
-                letters = self.letter_ids(requests[members[0]].choices)
-                text = self.prompt_text(requests[members[0]])
-            except Exception as exc:  # noqa: BLE001 - a request's failure is its error row
-                msg = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
-                for i in members:
-                    done(i, Response(key=requests[i].key(), status="error", error=msg))
-                continue
+        for k, members, (letters, text) in by_prompt(
+                requests, idxs, done, lambda r: (self.letter_ids(r.choices), self.prompt_text(r))):
             plan.keys.append(k)
             plan.members.append(members)
             plan.letters.append(letters)

@@ -22,8 +22,9 @@ Only the scored positions' logits are kept, at most
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.backends.prefix_tree import Node, PrefixTree
@@ -32,9 +33,30 @@ from fairness_tests.models.backends.workers import Workers
 from fairness_tests.models.kinds import split_pair
 from fairness_tests.models.request import Request, Response
 
+T = TypeVar("T")
+
 if TYPE_CHECKING:
     from fairness_tests.models.backends.transformers_load import Loaded
 
+
+
+def by_prompt(requests: list[Request], idxs: list[int], done: Callable[[int, Response], None],
+              prepare: Callable[[Request], T]) -> Iterator[tuple[str, list[int], T]]:
+    """The requests ``idxs`` grouped by prompt (repeats of one prompt share one answer):
+    ``(prompt key, member indexes, prepare(first member))`` per group; a group whose
+    ``prepare`` raises gets its error row for every member (through ``done``) instead."""
+    groups: dict[str, list[int]] = {}
+    for i in idxs:
+        groups.setdefault(requests[i].prompt_key(), []).append(i)
+    for k, members in groups.items():
+        try:
+            prepared = prepare(requests[members[0]])
+        except Exception as exc:  # noqa: BLE001 - a request's failure is its error row
+            msg = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+            for i in members:
+                done(i, Response(key=requests[i].key(), status="error", error=msg))
+            continue
+        yield k, members, prepared
 
 @dataclass
 class _LoglikPlan:
@@ -94,25 +116,20 @@ class LoglikMixin:
         special = not (bos and text.startswith(bos))
         return list(tok(text, add_special_tokens=special)["input_ids"])
 
+    def _pair_tokens(self, req: Request) -> tuple[list[int], list[int]]:
+        """:meth:`loglik_tokens`; a continuation without a token of its own is an error."""
+        ctx, cont = self.loglik_tokens(req)
+        if not cont:
+            raise ConfigError(f"the continuation {req.continuation!r} has no token of its own "
+                              "after the context")
+        return ctx, cont
+
     def _plan_loglik(self, requests, idxs, done) -> "_LoglikPlan | None":
         """Group requests by (context, continuation) (repeats share one answer), tokenise
         them, build the prefix tree of the inputs and place every continuation token in
         it; a pair whose continuation has no token of its own becomes error rows."""
-        groups: dict[str, list[int]] = {}
-        for i in idxs:
-            groups.setdefault(requests[i].prompt_key(), []).append(i)
         plan = _LoglikPlan()
-        for k, members in groups.items():
-            try:
-                ctx, cont = self.loglik_tokens(requests[members[0]])
-                if not cont:
-                    raise ConfigError(f"the continuation {requests[members[0]].continuation!r}"
-                                      f" has no token of its own after the context")
-            except Exception as exc:  # noqa: BLE001 - a request's failure is its error row
-                msg = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
-                for i in members:
-                    done(i, Response(key=requests[i].key(), status="error", error=msg))
-                continue
+        for k, members, (ctx, cont) in by_prompt(requests, idxs, done, self._pair_tokens):
             plan.keys.append(k)
             plan.members.append(members)
             plan.contexts.append(ctx)
