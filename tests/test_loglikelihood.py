@@ -25,6 +25,7 @@ from fairness_tests.models.kinds import kind_names
 from fairness_tests.models.request import Request, Response, chat
 from fairness_tests.models.runner import ask
 from fairness_tests.models.store import ResponseStore
+from tests.tiny_models import build_tiny_model
 
 _LOCAL = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("torch", "transformers", "tokenizers")),
@@ -116,23 +117,6 @@ def _tokenizer(path) -> int:
     return t.get_vocab_size()
 
 
-def _build(kind: str, path) -> None:
-    transformers = importlib.import_module("transformers")
-    torch.manual_seed(0)
-    vocab = _tokenizer(path)
-    common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
-                  num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                  max_position_embeddings=256, pad_token_id=0, bos_token_id=2, eos_token_id=1)
-    if kind == "gemma3":
-        cfg = transformers.Gemma3TextConfig(**common, sliding_window=8, query_pre_attn_scalar=8,
-                                            layer_types=["sliding_attention", "full_attention",
-                                                         "sliding_attention"])
-        model = transformers.Gemma3ForCausalLM(cfg)
-    else:
-        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
-    model.save_pretrained(path)
-
-
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     global torch
@@ -142,7 +126,7 @@ def model_dir(tmp_path_factory):
     def get(kind: str):
         if kind not in built:
             built[kind] = tmp_path_factory.mktemp(kind)
-            _build(kind, built[kind])
+            build_tiny_model(kind, built[kind], _tokenizer(built[kind]))
         return built[kind]
     return get
 

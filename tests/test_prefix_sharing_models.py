@@ -14,6 +14,7 @@ import pytest
 
 from fairness_tests.models.backends import transformers_backend as tb
 from fairness_tests.models.request import Decoding, Request, chat
+from tests.tiny_models import build_tiny_model
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("torch", "transformers")),
@@ -54,22 +55,6 @@ def tokenizer(path):
     return len(vocab)
 
 
-def build(kind: str, path) -> None:
-    torch.manual_seed(0)
-    vocab = tokenizer(path)
-    common = dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
-                  num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-                  max_position_embeddings=256, pad_token_id=0, bos_token_id=2, eos_token_id=1)
-    if kind == "gemma3":
-        cfg = transformers.Gemma3TextConfig(**common, sliding_window=8, query_pre_attn_scalar=8,
-                                            layer_types=["sliding_attention", "full_attention",
-                                                         "sliding_attention"])
-        model = transformers.Gemma3ForCausalLM(cfg)
-    else:
-        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
-    model.save_pretrained(path)
-
-
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     """``model_dir(kind)``: the model of that kind, built once for the module (and so
@@ -79,7 +64,7 @@ def model_dir(tmp_path_factory):
     def get(kind: str):
         if kind not in built:
             built[kind] = tmp_path_factory.mktemp(kind)
-            build(kind, built[kind])
+            build_tiny_model(kind, built[kind], tokenizer(built[kind]))
         return built[kind]
     return get
 

@@ -81,7 +81,11 @@ from fairness_tests.models.backends.transformers_load import (
     dtype_name,
     load,
 )
-from fairness_tests.models.backends.transformers_loglik import LoglikMixin, by_prompt
+from fairness_tests.models.backends.transformers_loglik import (
+    LoglikMixin,
+    by_prompt,
+    fail_unanswered,
+)
 from fairness_tests.models.backends.workers import Workers, cpu_threads, resolve_workers
 from fairness_tests.models.letters import draw_letter, letter_distribution
 from fairness_tests.models.prompt_format import DEFAULT_ANSWER_PREFIX, check_prefix
@@ -384,11 +388,7 @@ class TransformersBackend(LoglikMixin):
                             answered[g] = True
                     batch_done(PrefixTree.batch_cost(batch))
         except Exception as exc:  # noqa: BLE001 - reported as error rows, never raised
-            for g, ok in enumerate(answered):
-                if not ok:
-                    for i in plan.members[g]:
-                        done(i, Response(key=requests[i].key(), status="error",
-                                         error=f"{type(exc).__name__}: {exc}"))
+            fail_unanswered(requests, plan.members, answered, exc, done)
             batch_done(0)
 
     def _respond(self, requests, plan, g, z, lse, latency, done) -> None:

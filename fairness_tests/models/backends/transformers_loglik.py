@@ -58,6 +58,17 @@ def by_prompt(requests: list[Request], idxs: list[int], done: Callable[[int, Res
             continue
         yield k, members, prepared
 
+
+def fail_unanswered(requests: list[Request], members: list[list[int]], answered: list[bool],
+                    exc: Exception, done: Callable[[int, Response], None]) -> None:
+    """An error row (``exc``) for every member of every group not answered yet: a
+    computation that failed part-way loses none of what it had answered."""
+    for g, ok in enumerate(answered):
+        if not ok:
+            for i in members[g]:
+                done(i, Response(key=requests[i].key(), status="error",
+                                 error=f"{type(exc).__name__}: {exc}"))
+
 @dataclass
 class _LoglikPlan:
     """The distinct (context, continuation) pairs of a loglikelihood call: prompt key,
@@ -183,11 +194,7 @@ class LoglikMixin:
                             answered[g] = True
                     batch_done(PrefixTree.batch_cost(batch))
         except Exception as exc:  # noqa: BLE001 - reported as error rows, never raised
-            for g, ok in enumerate(answered):
-                if not ok:
-                    for i in plan.members[g]:
-                        done(i, Response(key=requests[i].key(), status="error",
-                                         error=f"{type(exc).__name__}: {exc}"))
+            fail_unanswered(requests, plan.members, answered, exc, done)
             batch_done(0)
 
     @staticmethod
