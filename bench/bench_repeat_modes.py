@@ -75,8 +75,8 @@ def args_for(url: str, store: Path, mode: str, items: str) -> list[str]:
 
 def one(mode: str, items: str, batch: bool = False) -> dict:
     from fairness_tests.cli.main import main
-    from fairness_tests.models.batch_lines import batch_price  # noqa: PLC0415  after the env
-    from fairness_tests.models.store import ResponseStore
+    from fairness_tests.models.batch.batch_lines import batch_price  # noqa: PLC0415  after the env
+    from fairness_tests.models.store.store import ResponseStore
     from fairness_tests.pipeline.configure import audit_config
     from fairness_tests.pipeline.dry_run import dry_run
 

@@ -26,11 +26,11 @@ def main() -> int:
     ap.add_argument("--go")
     a = ap.parse_args()
 
+    from fairness_tests.models.asking.runner import ask
     from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-    from fairness_tests.models.litellm_import import load_litellm
-    from fairness_tests.models.request import Decoding, Request, chat
-    from fairness_tests.models.runner import ask
-    from fairness_tests.models.store import ResponseStore
+    from fairness_tests.models.backends.litellm_import import load_litellm
+    from fairness_tests.models.requests.request import Decoding, Request, chat
+    from fairness_tests.models.store.store import ResponseStore
 
     load_litellm()                                   # import the heavy part before the start line
     if a.ready:

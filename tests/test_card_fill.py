@@ -22,7 +22,7 @@ from fairness_tests.card.schema import user_fields, validate_card  # noqa: E402
 from fairness_tests.card.user_yaml import load_user_yaml  # noqa: E402
 from fairness_tests.core.errors import ConfigError, DataError  # noqa: E402
 from fairness_tests.core.paths import DATA_DIR  # noqa: E402
-from fairness_tests.models.backends.base import BackendInfo  # noqa: E402
+from fairness_tests.models.info import BackendInfo  # noqa: E402
 from fairness_tests.run.result import RunResult  # noqa: E402
 
 REQUIRED_USER = sorted(f["path"] for f in user_fields()["fields"] if f.get("required") is True)

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairness_tests.models import repeat_modes as RM
+from fairness_tests.models.asking.runner import ask_counted
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-from fairness_tests.models.request import Decoding, Request, chat
-from fairness_tests.models.runner import ask_counted
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests import repeat_modes as RM
+from fairness_tests.models.requests.request import Decoding, Request, chat
+from fairness_tests.models.store.store import ResponseStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402
@@ -55,7 +55,7 @@ def test_after_the_answer_prefix_only_bare_letters_count():
     assert mass == pytest.approx(0.9)
     assert np.allclose(np.exp(s), [0.2, 0.6, 0.1])
     # the distribution the repeats are drawn from at T = 1: q_l / mass
-    from fairness_tests.models.letters import letter_distribution
+    from fairness_tests.models.requests.letters import letter_distribution
     assert np.allclose(letter_distribution(s, 1.0), [0.2 / 0.9, 0.6 / 0.9, 0.1 / 0.9])
 
 
@@ -137,8 +137,8 @@ def test_after_the_prefix_on_a_completion_endpoint_the_letters_are_exact(tmp_pat
 
 
 def test_answer_states_for_the_rules_layer():
-    from fairness_tests.models.answers import answer_state
-    from fairness_tests.models.request import Response
+    from fairness_tests.models.requests.answers import answer_state
+    from fairness_tests.models.requests.request import Response
     q = Request(messages=chat(None, "q"), kind="choice", choices=L)
     cases = [(Response(key="", status="error"), "error"),
              (Response(key="", status="refused"), "refused"),

@@ -17,7 +17,7 @@ import sqlite3
 import pytest
 
 from fairness_tests.models.backends import embedded as emb
-from fairness_tests.models.request import Decoding, Request, chat
+from fairness_tests.models.requests.request import Decoding, Request, chat
 
 pytestmark = pytest.mark.live_server
 
@@ -38,9 +38,9 @@ def _bbq_requests(model: str, api_base: str, n_items: int, repeats: int) -> list
 
 
 def test_served_model_multiple_choice_and_open_ended_into_the_store(server, tmp_path):
+    from fairness_tests.models.asking.runner import ask
     from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-    from fairness_tests.models.runner import ask
-    from fairness_tests.models.store import ResponseStore
+    from fairness_tests.models.store.store import ResponseStore
 
     api_base, model_dir = server["api_base"], server["model_dir"]
     chat_model = f"openai/{model_dir}"                 # the server is pinned to this id

@@ -219,8 +219,8 @@ def test_a_broken_subcommand_module_is_an_error_not_a_missing_command(monkeypatc
 @pytest.mark.parametrize("rotation", [0, 1, 2])
 def test_the_runner_and_the_protocol_parse_alike(text, rotation):
     """Defect 11: the store's answer column and the metrics use one parser."""
-    from fairness_tests.models.answers import apply_parse
-    from fairness_tests.models.request import Response
+    from fairness_tests.models.requests.answers import apply_parse
+    from fairness_tests.models.requests.request import Response
     from fairness_tests.protocols.bbq.prompt import build_requests, option_order, parse_answer
     items = pd.DataFrame([{"dataset": "Race_x_SES", "example_id": 1, "context": "ambig",
                            "polarity": "neg", "context_text": "ctx", "question": "who?",

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.models import prompt_format as PF
+from fairness_tests.models.asking.runner import ask_counted, stamp_requests
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-from fairness_tests.models.request import Decoding, Message, Request, chat
-from fairness_tests.models.runner import ask_counted, stamp_requests
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests import prompt_format as PF
+from fairness_tests.models.requests.prompt_format import Message
+from fairness_tests.models.requests.request import Decoding, Request, chat
+from fairness_tests.models.store.store import ResponseStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402
@@ -187,7 +188,7 @@ def test_the_same_base_model_without_the_prefix_answers_nothing_valid(tmp_path):
 
 
 def test_the_dry_run_counts_the_prompt_that_is_sent():
-    from fairness_tests.models.cost import TokenCounter
+    from fairness_tests.models.backends.cost import TokenCounter
     req = Request(messages=MSGS, backend="litellm", model="text-completion-openai/gemma-x",
                   kind="choice", choices=L)
     counter = TokenCounter(req.model)

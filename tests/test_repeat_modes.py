@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairness_tests.models import repeat_modes as RM
+from fairness_tests.models.asking.runner import ask, stamp_requests
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend, provider_seed
 from fairness_tests.models.backends.litellm_replies import share as _share
-from fairness_tests.models.letters import draw_letter, letter_distribution
-from fairness_tests.models.request import Decoding, Request, chat
-from fairness_tests.models.runner import ask, stamp_requests
+from fairness_tests.models.requests import repeat_modes as RM
+from fairness_tests.models.requests.letters import draw_letter, letter_distribution
+from fairness_tests.models.requests.request import Decoding, Request, chat
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402
@@ -279,7 +279,7 @@ def test_mode_record_for_the_card():
 
 
 def test_predictions_table_gives_letter_probs_in_original_option_order():
-    from fairness_tests.models.request import Response
+    from fairness_tests.models.requests.request import Response
     from fairness_tests.protocols.bbq.prompt import original_order_probs, predictions_table
     reqs = [Request(messages=chat(None, "q"), kind="choice", choices=LETTERS,
                     meta={"dataset": "Race_x_SES", "example_id": 7, "rotation": rot,

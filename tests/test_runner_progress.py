@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import io
 
-from fairness_tests.models.progress import Progress
+from fairness_tests.models.asking.progress import Progress
 
 
 class Clock:
@@ -130,9 +130,9 @@ def test_store_hits_are_shown_and_not_counted_in_the_total(monkeypatch):
 
 def test_ask_reports_the_store_hits_on_its_progress_line(tmp_path, monkeypatch):
     """runner.ask: the requests the store answered before asking appear as `store N`."""
-    from fairness_tests.models.request import Request, Response, chat
-    from fairness_tests.models.runner import ask
-    from fairness_tests.models.store import ResponseStore
+    from fairness_tests.models.asking.runner import ask
+    from fairness_tests.models.requests.request import Request, Response, chat
+    from fairness_tests.models.store.store import ResponseStore
 
     class Echo:
         name = "echo"

@@ -6,8 +6,8 @@ import gzip
 import json
 
 from fairness_tests.core.io import sha256_file
-from fairness_tests.models.request import Decoding, Request, Response, chat
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests.request import Decoding, Request, Response, chat
+from fairness_tests.models.store.store import ResponseStore
 
 
 def req(i: int) -> Request:
@@ -34,7 +34,7 @@ def test_a_second_import_reads_only_the_note(tmp_path, monkeypatch):
                           (f"imported:{sha256_file(path)}",)).fetchone()
     assert note == ("4",)
     # the file is not parsed again: a reader that fails proves it
-    import fairness_tests.models.store_jsonl as sj  # noqa: PLC0415
+    import fairness_tests.models.store.store_jsonl as sj  # noqa: PLC0415
 
     def boom(_path):
         raise AssertionError("read again")
@@ -89,7 +89,7 @@ def test_statuses_equal_the_full_rows_statuses(tmp_path):
 def test_the_dry_runs_status_cache_answers_as_the_store(tmp_path):
     """``StoredStatuses`` (the dry run's) gives the store's statuses for any key set,
     each key read from the store once."""
-    from fairness_tests.models.cost import StoredStatuses, still_to_ask  # noqa: PLC0415
+    from fairness_tests.models.backends.cost import StoredStatuses, still_to_ask  # noqa: PLC0415
     store = ResponseStore(tmp_path / "s.sqlite")
     for i in range(30):
         store.put(req(i), Response(key="", text="(a)", answer=0,

@@ -13,9 +13,9 @@ from helpers import req as make_req
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import DataError
-from fairness_tests.models.request import Decoding, Response
-from fairness_tests.models.store import ResponseStore
-from fairness_tests.models.store_merge import merge_stores
+from fairness_tests.models.requests.request import Decoding, Response
+from fairness_tests.models.store.store import ResponseStore
+from fairness_tests.models.store.store_merge import merge_stores
 
 req = partial(make_req, model="openai/m", decoding=Decoding(0.0, 1.0, 8))
 
@@ -176,7 +176,7 @@ def test_cli_merge_and_conflict_exit_code(tmp_path, capsys):
 def test_the_fast_scrubber_agrees_with_scrub(text, monkeypatch):
     """The bulk scrubber's shortcut never skips what :func:`scrub` would change."""
     from fairness_tests.core.io import canonical_dumps as _dumps
-    from fairness_tests.models.scrub import StoredTextScrubber, scrub, scrub_text
+    from fairness_tests.models.store.scrub import StoredTextScrubber, scrub, scrub_text
     monkeypatch.setenv("SOMEPROVIDER_API_KEY", "machine-secret-value-42")
     fast = StoredTextScrubber()
     assert fast.text(text) == scrub_text(text)

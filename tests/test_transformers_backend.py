@@ -20,8 +20,9 @@ from fairness_tests.core.paths import bbq_dir
 from fairness_tests.models.backends import embedded as emb
 from fairness_tests.models.backends import transformers_backend as tb
 from fairness_tests.models.backends import transformers_load as tl
-from fairness_tests.models.letters import draw_letter, letter_distribution
-from fairness_tests.models.request import Decoding, Message, Request, chat
+from fairness_tests.models.requests.letters import draw_letter, letter_distribution
+from fairness_tests.models.requests.prompt_format import Message
+from fairness_tests.models.requests.request import Decoding, Request, chat
 
 SYSTEM = "Answer the multiple-choice question with the letter of the correct option."
 
@@ -321,9 +322,9 @@ def test_progress_moves_while_the_model_works(backend, tmp_path):
     """The issue-13 defect: every progress line was written at the end of the run."""
     import io
 
-    from fairness_tests.models.progress import Progress
-    from fairness_tests.models.runner import ask
-    from fairness_tests.models.store import ResponseStore
+    from fairness_tests.models.asking.progress import Progress
+    from fairness_tests.models.asking.runner import ask
+    from fairness_tests.models.store.store import ResponseStore
 
     class Stream(io.StringIO):
         passes: list[int] = []

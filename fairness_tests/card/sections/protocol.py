@@ -15,7 +15,7 @@ from typing import Any
 from fairness_tests.card.sections.asking import asking
 from fairness_tests.card.sections.facts import RunFacts
 from fairness_tests.card.values import finite
-from fairness_tests.models.request import decoding_label
+from fairness_tests.models.requests.request import decoding_label
 from fairness_tests.protocols.bbq.data import derived_target_note
 from fairness_tests.protocols.bbq.official import INTERSECTIONAL
 

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from fairness_tests.models.request import Request, Response
+from fairness_tests.models.requests.request import Request, Response
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.protocols import protocol
 from fairness_tests.pipeline.stages import SILENT, Stages

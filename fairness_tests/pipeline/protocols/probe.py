@@ -7,7 +7,7 @@ from typing import ClassVar
 import pandas as pd
 
 from fairness_tests.metrics import counterfactual as CF
-from fairness_tests.models.request import Request
+from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.protocols.base import Asked, AuditProtocol, Family, Results
 from fairness_tests.pipeline.protocols.generative import reduce_seeds
