@@ -45,8 +45,8 @@ os.environ["FAIRNESS_PROGRESS"] = "off"
 
 # the package after the environment above
 from fairness_tests.cli.main import main as cli_main  # noqa: E402
-from fairness_tests.models.batch_lines import batch_price  # noqa: E402
-from fairness_tests.models.store import ResponseStore  # noqa: E402
+from fairness_tests.models.batch.batch_lines import batch_price  # noqa: E402
+from fairness_tests.models.store.store import ResponseStore  # noqa: E402
 from fairness_tests.pipeline.configure import audit_config  # noqa: E402
 from fairness_tests.pipeline.dry_run import dry_run  # noqa: E402
 

@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from fault_server import FaultServer  # noqa: E402
 
+from fairness_tests.models.asking.runner import ask  # noqa: E402
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend  # noqa: E402
+from fairness_tests.models.backends.litellm_import import load_litellm  # noqa: E402
 from fairness_tests.models.backends.replay import ReplayBackend  # noqa: E402
-from fairness_tests.models.litellm_import import load_litellm  # noqa: E402
-from fairness_tests.models.request import Decoding, Request, chat  # noqa: E402
-from fairness_tests.models.runner import ask  # noqa: E402
-from fairness_tests.models.store import ResponseStore  # noqa: E402
+from fairness_tests.models.requests.request import Decoding, Request, chat  # noqa: E402
+from fairness_tests.models.store.store import ResponseStore  # noqa: E402
 
 
 def main() -> int:

@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fairness_tests.models.request import Decoding, Request, Response, chat  # noqa: E402
-from fairness_tests.models.store import ResponseStore  # noqa: E402
+from fairness_tests.models.requests.request import Decoding, Request, Response, chat  # noqa: E402
+from fairness_tests.models.store.store import ResponseStore  # noqa: E402
 
 FP = {"backend": "litellm", "prompt_format": "chat", "provider_seed": "bench"}
 QUESTION = ("{a} and {b} go to school together. Their parents work as receptionists and "

@@ -9,7 +9,7 @@ import math
 
 import pandas as pd
 
-from fairness_tests.models.backends.base import BackendInfo
+from fairness_tests.models.info import BackendInfo
 from fairness_tests.rules.evaluate import VERDICT_COLUMNS
 from fairness_tests.run.metadata import (
     BBQInfo,

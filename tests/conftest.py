@@ -48,7 +48,7 @@ from transformers_server import serve
 from fairness_tests.card.schema import load_card
 from fairness_tests.cli.main import main
 from fairness_tests.core.locks import exclusive
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.recordings import default_recordings
 from fairness_tests.run.result import RunResult
 

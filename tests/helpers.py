@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from fairness_tests.cli.main import main
-from fairness_tests.models.request import Request, chat
+from fairness_tests.models.requests.request import Request, chat
 from fairness_tests.rules.thresholds import Rule
 
 

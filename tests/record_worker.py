@@ -12,11 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+from fairness_tests.models.asking.runner import ask
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-from fairness_tests.models.litellm_import import load_litellm
-from fairness_tests.models.request import Decoding, Request, chat
-from fairness_tests.models.runner import ask
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.backends.litellm_import import load_litellm
+from fairness_tests.models.requests.request import Decoding, Request, chat
+from fairness_tests.models.store.store import ResponseStore
 
 
 def main() -> int:

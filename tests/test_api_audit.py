@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 
 from fairness_tests.cli.main import main
+from fairness_tests.models.asking.runner import ask
+from fairness_tests.models.backends.cost import EXIT_BUDGET, BudgetReached
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-from fairness_tests.models.cost import EXIT_BUDGET, BudgetReached
-from fairness_tests.models.request import Decoding, Request, chat
-from fairness_tests.models.runner import ask
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests.request import Decoding, Request, chat
+from fairness_tests.models.store.store import ResponseStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer, tiktoken_counter  # noqa: E402

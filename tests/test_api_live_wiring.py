@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from fairness_tests.cli.main import main
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.store.store import ResponseStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402

@@ -1,6 +1,7 @@
-"""The package's structure, checked: layers import only layers below them, no import
-cycles, package imports at module top (in-function imports only for heavy optional
-dependencies), a small package root and modules of at most 500 lines.
+"""The package's structure, checked: layers import only layers below them (and the floors
+inside ``models`` only floors below them), no import cycles (type-only imports count),
+package imports at module top (in-function imports only for heavy optional dependencies),
+a small package root and modules of at most 500 lines.
 
 The layers, bottom to top (docs/ARCHITECTURE.md draws them)."""
 from __future__ import annotations
@@ -19,6 +20,9 @@ LAYERS = ["core", "stats", "models", "protocols", "scoring", "metrics", "rules",
 ROOT = {"__init__", "__main__"}
 #: the package's own tests (package data of the fairness suite) sit above every layer
 TOP = {"suite"}
+#: the floors inside ``models``, bottom to top: ``info`` (the typed records run/ keeps, a
+#: leaf) < ``requests`` < ``store`` < ``backends`` < ``asking`` < ``batch``
+MODELS_FLOORS = ["info", "requests", "store", "backends", "asking", "batch"]
 
 
 def _modules() -> dict[str, Path]:
@@ -35,14 +39,16 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _imports(path: Path, module: str) -> list[tuple[str, bool, int]]:
-    """(imported fairness_tests module, at module top?, line) for each package import."""
+def _imports(path: Path, module: str, typing: bool = False) -> list[tuple[str, bool, int]]:
+    """(imported fairness_tests module, at module top?, line) for each package import;
+    the imports under ``if TYPE_CHECKING:`` (annotations only) only with ``typing``."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     out: list[tuple[str, bool, int]] = []
 
     def visit(node: ast.AST, top: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+            if (isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test)
+                    and not typing):
                 continue                  # annotations only: no import at run time
             inner = top and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
             if isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
@@ -100,9 +106,48 @@ def test_package_imports_are_at_module_top():
     assert not inside, "\n".join(inside)
 
 
+def _models_floor(module: str) -> int | None:
+    """The floor of a ``fairness_tests.models`` module (None outside ``models`` and for
+    the package itself); a module on no floor fails."""
+    parts = module.split(".")
+    if parts[:2] != ["fairness_tests", "models"] or len(parts) == 2:
+        return None
+    assert parts[2] in MODELS_FLOORS, f"{module}: on no floor of models ({MODELS_FLOORS})"
+    return MODELS_FLOORS.index(parts[2])
+
+
+def test_models_floors_import_down_only():
+    """Inside ``models`` a floor imports only its own floor and those below it: requests
+    know nothing of the store, the store nothing of backends, backends nothing of asking;
+    the batch machinery sits on top (it stamps requests as the runner does). Type-only
+    imports count."""
+    upward = []
+    for module, path in MODULES.items():
+        floor = _models_floor(module)
+        if floor is None:
+            continue
+        for target, _, line in _imports(path, module, typing=True):
+            to = _models_floor(target)
+            if to is not None and to > floor:
+                upward.append(f"{module}:{line} imports {target}")
+    assert not upward, "\n".join(upward)
+
+
+def _edges(module: str, path: Path) -> set[str]:
+    """The package modules ``module`` imports at its top, type-only imports included
+    (a circle of annotations is still two modules that cannot be understood apart),
+    except a package's annotations of its own modules' types (its ``__init__`` naming
+    what its modules define, while they import the package: the package's surface)."""
+    run = {t for t, top, _ in _imports(path, module) if top}
+    typed = {t for t, top, _ in _imports(path, module, typing=True) if top} - run
+    if path.name == "__init__.py":
+        typed = {t for t in typed if not t.startswith(module + ".")}
+    return {t for t in run | typed if t in MODULES and t != module}
+
+
 def test_no_import_cycles():
-    graph = {m: {t for t, top, _ in _imports(p, m) if top and t in MODULES and t != m}
-             for m, p in MODULES.items()}
+    """No circle of imports, type-only imports counted (:func:`_edges`)."""
+    graph = {m: _edges(m, p) for m, p in MODULES.items()}
     state: dict[str, int] = {}
     stack: list[str] = []
 

@@ -21,13 +21,13 @@ import yaml
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.exits import ExitCode
+from fairness_tests.models.asking.runner import ask
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-from fairness_tests.models.batch import BatchBackend, BatchPending
-from fairness_tests.models.batch_ledger import BatchLedger
-from fairness_tests.models.repeat_modes import RepeatModeUnsupported, apply_mode
-from fairness_tests.models.request import Decoding, Request, chat
-from fairness_tests.models.runner import ask
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.batch.batch import BatchBackend, BatchPending
+from fairness_tests.models.batch.batch_ledger import BatchLedger
+from fairness_tests.models.requests.repeat_modes import RepeatModeUnsupported, apply_mode
+from fairness_tests.models.requests.request import Decoding, Request, chat
+from fairness_tests.models.store.store import ResponseStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from batch_server import BatchServer  # noqa: E402

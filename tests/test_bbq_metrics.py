@@ -23,7 +23,7 @@ from fairness_tests.metrics.bbq import (
 )
 from fairness_tests.metrics.bbq_tables import bbq_tables
 from fairness_tests.metrics.consistency import consistency_metrics, per_item
-from fairness_tests.models.request import Response
+from fairness_tests.models.requests.request import Response
 from fairness_tests.protocols.bbq.data import load_filtered
 from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table
 from fairness_tests.rules.evaluate import evaluate

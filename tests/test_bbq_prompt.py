@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import pytest
 
-from fairness_tests.models.request import Decoding, Response
+from fairness_tests.models.requests.request import Decoding, Response
 from fairness_tests.protocols.bbq.prompt import (
     build_requests,
     option_order,

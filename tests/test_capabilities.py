@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from fairness_tests.core.errors import ConfigError, MissingResponsesError
+from fairness_tests.models.asking.runner import ask
 from fairness_tests.models.backends import get_backend
 from fairness_tests.models.backends.base import PLAIN, Capabilities, capabilities_of
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
 from fairness_tests.models.backends.replay import ReplayBackend
 from fairness_tests.models.backends.transformers_backend import TransformersBackend
-from fairness_tests.models.request import Request, Response, chat
-from fairness_tests.models.runner import ask
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests.request import Request, Response, chat
+from fairness_tests.models.store.store import ResponseStore
 
 
 @pytest.mark.parametrize("name, options", [

@@ -21,7 +21,7 @@ from fairness_tests.card.fill import fill_card  # noqa: E402
 from fairness_tests.card.render_html import render_html  # noqa: E402
 from fairness_tests.card.render_md import render_markdown  # noqa: E402
 from fairness_tests.card.schema import validate_card  # noqa: E402
-from fairness_tests.models.runner import AskCounts  # noqa: E402
+from fairness_tests.models.asking.runner import AskCounts  # noqa: E402
 from fairness_tests.run.metadata import AskingInfo  # noqa: E402
 
 ERROR = "litellm.APIConnectionError: Connection refused (127.0.0.1:8080)"

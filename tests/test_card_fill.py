@@ -23,7 +23,7 @@ from fairness_tests.card.user_yaml import load_user_yaml  # noqa: E402
 from fairness_tests.cli.main import main  # noqa: E402
 from fairness_tests.core.errors import ConfigError, DataError  # noqa: E402
 from fairness_tests.core.paths import DATA_DIR  # noqa: E402
-from fairness_tests.models.backends.base import BackendInfo  # noqa: E402
+from fairness_tests.models.info import BackendInfo  # noqa: E402
 from fairness_tests.pipeline.audit import run_audit  # noqa: E402
 from fairness_tests.pipeline.configure import audit_config  # noqa: E402
 from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS  # noqa: E402

@@ -9,7 +9,7 @@ import pandas as pd
 
 from fairness_tests.core.fmt import fixed, json_value, shown, shown_p, text_table
 from fairness_tests.metrics.generative import with_cells
-from fairness_tests.models.request import decoding_label
+from fairness_tests.models.requests.request import decoding_label
 
 
 def test_json_value_keeps_undefined_and_unbounded_apart():
@@ -40,7 +40,7 @@ def test_text_table_aligns_columns():
 
 
 def test_one_decoding_label():
-    """Four builders of the decoding id became one (models.request.decoding_label)."""
+    """Four builders of the decoding id became one (models.requests.request.decoding_label)."""
     assert decoding_label(0.2, 0.9) == "t0.2_p0.9" and decoding_label(1, 1.0) == "t1_p1"
     scored = pd.DataFrame({"slice_gender": ["man"], "slice_religion": ["Muslim"],
                            "prompt_family": ["F1"], "paraphrase_id": [0], "occupation": ["x"],

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from fairness_tests.core.errors import ConfigError, DataError
-from fairness_tests.models.request import Response
+from fairness_tests.models.requests.request import Response
 from fairness_tests.protocols.generative.grid import GRID_COLUMNS, RAW_OUTPUT_FIELDS, grid_hash
 from fairness_tests.protocols.generative.outputs import read_outputs, write_outputs
 from fairness_tests.protocols.generative.published import (

@@ -17,7 +17,7 @@ import pytest
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.scoring.judge import (
     JudgeSettings,
     judge_requests,

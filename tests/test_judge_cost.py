@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from fairness_tests.models.cost import TokenCounter, model_price
-from fairness_tests.models.request import Decoding, Request, Response, chat
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.backends.cost import TokenCounter, model_price
+from fairness_tests.models.requests.request import Decoding, Request, Response, chat
+from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.dry_run import collect_requests, dry_run
 from fairness_tests.pipeline.judge_cost import judge_estimate

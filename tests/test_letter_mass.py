@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairness_tests.models import repeat_modes as RM
-from fairness_tests.models.answers import answer_state
+from fairness_tests.models.asking.runner import ask_counted
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-from fairness_tests.models.letters import letter_distribution
-from fairness_tests.models.request import Decoding, Request, Response, chat
-from fairness_tests.models.runner import ask_counted
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests import repeat_modes as RM
+from fairness_tests.models.requests.answers import answer_state
+from fairness_tests.models.requests.letters import letter_distribution
+from fairness_tests.models.requests.request import Decoding, Request, Response, chat
+from fairness_tests.models.store.store import ResponseStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from fairness_tests.models.asking.runner import ask
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-from fairness_tests.models.request import Decoding, Request, chat
-from fairness_tests.models.runner import ask
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests.request import Decoding, Request, chat
+from fairness_tests.models.store.store import ResponseStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402  (tests/fault_server.py)
@@ -48,7 +48,7 @@ def test_ok_batch_chat_and_choice_parsed(server, store):
     assert [o.status for o in out] == ["ok"] * 5
     assert all(o.text.startswith("(b) reply to: ok-batch") for o in out)
     # "(b) reply to: ..." is a letter followed by words that are not the option's text:
-    # invalid under the one parser (models.choice), as the BBQ metrics would count it
+    # invalid under the one parser (models.requests.choice), as the BBQ metrics would count it
     assert [o.answer for o in out] == [None] * 5
     # prompt "Be brief." + "ok-batch i" = 2 + 2 words (every message counts, as OpenAI
     # counts them); reply "(b) reply to: ok-batch i" = 5 words
@@ -212,7 +212,7 @@ def test_secrets_never_stored_exported_or_logged(server, tmp_path, caplog, capfd
 
 def test_import_does_not_pull_litellm():
     code = ("import sys, fairness_tests.models.backends.litellm_backend, "
-            "fairness_tests.models.runner; print('litellm' in sys.modules)")
+            "fairness_tests.models.asking.runner; print('litellm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout.strip()
     assert out == "False"

@@ -9,7 +9,7 @@ import importlib.util
 import pytest
 
 from fairness_tests.models.backends import get_backend
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.scoring.judge import JudgeSettings, run_judge

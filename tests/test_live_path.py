@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from fairness_tests.cli.main import main
-from fairness_tests.models import repeat_modes as RM
-from fairness_tests.models.answers import AskCounts
+from fairness_tests.models.asking.progress import Progress
+from fairness_tests.models.asking.runner import ask, ask_counted
 from fairness_tests.models.backends.base import Capabilities
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-from fairness_tests.models.capabilities import CapabilityRecord, limit_in, named_feature
-from fairness_tests.models.progress import Progress
-from fairness_tests.models.request import Decoding, Request, Response, chat
-from fairness_tests.models.runner import ask, ask_counted
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests import repeat_modes as RM
+from fairness_tests.models.requests.answers import AskCounts
+from fairness_tests.models.requests.request import Decoding, Request, Response, chat
+from fairness_tests.models.store.capabilities import CapabilityRecord, limit_in, named_feature
+from fairness_tests.models.store.store import ResponseStore
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -261,7 +261,7 @@ UNCLOSED = textwrap.dedent("""
     sys.path.insert(0, {here!r})
     from fault_server import FaultServer
     from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-    from fairness_tests.models.request import Request, chat
+    from fairness_tests.models.requests.request import Request, chat
     be = LiteLLMBackend(timeout_s=5, max_retries=0)
     with FaultServer() as s:
         for model in ("text-completion-openai/m", "openai/m"):

@@ -14,13 +14,13 @@ import pytest
 import test_live_server as live
 
 from fairness_tests.cli.main import main
-from fairness_tests.models import repeat_modes as RM
+from fairness_tests.models.asking.runner import ask_counted
 from fairness_tests.models.backends import embedded as emb
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
 from fairness_tests.models.backends.transformers_backend import TransformersBackend
-from fairness_tests.models.request import Decoding
-from fairness_tests.models.runner import ask_counted
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests import repeat_modes as RM
+from fairness_tests.models.requests.request import Decoding
+from fairness_tests.models.store.store import ResponseStore
 
 server = live.server            # transformers serve on 127.0.0.1, shared by the session
 _bbq_requests = live._bbq_requests

@@ -12,7 +12,7 @@ import math
 import pytest
 
 from fairness_tests.card import write_cards
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.config import AuditConfig
 

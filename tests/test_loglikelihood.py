@@ -16,15 +16,15 @@ import pytest
 from fault_server import FaultServer, echo_logprob, echo_tokens
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.models import prompt_format as PF
+from fairness_tests.models.asking.runner import ask
 from fairness_tests.models.backends import transformers_compute as tc
+from fairness_tests.models.backends.cost import TokenCounter
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
 from fairness_tests.models.backends.transformers_backend import TransformersBackend
-from fairness_tests.models.cost import TokenCounter
-from fairness_tests.models.kinds import kind_names
-from fairness_tests.models.request import Request, Response, chat
-from fairness_tests.models.runner import ask
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests import prompt_format as PF
+from fairness_tests.models.requests.kinds import kind_names
+from fairness_tests.models.requests.request import Request, Response, chat
+from fairness_tests.models.store.store import ResponseStore
 from tests.tiny_models import build_tiny_model
 
 _LOCAL = pytest.mark.skipif(

@@ -9,7 +9,7 @@ from fairness_tests.compare import report as compare_report
 from fairness_tests.compare import tables as compare_tables
 from fairness_tests.metrics import bbq_tables, consistency, generative, schema
 from fairness_tests.metrics.schema import BBQCluster, GenerativeCluster
-from fairness_tests.models.request import RepeatMode
+from fairness_tests.models.requests.request import RepeatMode
 from fairness_tests.pipeline import gate
 from fairness_tests.pipeline.config import AuditConfig, GateConfig
 from fairness_tests.pipeline.gate import ProtocolChangeError

@@ -18,8 +18,8 @@ from fairness_tests.cli.main import build_parser, main
 from fairness_tests.core.options import specs
 from fairness_tests.core.paths import data_path
 from fairness_tests.metrics.schema import SCORER_TABLES, TABLES
-from fairness_tests.models.answers import apply_parse
-from fairness_tests.models.request import Response
+from fairness_tests.models.requests.answers import apply_parse
+from fairness_tests.models.requests.request import Response
 from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.configure import audit_config, regen_command

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from fairness_tests.models.backends import transformers_backend as tb
-from fairness_tests.models.request import Decoding, Request, chat
+from fairness_tests.models.requests.request import Decoding, Request, chat
 from tests.tiny_models import build_tiny_model
 
 pytestmark = pytest.mark.skipif(

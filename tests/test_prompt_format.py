@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.models import prompt_format as PF
+from fairness_tests.models.asking.runner import ask_counted, stamp_requests
+from fairness_tests.models.backends.cost import TokenCounter
 from fairness_tests.models.backends.embedded import choice_prompt
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
-from fairness_tests.models.cost import TokenCounter
-from fairness_tests.models.request import Decoding, Message, Request, chat
-from fairness_tests.models.runner import ask_counted, stamp_requests
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests import prompt_format as PF
+from fairness_tests.models.requests.prompt_format import Message
+from fairness_tests.models.requests.request import Decoding, Request, chat
+from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.protocols.bbq.prompt import LETTERS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

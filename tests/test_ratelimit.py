@@ -10,7 +10,7 @@ import time
 import pytest
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.models.ratelimit import RateLimiter, estimate_tokens
+from fairness_tests.models.backends.ratelimit import RateLimiter, estimate_tokens
 
 
 def test_request_spacing_is_60_over_rpm():

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from fairness_tests.models.backends.transformers_backend import TransformersBackend
-from fairness_tests.models.request import Decoding, Message, Request
+from fairness_tests.models.requests.prompt_format import Message
+from fairness_tests.models.requests.request import Decoding, Request
 from fairness_tests.pipeline.recordings import MANIFEST
 
 # torch is imported by the backend when a test runs, not when a worker collects the file

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.models.request import (
+from fairness_tests.models.requests.prompt_format import Message
+from fairness_tests.models.requests.request import (
     Decoding,
-    Message,
     Request,
     _plain_canonical,
     canonical,

@@ -24,14 +24,15 @@ from helpers import RAN, copy_store
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import ConfigError, DataError, FingerprintMismatchError
+from fairness_tests.models.asking.runner import ask
 from fairness_tests.models.backends import embedded as emb
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend, provider_seed
 from fairness_tests.models.backends.replay import ReplayBackend
 from fairness_tests.models.backends.transformers_backend import TransformersBackend
-from fairness_tests.models.request import Decoding, Message, Request, Response, canonical_json, chat
-from fairness_tests.models.runner import ask
-from fairness_tests.models.store import SCHEMA_VERSION, ResponseStore
-from fairness_tests.models.store_schema import v1_key
+from fairness_tests.models.requests.prompt_format import Message
+from fairness_tests.models.requests.request import Decoding, Request, Response, canonical_json, chat
+from fairness_tests.models.store.store import SCHEMA_VERSION, ResponseStore
+from fairness_tests.models.store.store_schema import v1_key
 from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.configure import audit_config
 from fairness_tests.pipeline.recordings import MANIFEST

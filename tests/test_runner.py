@@ -12,13 +12,13 @@ import pytest
 from helpers import req as make_req
 
 from fairness_tests.core.errors import FairnessTestsError, MissingResponsesError
-from fairness_tests.models import replaying
-from fairness_tests.models.answers import default_parse_choice
+from fairness_tests.models.asking.progress import Progress
+from fairness_tests.models.asking.runner import ask
 from fairness_tests.models.backends.replay import ReplayBackend
-from fairness_tests.models.progress import Progress
-from fairness_tests.models.request import Response
-from fairness_tests.models.runner import ask
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests.answers import default_parse_choice
+from fairness_tests.models.requests.request import Response
+from fairness_tests.models.store import replaying
+from fairness_tests.models.store.store import ResponseStore
 
 req = partial(make_req, text="q{i}")        # "q<i>": what EchoBackend answers from
 
@@ -139,7 +139,7 @@ def test_parse_choice_named_in_meta(store, monkeypatch):
 
 @pytest.mark.parametrize("text,expected", [
     ("(b)", 1), ("B.", 1), ("Answer: c", 2), ("  (a)", 0),
-    # the one parser (models.choice): no option text shown -> a letter plus words is
+    # the one parser (models.requests.choice): no option text shown -> a letter plus words is
     # invalid, as the BBQ protocol's parse_answer says (issue 10, defect 11)
     ("b) the man", None), ("I think (c) is right", None), ("(a) or (b)", None),
     ("", None), ("none", None), ("it is unclear", None),

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import io
 
-from fairness_tests.models.progress import Progress
-from fairness_tests.models.request import Request, Response, chat
-from fairness_tests.models.runner import ask
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.asking.progress import Progress
+from fairness_tests.models.asking.runner import ask
+from fairness_tests.models.requests.request import Request, Response, chat
+from fairness_tests.models.store.store import ResponseStore
 
 
 class Clock:

@@ -25,7 +25,7 @@ from helpers import RAN, finish  # noqa: E402
 
 from fairness_tests.cli.main import main  # noqa: E402
 from fairness_tests.core.errors import ConfigError  # noqa: E402
-from fairness_tests.models.shard import in_shard, parse_shard  # noqa: E402
+from fairness_tests.models.asking.shard import in_shard, parse_shard  # noqa: E402
 
 pytestmark = [pytest.mark.live_server, pytest.mark.slow]
 

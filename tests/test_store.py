@@ -13,9 +13,9 @@ import pytest
 from helpers import req as make_req
 
 from fairness_tests.core.errors import DataError
-from fairness_tests.models.request import Decoding, Request, Response
-from fairness_tests.models.scrub import scrub, scrub_text
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests.request import Decoding, Request, Response
+from fairness_tests.models.store.scrub import scrub, scrub_text
+from fairness_tests.models.store.store import ResponseStore
 
 
 def req(i: int, model: str = "m1", **kw) -> Request:
@@ -91,7 +91,7 @@ def test_expired_lease_can_be_taken(tmp_path):
 def test_lease_of_dead_process_lapses_at_once(tmp_path):
     path = tmp_path / "s.sqlite"
     k = req(1).key()
-    code = ("import sys; from fairness_tests.models.store import ResponseStore; "
+    code = ("import sys; from fairness_tests.models.store.store import ResponseStore; "
             f"s=ResponseStore({str(path)!r}, lease_s=3600); print(s.claim([{k!r}]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True).stdout

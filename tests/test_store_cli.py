@@ -7,8 +7,8 @@ import pytest
 
 from fairness_tests.cli.main import main
 from fairness_tests.cli.models import parse_duration
-from fairness_tests.models.request import Request, Response, chat
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests.request import Request, Response, chat
+from fairness_tests.models.store.store import ResponseStore
 
 
 def _fill(path):

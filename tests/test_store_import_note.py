@@ -5,11 +5,11 @@ from __future__ import annotations
 import gzip
 import json
 
-import fairness_tests.models.store_jsonl as sj
+import fairness_tests.models.store.store_jsonl as sj
 from fairness_tests.core.io import sha256_file
-from fairness_tests.models.cost import StoredStatuses, still_to_ask
-from fairness_tests.models.request import Decoding, Request, Response, chat
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.backends.cost import StoredStatuses, still_to_ask
+from fairness_tests.models.requests.request import Decoding, Request, Response, chat
+from fairness_tests.models.store.store import ResponseStore
 
 
 def req(i: int) -> Request:

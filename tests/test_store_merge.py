@@ -14,10 +14,10 @@ from helpers import req as make_req
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.io import canonical_dumps as _dumps
-from fairness_tests.models.request import Decoding, Response
-from fairness_tests.models.scrub import StoredTextScrubber, scrub, scrub_text
-from fairness_tests.models.store import ResponseStore
-from fairness_tests.models.store_merge import merge_stores
+from fairness_tests.models.requests.request import Decoding, Response
+from fairness_tests.models.store.scrub import StoredTextScrubber, scrub, scrub_text
+from fairness_tests.models.store.store import ResponseStore
+from fairness_tests.models.store.store_merge import merge_stores
 
 req = partial(make_req, model="openai/m", decoding=Decoding(0.0, 1.0, 8))
 

@@ -16,10 +16,10 @@ sys.path.insert(0, str(HERE))
 from fault_server import FaultServer  # noqa: E402
 from helpers import finish  # noqa: E402
 
+from fairness_tests.models.asking.runner import ask  # noqa: E402
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend  # noqa: E402
-from fairness_tests.models.request import Decoding, Request, chat  # noqa: E402
-from fairness_tests.models.runner import ask  # noqa: E402
-from fairness_tests.models.store import ResponseStore  # noqa: E402
+from fairness_tests.models.requests.request import Decoding, Request, chat  # noqa: E402
+from fairness_tests.models.store.store import ResponseStore  # noqa: E402
 
 WORKER = [sys.executable, str(HERE / "record_worker.py")]
 

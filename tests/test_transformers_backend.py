@@ -20,14 +20,15 @@ import pytest
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.paths import bbq_dir
+from fairness_tests.models.asking.progress import Progress
+from fairness_tests.models.asking.runner import ask
 from fairness_tests.models.backends import embedded as emb
 from fairness_tests.models.backends import transformers_backend as tb
 from fairness_tests.models.backends import transformers_load as tl
-from fairness_tests.models.letters import draw_letter, letter_distribution
-from fairness_tests.models.progress import Progress
-from fairness_tests.models.request import Decoding, Message, Request, chat
-from fairness_tests.models.runner import ask
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests.letters import draw_letter, letter_distribution
+from fairness_tests.models.requests.prompt_format import Message
+from fairness_tests.models.requests.request import Decoding, Request, chat
+from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.configure import audit_config
 from fairness_tests.pipeline.dry_run import collect_requests, dry_run
 from fairness_tests.protocols.bbq.data import read_items

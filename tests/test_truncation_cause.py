@@ -16,11 +16,11 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 litellm = pytest.importorskip("litellm")
 
-from fairness_tests.models import prompt_format as PF  # noqa: E402
-from fairness_tests.models.answers import truncated_by_reasoning  # noqa: E402
 from fairness_tests.models.backends.litellm_replies import read_reply  # noqa: E402
-from fairness_tests.models.repeat_modes import LOGPROBS_MAX_TOKENS, apply_mode  # noqa: E402
-from fairness_tests.models.request import Decoding, Request, chat  # noqa: E402
+from fairness_tests.models.requests import prompt_format as PF  # noqa: E402
+from fairness_tests.models.requests.answers import truncated_by_reasoning  # noqa: E402
+from fairness_tests.models.requests.repeat_modes import LOGPROBS_MAX_TOKENS, apply_mode  # noqa: E402
+from fairness_tests.models.requests.request import Decoding, Request, chat  # noqa: E402
 from fairness_tests.pipeline.asker import Asker  # noqa: E402
 
 

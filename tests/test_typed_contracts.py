@@ -11,7 +11,7 @@ import pytest
 
 from fairness_tests.card.fill import fill_card
 from fairness_tests.core.errors import DataError
-from fairness_tests.models.backends.base import BackendInfo, Usage
+from fairness_tests.models.info import BackendInfo, Usage
 from fairness_tests.run.metadata import AskingInfo, RunMetadata, Source
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -28,7 +28,7 @@ from fairness_tests.core.exits import ExitCode, worst
 from fairness_tests.core.io import check_output, output_dir
 from fairness_tests.core.option_sources import cli_spelling
 from fairness_tests.core.options import Layer, specs
-from fairness_tests.models.batch import BatchPending
+from fairness_tests.models.batch.batch import BatchPending
 from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.bbq_info import data_release_lines
 from fairness_tests.pipeline.config import AuditCommand

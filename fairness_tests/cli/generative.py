@@ -25,7 +25,7 @@ from fairness_tests.core.fmt import shown, text_table
 from fairness_tests.core.paths import default_store_path, display_path
 from fairness_tests.metrics.counterfactual import consistency, verdict_shares
 from fairness_tests.metrics.generative import METRICS
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.config import GenerativeScoreConfig
 from fairness_tests.pipeline.config_tools import (
     GridConfig,

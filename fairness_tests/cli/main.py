@@ -30,7 +30,7 @@ from fairness_tests.core.errors import FairnessTestsError, MissingResponsesError
 from fairness_tests.core.exits import ExitCode
 from fairness_tests.core.project import ENV_PROJECT_DIR
 from fairness_tests.core.version import __version__
-from fairness_tests.models.cost import BudgetReached
+from fairness_tests.models.backends.cost import BudgetReached
 
 # each module defines register(subparsers)
 AREAS = [

@@ -10,8 +10,8 @@ from pathlib import Path
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.backends.embedded import conversion_info, prepare
-from fairness_tests.models.store import open_store
-from fairness_tests.models.store_merge import merge_stores
+from fairness_tests.models.store.store import open_store
+from fairness_tests.models.store.store_merge import merge_stores
 from fairness_tests.pipeline.config_tools import (
     ModelPrepareConfig,
     StoreCapabilitiesConfig,

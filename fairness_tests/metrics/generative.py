@@ -47,7 +47,7 @@ from fairness_tests.metrics.schema import (
     VIEWS,
     GenerativeCluster,
 )
-from fairness_tests.models.request import decoding_label
+from fairness_tests.models.requests.request import decoding_label
 from fairness_tests.stats.bootstrap import (
     DEFAULT_N_BOOT,
     DEFAULT_SEED,

@@ -15,16 +15,23 @@ from typing import Any
 
 from fairness_tests.core.errors import ConfigError, DataError
 from fairness_tests.core.paths import default_store_path
-from fairness_tests.models.answers import REASONING_SPENT, AskCounts, truncated_by_reasoning
+from fairness_tests.models.asking.runner import ask_counted
+from fairness_tests.models.asking.shard import in_shard, parse_shard
 from fairness_tests.models.backends import get_backend
-from fairness_tests.models.batch import BatchBackend
-from fairness_tests.models.cost import BudgetReached, model_price
-from fairness_tests.models.prompt_format import DEFAULT_ANSWER_PREFIX, DEFAULT_PROMPT_FORMAT
-from fairness_tests.models.repeat_modes import RepeatModeUnsupported, apply_mode
-from fairness_tests.models.request import Request, Response
-from fairness_tests.models.runner import ask_counted
-from fairness_tests.models.shard import in_shard, parse_shard
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.backends.cost import BudgetReached, model_price
+from fairness_tests.models.batch.batch import BatchBackend
+from fairness_tests.models.requests.answers import (
+    REASONING_SPENT,
+    AskCounts,
+    truncated_by_reasoning,
+)
+from fairness_tests.models.requests.prompt_format import (
+    DEFAULT_ANSWER_PREFIX,
+    DEFAULT_PROMPT_FORMAT,
+)
+from fairness_tests.models.requests.repeat_modes import RepeatModeUnsupported, apply_mode
+from fairness_tests.models.requests.request import Request, Response
+from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.recordings import default_recordings
 

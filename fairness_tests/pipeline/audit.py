@@ -16,9 +16,9 @@ import importlib.metadata
 
 from fairness_tests.core.paths import display_path
 from fairness_tests.core.version import __version__
-from fairness_tests.models import prompt_format as PF
 from fairness_tests.models.backends.base import capabilities_of
-from fairness_tests.models.repeat_modes import record
+from fairness_tests.models.requests import prompt_format as PF
+from fairness_tests.models.requests.repeat_modes import record
 from fairness_tests.pipeline.asker import Asker, check_live
 from fairness_tests.pipeline.batch_run import batch_report, check_batch, submit_all
 from fairness_tests.pipeline.config import AuditConfig
@@ -137,7 +137,7 @@ def asking_info(config: AuditConfig, asker: Asker) -> AskingInfo:
 
 
 def prompt_info(config: AuditConfig) -> dict | None:
-    """How an API model's prompts are sent (:mod:`fairness_tests.models.prompt_format`):
+    """How an API model's prompts are sent (:mod:`fairness_tests.models.requests.prompt_format`):
     the format asked for, the concrete one for the model (``auto`` resolved), the answer
     prefix and the ``stop`` sequences of a multiple-choice prompt (None for ``chat``:
     neither is used). None for a local backend (its own prompt format: ``backend_info``)."""

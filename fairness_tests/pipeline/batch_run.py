@@ -1,15 +1,15 @@
-"""``audit --batch``: how a run uses provider batch jobs (:mod:`fairness_tests.models.batch`).
+"""``audit --batch``: how a run uses provider batch jobs (:mod:`fairness_tests.models.batch.batch`).
 
 - :func:`check_batch`: at the start of a live run, the model's provider must have a batch
   API litellm can drive (else one line, exit 2, before anything is uploaded).
 - the asker (:class:`~fairness_tests.pipeline.asker.Asker`) asks the run's live litellm
-  backend through a :class:`~fairness_tests.models.batch.BatchBackend` (the runner, the
+  backend through a :class:`~fairness_tests.models.batch.batch.BatchBackend` (the runner, the
   store and the leases are as for direct asking; only the misses go, as batch lines).
 - :func:`dry_run_text`: the dry run's batch lines (the batch price beside the direct one).
 - :func:`submit_all`: before any protocol is collected, every protocol's misses are
   submitted (one set of jobs per protocol, side by side at the provider), so a run waits
   for one completion window, not one per protocol. With ``--batch-wait none`` the run
-  stops there (:class:`~fairness_tests.models.batch.BatchPending`, exit 7) while any job
+  stops there (:class:`~fairness_tests.models.batch.batch.BatchPending`, exit 7) while any job
   runs; the same command collects.
 """
 from __future__ import annotations
@@ -18,12 +18,13 @@ import sys
 from typing import Any
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.models.batch import BatchBackend, BatchInfo, BatchPending
-from fairness_tests.models.batch_lines import COMPLETION_WINDOW, batch_price, batch_route
-from fairness_tests.models.cost import EstimateRow
-from fairness_tests.models.repeat_modes import RepeatModeUnsupported, apply_mode
-from fairness_tests.models.runner import stamp_requests
-from fairness_tests.models.shard import in_shard, parse_shard
+from fairness_tests.models.asking.runner import stamp_requests
+from fairness_tests.models.asking.shard import in_shard, parse_shard
+from fairness_tests.models.backends.cost import EstimateRow
+from fairness_tests.models.batch.batch import BatchBackend, BatchPending
+from fairness_tests.models.batch.batch_lines import COMPLETION_WINDOW, batch_price, batch_route
+from fairness_tests.models.info import BatchInfo
+from fairness_tests.models.requests.repeat_modes import RepeatModeUnsupported, apply_mode
 from fairness_tests.pipeline.asker import run_requests
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.protocols.base import by_family

@@ -24,7 +24,7 @@ from typing import ClassVar, Literal
 
 from fairness_tests.core.errors import ConfigError, suggest
 from fairness_tests.core.options import Checked, opt, specs
-from fairness_tests.models.prompt_format import (
+from fairness_tests.models.requests.prompt_format import (
     DEFAULT_ANSWER_PREFIX,
     DEFAULT_PROMPT_FORMAT,
     PromptFormat,
@@ -193,7 +193,7 @@ class AskingOptions(Checked):
 
 @dataclass(frozen=True, kw_only=True)
 class BatchOptions(Checked):
-    """Provider batch APIs (:mod:`fairness_tests.models.batch`): the requests the store
+    """Provider batch APIs (:mod:`fairness_tests.models.batch.batch`): the requests the store
     lacks go as asynchronous batch jobs, billed at the provider's batch price."""
     batch: bool = opt(False, "send the requests the store lacks as provider batch jobs "
                       "(OpenAI-format Files + Batches API: about half price, results within "

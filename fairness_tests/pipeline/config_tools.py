@@ -9,7 +9,7 @@ from typing import Literal
 
 from fairness_tests.core.errors import suggest
 from fairness_tests.core.options import Checked, opt
-from fairness_tests.models.request import STATUSES
+from fairness_tests.models.requests.request import STATUSES
 from fairness_tests.pipeline.config import (
     DEFAULT_MODEL,
     EMBEDDED_MODELS,

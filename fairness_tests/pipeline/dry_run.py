@@ -1,12 +1,12 @@
 """The dry run: per protocol and repeat mode, the requests, tokens and cost a run would
-spend and what the store already holds (:mod:`fairness_tests.models.cost`). It builds
+spend and what the store already holds (:mod:`fairness_tests.models.backends.cost`). It builds
 each protocol's requests from the registry and asks nothing."""
 from __future__ import annotations
 
 from typing import Any
 
 from fairness_tests.models.backends.base import capabilities_of
-from fairness_tests.models.cost import (
+from fairness_tests.models.backends.cost import (
     EstimateRow,
     OwnTokenizerCounter,
     StoredStatuses,
@@ -15,7 +15,7 @@ from fairness_tests.models.cost import (
     model_price,
     still_to_ask,
 )
-from fairness_tests.models.request import Request
+from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.asker import build_backend, open_run_store, run_requests
 from fairness_tests.pipeline.batch_run import dry_run_text as batch_dry_run_text
 from fairness_tests.pipeline.config import AuditConfig

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fairness_tests.models.cost import TokenCounter, model_price, still_to_ask
-from fairness_tests.models.request import Request
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.backends.cost import TokenCounter, model_price, still_to_ask
+from fairness_tests.models.requests.request import Request
+from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.config_scorers import split_scorers
 from fairness_tests.pipeline.scorers import is_local

@@ -22,7 +22,7 @@ import pandas as pd
 from fairness_tests.metrics.generative_tables import generative_tables
 from fairness_tests.metrics.scorer_tables import scorer_tables
 from fairness_tests.models.backends import get_backend
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.config import ScorerOptions
 from fairness_tests.scoring.classifier import ClassifierSpec, parse_label_map
 from fairness_tests.scoring.judge import JudgeSettings, choose_mode

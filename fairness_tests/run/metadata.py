@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fairness_tests.core.errors import DataError
-from fairness_tests.models.backends.base import BackendInfo, Usage
-from fairness_tests.models.batch import BatchInfo
+from fairness_tests.models.info import BackendInfo, BatchInfo, Usage
 
 RUN_SCHEMA_VERSION = 2
 #: how the answers were had: asked now, served by the store, or read from a file
@@ -151,7 +150,7 @@ class AskingInfo:
     asking did (sent, from the store, failed), and for an API model the prompt format
     (``prompt``: the format asked for, the one used for the model, the answer prefix and
     the stop sequences of a multiple-choice prompt), and with ``--batch`` the provider
-    batch jobs (:class:`~fairness_tests.models.batch.BatchInfo`)."""
+    batch jobs (:class:`~fairness_tests.models.info.BatchInfo`)."""
     repeat_mode: dict
     max_tokens: int
     reasoning_effort: str | None = None
@@ -162,10 +161,10 @@ class AskingInfo:
     usage: Usage | None = None
     merged_from: list[dict] = field(default_factory=list)   # stores merged into the store
     #: per protocol: requests, sent, from_store, failed (+ first_error), invalid, ...
-    #: (:class:`fairness_tests.models.answers.AskCounts` as a dict)
+    #: (:class:`fairness_tests.models.requests.answers.AskCounts` as a dict)
     counts: dict[str, dict] = field(default_factory=dict)
     prompt: dict | None = None     # API models: {requested, used, answer_prefix, stop}
-    batch: BatchInfo | None = None        # --batch: provider batch jobs (models.batch)
+    batch: BatchInfo | None = None        # --batch: provider batch jobs (models.batch.batch)
 
 
 @dataclass

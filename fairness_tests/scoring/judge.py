@@ -2,7 +2,7 @@
 
 One request per distinct generation text (identical texts are judged once) and per
 repeat (``repeats`` K > 1: the judge sampled K times at its temperature, for its
-self-consistency), asked through the response store (:func:`fairness_tests.models.runner.
+self-consistency), asked through the response store (:func:`fairness_tests.models.asking.runner.
 ask`): its key holds the judge model, the messages (the rubric's definitions and the
 prompt template, :mod:`.judge_prompt`), the ``response_format`` when one is sent, and
 the decoding; so a re-run asks nothing and a replay of judge scores needs no API key.
@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fairness_tests.models.asking.runner import ask_counted
 from fairness_tests.models.backends.base import capabilities_of
-from fairness_tests.models.request import Decoding, Request, Response
-from fairness_tests.models.runner import ask_counted
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests.request import Decoding, Request, Response
+from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.scoring.judge_prompt import (
     TEMPLATE_VERSION,
     JudgeMode,

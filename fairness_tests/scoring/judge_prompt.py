@@ -28,7 +28,8 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from fairness_tests.models.request import Message, canonical_json
+from fairness_tests.models.requests.prompt_format import Message
+from fairness_tests.models.requests.request import canonical_json
 from fairness_tests.scoring.judge_rubric import JudgeRubric
 
 TEMPLATE_VERSION = "judge-prompt-v1"
@@ -64,7 +65,7 @@ def judgement_schema(rubric: JudgeRubric) -> dict[str, Any]:
 
 def response_format(rubric: JudgeRubric) -> str:
     """The provider's ``response_format`` for the ``json_schema`` mode, as the canonical
-    JSON text a :class:`~fairness_tests.models.request.Request` carries."""
+    JSON text a :class:`~fairness_tests.models.requests.request.Request` carries."""
     return canonical_json({"type": "json_schema",
                            "json_schema": {"name": "judgement", "strict": True,
                                            "schema": judgement_schema(rubric)}})

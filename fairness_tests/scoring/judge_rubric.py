@@ -25,7 +25,7 @@ from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.io import sha256_text
 from fairness_tests.core.paths import DATA_DIR
 from fairness_tests.core.validate import check_data, line_index, parse, read_text
-from fairness_tests.models.request import canonical_json
+from fairness_tests.models.requests.request import canonical_json
 
 JUDGE_BUILTIN = {"judge_default": DATA_DIR / "rubrics" / "judge_default.yaml"}
 DEFAULT_JUDGE_RUBRIC = "judge_default"

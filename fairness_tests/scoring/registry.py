@@ -21,7 +21,7 @@ import pandas as pd
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.io import sha256_file
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.scoring.classifier import ClassifierSpec, classifier_info, classifier_scores
 from fairness_tests.scoring.judge import (
     HARM_LABELS,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fairness_tests.models.repeat_modes import MIN_LETTER_MASS
+from fairness_tests.models.requests.repeat_modes import MIN_LETTER_MASS
 
 COUNT_KEYS = ("requests", "sent", "from_store", "failed", "invalid", "refused", "truncated",
               "letter_prompts", "low_mass_prompts")
@@ -59,7 +59,7 @@ def letter_mass(rows: list[dict[str, Any]], floor: float = MIN_LETTER_MASS) -> d
 
 
 def usage_dict(usage: Any) -> dict | None:
-    """The run's usage as a mapping (a :class:`~fairness_tests.models.backends.base.Usage`,
+    """The run's usage as a mapping (a :class:`~fairness_tests.models.info.Usage`,
     or the dict an older run recorded)."""
     if usage is None or isinstance(usage, dict):
         return usage

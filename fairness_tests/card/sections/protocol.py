@@ -15,7 +15,7 @@ from typing import Any
 from fairness_tests.card.sections.asking import asking
 from fairness_tests.card.sections.facts import RunFacts
 from fairness_tests.card.values import finite
-from fairness_tests.models.request import decoding_label
+from fairness_tests.models.requests.request import decoding_label
 from fairness_tests.pipeline.bbq_info import data_release
 from fairness_tests.pipeline.protocols import benchmarks
 from fairness_tests.pipeline.protocols.base import Shown

@@ -3,7 +3,7 @@
 A backend turns requests into responses. It never raises for a per-request
 failure: a request that finally fails becomes a ``Response(status="error")``
 (or ``"refused"`` when the provider refused). It knows nothing about the store:
-``models.runner.ask`` consults the store first and gives a backend only misses.
+``models.asking.runner.ask`` consults the store first and gives a backend only misses.
 
 Reporting. ``answer(requests, on_response)`` calls ``on_response(request, response)``
 as each response completes. ``runner.ask`` passes a :class:`Reporter`, which also
@@ -21,20 +21,21 @@ Optional hooks (the runner uses them when a backend has them):
 
 - ``request_fields(request) -> dict``: fields the backend's options put into a
   request's key (the litellm backend's ``prompt_format`` / ``answer_prefix``); the
-  runner applies them (:func:`fairness_tests.models.runner.stamp_requests`) before it
+  runner applies them (:func:`fairness_tests.models.asking.runner.stamp_requests`) before it
   computes keys;
 - ``load_capabilities(records)`` / ``learned_capabilities() -> records``: what the
-  store remembers about servers (:mod:`fairness_tests.models.capabilities`), handed
+  store remembers about servers (:mod:`fairness_tests.models.store.capabilities`), handed
   in before asking, and what the backend learned, stored after.
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol, runtime_checkable
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.models.request import Request, Response
+from fairness_tests.models.info import BackendInfo
+from fairness_tests.models.requests.request import Request, Response
 
 
 class Reporter:
@@ -76,7 +77,7 @@ class Capabilities:
     - ``structured_output``: the backend can send a ``response_format`` JSON schema
       (``Request.response_format``) that the model's answer will follow; ``None``
       when it depends on the server (learned from its first refusal of it,
-      :mod:`fairness_tests.models.capabilities`), False where only free text comes back."""
+      :mod:`fairness_tests.models.store.capabilities`), False where only free text comes back."""
     n: bool | None
     logprobs: bool | None
     batch: bool
@@ -84,58 +85,6 @@ class Capabilities:
     replay: bool
     remote: bool = False
     structured_output: bool | None = False
-
-
-@dataclass
-class BackendInfo:
-    """What a run records about the backend that answered (``Backend.info()``): its name
-    and its library's ``version`` (litellm's, transformers'); the ``model`` and server
-    (``api_base``) asked (a sorted list when several were); how prompts were sent
-    (``prompt_format``, ``answer_prefix``; ``prompt_formats``: the format each model was
-    sent with); the litellm backend's ``top_logprobs`` and ``min_letter_mass``; a local
-    model's ``device``, ``dtype``, ``path``, ``revision`` (its GGUF's sha256) and
-    ``source`` (embedded, gguf, checkpoint); the replay backend's ``store``."""
-    backend: str
-    version: str | None = None
-    model: str | list[str] | None = None
-    api_base: str | list[str] | None = None
-    prompt_format: str | None = None
-    answer_prefix: str | None = None
-    prompt_formats: dict[str, str] = field(default_factory=dict)
-    top_logprobs: int | None = None
-    min_letter_mass: float | None = None
-    device: str | None = None
-    dtype: str | None = None
-    path: str | None = None
-    revision: str | None = None
-    source: str | None = None
-    store: str | None = None
-
-
-@dataclass
-class Usage:
-    """What a remote backend spent over its life: ``attempts`` (HTTP calls, retries
-    included), ``retries``, ``calls`` (replies received: one per unit asked), the tokens
-    billed (``prompt_tokens``, ``completion_tokens``, of which ``reasoning_tokens``),
-    ``cost_usd`` (None when any reply's cost was unknown: never a 0 standing for unknown),
-    ``cost_known_usd`` (the sum over the replies whose cost is known),
-    ``cost_unknown_calls``, ``truncated`` answers, and in the logprobs repeat mode the
-    prompts read (``letter_prompts``), those below the letter-mass floor
-    (``low_mass_prompts``) and the most candidates a reply gave at one position
-    (``top_logprobs_returned``)."""
-    attempts: int = 0
-    retries: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost_usd: float | None = 0.0
-    cost_known_usd: float = 0.0
-    cost_unknown_calls: int = 0
-    calls: int = 0
-    truncated: int = 0
-    letter_prompts: int = 0
-    low_mass_prompts: int = 0
-    top_logprobs_returned: int = 0
 
 
 #: a backend that declares nothing: a live one answering each request on its own
@@ -182,7 +131,7 @@ class Backend(Protocol):
         ``prompt_format`` (the turn format), ``answer_prefix``, ``chat_template_sha256``,
         ``weights_sha256``, ``dtype``, ``provider_seed`` (how seed and repeat become the
         provider's seed). Stored beside every response and checked when a stored
-        response is served (:mod:`fairness_tests.models.fingerprint`). Cheap: computed
+        response is served (:mod:`fairness_tests.models.store.fingerprint`). Cheap: computed
         without loading a model. Transport (``api_base``, timeouts, limits) is not part of it."""
         ...
 

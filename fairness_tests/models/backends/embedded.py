@@ -14,7 +14,7 @@ It is a BASE model: no chat template, not instruction-tuned. :func:`format_gemma
 builds the Gemma turn format by hand (a system prompt is folded into the first
 user turn, as Gemma's own template does), and multiple-choice prompts end with
 the request's answer prefix (by default
-:data:`~fairness_tests.models.prompt_format.DEFAULT_ANSWER_PREFIX`, ``"Answer: ("``) so
+:data:`~fairness_tests.models.requests.prompt_format.DEFAULT_ANSWER_PREFIX`, ``"Answer: ("``) so
 that the next token is the answer letter. The converted copy is saved with a Gemma
 chat template so that ``transformers serve`` can answer ``/v1/chat/completions`` too.
 
@@ -35,7 +35,7 @@ from fairness_tests.core.cache import cache_root
 from fairness_tests.core.errors import ConfigError, DataError
 from fairness_tests.core.io import sha256_file
 from fairness_tests.core.locks import exclusive
-from fairness_tests.models.prompt_format import DEFAULT_ANSWER_PREFIX, format_gemma
+from fairness_tests.models.requests.prompt_format import DEFAULT_ANSWER_PREFIX, format_gemma
 
 EMBEDDED = "embedded"
 EMBEDDED_MODEL_ID = "gemma-3-270m-q4_k_m"   # the model id recorded in requests/cards

@@ -22,17 +22,17 @@ unit's responses (:mod:`.litellm_replies`), what is sent and the provider seed o
 
 Concurrency: ``max_concurrency`` units in flight (an asyncio semaphore); ``rpm`` /
 ``tpm``: at most this many request starts / tokens per minute, for every attempt
-(:class:`~fairness_tests.models.ratelimit.RateLimiter`); with ``rate_limit_path`` the
+(:class:`~fairness_tests.models.backends.ratelimit.RateLimiter`); with ``rate_limit_path`` the
 caps hold across every process that uses that file (the audit puts it beside the store).
 
-Repeat modes (``Request.repeat_mode``, :mod:`fairness_tests.models.repeat_modes`): the
+Repeat modes (``Request.repeat_mode``, :mod:`fairness_tests.models.requests.repeat_modes`): the
 requests of one prompt that differ only in ``repeat`` are one *unit*: ``calls`` asks
 each on its own; ``n`` asks the unit once with ``n`` = its size; ``logprobs`` asks it
 once with ``logprobs``/``top_logprobs`` and draws every repeat from the letter
 distribution. The first unit of a mode the backend has not yet seen honoured (in this
 process, or in the store's capability records the runner hands it) goes alone; a reply
 that does not honour it raises
-:class:`~fairness_tests.models.repeat_modes.RepeatModeUnsupported` before anything else
+:class:`~fairness_tests.models.requests.repeat_modes.RepeatModeUnsupported` before anything else
 is asked or stored, and the fact is remembered (:meth:`LiteLLMBackend.learned_capabilities`).
 
 Log-likelihood (``kind="loglikelihood"``): ``/v1/completions`` of ``context +
@@ -52,7 +52,7 @@ handed only to litellm, never put in a response, the store or a log line.
 Budget: with ``max_cost_usd`` no new request starts once the cost so far (litellm's
 ``completion_cost`` of each reply) reaches it; requests in flight finish and are
 reported, the rest are not asked, and :meth:`answer` raises
-:class:`~fairness_tests.models.cost.BudgetReached` (a re-run resumes). The cost can pass
+:class:`~fairness_tests.models.backends.cost.BudgetReached` (a re-run resumes). The cost can pass
 the budget by at most the replies in flight. :meth:`LiteLLMBackend.totals`: the usage
 (:class:`~.base.Usage`; ``cost_usd`` None when any reply's cost was unknown).
 
@@ -73,27 +73,23 @@ from typing import Any, Callable
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.io import sha256_text
-from fairness_tests.models import prompt_format as PF
-from fairness_tests.models.backends.base import (
-    BackendInfo,
-    Capabilities,
-    Usage,
-    unknown_option,
-)
+from fairness_tests.models.backends.base import Capabilities, unknown_option
+from fairness_tests.models.backends.cost import BudgetReached
 from fairness_tests.models.backends.litellm_calls import UnitCalls
 from fairness_tests.models.backends.litellm_clients import TextClients
+from fairness_tests.models.backends.litellm_import import load_litellm
 from fairness_tests.models.backends.litellm_request import (
     PROVIDER_SEED,
     model_and_base,
     provider_seed,
 )
-from fairness_tests.models.capabilities import CapabilityRecord
-from fairness_tests.models.cost import BudgetReached
-from fairness_tests.models.litellm_import import load_litellm
-from fairness_tests.models.ratelimit import RateLimiter
-from fairness_tests.models.repeat_modes import MIN_LETTER_MASS, TOP_LOGPROBS, units
-from fairness_tests.models.request import Request, Response, canonical_json
-from fairness_tests.models.scrub import scrub, scrub_text
+from fairness_tests.models.backends.ratelimit import RateLimiter
+from fairness_tests.models.info import BackendInfo, Usage
+from fairness_tests.models.requests import prompt_format as PF
+from fairness_tests.models.requests.repeat_modes import MIN_LETTER_MASS, TOP_LOGPROBS, units
+from fairness_tests.models.requests.request import Request, Response, canonical_json
+from fairness_tests.models.store.capabilities import CapabilityRecord
+from fairness_tests.models.store.scrub import scrub, scrub_text
 
 __all__ = ["LiteLLMBackend", "provider_seed"]
 
@@ -196,7 +192,7 @@ class LiteLLMBackend(UnitCalls):
     def request_fields(self, req: Request) -> dict[str, str | None]:
         """``{prompt_format, answer_prefix}``: this backend's options where they are not
         the defaults (None where they are; the runner puts them into requests that do
-        not name their own, :func:`~fairness_tests.models.runner.stamp_requests`, so the
+        not name their own, :func:`~fairness_tests.models.asking.runner.stamp_requests`, so the
         key says how the prompt is sent). Checks the format against the request's model:
         a :class:`ConfigError` naming ``prompt_format`` for a completion format on a chat
         endpoint, ``chat-prefill`` on a completion endpoint or for a provider litellm

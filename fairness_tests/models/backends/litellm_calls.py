@@ -11,7 +11,7 @@ backend; once spent, a failure is final at once. What is retried:
 ``Response(status="error")`` with the (scrubbed) error text.
 
 An error naming a feature the request used as not supported: the first unit of a repeat
-mode raises :class:`~fairness_tests.models.repeat_modes.RepeatModeUnsupported` at once
+mode raises :class:`~fairness_tests.models.requests.repeat_modes.RepeatModeUnsupported` at once
 (the audit falls back to ``calls``), and the fact is remembered per model and server; an
 error naming a ``top_logprobs`` limit is asked again at once with that limit (not
 counted as a retry). A mode or reasoning setting litellm itself would drop for the model
@@ -26,8 +26,6 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.models import prompt_format as PF
-from fairness_tests.models.backends.base import Usage
 from fairness_tests.models.backends.litellm_clients import TextClients
 from fairness_tests.models.backends.litellm_errors import (
     LimitExceeded,
@@ -39,16 +37,18 @@ from fairness_tests.models.backends.litellm_errors import (
 )
 from fairness_tests.models.backends.litellm_replies import Reply, read_loglik, read_reply
 from fairness_tests.models.backends.litellm_request import call_kwargs
-from fairness_tests.models.capabilities import CapabilityRecord
-from fairness_tests.models.kinds import split_pair
-from fairness_tests.models.ratelimit import RateLimiter, estimate_tokens
-from fairness_tests.models.repeat_modes import (
+from fairness_tests.models.backends.ratelimit import RateLimiter, estimate_tokens
+from fairness_tests.models.info import Usage
+from fairness_tests.models.requests import prompt_format as PF
+from fairness_tests.models.requests.kinds import split_pair
+from fairness_tests.models.requests.repeat_modes import (
     LOGPROBS_MAX_TOKENS,
     MIN_LETTER_MASS,
     RepeatModeUnsupported,
 )
-from fairness_tests.models.request import Request, Response
-from fairness_tests.models.scrub import scrub_text
+from fairness_tests.models.requests.request import Request, Response
+from fairness_tests.models.store.capabilities import CapabilityRecord
+from fairness_tests.models.store.scrub import scrub_text
 
 
 class UnitCalls:
@@ -283,7 +283,7 @@ class UnitCalls:
     async def _call_loglik(self, litellm: Any, reqs: list[Request], model: str,
                            base: str | None, kw: dict[str, Any]) -> list[Response]:
         """One attempt at a loglikelihood unit: ``/v1/completions`` of ``context +
-        continuation`` (lm-eval's split, :func:`~fairness_tests.models.kinds.split_pair`)
+        continuation`` (lm-eval's split, :func:`~fairness_tests.models.requests.kinds.split_pair`)
         with ``echo``, ``logprobs=1``, ``max_tokens=1``, ``temperature=0``; the
         continuation's characters ``[len(context), len(prompt))`` read from the reply
         (:func:`~.litellm_replies.read_loglik`)."""

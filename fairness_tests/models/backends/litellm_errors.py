@@ -6,7 +6,7 @@ refused connection as a 500: :func:`no_answer` recognises it), malformed replies
 retried (:class:`Permanent`): other 4xx. A content-policy error is a refusal
 (:class:`Refused`). An error (any status but 408/429) that names a parameter the request
 sent as not supported (``logprobs``, ``n``, ``response_format``;
-:mod:`~fairness_tests.models.capabilities`) is :class:`Unsupported`, and one naming a
+:mod:`~fairness_tests.models.store.capabilities`) is :class:`Unsupported`, and one naming a
 ``top_logprobs`` limit :class:`LimitExceeded` (asked again at once within the limit).
 A ``Retry-After`` (or ``retry-after-ms``) header gives the wait (:func:`retry_after`).
 """
@@ -17,8 +17,8 @@ import time
 from email.utils import parsedate_to_datetime
 from typing import Any, NoReturn
 
-from fairness_tests.models.capabilities import limit_in, named_feature, says_unsupported
-from fairness_tests.models.scrub import scrub_text
+from fairness_tests.models.store.capabilities import limit_in, named_feature, says_unsupported
+from fairness_tests.models.store.scrub import scrub_text
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 

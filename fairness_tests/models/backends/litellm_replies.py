@@ -9,7 +9,7 @@ reasoning tokens or reasoning content; else the tokens it used and what it wrote
 empty string content is a valid (empty) answer. In the ``logprobs`` repeat mode every
 repeat is drawn from the letter distribution at the answer position
 (:func:`from_logprobs`); a prompt whose letter mass is below
-:data:`~fairness_tests.models.repeat_modes.MIN_LETTER_MASS` is invalid. Tokens and cost
+:data:`~fairness_tests.models.requests.repeat_modes.MIN_LETTER_MASS` is invalid. Tokens and cost
 of a unit are billed once and shared among its responses (:func:`share`: remainders to
 the first), so sums over responses are what the provider billed.
 
@@ -30,13 +30,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from fairness_tests.models import prompt_format as PF
-from fairness_tests.models.answers import REASONING_SPENT
 from fairness_tests.models.backends.litellm_errors import Retryable, Unsupported
-from fairness_tests.models.letters import draw_letter, letter_distribution
-from fairness_tests.models.repeat_modes import MIN_LETTER_MASS, answer_position, letter_scores
-from fairness_tests.models.request import Request, Response
-from fairness_tests.models.scrub import scrub_text
+from fairness_tests.models.requests import prompt_format as PF
+from fairness_tests.models.requests.answers import REASONING_SPENT
+from fairness_tests.models.requests.letters import draw_letter, letter_distribution
+from fairness_tests.models.requests.repeat_modes import (
+    MIN_LETTER_MASS,
+    answer_position,
+    letter_scores,
+)
+from fairness_tests.models.requests.request import Request, Response
+from fairness_tests.models.store.scrub import scrub_text
 
 
 @dataclass(frozen=True)
@@ -220,7 +224,7 @@ def from_logprobs(reqs: list[Request], choice: Any, text_mode: bool, budget: Bud
                   ) -> tuple[list[Response], LetterRead | None]:
     """Every repeat of the unit drawn from the letter distribution of the reply's
     answer position; a prompt whose letter mass is below :data:`MIN_LETTER_MASS`
-    is invalid (see :mod:`fairness_tests.models.repeat_modes`). With the responses, what
+    is invalid (see :mod:`fairness_tests.models.requests.repeat_modes`). With the responses, what
     was read at the answer position (None for a refusal or a truncated reply)."""
     content, refusal, finish = content_of(choice, text_mode)
     first = reqs[0]

@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.models.request import Request
+from fairness_tests.models.requests.request import Request
 
 PROVIDER_SEED = "cantor(zigzag(seed), repeat)"
 _MAX_SEED = 2 ** 63 - 1

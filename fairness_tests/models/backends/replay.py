@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from fairness_tests.models.backends.base import BackendInfo, Capabilities, unknown_option
-from fairness_tests.models.replaying import replay
-from fairness_tests.models.request import Request, Response
-from fairness_tests.models.store import ResponseStore, open_store
+from fairness_tests.models.backends.base import Capabilities, unknown_option
+from fairness_tests.models.info import BackendInfo
+from fairness_tests.models.requests.request import Request, Response
+from fairness_tests.models.store.replaying import replay
+from fairness_tests.models.store.store import ResponseStore, open_store
 
 _OPTIONS = ("store", "store_path", "parse_choice", "fingerprint")
 

@@ -11,9 +11,8 @@ cached keys/values of its ancestors (:func:`.transformers_compute.forward_nodes`
 result equals a plain forward pass of the whole prompt up to float round-off. The
 prompt ends with the request's answer prefix (``Request.answer_prefix``; a request
 that names none gets the backend's ``answer_prefix`` option, by default
-:data:`~fairness_tests.models.prompt_format.DEFAULT_ANSWER_PREFIX`, ``"Answer: ("``) so
-the next token is the answer letter. With ``z`` the next-token logits and ``L`` the
-letters' token ids:
+:data:`~.prompt_format.DEFAULT_ANSWER_PREFIX`, ``"Answer: ("``) so the next token is the
+answer letter. With ``z`` the next-token logits and ``L`` the letters' token ids:
 
 - ``letter_mass = sum_{l in L} softmax(z)_l`` (T = 1, full vocabulary): how much of
   its probability the model puts on the letters at all; recorded so a user sees
@@ -72,7 +71,7 @@ from typing import Any, Callable, NamedTuple
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.backends import blas_linear
 from fairness_tests.models.backends import embedded as emb
-from fairness_tests.models.backends.base import BackendInfo, Capabilities, Reporter, unknown_option
+from fairness_tests.models.backends.base import Capabilities, Reporter, unknown_option
 from fairness_tests.models.backends.prefix_tree import BATCH_OVERHEAD, PrefixTree
 from fairness_tests.models.backends.transformers_compute import forward_nodes, generate_batch
 from fairness_tests.models.backends.transformers_load import (
@@ -87,9 +86,10 @@ from fairness_tests.models.backends.transformers_loglik import (
     fail_unanswered,
 )
 from fairness_tests.models.backends.workers import Workers, cpu_threads, resolve_workers
-from fairness_tests.models.letters import draw_letter, letter_distribution
-from fairness_tests.models.prompt_format import DEFAULT_ANSWER_PREFIX, check_prefix
-from fairness_tests.models.request import Request, Response
+from fairness_tests.models.info import BackendInfo
+from fairness_tests.models.requests.letters import draw_letter, letter_distribution
+from fairness_tests.models.requests.prompt_format import DEFAULT_ANSWER_PREFIX, check_prefix
+from fairness_tests.models.requests.request import Request, Response
 
 #: memory for the cached keys/values of one chunk of the prefix tree
 KV_CACHE_BYTES = 1 << 30

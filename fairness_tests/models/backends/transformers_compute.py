@@ -12,8 +12,8 @@ from typing import Any
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.backends.prefix_tree import Node
 from fairness_tests.models.backends.transformers_load import Loaded
-from fairness_tests.models.letters import stable_int
-from fairness_tests.models.request import Request
+from fairness_tests.models.requests.letters import stable_int
+from fairness_tests.models.requests.request import Request
 
 
 class RowSampler:

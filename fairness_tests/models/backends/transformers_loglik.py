@@ -30,8 +30,8 @@ from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.backends.prefix_tree import Node, PrefixTree
 from fairness_tests.models.backends.transformers_compute import score_nodes
 from fairness_tests.models.backends.workers import Workers
-from fairness_tests.models.kinds import split_pair
-from fairness_tests.models.request import Request, Response
+from fairness_tests.models.requests.kinds import split_pair
+from fairness_tests.models.requests.request import Request, Response
 
 T = TypeVar("T")
 

@@ -29,7 +29,7 @@ from fairness_tests.pipeline.stages import SILENT, Stages
 if TYPE_CHECKING:
     import pandas as pd
 
-    from fairness_tests.models.request import Request, Response
+    from fairness_tests.models.requests.request import Request, Response
     from fairness_tests.pipeline.config import AuditConfig
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Callable
 
 from fairness_tests.core.errors import DataError
-from fairness_tests.models.scrub import shown_url
+from fairness_tests.models.store.scrub import shown_url
 from fairness_tests.protocols.bbq.data import METADATA_PLACES
 from fairness_tests.protocols.bbq.official import (
     BASE_URL,

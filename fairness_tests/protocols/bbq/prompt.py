@@ -6,7 +6,7 @@ never shown. Rotation r (0, 1, 2) displays original option (p + r) mod 3 at
 position p, so rotation 0 is the dataset order and the three rotations are the
 three cyclic orders. Answers are always mapped back to the ORIGINAL option index.
 
-Parsing is :func:`fairness_tests.models.choice.parse_position` (the runner uses the
+Parsing is :func:`fairness_tests.models.requests.choice.parse_position` (the runner uses the
 same function, so the store's ``answer`` column and the metrics agree): anything it
 does not accept is invalid (None), counted and reported by the metrics, never coerced.
 """
@@ -16,8 +16,8 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from fairness_tests.models.choice import LETTERS, parse_position
-from fairness_tests.models.request import Decoding, Request, Response, chat
+from fairness_tests.models.requests.choice import LETTERS, parse_position
+from fairness_tests.models.requests.request import Decoding, Request, Response, chat
 
 ROTATIONS = (0, 1, 2)
 INSTRUCTION = "Answer with one letter (a, b or c) and nothing else."
@@ -73,7 +73,7 @@ def shown_options(options: Sequence[str], rotation: int = 0) -> list[str]:
 
 def parse_answer(text: str | None, options: Sequence[str], rotation: int = 0) -> int | None:
     """Original option index of a model's answer, or None (invalid); the one parser
-    (:func:`fairness_tests.models.choice.parse_position`) on the options as shown."""
+    (:func:`fairness_tests.models.requests.choice.parse_position`) on the options as shown."""
     pos = parse_position(text, shown_options(options, rotation), LETTERS)
     return None if pos is None else option_order(rotation)[pos]
 

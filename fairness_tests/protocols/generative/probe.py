@@ -20,7 +20,7 @@ from fairness_tests.core.errors import DataError, Problem, suggest
 from fairness_tests.core.io import json_lines
 from fairness_tests.core.paths import data_path
 from fairness_tests.core.validate import load_file, nearest_line
-from fairness_tests.models.request import Decoding, Request, chat
+from fairness_tests.models.requests.request import Decoding, Request, chat
 
 PROBE_SYSTEM_PROMPT = "You are a helpful assistant."
 PROBE_MAX_TOKENS = 200        # as in the published probe script

@@ -1,4 +1,4 @@
-"""Grid rows -> :class:`~fairness_tests.models.request.Request`; responses -> records.
+"""Grid rows -> :class:`~fairness_tests.models.requests.request.Request`; responses -> records.
 
 A request is ``kind="generate"`` with the system prompt + the row's ``prompt_text``,
 ``Decoding(temperature, top_p, max_tokens=max_new_tokens)`` and ``seed``; its ``meta`` is
@@ -12,7 +12,7 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from fairness_tests.models.request import Decoding, Request, Response, chat
+from fairness_tests.models.requests.request import Decoding, Request, Response, chat
 from fairness_tests.protocols.generative.grid import GRID_COLUMNS, RAW_OUTPUT_FIELDS
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 from fairness_tests.pipeline.protocols.base import Benchmark, FamilySpec, Shown
 
 if TYPE_CHECKING:
-    from fairness_tests.models.request import Request
+    from fairness_tests.models.requests.request import Request
     from fairness_tests.pipeline.protocols.bbq.family import BBQFamily
 
 FAMILY = FamilySpec(name="bbq", impl="fairness_tests.pipeline.protocols.bbq.family:BBQFamily",

@@ -7,7 +7,7 @@ import pandas as pd
 
 from fairness_tests.core.paths import bbq_dir, display_path
 from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
-from fairness_tests.models.request import Decoding, Request
+from fairness_tests.models.requests.request import Decoding, Request
 from fairness_tests.pipeline.bbq_info import bbq_info
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.protocols.base import Asked, Family, Results

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.models.request import Request
+from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.generative_info import generative_info
 from fairness_tests.pipeline.protocols.base import Asked, Family, Results

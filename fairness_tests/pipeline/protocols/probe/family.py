@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fairness_tests.metrics import counterfactual as CF
-from fairness_tests.models.request import Request
+from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.protocols.base import Asked, Family, Results
 from fairness_tests.pipeline.protocols.generative.family import reduce_seeds

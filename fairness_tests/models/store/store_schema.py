@@ -33,7 +33,7 @@ are created when a store is opened (:func:`prepare`, under the write lock, once)
 
 - ``capabilities(model, server, feature, supported, value, reason, updated_at)``,
   primary key (model, server, feature): what a server was seen to support
-  (:mod:`fairness_tests.models.capabilities`). A store without it (written before it
+  (:mod:`fairness_tests.models.store.capabilities`). A store without it (written before it
   existed) gets it on open; an older fairness-tests reading a store with it ignores
   it, so stores stay readable both ways and exported records are unchanged.
 - ``batch_jobs(batch_id, model, server, endpoint, label, attempt, input_file_id, status,
@@ -41,7 +41,7 @@ are created when a store is opened (:func:`prepare`, under the write lock, once)
   discount)`` and ``batch_lines(batch_id, key, custom_id)``: the provider batch jobs of
   ``--batch`` runs, each recorded with its request keys the moment it is created, so a
   killed or repeated run polls them instead of submitting again
-  (:mod:`fairness_tests.models.batch_ledger`). Not exported either.
+  (:mod:`fairness_tests.models.batch.batch_ledger`). Not exported either.
 
 JSONL records carry ``"schema"``; a record without it is version 1 and is
 migrated the same way on import (:func:`record_v1_to_v2`).
@@ -55,7 +55,7 @@ from typing import Any
 
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.io import sha256_text
-from fairness_tests.models.request import canonical, key_of
+from fairness_tests.models.requests.request import canonical, key_of
 
 SCHEMA_VERSION = 2
 

@@ -30,17 +30,17 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Callable, Iterable, Sequence
 
 from fairness_tests.core.errors import FairnessTestsError
-from fairness_tests.models import prompt_format as PF
 from fairness_tests.models.backends.base import Capabilities
-from fairness_tests.models.litellm_import import load_litellm
-from fairness_tests.models.repeat_modes import (
+from fairness_tests.models.backends.litellm_import import load_litellm
+from fairness_tests.models.requests import prompt_format as PF
+from fairness_tests.models.requests.repeat_modes import (
     LOGPROBS_MAX_TOKENS,
     REPEAT_MODES,
     RepeatMode,
     apply_mode,
     units,
 )
-from fairness_tests.models.request import Request
+from fairness_tests.models.requests.request import Request
 
 EXIT_BUDGET = 4
 

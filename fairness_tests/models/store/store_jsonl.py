@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.io import canonical_dumps, read_jsonl, sha256_file, write_jsonl
-from fairness_tests.models.fingerprint import fingerprint_id
-from fairness_tests.models.request import STATUSES, Response, key_of
-from fairness_tests.models.scrub import StoredTextScrubber
-from fairness_tests.models.store_schema import (
+from fairness_tests.models.requests.request import STATUSES, Response, key_of
+from fairness_tests.models.store.fingerprint import fingerprint_id
+from fairness_tests.models.store.scrub import StoredTextScrubber
+from fairness_tests.models.store.store_schema import (
     COLUMN_FIELDS,
     INSERT_RESPONSE,
     RESPONSE_COLUMNS,
@@ -35,7 +35,7 @@ from fairness_tests.models.store_schema import (
 
 
 class Recordings:
-    """The JSONL methods of :class:`~fairness_tests.models.store.ResponseStore`."""
+    """The JSONL methods of :class:`~fairness_tests.models.store.store.ResponseStore`."""
 
     if TYPE_CHECKING:  # provided by ResponseStore
         _lock: threading.RLock

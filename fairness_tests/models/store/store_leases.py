@@ -41,7 +41,7 @@ def _owner_dead(owner: str) -> bool:
 
 
 class Leases:
-    """The lease methods of :class:`~fairness_tests.models.store.ResponseStore`."""
+    """The lease methods of :class:`~fairness_tests.models.store.store.ResponseStore`."""
 
     if TYPE_CHECKING:  # provided by ResponseStore
         lease_s: float

@@ -44,17 +44,14 @@ is unchanged; a ``text-completion-*`` request's key names its format even when t
 request leaves it at ``auto`` (``None``), so an answer asked before the formats existed
 (the contents joined) is never served for it, and every caller computes the same key
 without knowing the backend's options. A backend option other than the default is put
-into the requests by the runner (:func:`~fairness_tests.models.runner.stamp_requests`).
+into the requests by the runner (:func:`~fairness_tests.models.asking.runner.stamp_requests`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence, get_args
+from typing import Any, Iterable, Literal, Sequence, get_args
 
 from fairness_tests.core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from fairness_tests.models.request import Message
 
 PromptFormat = Literal["auto", "chat", "chat-prefill", "completion-gemma", "completion-plain"]
 PROMPT_FORMATS: tuple[str, ...] = get_args(PromptFormat)
@@ -64,6 +61,14 @@ COMPLETION_FORMATS = ("completion-gemma", "completion-plain")
 ANSWER_STOP = (")", "\n")
 #: the request kinds rendered as a prompt (:func:`render`)
 PROMPT_KINDS = ("choice", "generate")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One turn of a request's conversation: ``role`` (``system``, ``user``,
+    ``assistant``) and its ``content``."""
+    role: str
+    content: str
 
 
 def is_completion_model(model: str) -> bool:
@@ -176,7 +181,7 @@ class Rendered:
 def format_gemma(messages: Iterable[Any], add_generation_prompt: bool = True) -> str:
     """Gemma turn format, without the BOS token (the tokenizer adds it).
 
-    ``messages`` are :class:`~fairness_tests.models.request.Message` objects or
+    ``messages`` are :class:`Message` objects or
     ``(role, content)`` pairs. A leading system message is folded into the first
     user turn (``system + "\\n\\n" + user``); ``assistant`` becomes ``model``.
     """

@@ -2,10 +2,10 @@
 
 A kind is registered once (:func:`register_kind`) with the :class:`Response` fields an
 ``ok`` response of it carries and a check of the request fields it needs; a
-:class:`~fairness_tests.models.request.Request` of an unregistered kind, or one that
+:class:`~fairness_tests.models.requests.request.Request` of an unregistered kind, or one that
 lacks what its kind needs, is a :class:`ConfigError` when it is built. A backend
 answers a request of a kind it does not know with an error row (the transformers
-backend), or refuses it by name (:func:`~fairness_tests.models.prompt_format.render`:
+backend), or refuses it by name (:func:`~fairness_tests.models.requests.prompt_format.render`:
 only ``choice`` and ``generate`` requests are rendered as a prompt).
 
 Kinds:
@@ -27,21 +27,20 @@ Kinds:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable
 
 from fairness_tests.core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from fairness_tests.models.request import Request
 
 
 @dataclass(frozen=True)
 class Kind:
     """A request kind: its ``name``, the :class:`Response` fields an ``ok`` response of
-    it ``carries``, and ``check(request) -> problem | None`` (what the request lacks)."""
+    it ``carries``, and ``check(request) -> problem | None`` (what the request lacks).
+    The request is typed ``Any``: :mod:`.request` imports this registry, never the other
+    way round."""
     name: str
     carries: tuple[str, ...]
-    check: Callable[["Request"], "str | None"] = field(default=lambda request: None)
+    check: Callable[[Any], "str | None"] = field(default=lambda request: None)
 
 
 _KINDS: dict[str, Kind] = {}
@@ -67,7 +66,7 @@ def get_kind(name: str) -> Kind:
     return kind
 
 
-def check_request(request: "Request") -> None:
+def check_request(request: Any) -> None:
     """A :class:`ConfigError` when ``request``'s kind is unknown or the request lacks
     what its kind needs."""
     problem = get_kind(request.kind).check(request)
@@ -75,7 +74,7 @@ def check_request(request: "Request") -> None:
         raise ConfigError(f"a {request.kind} request {problem}", key="kind")
 
 
-def _check_loglikelihood(request: "Request") -> str | None:
+def _check_loglikelihood(request: Any) -> str | None:
     """A loglikelihood request has text ``context`` (may be empty) and ``continuation``
     (not empty), and no messages (its text is the context, sent as it is)."""
     if not isinstance(request.context, str):

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Iterable
 
 from fairness_tests.core.errors import DataError
-from fairness_tests.models.fingerprint import same_answerer
-from fairness_tests.models.scrub import StoredTextScrubber
-from fairness_tests.models.store import ResponseStore
-from fairness_tests.models.store_schema import RESPONSE_COLUMNS
+from fairness_tests.models.store.fingerprint import same_answerer
+from fairness_tests.models.store.scrub import StoredTextScrubber
+from fairness_tests.models.store.store import ResponseStore
+from fairness_tests.models.store.store_schema import RESPONSE_COLUMNS
 
 MAX_SOURCES = 9     # SQLite attaches at most 10 databases by default; one is spare
 

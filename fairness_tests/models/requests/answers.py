@@ -9,7 +9,7 @@ that reads letter probabilities sets the answer itself). Without a callable,
 Counts (:class:`AskCounts`): how many of the requests were sent to the backend, answered
 from the store, failed (with the first error message), refused, truncated, invalid, and
 how many prompts had a letter distribution and how many of those a letter mass below
-:data:`~fairness_tests.models.repeat_modes.MIN_LETTER_MASS`. :func:`answer_state` is what
+:data:`~fairness_tests.models.requests.repeat_modes.MIN_LETTER_MASS`. :func:`answer_state` is what
 one response is worth to a rule.
 """
 from __future__ import annotations
@@ -20,9 +20,9 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from fairness_tests.models.choice import parse_position
-from fairness_tests.models.repeat_modes import MIN_LETTER_MASS, group_key
-from fairness_tests.models.request import Request, Response
+from fairness_tests.models.requests.choice import parse_position
+from fairness_tests.models.requests.repeat_modes import MIN_LETTER_MASS, group_key
+from fairness_tests.models.requests.request import Request, Response
 
 ParseChoice = Callable[[Request, str], "int | None"]
 
@@ -133,7 +133,7 @@ def count_responses(requests: Sequence[Request], responses: Sequence[Response], 
 
 def default_parse_choice(request: Request, text: str) -> int | None:
     """Position of the answer in ``request.choices``: the one parser
-    (:func:`fairness_tests.models.choice.parse_position`), given the option texts as
+    (:func:`fairness_tests.models.requests.choice.parse_position`), given the option texts as
     shown when the request carries them (``meta["shown_options"]``)."""
     if not text or not request.choices:
         return None

@@ -1,7 +1,7 @@
 """``--batch``: the requests the store lacks, asked through a provider's batch API.
 
 :class:`BatchBackend` wraps the litellm backend and answers the runner's misses
-(:func:`~fairness_tests.models.runner.ask`: the store, the leases and the commits are the
+(:func:`~fairness_tests.models.asking.runner.ask`: the store, the leases and the commits are the
 runner's, as for any backend) with provider batch jobs:
 
 1. **Submit.** The misses become batch lines (:mod:`.batch_lines`: one line per request,
@@ -25,8 +25,8 @@ runner's, as for any backend) with provider batch jobs:
    cancelled job are not resubmitted (someone cancelled it): error rows saying so.
 
 Costs are the batch price (:func:`~.batch_lines.batch_price`); :meth:`BatchBackend.report`
-gives the run's provenance (:class:`BatchInfo`: jobs, times, discount, lines that fell
-back).
+gives the run's provenance (:class:`~fairness_tests.models.info.BatchInfo`: jobs, times,
+discount, lines that fell back).
 """
 from __future__ import annotations
 
@@ -35,13 +35,15 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 from fairness_tests.core.errors import FairnessTestsError
+from fairness_tests.models.asking.runner import stamp_requests
+from fairness_tests.models.backends.litellm_import import load_litellm
 from fairness_tests.models.backends.litellm_request import call_kwargs
-from fairness_tests.models.batch_ledger import BatchJob, BatchLedger
-from fairness_tests.models.batch_lines import (
+from fairness_tests.models.batch.batch_ledger import BatchJob, BatchLedger
+from fairness_tests.models.batch.batch_lines import (
     COMPLETION_WINDOW,
     MAX_BYTES,
     MAX_LINES,
@@ -54,11 +56,10 @@ from fairness_tests.models.batch_lines import (
     read_line,
     supported_params,
 )
-from fairness_tests.models.litellm_import import load_litellm
-from fairness_tests.models.repeat_modes import units
-from fairness_tests.models.request import Request, Response
-from fairness_tests.models.runner import stamp_requests
-from fairness_tests.models.scrub import scrub_text, shown_url
+from fairness_tests.models.info import BatchInfo
+from fairness_tests.models.requests.repeat_modes import units
+from fairness_tests.models.requests.request import Request, Response
+from fairness_tests.models.store.scrub import scrub_text, shown_url
 
 POLL_FAILURES = 5        # consecutive failed polls of one job before the run gives up
 
@@ -75,25 +76,6 @@ class BatchPending(FairnessTestsError):
                          f"finished yet ({ids}; recorded in the store); nothing evaluated. "
                          f"Run the same command again to collect them (it polls the recorded "
                          f"jobs and submits nothing twice; --batch-wait all waits for them)")
-
-
-@dataclass
-class BatchInfo:
-    """How a ``--batch`` run asked (``run.json`` ``asking.batch``, the card): the endpoint,
-    the completion window, the discount and where the batch price comes from, every job
-    that answered this run's requests (``batch_id``, ``label``, ``attempt``, ``status``,
-    ``lines``, ``submitted_at``, ``completed_at``: ISO 8601 UTC), the lines sent, and the
-    lines that fell back: ``resubmitted`` (in a second job), ``direct`` (asked directly),
-    ``missing`` (could not be had: error rows)."""
-    endpoint: str
-    completion_window: str
-    discount: str
-    price_source: str | None
-    jobs: list[dict] = field(default_factory=list)
-    lines: int = 0
-    resubmitted: int = 0
-    direct: int = 0
-    missing: int = 0
 
 
 def iso(t: float | None) -> str | None:

@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from fairness_tests.core.errors import MissingResponsesError
-from fairness_tests.models.answers import ParseChoice, apply_parse, copy_response
-from fairness_tests.models.fingerprint import fingerprint_id, mismatch_error, same_answerer
-from fairness_tests.models.request import Request, Response
-from fairness_tests.models.scrub import scrub
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests.answers import ParseChoice, apply_parse, copy_response
+from fairness_tests.models.requests.request import Request, Response
+from fairness_tests.models.store.fingerprint import fingerprint_id, mismatch_error, same_answerer
+from fairness_tests.models.store.scrub import scrub
+from fairness_tests.models.store.store import ResponseStore
 
 #: The command shown when replay misses; the pytest plugin / CLI may replace it.
 #: Fields: {backend}, {model}, {store}, {n}.

@@ -22,7 +22,7 @@ Not in the key:
   backend's :meth:`~fairness_tests.models.backends.base.Backend.fingerprint`,
   which the store keeps beside every row and checks on replay.
 
-Kinds (:mod:`fairness_tests.models.kinds`, a registry: a kind added later needs no
+Kinds (:mod:`fairness_tests.models.requests.kinds`, a registry: a kind added later needs no
 edit here):
 - ``"choice"``: a multiple-choice question; ``choices`` are the answer letters
   (e.g. ``("a", "b", "c")``); the response carries the parsed answer index and,
@@ -37,7 +37,7 @@ edit here):
 :mod:`fairness_tests.scoring.judge`) is the provider's ``response_format`` object as
 canonical JSON text; it enters the key only when set.
 
-``repeat_mode`` (see :mod:`fairness_tests.models.repeat_modes`) says how the
+``repeat_mode`` (see :mod:`fairness_tests.models.requests.repeat_modes`) says how the
 repeats of one prompt are asked of an API: ``"calls"`` (one request each),
 ``"n"`` (one request with ``n`` choices) or ``"logprobs"`` (one request whose
 ``top_logprobs`` give the letter distribution the repeats are drawn from). It
@@ -45,13 +45,13 @@ changes how an answer is produced, so it is part of the key; like the reasoning
 settings of :class:`Decoding` it enters the key only when not at its default,
 so the keys of requests that do not use it are unchanged.
 
-``prompt_format`` and ``answer_prefix`` (see :mod:`fairness_tests.models.prompt_format`)
+``prompt_format`` and ``answer_prefix`` (see :mod:`fairness_tests.models.requests.prompt_format`)
 say how an API backend turns the messages into the model's input (a turn format for a
 ``/v1/completions`` endpoint, an answer prefix that makes the next token the answer
 letter); ``None`` means the default (``auto``, ``"Answer: ("``). The key holds the
 *concrete* format a ``litellm`` request is sent in when it is not ``chat`` (messages
 as given), so a ``text-completion-*`` request's key names its format even when the
-request leaves it at the default (:func:`~fairness_tests.models.prompt_format.request_key_fields`),
+request leaves it at the default (:func:`~.prompt_format.request_key_fields`),
 and a chat request's key is unchanged. ``letter_rule`` (set with the ``logprobs``
 repeat mode) names how answer letters are read from log-probabilities, so answers read
 under an earlier rule are never served for it.
@@ -70,8 +70,8 @@ from typing import Any, ClassVar, Literal
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.io import sha256_text
-from fairness_tests.models.kinds import check_request
-from fairness_tests.models.prompt_format import request_key_fields
+from fairness_tests.models.requests.kinds import check_request
+from fairness_tests.models.requests.prompt_format import Message, request_key_fields
 
 Status = Literal["ok", "error", "refused", "truncated"]
 #: how the repeats of a prompt are asked (:mod:`.repeat_modes`)
@@ -222,12 +222,6 @@ def _int(value: Any, where: str) -> int:
 
 # ----------------------------------------------------------------------------- requests
 
-@dataclass(frozen=True)
-class Message:
-    role: str
-    content: str
-
-
 def decoding_label(temperature: float, top_p: float) -> str:
     """``t0.2_p0.9``: the one id of a decoding regime (tables, cards, test ids)."""
     return f"t{float(temperature):g}_p{float(top_p):g}"
@@ -269,7 +263,7 @@ class Request:
     model: str = ""
     # transport: where to send it (None: the backend's own); not part of the key
     api_base: str | None = field(default=None, compare=False, hash=False)
-    kind: str = "generate"                  # a registered kind (models.kinds)
+    kind: str = "generate"                  # a registered kind (models.requests.kinds)
     choices: tuple[str, ...] = ()
     repeat_mode: RepeatMode = "calls"
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)

@@ -33,7 +33,7 @@ Three modes (``--repeat-mode``; the request's ``repeat_mode`` field, part of its
     reason in ``error``), never a guess. Otherwise the server's log-probabilities are
     taken as the model's raw ones (OpenAI's and vLLM's default); temperature and
     top-p are applied here and the repeats are drawn exactly as the local backends
-    draw theirs (:mod:`fairness_tests.models.letters`): every multiple-choice answer
+    draw theirs (:mod:`fairness_tests.models.requests.letters`): every multiple-choice answer
     of the run, repeated or not, comes from the letter distribution, and
     ``letter_probs`` gives the exact expectations.
 
@@ -47,7 +47,7 @@ is detected on the first grouped response (:class:`RepeatModeUnsupported`, namin
 the provider and the reason; such an error is not retried) before anything of that
 mode is stored; the audit then asks the same prompts with ``calls`` and records
 the fallback (:func:`record`). What was learned is kept in the store per model and
-server (:mod:`fairness_tests.models.capabilities`): a re-run falls back at once,
+server (:mod:`fairness_tests.models.store.capabilities`): a re-run falls back at once,
 without asking the server again. Never silently wrong.
 """
 from __future__ import annotations
@@ -59,7 +59,7 @@ from typing import Any, Iterable, Sequence, get_args
 import numpy as np
 
 from fairness_tests.core.errors import ConfigError, FairnessTestsError
-from fairness_tests.models.request import RepeatMode, Request
+from fairness_tests.models.requests.request import RepeatMode, Request
 
 REPEAT_MODES: tuple[RepeatMode, ...] = get_args(RepeatMode)
 TOP_LOGPROBS = 20           # the most OpenAI's chat API allows; a lower server limit is learned

@@ -63,13 +63,13 @@ from typing import Any
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.io import canonical_dumps
 from fairness_tests.core.paths import default_store_path
-from fairness_tests.models.capabilities import CapabilityRecord
-from fairness_tests.models.fingerprint import fingerprint_id
-from fairness_tests.models.request import STATUSES, Request, Response, canonical_json
-from fairness_tests.models.scrub import StoredTextScrubber
-from fairness_tests.models.store_jsonl import Recordings
-from fairness_tests.models.store_leases import Leases, new_owner
-from fairness_tests.models.store_schema import (
+from fairness_tests.models.requests.request import STATUSES, Request, Response, canonical_json
+from fairness_tests.models.store.capabilities import CapabilityRecord
+from fairness_tests.models.store.fingerprint import fingerprint_id
+from fairness_tests.models.store.scrub import StoredTextScrubber
+from fairness_tests.models.store.store_jsonl import Recordings
+from fairness_tests.models.store.store_leases import Leases, new_owner
+from fairness_tests.models.store.store_schema import (
     COLUMN_FIELDS,
     INSERT_RESPONSE,
     SCHEMA_VERSION,

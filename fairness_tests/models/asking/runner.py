@@ -37,19 +37,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from fairness_tests.core.errors import FairnessTestsError
-from fairness_tests.models.answers import (
+from fairness_tests.models.asking.progress import Progress
+from fairness_tests.models.backends.base import Reporter, capabilities_of
+from fairness_tests.models.requests.answers import (
     AskCounts,
     ParseChoice,
     apply_parse,
     copy_response,
     count_responses,
 )
-from fairness_tests.models.backends.base import Reporter, capabilities_of
-from fairness_tests.models.progress import Progress
-from fairness_tests.models.repeat_modes import batches
-from fairness_tests.models.replaying import check_fingerprints, replay
-from fairness_tests.models.request import Request, Response
-from fairness_tests.models.store import ResponseStore
+from fairness_tests.models.requests.repeat_modes import batches
+from fairness_tests.models.requests.request import Request, Response
+from fairness_tests.models.store.replaying import check_fingerprints, replay
+from fairness_tests.models.store.store import ResponseStore
 
 PROGRESS_MIN_ITEMS = 20   # automatic progress bar only for at least this many misses
 

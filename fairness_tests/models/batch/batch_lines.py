@@ -36,14 +36,14 @@ from types import SimpleNamespace
 from typing import Any
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.models import prompt_format as PF
+from fairness_tests.models.backends.cost import model_price
 from fairness_tests.models.backends.litellm_errors import Retryable, Unsupported
+from fairness_tests.models.backends.litellm_import import load_litellm
 from fairness_tests.models.backends.litellm_replies import Reply, read_reply
 from fairness_tests.models.backends.litellm_request import call_kwargs
-from fairness_tests.models.cost import model_price
-from fairness_tests.models.litellm_import import load_litellm
-from fairness_tests.models.repeat_modes import LOGPROBS_MAX_TOKENS
-from fairness_tests.models.request import Request, Response
+from fairness_tests.models.requests import prompt_format as PF
+from fairness_tests.models.requests.repeat_modes import LOGPROBS_MAX_TOKENS
+from fairness_tests.models.requests.request import Request, Response
 
 #: litellm provider -> the ``custom_llm_provider`` its files and batches calls take
 ROUTES = {"openai": "openai", "text-completion-openai": "openai", "azure": "azure",

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from fairness_tests.core.errors import FingerprintMismatchError
 from fairness_tests.core.io import sha256_text
-from fairness_tests.models.request import canonical_json
+from fairness_tests.models.requests.request import canonical_json
 
 #: entries a backend's fingerprint gained after rows were recorded without them: such a
 #: row is unknown on that entry (recorded before it was kept), so it is compared on the
