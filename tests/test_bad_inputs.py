@@ -10,6 +10,7 @@ together so that their start-up overlaps.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -724,3 +725,101 @@ def test_the_table_is_large_enough():
     """Issue 22: at least 100 bad inputs across the command line, pytest and the files."""
     assert len(CLI_ROWS) + len(PYTEST_ROWS) + len(_api_rows()) >= 110
     assert len({r.id for r in CLI_ROWS}) == len(CLI_ROWS)
+
+
+# ----------------------------------------------------------------------------- issue 32
+
+#: Every case issue 32 lists, and where it is tested: a row of this table (``row:ID``) or
+#: a test of another module (``tests/MODULE.py::TEST``) where a case needs more than a
+#: command and its files (runs of 1, 2 and 30 templates, a link, an immutable folder, a
+#: server answering 401, an inner pytest session, a whole card).
+ISSUE_32_CASES = {
+    "gate green having compared nothing (1 template, both modes)":
+        "tests/test_gate.py::test_one_template_compares_nothing_exit_5",
+    "gate with 2 templates: evaluable, non-inferiority cannot be shown":
+        "tests/test_gate.py::test_two_templates_are_evaluable_and_cannot_show_non_inferiority",
+    "gate with 30 templates":
+        "tests/test_gate.py::test_thirty_templates_fail_a_wrong_candidate_and_judge_a_same_one",
+    "gate: a non-inferiority cell that cannot be evaluated fails":
+        "tests/test_gate.py::test_non_inferiority_cells_not_evaluable_fail_among_evaluable_ones",
+    "gate nothing compared, from the command line": "row:gate-nothing-compared",
+    "gate header 'candidate None vs baseline None'":
+        "tests/test_gate.py::test_the_header_names_the_runs",
+    "pytest gate never green on nothing":
+        "tests/test_plugin.py::test_a_gate_that_compared_nothing_is_never_green",
+    "gate --out over its baseline run": "row:gate-out-baseline",
+    "gate --out over its baseline run keeps the run":
+        "tests/test_outputs.py::test_gate_out_the_baseline_run_keeps_it",
+    "no output is, holds or sits inside an input (every command)":
+        "tests/test_outputs.py::test_no_output_is_holds_or_sits_inside_an_input",
+    "--out in a folder the user cannot write (chattr +i)":
+        "tests/test_outputs.py::test_an_output_in_a_folder_no_one_can_write_is_refused_first",
+    "generative score --classifier notamodel": "row:classifier-not-a-model",
+    "data fetch --dest an existing file": "row:fetch-dest-file",
+    "model prepare --cache an existing file": "row:prepare-cache-file",
+    "thresholds file in UTF-16 with a BOM": "row:th-utf16",
+    "gate with a run directory lacking tables/": "row:gate-run-no-tables",
+    "judge without credentials (generative score)":
+        "tests/test_judge_cli.py::test_failed_judge_requests_make_the_run_incomplete",
+    "judge without credentials (audit)":
+        "tests/test_judge_cli.py::test_failed_judge_requests_make_the_audit_incomplete",
+    "--answer-prefix silently unused in the chat route": "row:answer-prefix-chat",
+    "bound: .nan": "row:th-nan",
+    "init --model 'my model/../x'":
+        "tests/test_init.py::test_a_model_id_maps_to_one_safe_file_name_init_and_the_loaders_agree",
+    "MFAA/GTC counted invalid answers":
+        "tests/test_bbq_metrics.py::test_all_invalid_answers_leave_consistency_not_evaluable",
+    "expected consistency over valid answers":
+        "tests/test_expected_consistency.py::test_expected_consistency_by_hand_over_valid_answers",
+    "a failed request counted as an invalid answer":
+        "tests/test_bbq_metrics.py::test_failed_requests_are_in_no_metric",
+    "'the token budget went to reasoning' for a model that does no reasoning":
+        "tests/test_truncation_cause.py::test_logprobs_mode_non_reasoning_model_is_not_blamed_on_reasoning",
+    "one minimum size for every rule and cell":
+        "tests/test_rules_evaluate.py::test_a_rule_without_min_n_obeys_the_one_default_minimum",
+    "a missing additional_metadata.csv not said on the console":
+        "tests/test_bbq_cli.py::test_a_derived_target_is_said_on_the_console_card_and_pytest_summary",
+    "a bad --user-yaml refused only after the audit": "row:audit-user-yaml-first",
+    "the newcomer's path, init to a passing pytest from a local copy":
+        "tests/test_init.py::test_pytest_in_an_initialised_empty_directory_replays_and_passes",
+    "init says how to get the data before pytest":
+        "tests/test_newcomer.py::test_init_says_how_to_get_the_bbq_data_before_pytest",
+    "the missing-data message names its context's options":
+        "tests/test_newcomer.py::test_missing_bbq_data_names_the_options_of_its_context",
+    "an offline data fetch names --from and leaves nothing":
+        "tests/test_newcomer.py::test_an_offline_fetch_says_so_names_from_and_leaves_nothing",
+    "data fetch --dest /abs/path prints a relative path":
+        "tests/test_newcomer.py::test_a_fetch_moves_its_files_in_whole_and_prints_an_absolute_export_line",
+    "--help shows reStructuredText markup":
+        "tests/test_newcomer.py::test_every_commands_help_is_plain_text",
+    "the --out refusal of a symlink says 'not a directory'":
+        "tests/test_outputs.py::test_out_a_symbolic_link_says_what_it_is",
+    "the batch connection error does not name the URL":
+        "tests/test_newcomer.py::test_a_batch_connection_error_names_the_url_without_its_token",
+    "official release or not, on every path":
+        "tests/test_bbq_release.py::test_one_changed_byte_is_not_the_official_release_and_the_card_says_so",
+    "the committed card says its BBQ files are not the official release":
+        "tests/test_bbq_release.py::test_the_main_jobs_card_says_the_stand_in_is_not_the_official_release",
+    "the test command can hang":
+        "tests/test_timeouts.py::test_a_test_waiting_for_ever_fails_naming_itself_and_its_wait",
+}
+
+
+def _test_functions(module: Path) -> set[str]:
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)
+            and n.name.startswith("test_")}
+
+
+def test_every_case_of_issue_32_is_tested():
+    rows = {r.id for r in CLI_ROWS}
+    missing = []
+    for case, where in ISSUE_32_CASES.items():
+        if where.startswith("row:"):
+            if where[4:] not in rows:
+                missing.append(f"{case}: no row {where[4:]}")
+            continue
+        path, name = where.split("::")
+        if name not in _test_functions(REPO / path):
+            missing.append(f"{case}: no {where}")
+    assert not missing, missing
