@@ -85,7 +85,7 @@ def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None,
             result.tables.update(found.tables)
             result.records.update(found.records)
             for key, value in found.metadata.items():
-                setattr(result.metadata, key, value)
+                result.metadata.set_info(key, value)
             stages(f"{names}: {len(found.tables)} tables, "
                    f"{sum(len(t) for t in found.tables.values())} rows")
         _describe_asking(result, config, asker)

@@ -14,15 +14,22 @@ Layout (``schema_version`` 2)::
     requests, store, asking {AskingInfo, its usage {Usage} | null} | null,
     notes [what the run wants a reader to know, e.g. a fallback it took],
     bbq {BBQInfo} | null, generative {GenerativeInfo} | null,
-    counterfactual {CounterfactualInfo} | null
+    counterfactual {CounterfactualInfo} | null,
+    <key> {the info type a benchmark registered under key} (written only when set)
+
+The benchmarks' infos are open: a benchmark registers its info type with
+:func:`register_info` from its own module, and :class:`RunMetadata` keeps the infos in one
+mapping; :func:`info_types` imports the installed benchmarks' modules before reading.
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import importlib.metadata
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from fairness_tests.core.errors import DataError
 from fairness_tests.models.info import BackendInfo, BatchInfo, Usage
@@ -167,8 +174,71 @@ class AskingInfo:
     batch: BatchInfo | None = None        # --batch: provider batch jobs (models.batch.batch)
 
 
-@dataclass
+#: the info types of run.json's open keys: ``{key: dataclass}`` (:func:`register_info`)
+_INFOS: dict[str, type] = {}
+#: whether the installed benchmarks' modules were imported to fill :data:`_INFOS`
+_LOADED: list[bool] = []
+#: the entry-point group whose modules register the infos (the benchmark registry's)
+BENCHMARK_GROUP = "fairness_tests.benchmarks"
+T = TypeVar("T")
+_KEEP: Any = object()       # a built-in info's keyword not given: keep ``infos``' value
+
+
+def register_info(key: str, cls: type) -> None:
+    """Register ``cls`` (a dataclass) as the type of the top-level ``run.json`` key ``key``:
+    a benchmark's module calls it when imported. Registering a key twice with one class
+    is harmless; with another class, or a key that is a field of :class:`RunMetadata`,
+    is a ``ValueError``."""
+    if not dataclasses.is_dataclass(cls):
+        raise ValueError(f"run info {key!r}: {cls!r} is not a dataclass")
+    if key in _FIELD_KEYS or _INFOS.get(key, cls) is not cls:
+        raise ValueError(f"run info {key!r} is already {_INFOS.get(key, 'a field')!r}")
+    _INFOS[key] = cls
+
+
+def info_types() -> dict[str, type]:
+    """Every registered info type. The first call imports the module of every entry point
+    of :data:`BENCHMARK_GROUP` (by name, through the installed distributions' metadata:
+    no import arrow from run/ up to pipeline/), so a process that reads a run.json without
+    having imported a benchmark still reads its info typed. Those modules are light (the
+    benchmark registry's rule); each registers its infos when imported."""
+    if not _LOADED:
+        _LOADED.append(True)
+        for module in sorted({ep.module for d in importlib.metadata.distributions()
+                              for ep in d.entry_points if ep.group == BENCHMARK_GROUP}):
+            importlib.import_module(module)
+    return _INFOS
+
+
+class _Info(Generic[T]):
+    """An attribute of :class:`RunMetadata` that is its ``infos`` entry of the same name
+    (typed ``T | None``)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = name
+
+    def __get__(self, obj: Any, owner: Any = None) -> T | None:
+        if obj is None:                   # read on the class: no run's info
+            return None
+        return typing.cast("T | None", obj.infos.get(self.key))
+
+    def __set__(self, obj: Any, value: T | None) -> None:
+        obj.infos[self.key] = value
+
+
+@dataclass(init=False)
 class RunMetadata:
+    """A run's metadata. The benchmarks' infos are open: ``infos`` maps a registered key
+    (:func:`register_info`) to its typed info, written to run.json as a top-level key and
+    read back through its type. ``bbq``, ``generative`` and ``counterfactual`` are
+    properties over ``infos`` (and keywords of the constructor); run.json always carries
+    those three keys (``null`` when absent), as schema 2 always has; another key only
+    when set.
+
+    Why a registry filled through the entry points, not unregistered keys kept as plain
+    dicts: a top-level key that no installed benchmark registers stays an error naming
+    the file and the key (a typo, or a run of a benchmark not installed here), and every
+    info a reader gets is typed."""
     model: str | None                     # None: a scored run whose model was not named
     backend: str | None
     mode: RunMode
@@ -184,17 +254,59 @@ class RunMetadata:
     store: str | None = None
     notes: list[str] = field(default_factory=list)
     asking: AskingInfo | None = None
-    bbq: BBQInfo | None = None
-    generative: GenerativeInfo | None = None
-    counterfactual: CounterfactualInfo | None = None
+    #: no key of its own in run.json: each info is a top-level key
+    infos: dict[str, Any] = field(default_factory=dict, metadata={"in_json": False})
     schema_version: int = RUN_SCHEMA_VERSION
 
+    def __init__(self, model: str | None, backend: str | None, mode: RunMode, source: Source,
+                 fairness_tests_version: str, evaluation_date: str | None = None,
+                 config: dict[str, OptionValue] | None = None,
+                 thresholds: list[str] | None = None, regen_command: str | None = None,
+                 model_version: str | None = None, backend_info: BackendInfo | None = None,
+                 requests: dict[str, int] | None = None, store: str | None = None,
+                 notes: list[str] | None = None, asking: AskingInfo | None = None,
+                 infos: dict[str, Any] | None = None, schema_version: int = RUN_SCHEMA_VERSION,
+                 bbq: BBQInfo | None = _KEEP, generative: GenerativeInfo | None = _KEEP,
+                 counterfactual: CounterfactualInfo | None = _KEEP) -> None:
+        self.model, self.backend, self.mode, self.source = model, backend, mode, source
+        self.fairness_tests_version = fairness_tests_version
+        self.evaluation_date, self.regen_command = evaluation_date, regen_command
+        self.config = {} if config is None else config
+        self.thresholds = [] if thresholds is None else thresholds
+        self.model_version, self.backend_info = model_version, backend_info
+        self.requests = {} if requests is None else requests
+        self.store, self.asking = store, asking
+        self.notes = [] if notes is None else notes
+        self.schema_version = schema_version
+        self.infos = {key: None for key in _BUILTIN_INFOS} | dict(infos or {})
+        if bbq is not _KEEP:
+            self.bbq = bbq
+        if generative is not _KEEP:
+            self.generative = generative
+        if counterfactual is not _KEEP:
+            self.counterfactual = counterfactual
+
+    bbq = _Info[BBQInfo]()
+    generative = _Info[GenerativeInfo]()
+    counterfactual = _Info[CounterfactualInfo]()
+
+    def set_info(self, key: str, value: Any) -> None:
+        """Set the info of the registered key ``key``; an unregistered key is a
+        ``ValueError`` (it would not be read back)."""
+        if key not in info_types():
+            raise ValueError(f"run info {key!r} is not registered (register_info)")
+        self.infos[key] = value
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """run.json's object: the fields, then each info under its own key."""
+        d = dataclasses.asdict(self)
+        d.update(d.pop("infos"))
+        return d
 
     @classmethod
     def from_dict(cls, d: Any, path: Any = None) -> "RunMetadata":
-        """Strict: errors name the file and the dotted key."""
+        """Strict: errors name the file and the dotted key. A top-level key that is
+        neither a field nor a registered info is refused."""
         if not isinstance(d, dict):
             raise DataError("run metadata must be a JSON object", path=path)
         version = d.get("schema_version")
@@ -203,7 +315,20 @@ class RunMetadata:
                             f"fairness_tests reads version {RUN_SCHEMA_VERSION}: re-create the "
                             "run with this version (fairness-tests audit, bbq score or "
                             "generative score --out)", path=path, key="schema_version")
-        return _build(cls, _renamed(d), path, "")
+        d = _renamed(d)
+        types_ = info_types() if set(d) - _FIELD_KEYS else {}
+        meta: RunMetadata = _build(cls, {k: v for k, v in d.items() if k not in types_},
+                                   path, "")
+        meta.infos.update({k: None if v is None else _build(types_[k], v, path, f"{k}.")
+                           for k, v in d.items() if k in types_})
+        return meta
+
+
+#: the infos run.json has always carried (written ``null`` when absent)
+_BUILTIN_INFOS = tuple(k for k, v in vars(RunMetadata).items() if isinstance(v, _Info))
+#: run.json's top-level keys that are fields (``infos`` is no key of its own)
+_FIELD_KEYS = frozenset(f.name for f in dataclasses.fields(RunMetadata)
+                        if f.metadata.get("in_json", True))
 
 
 def _renamed(d: dict[str, Any]) -> dict[str, Any]:
@@ -221,7 +346,7 @@ def _build(cls: type, d: Any, path: Any, prefix: str) -> Any:
         raise DataError(f"must be an object, got {type(d).__name__}", path=path,
                         key=prefix.rstrip(".") or None)
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.metadata.get("in_json", True)}
     unknown = sorted(set(d) - set(fields))
     if unknown:
         raise DataError(f"unknown key(s) {unknown}", path=path,

@@ -8,10 +8,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from fairness_tests.pipeline.protocols.base import Benchmark, FamilySpec, Shown
+from fairness_tests.run.metadata import BBQInfo, register_info
 
 if TYPE_CHECKING:
     from fairness_tests.models.requests.request import Request
     from fairness_tests.pipeline.protocols.bbq.family import BBQFamily
+
+#: what a run records about it, under run.json's "bbq" key
+register_info("bbq", BBQInfo)
 
 FAMILY = FamilySpec(name="bbq", impl="fairness_tests.pipeline.protocols.bbq.family:BBQFamily",
                     records="bbq", metadata_key="bbq", gated=True, compared=True)

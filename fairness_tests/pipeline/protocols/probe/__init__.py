@@ -7,10 +7,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from fairness_tests.pipeline.protocols.base import Benchmark, FamilySpec, Shown
+from fairness_tests.run.metadata import CounterfactualInfo, register_info
 
 if TYPE_CHECKING:
     from fairness_tests.models.requests.request import Request
     from fairness_tests.pipeline.protocols.probe.family import ProbeFamily
+
+#: what a run records about it, under run.json's "counterfactual" key
+register_info("counterfactual", CounterfactualInfo)
 
 
 class Probe(Benchmark):
