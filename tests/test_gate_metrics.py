@@ -17,7 +17,8 @@ from fairness_tests.metrics.gate import (
     generative_gate_metrics,
 )
 from fairness_tests.metrics.schema import BBQ_ITEM_COLUMNS as ITEM_COLUMNS
-from fairness_tests.pipeline.gate import BBQ_KEY, bbq_frame, detectable_statement
+from fairness_tests.pipeline.gate import BBQ_KEY, bbq_frame
+from fairness_tests.pipeline.gate_report import detectable_statement
 from fairness_tests.protocols.bbq.data import load_bbq
 from fairness_tests.protocols.bbq.filter import filter_items
 from fairness_tests.stats.significance import cluster_paired_rate_test, mcnemar_p, paired_rate_test

@@ -39,7 +39,8 @@ from fairness_tests.cli.command import add_command
 from fairness_tests.core.exits import ExitCode
 from fairness_tests.core.io import check_output, output_dir
 from fairness_tests.pipeline.config import GateConfig
-from fairness_tests.pipeline.gate import gate_runs, write_report
+from fairness_tests.pipeline.gate import gate_runs
+from fairness_tests.pipeline.gate_report import write_report
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
 

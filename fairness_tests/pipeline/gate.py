@@ -46,20 +46,11 @@ from fairness_tests.metrics.consistency import per_item
 from fairness_tests.metrics.generative import with_cells
 from fairness_tests.metrics.schema import BBQ_CLUSTERS, BBQ_ITEM_COLUMNS, GENERATIVE_CLUSTERS
 from fairness_tests.pipeline.gate_pairs import candidate_pair, shared_protocols
-from fairness_tests.pipeline.gate_report import (
-    GateReport,
-    detectable_statement,
-    family_statement,
-    write_report,
-)
+from fairness_tests.pipeline.gate_report import GateReport, family_statement
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT
 from fairness_tests.stats.significance import ALPHA, MODES, GateMode
-
-__all__ = ["GateReport", "gate_runs", "write_report", "CandidateIsBaselineError",
-           "ProtocolChangeError", "protocol_differences", "protocol_unstated",
-           "protocol_signature", "detectable_statement"]
 
 BBQ_KEY = ["dataset", "example_id"]
 GENERATIVE_KEY = ["prompt_family", "paraphrase_id", "occupation", "slice_gender",

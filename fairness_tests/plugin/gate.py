@@ -3,7 +3,8 @@ gate_runs`, the same function ``fairness-tests gate`` calls) per candidate, its 
 parametrized tests (``plugin.parametrize.GateRow``) and its terminal table."""
 from __future__ import annotations
 
-from fairness_tests.pipeline.gate import GateReport, gate_runs
+from fairness_tests.pipeline.gate import gate_runs
+from fairness_tests.pipeline.gate_report import GateReport
 
 __all__ = ["gate_runs", "format_table"]
 
