@@ -24,7 +24,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 TOY = '''
-from fairness_tests.pipeline.protocols.base import Benchmark, Family, FamilySpec, Shown
+from fairness_tests.pipeline.benchmark import Benchmark, Family, FamilySpec, Shown
 
 
 class ToyFamily(Family):
@@ -49,7 +49,8 @@ class Toy(Benchmark):
 PROBE = '''
 import json, sys
 from types import SimpleNamespace
-from fairness_tests.pipeline.protocols import REGISTRY, families, protocol
+from fairness_tests.pipeline.benchmark import benchmark, families
+from fairness_tests.core.registry import REGISTRY
 from fairness_tests.pipeline.config import AuditConfig, DEFAULT_PROTOCOLS
 from fairness_tests.plugin.plugin import markers
 light = "pandas" not in sys.modules
@@ -57,7 +58,7 @@ from fairness_tests.card.schema import protocols_run_enum, validate_card
 from fairness_tests.card.sections.protocol import card_lines
 from fairness_tests.compare.models import protocols, protocols_of
 from fairness_tests.pipeline.gate_pairs import gated, shared_protocols
-from fairness_tests.pipeline.protocols.base import by_family
+from fairness_tests.pipeline.benchmark import by_family
 from fairness_tests.suite.properties import drift_tables
 
 
@@ -74,7 +75,7 @@ rec = run_with(records={"toyrec": [1, 2]})
 print(json.dumps({
     "light": light,
     "registry": list(REGISTRY),
-    "class": protocol("toybench").__name__,
+    "class": benchmark("toybench").__name__,
     "families": [f.name for f in families()],
     "family_class": [c.__name__ for c, _ in by_family(["toybench"])],
     "default": list(DEFAULT_PROTOCOLS),

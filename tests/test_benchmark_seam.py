@@ -15,11 +15,11 @@ from pathlib import Path
 
 import fairness_tests
 from fairness_tests.metrics.schema import TABLES
-from fairness_tests.pipeline.protocols import PROTOCOL_NAMES
+from fairness_tests.core.registry import BENCHMARK_NAMES
 
 PKG = Path(fairness_tests.__file__).parent
 #: the benchmarks' own folders (relative to the package), and the fairness suite
-OWN = ("protocols/bbq/", "protocols/generative/", "pipeline/protocols/", "suite/")
+OWN = ("protocols/bbq/", "protocols/generative/", "benchmarks/", "suite/")
 #: metric names shared by every benchmark (not one benchmark's)
 GENERIC = frozenset({"accuracy", "invalid_rate", "error", "word_len"})
 #: table names the card and run metadata use for a benchmark besides its registry name
@@ -76,7 +76,7 @@ STILL_NAMING = frozenset({
 
 def _words() -> frozenset[str]:
     metrics = {m for t in TABLES.values() for m in (getattr(t, "metrics", ()) or ())}
-    return frozenset(set(PROTOCOL_NAMES) | ALIASES | set(TABLES) | (metrics - GENERIC))
+    return frozenset(set(BENCHMARK_NAMES) | ALIASES | set(TABLES) | (metrics - GENERIC))
 
 
 def _docstrings(tree: ast.AST) -> set[int]:

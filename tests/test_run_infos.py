@@ -71,7 +71,7 @@ def test_a_process_that_never_imported_a_benchmark_reads_its_info_typed(tmp_path
     """The registry is filled from the installed benchmarks' entry points on first read."""
     make_run().save(tmp_path / "run")
     code = ("import sys; from fairness_tests.run.result import RunResult; "
-            "assert 'fairness_tests.pipeline.protocols.bbq' not in sys.modules; "
+            "assert 'fairness_tests.benchmarks.bbq' not in sys.modules; "
             f"m = RunResult.load({str(tmp_path / 'run')!r}, need_records=False).metadata; "
             "print(type(m.bbq).__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

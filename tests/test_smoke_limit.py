@@ -9,7 +9,7 @@ import pytest
 from helpers import copy_store
 
 from fairness_tests.cli.main import main
-from fairness_tests.pipeline.protocols.bbq.family import limit_cells
+from fairness_tests.benchmarks.bbq.family import limit_cells
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not (REPO.parent / "shared" / "bbq" / "Race_x_SES.jsonl")

@@ -29,7 +29,7 @@ from fairness_tests.core.validate import (
     read_text,
     schema_problems,
 )
-from fairness_tests.pipeline.protocols import benchmarks
+from fairness_tests.pipeline.benchmark import benchmarks
 
 SCHEMA_DIR = DATA_DIR / "card_schema"
 CARD_VERSION = "0.1.0"

@@ -3,7 +3,7 @@ rules -> :class:`~fairness_tests.run.result.RunResult`.
 
 ``run_audit(config)`` is the one entry point of the ``fairness-tests audit`` command, the
 pytest plugin and the Python API. Each protocol of the registry
-(:mod:`fairness_tests.pipeline.protocols`) builds its requests; they are asked through the
+(:mod:`fairness_tests.pipeline.benchmark`) builds its requests; they are asked through the
 run's :class:`~fairness_tests.pipeline.asker.Asker` (the store answers what it has; in
 replay mode a miss raises :class:`~fairness_tests.core.errors.MissingResponsesError` naming
 the command that records it); each protocol family turns its answers into records, its
@@ -23,7 +23,7 @@ from fairness_tests.pipeline.asker import Asker, check_live
 from fairness_tests.pipeline.batch_run import batch_report, check_batch, submit_all
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.configure import recorded_config, regen_command
-from fairness_tests.pipeline.protocols.base import Asked, by_family
+from fairness_tests.pipeline.benchmark import Asked, by_family
 from fairness_tests.pipeline.stages import SILENT, Stages
 from fairness_tests.rules.apply import apply_to_run
 from fairness_tests.rules.thresholds import RuleSet, load_rules

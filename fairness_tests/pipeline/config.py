@@ -31,7 +31,7 @@ from fairness_tests.models.requests.prompt_format import (
     resolve,
 )
 from fairness_tests.pipeline.config_scorers import ScorerOptions
-from fairness_tests.pipeline.protocols import PROTOCOL_NAMES, benchmarks
+from fairness_tests.core.registry import BENCHMARK_NAMES, load_all
 from fairness_tests.protocols.bbq.official import ALL, CATEGORIES
 from fairness_tests.protocols.generative.seeds import protocol_seeds
 
@@ -44,7 +44,7 @@ MIN_N_BOOT = 100
 
 Backend = Literal["transformers", "litellm"]
 #: the benchmarks an audit runs when none is named: those that declare ``default``
-DEFAULT_PROTOCOLS: tuple[str, ...] = tuple(b.name for b in benchmarks() if b.default)
+DEFAULT_PROTOCOLS: tuple[str, ...] = tuple(b.name for b in load_all() if b.default)
 API = "API models (litellm)"
 LOCAL = "local models (transformers)"
 
@@ -251,7 +251,7 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, Sc
                   GenClusterOption):
     """Every choice of an audit. Recorded in the run's metadata and on the card."""
     protocols: tuple[str, ...] = opt(DEFAULT_PROTOCOLS, "protocols to run (the registry's: "
-                                     f"{', '.join(PROTOCOL_NAMES)})", choices=PROTOCOL_NAMES,
+                                     f"{', '.join(BENCHMARK_NAMES)})", choices=BENCHMARK_NAMES,
                                      pytest_name="protocol", metavar="PROTOCOL")
     progress: bool | None = opt(None, "progress lines on stderr (default: on a terminal or "
                                 "in CI)", negative="quiet", cli=False, pytest=False,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.pipeline.protocols import families
+from fairness_tests.pipeline.benchmark import families
 from fairness_tests.run.result import RunResult
 
 

@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-from fairness_tests.pipeline.protocols import benchmarks
+from fairness_tests.pipeline.benchmark import benchmarks
 from fairness_tests.plugin import options as O
 from fairness_tests.plugin.session_id import ENV_SESSION, session_id
 

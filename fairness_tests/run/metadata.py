@@ -24,14 +24,13 @@ mapping; :func:`info_types` imports the installed benchmarks' modules before rea
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.metadata
 import types
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from fairness_tests.core.errors import DataError
+from fairness_tests.core.registry import load_all
 from fairness_tests.models.info import BackendInfo, BatchInfo, Usage
 
 RUN_SCHEMA_VERSION = 2
@@ -178,8 +177,6 @@ class AskingInfo:
 _INFOS: dict[str, type] = {}
 #: whether the installed benchmarks' modules were imported to fill :data:`_INFOS`
 _LOADED: list[bool] = []
-#: the entry-point group whose modules register the infos (the benchmark registry's)
-BENCHMARK_GROUP = "fairness_tests.benchmarks"
 T = TypeVar("T")
 _KEEP: Any = object()       # a built-in info's keyword not given: keep ``infos``' value
 
@@ -197,16 +194,13 @@ def register_info(key: str, cls: type) -> None:
 
 
 def info_types() -> dict[str, type]:
-    """Every registered info type. The first call imports the module of every entry point
-    of :data:`BENCHMARK_GROUP` (by name, through the installed distributions' metadata:
-    no import arrow from run/ up to pipeline/), so a process that reads a run.json without
-    having imported a benchmark still reads its info typed. Those modules are light (the
-    benchmark registry's rule); each registers its infos when imported."""
+    """Every registered info type. The first call imports every registered benchmark's
+    module (:func:`fairness_tests.core.registry.load_all`), so a process that reads a
+    run.json without having imported a benchmark still reads its info typed. Those modules
+    are light (the registry's rule); each registers its infos when imported."""
     if not _LOADED:
         _LOADED.append(True)
-        for module in sorted({ep.module for d in importlib.metadata.distributions()
-                              for ep in d.entry_points if ep.group == BENCHMARK_GROUP}):
-            importlib.import_module(module)
+        load_all()
     return _INFOS
 
 

@@ -2,7 +2,7 @@
 ``@pytest.mark.fairness_rules``). A rule matched by none of them is checked by
 ``test_other_rules``, so a rule added to a thresholds file is never ignored; and which
 tables the drift test snapshots (each benchmark's, :func:`drift_tables`)."""
-from fairness_tests.pipeline.protocols import benchmarks
+from fairness_tests.pipeline.benchmark import benchmarks
 
 PROPERTIES: dict[str, dict[str, str | list[str]]] = {
     "accuracy_floors": {"tables": "bbq", "metrics": "accuracy"},

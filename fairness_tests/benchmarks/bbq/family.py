@@ -1,6 +1,6 @@
 """The BBQ family at work: the items of a run, its consistency sample, and the one
 predictions table and BBQ table builder (:func:`fairness_tests.metrics.bbq_tables.bbq_tables`)
-that its two benchmarks (:mod:`fairness_tests.pipeline.protocols.bbq`) share."""
+that its two benchmarks (:mod:`fairness_tests.benchmarks.bbq`) share."""
 from __future__ import annotations
 
 import pandas as pd
@@ -10,7 +10,7 @@ from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.models.requests.request import Decoding, Request
 from fairness_tests.pipeline.bbq_info import bbq_info
 from fairness_tests.pipeline.config import AuditConfig
-from fairness_tests.pipeline.protocols.base import Asked, Family, Results
+from fairness_tests.pipeline.benchmark import Asked, Family, Results
 from fairness_tests.protocols.bbq.data import load_filtered
 from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table
 from fairness_tests.protocols.bbq.sample import consistency_sample, sample_record

@@ -2,22 +2,22 @@
 every item once, option rotations for position bias) and the consistency benchmark
 (``consistency``: the seeded sample asked ``repeats`` times). Both ask about the same
 items and share one records table and the one BBQ table builder; what computes is in
-:mod:`fairness_tests.pipeline.protocols.bbq.family`, imported when a run uses it."""
+:mod:`fairness_tests.benchmarks.bbq.family`, imported when a run uses it."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from fairness_tests.pipeline.protocols.base import Benchmark, FamilySpec, Shown
+from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
 from fairness_tests.run.metadata import BBQInfo, register_info
 
 if TYPE_CHECKING:
     from fairness_tests.models.requests.request import Request
-    from fairness_tests.pipeline.protocols.bbq.family import BBQFamily
+    from fairness_tests.benchmarks.bbq.family import BBQFamily
 
 #: what a run records about it, under run.json's "bbq" key
 register_info("bbq", BBQInfo)
 
-FAMILY = FamilySpec(name="bbq", impl="fairness_tests.pipeline.protocols.bbq.family:BBQFamily",
+FAMILY = FamilySpec(name="bbq", impl="fairness_tests.benchmarks.bbq.family:BBQFamily",
                     records="bbq", metadata_key="bbq", gated=True, compared=True)
 
 

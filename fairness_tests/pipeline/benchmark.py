@@ -4,7 +4,7 @@ A :class:`Benchmark` is a registered class: a name, what it declares for the res
 the tool (whether the default audit runs it, its pytest marker, the tables that show it
 ran, its drift tables, the card's lines about it), its :class:`FamilySpec`, and its
 requests. The consumers (configuration, card, compare, gate, plugin, suite) iterate
-the registry (:func:`fairness_tests.pipeline.protocols.benchmarks`) and read these
+the registry (:func:`benchmarks`, :func:`families`) and read these
 attributes instead of naming a benchmark.
 
 A benchmark's class and this module are light (no pandas): the configuration and the
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fairness_tests.pipeline.protocols import load, protocol
+from fairness_tests.core.registry import REGISTRY, load
 from fairness_tests.pipeline.stages import SILENT, Stages
 
 if TYPE_CHECKING:
@@ -118,6 +118,27 @@ def by_family(names: Sequence[str]) -> Iterable[tuple[type[Family], list[Benchma
     family first appears), each family's class imported here."""
     groups: dict[FamilySpec, list[Benchmark]] = {}
     for name in names:
-        cls = protocol(name)
+        cls = benchmark(name)
         groups.setdefault(cls.family, []).append(cls())
     return [(load(spec.impl), members) for spec, members in groups.items()]
+
+
+def benchmark(name: str) -> type[Benchmark]:
+    """The registered benchmark class of ``name`` (imported on first use)."""
+    cls: type[Benchmark] = load(REGISTRY[name])
+    return cls
+
+
+def benchmarks() -> tuple[type[Benchmark], ...]:
+    """Every registered benchmark class, in registry order."""
+    return tuple(benchmark(name) for name in REGISTRY)
+
+
+def families() -> tuple[FamilySpec, ...]:
+    """Every registered benchmark family, in the order its first benchmark is registered."""
+    return tuple(dict.fromkeys(b.family for b in benchmarks()))
+
+
+def family_tables(family: FamilySpec) -> tuple[str, ...]:
+    """The tables that show a family ran: its benchmarks' ``tables``, in registry order."""
+    return tuple(dict.fromkeys(t for b in benchmarks() if b.family == family for t in b.tables))

@@ -1,17 +1,17 @@
 """The generative audit, declared: open-ended prompts over slices x occupations x prompt
 families x paraphrases x decoding regimes x seeds, scored by a lexical rubric (and a
 second one for scorer sensitivity); what computes is in
-:mod:`fairness_tests.pipeline.protocols.generative.family`, imported when a run uses it."""
+:mod:`fairness_tests.benchmarks.generative.family`, imported when a run uses it."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from fairness_tests.pipeline.protocols.base import Benchmark, FamilySpec, Shown
+from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
 from fairness_tests.run.metadata import GenerativeInfo, register_info
 
 if TYPE_CHECKING:
     from fairness_tests.models.requests.request import Request
-    from fairness_tests.pipeline.protocols.generative.family import GenerativeFamily
+    from fairness_tests.benchmarks.generative.family import GenerativeFamily
 
 #: what a run records about it, under run.json's "generative" key
 register_info("generative", GenerativeInfo)
@@ -21,7 +21,7 @@ class Generative(Benchmark):
     name: ClassVar[str] = "generative"
     family = FamilySpec(
         name="generative", records="generative", metadata_key="generative", gated=True,
-        compared=True, impl="fairness_tests.pipeline.protocols.generative.family:GenerativeFamily")
+        compared=True, impl="fairness_tests.benchmarks.generative.family:GenerativeFamily")
     default = True
     marker = "generative audit properties"
     tables = ("generative_by_slice", "generative_cells", "generative_summary")

@@ -1,17 +1,17 @@
 """The counterfactual role-assignment probe, declared: verdict shares per decoding x
 context and counterfactual consistency under the name-order and context-cue swaps; what
-computes is in :mod:`fairness_tests.pipeline.protocols.probe.family`, imported when a run
+computes is in :mod:`fairness_tests.benchmarks.probe.family`, imported when a run
 uses it. Not in the default audit; no marker, drift tables, gate or compare section yet."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from fairness_tests.pipeline.protocols.base import Benchmark, FamilySpec, Shown
+from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
 from fairness_tests.run.metadata import CounterfactualInfo, register_info
 
 if TYPE_CHECKING:
     from fairness_tests.models.requests.request import Request
-    from fairness_tests.pipeline.protocols.probe.family import ProbeFamily
+    from fairness_tests.benchmarks.probe.family import ProbeFamily
 
 #: what a run records about it, under run.json's "counterfactual" key
 register_info("counterfactual", CounterfactualInfo)
@@ -20,7 +20,7 @@ register_info("counterfactual", CounterfactualInfo)
 class Probe(Benchmark):
     name: ClassVar[str] = "probe"
     family = FamilySpec(name="probe", records="probe", metadata_key="counterfactual",
-                        impl="fairness_tests.pipeline.protocols.probe.family:ProbeFamily")
+                        impl="fairness_tests.benchmarks.probe.family:ProbeFamily")
     tables = ("counterfactual",)
     shown = (Shown("counterfactual", tables, "the counterfactual probe was not run"),)
 
