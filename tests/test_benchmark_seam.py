@@ -14,8 +14,8 @@ import ast
 from pathlib import Path
 
 import fairness_tests
-from fairness_tests.metrics.schema import TABLES
 from fairness_tests.core.registry import BENCHMARK_NAMES
+from fairness_tests.metrics.schema import TABLES
 
 PKG = Path(fairness_tests.__file__).parent
 #: the benchmarks' own folders (relative to the package), and the fairness suite

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from helpers import copy_store
 
-from fairness_tests.cli.main import main
 from fairness_tests.benchmarks.bbq.family import limit_cells
+from fairness_tests.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(not (REPO.parent / "shared" / "bbq" / "Race_x_SES.jsonl")

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.pipeline.benchmark import families, family_tables
-from fairness_tests.pipeline.benchmark import FamilySpec
+from fairness_tests.pipeline.benchmark import FamilySpec, families, family_tables
 from fairness_tests.run.result import RunResult
 
 PLACEHOLDER = "unknown"      # what a score command names a model it was not told

@@ -21,9 +21,9 @@ from fairness_tests.models.requests import prompt_format as PF
 from fairness_tests.models.requests.repeat_modes import record
 from fairness_tests.pipeline.asker import Asker, check_live
 from fairness_tests.pipeline.batch_run import batch_report, check_batch, submit_all
+from fairness_tests.pipeline.benchmark import Asked, by_family
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.configure import recorded_config, regen_command
-from fairness_tests.pipeline.benchmark import Asked, by_family
 from fairness_tests.pipeline.stages import SILENT, Stages
 from fairness_tests.rules.apply import apply_to_run
 from fairness_tests.rules.thresholds import RuleSet, load_rules

@@ -26,8 +26,8 @@ from fairness_tests.models.batch.batch_lines import COMPLETION_WINDOW, batch_pri
 from fairness_tests.models.info import BatchInfo
 from fairness_tests.models.requests.repeat_modes import RepeatModeUnsupported, apply_mode
 from fairness_tests.pipeline.asker import run_requests
-from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.benchmark import by_family
+from fairness_tests.pipeline.config import AuditConfig
 
 
 def check_batch(config: AuditConfig) -> None:

@@ -24,6 +24,7 @@ from typing import ClassVar, Literal
 
 from fairness_tests.core.errors import ConfigError, suggest
 from fairness_tests.core.options import Checked, opt, specs
+from fairness_tests.core.registry import BENCHMARK_NAMES, load_all
 from fairness_tests.models.requests.prompt_format import (
     DEFAULT_ANSWER_PREFIX,
     DEFAULT_PROMPT_FORMAT,
@@ -31,7 +32,6 @@ from fairness_tests.models.requests.prompt_format import (
     resolve,
 )
 from fairness_tests.pipeline.config_scorers import ScorerOptions
-from fairness_tests.core.registry import BENCHMARK_NAMES, load_all
 from fairness_tests.protocols.bbq.official import ALL, CATEGORIES
 from fairness_tests.protocols.generative.seeds import protocol_seeds
 

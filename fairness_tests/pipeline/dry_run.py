@@ -18,9 +18,9 @@ from fairness_tests.models.backends.cost import (
 from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.asker import build_backend, open_run_store, run_requests
 from fairness_tests.pipeline.batch_run import dry_run_text as batch_dry_run_text
+from fairness_tests.pipeline.benchmark import by_family
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.judge_cost import judge_estimate
-from fairness_tests.pipeline.benchmark import by_family
 
 
 def collect_requests(config: AuditConfig) -> dict[str, list[Request]]:

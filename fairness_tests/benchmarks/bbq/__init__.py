@@ -11,8 +11,8 @@ from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
 from fairness_tests.run.metadata import BBQInfo, register_info
 
 if TYPE_CHECKING:
-    from fairness_tests.models.requests.request import Request
     from fairness_tests.benchmarks.bbq.family import BBQFamily
+    from fairness_tests.models.requests.request import Request
 
 #: what a run records about it, under run.json's "bbq" key
 register_info("bbq", BBQInfo)

@@ -9,8 +9,8 @@ from fairness_tests.core.paths import bbq_dir, display_path
 from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.models.requests.request import Decoding, Request
 from fairness_tests.pipeline.bbq_info import bbq_info
-from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.benchmark import Asked, Family, Results
+from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.protocols.bbq.data import load_filtered
 from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table
 from fairness_tests.protocols.bbq.sample import consistency_sample, sample_record

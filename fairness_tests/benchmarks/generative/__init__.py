@@ -10,8 +10,8 @@ from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
 from fairness_tests.run.metadata import GenerativeInfo, register_info
 
 if TYPE_CHECKING:
-    from fairness_tests.models.requests.request import Request
     from fairness_tests.benchmarks.generative.family import GenerativeFamily
+    from fairness_tests.models.requests.request import Request
 
 #: what a run records about it, under run.json's "generative" key
 register_info("generative", GenerativeInfo)

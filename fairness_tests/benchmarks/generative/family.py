@@ -11,9 +11,9 @@ import pandas as pd
 
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.requests.request import Request
+from fairness_tests.pipeline.benchmark import Asked, Family, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.generative_info import generative_info
-from fairness_tests.pipeline.benchmark import Asked, Family, Results
 from fairness_tests.pipeline.scorers import score_generations
 from fairness_tests.protocols.generative.grid import grid_hash
 from fairness_tests.protocols.generative.published import (

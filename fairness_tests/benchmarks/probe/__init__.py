@@ -10,8 +10,8 @@ from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
 from fairness_tests.run.metadata import CounterfactualInfo, register_info
 
 if TYPE_CHECKING:
-    from fairness_tests.models.requests.request import Request
     from fairness_tests.benchmarks.probe.family import ProbeFamily
+    from fairness_tests.models.requests.request import Request
 
 #: what a run records about it, under run.json's "counterfactual" key
 register_info("counterfactual", CounterfactualInfo)

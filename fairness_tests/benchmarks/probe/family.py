@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from fairness_tests.benchmarks.generative.family import reduce_seeds
 from fairness_tests.metrics import counterfactual as CF
 from fairness_tests.models.requests.request import Request
-from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.benchmark import Asked, Family, Results
-from fairness_tests.benchmarks.generative.family import reduce_seeds
+from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.protocols.generative import probe as P
 from fairness_tests.run.metadata import CounterfactualInfo
 from fairness_tests.scoring.verdict import classify, person_labels

@@ -17,8 +17,7 @@ from fairness_tests.card.sections.facts import RunFacts
 from fairness_tests.card.values import finite
 from fairness_tests.models.requests.request import decoding_label
 from fairness_tests.pipeline.bbq_info import data_release
-from fairness_tests.pipeline.benchmark import benchmarks
-from fairness_tests.pipeline.benchmark import Shown
+from fairness_tests.pipeline.benchmark import Shown, benchmarks
 from fairness_tests.protocols.bbq.data import derived_target_note
 from fairness_tests.protocols.bbq.official import INTERSECTIONAL
 
