@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple, get_args
 
+from fairness_tests.core.registry import load_all
 from fairness_tests.metrics.expected_consistency import N_OPTIONS
 from fairness_tests.protocols.bbq.official import CATEGORIES
 
@@ -108,9 +109,33 @@ COLUMN_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
 
 #: cell-id columns of the saved tables: always read back as text (a seed cell "1" stays
 #: "1", not 1); every grouping column of :data:`TABLES`, and the rule and metric names
-ID_COLUMNS = ("dataset", "context", "polarity", "group", "slice", "family", "decoding",
-              "occupation", "scope", "cell_kind", "cell", "rule", "swap", "metric", "scorer",
-              "scorer_a", "scorer_b", "label")
+ID_COLUMNS: list[str] = [
+    "dataset", "context", "polarity", "group", "slice", "family", "decoding", "occupation",
+    "scope", "cell_kind", "cell", "rule", "swap", "metric", "scorer", "scorer_a", "scorer_b",
+    "label"]
+
+
+def register_table(name: str, table: Table,
+                   values: dict[str, tuple[str, ...]] | None = None) -> None:
+    """Register a benchmark's metric table (called from the benchmark's own light module,
+    as :func:`fairness_tests.run.metadata.register_info` is): its grouping columns join
+    :data:`ID_COLUMNS` (read back as text), ``values`` the fixed values of its columns
+    (:data:`COLUMN_VALUES`, checked when a thresholds file is read). Registering a name
+    again with another schema is an error; the same schema again is a no-op."""
+    known = TABLES.get(name)
+    if known is not None and known != table:
+        raise ValueError(f"table {name!r} is already registered as {known}")
+    TABLES[name] = table
+    if values:
+        COLUMN_VALUES[name] = dict(values)
+    ID_COLUMNS.extend(c for c in table.columns if c not in ID_COLUMNS)
+
+
+def registered() -> dict[str, Table]:
+    """:data:`TABLES` with every registered benchmark's tables (their modules imported
+    first: :func:`fairness_tests.core.registry.load_all`)."""
+    load_all()
+    return TABLES
 
 # ---------------------------------------------------------------- BBQ records
 

@@ -19,7 +19,7 @@ run metadata that describes it for the card.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -42,13 +42,16 @@ class FamilySpec:
     ``impl``: ``"module:Class"`` of its :class:`Family`; ``records``: the name of its
     per-item records (``records/<records>.csv.gz``); ``metadata_key``: its ``run.json``
     key; ``gated``: whether the gate compares its records item by item; ``compared``:
-    whether ``compare`` has a section for it."""
+    whether ``compare`` has a section for it; ``clusters``: the choices of its
+    ``--cluster NAME=CHOICE`` option (the gate's resampling unit; the first is the
+    default)."""
     name: str
     impl: str
     records: str
     metadata_key: str
     gated: bool = False
     compared: bool = False
+    clusters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,26 @@ class Shown:
     why: str
 
 
+@dataclass(frozen=True)
+class GatePart:
+    """One table of the model-upgrade gate (and of ``compare``'s pairwise tests) that a
+    family adds, read from its records: ``frame(records)`` is one run's per-item frame
+    (an empty frame: the part is not gated, and ``skipped`` says why); ``key``: the item
+    columns that align the two runs; ``by``: the cell columns; ``metrics()``: the gated
+    metrics (:class:`fairness_tests.metrics.gate.GateMetric`); ``cluster_columns``:
+    ``{choice: column}`` for each choice of the family's ``clusters`` (None: items are
+    resampled); ``carry``: the item columns taken along (the cluster column among them);
+    ``columns``: the frame's columns kept (None: all)."""
+    frame: Callable[[pd.DataFrame], pd.DataFrame]
+    key: tuple[str, ...]
+    by: tuple[str, ...]
+    metrics: Callable[[], list[Any]]
+    cluster_columns: Mapping[str, str | None]
+    carry: tuple[str, ...] = ()
+    columns: tuple[str, ...] | None = None
+    skipped: str = ""
+
+
 class Benchmark(ABC):
     """A registered benchmark: its name, its declarations, its family and its requests.
 
@@ -68,7 +91,15 @@ class Benchmark(ABC):
     of its pytest marker (``None``: no marker); ``tables``: the metric tables that show
     it ran (compare, a run's contents); ``drift_tables``: the tables the suite's drift
     test snapshots; ``shown``: its lines on the card (itself first, then the analyses it
-    brings, e.g. the generative audit's scorer sensitivity)."""
+    brings, e.g. the generative audit's scorer sensitivity); ``rules``: the file name,
+    beside its module, of its default decision rules (a thresholds file, read after the
+    one in force: :func:`fairness_tests.rules.thresholds.benchmark_rule_files`; a run
+    without its tables gets no verdict from them); ``properties``: its pytest property
+    tests, ``{test name: rule selector}`` (the keywords of ``@pytest.mark.fairness_rules``:
+    tables, metrics, ids), collected by the suite's ``test_benchmark_property``;
+    ``recordings``: ``{model id: file beside its module}``, its recorded answers of a
+    model, replayed with the manifest's (:func:`fairness_tests.pipeline.recordings.
+    default_recordings`)."""
     name: ClassVar[str]
     family: ClassVar[FamilySpec]
     default: ClassVar[bool] = False
@@ -76,6 +107,9 @@ class Benchmark(ABC):
     tables: ClassVar[tuple[str, ...]] = ()
     drift_tables: ClassVar[tuple[str, ...]] = ()
     shown: ClassVar[tuple[Shown, ...]] = ()
+    rules: ClassVar[str | None] = None
+    properties: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    recordings: ClassVar[Mapping[str, str]] = {}
 
     @abstractmethod
     def requests(self, family: Any) -> list[Request]:
@@ -111,6 +145,12 @@ class Family(ABC):
     @abstractmethod
     def results(self, asked: dict[str, Asked]) -> Results:
         """Records, tables and metadata from every asked benchmark of the family."""
+
+    @classmethod
+    def gate_parts(cls) -> list[GatePart]:
+        """What the gate compares item by item in this family's records (none: the
+        family is not gated; ``FamilySpec.gated`` says whether it is)."""
+        return []
 
 
 def by_family(names: Sequence[str]) -> Iterable[tuple[type[Family], list[Benchmark]]]:

@@ -14,6 +14,7 @@ with an entry for a model wins (the project's before the package's). Validated b
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from fairness_tests.core.errors import Problem
 from fairness_tests.core.options import Layer, OptionErrors, Spelling, build
 from fairness_tests.core.paths import data_path
 from fairness_tests.core.project import find_project
+from fairness_tests.core.registry import load_all
 from fairness_tests.core.validate import load_file, nearest_line
 from fairness_tests.pipeline.config import AuditConfig
 
@@ -108,7 +110,20 @@ def recording_settings(model: str, manifest: str | Path | None = None) -> dict[s
     return dict(rec.settings) if rec else {}
 
 
+def benchmark_recordings(model: str) -> tuple[str, ...]:
+    """The recordings every registered benchmark ships for ``model`` in its own folder
+    (``Benchmark.recordings``: ``{model: file beside its module}``), in registry order."""
+    out = []
+    for cls in load_all():
+        name = getattr(cls, "recordings", {}).get(model)
+        if name:
+            out.append(str(resources.files(cls.__module__).joinpath(name)))
+    return tuple(dict.fromkeys(out))
+
+
 def default_recordings(model: str) -> tuple[str, ...]:
-    """The files the manifest lists for ``model`` (none when it has no entry)."""
+    """The files the manifest lists for ``model`` (none when it has no entry), then the
+    registered benchmarks' own recordings of it (:func:`benchmark_recordings`)."""
     rec = recording_for(model)
-    return tuple(str(f) for f in rec.files) if rec else ()
+    listed = tuple(str(f) for f in rec.files) if rec else ()
+    return listed + benchmark_recordings(model)

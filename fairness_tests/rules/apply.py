@@ -126,4 +126,4 @@ def apply_to_run(run: Any, rules: RuleSet) -> None:   # a RunResult (the run lay
     run.tables = {k: v for k, v in run.tables.items() if k not in DERIVED_TABLES}
     run.tables.update(outcome.tables)
     run.verdicts = outcome.verdicts
-    run.metadata.thresholds = [display_path(f) for f in rules.files]
+    run.metadata.thresholds = [display_path(f) for f in rules.files_used(run.tables)]

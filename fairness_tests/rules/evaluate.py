@@ -275,9 +275,12 @@ def evaluate_rule(tables: Mapping[str, pd.DataFrame], rule: Rule) -> list[dict]:
 
 
 def evaluate(tables: Mapping[str, pd.DataFrame], rules: RuleSet | Iterable[Rule]) -> pd.DataFrame:
-    """The verdict table (:data:`VERDICT_COLUMNS`), one row per (rule, cell)."""
+    """The verdict table (:data:`VERDICT_COLUMNS`), one row per (rule, cell). A
+    benchmark's default rule (``optional``) whose table the run lacks has no row: the
+    benchmark was not run (a rule the user wrote for an absent table is not evaluable)."""
     rule_list = rules.rules if isinstance(rules, RuleSet) else list(rules)
-    rows = [r for rule in rule_list for r in evaluate_rule(tables, rule)]
+    rows = [r for rule in rule_list if not (rule.optional and rule.table not in tables)
+            for r in evaluate_rule(tables, rule)]
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
 
 

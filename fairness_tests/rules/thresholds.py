@@ -52,6 +52,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field, replace
+from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
@@ -59,6 +60,7 @@ import yaml
 
 from fairness_tests.core.errors import ConfigError, Problem, suggest
 from fairness_tests.core.project import find_project
+from fairness_tests.core.registry import load_all
 from fairness_tests.core.validate import (
     error,
     load_file,
@@ -112,6 +114,8 @@ class Rule:
     alpha: float | None = None            # compare: p_value -> fail when p < alpha
     gate: GateSpec | None = None          # the upgrade gate's decision for this rule
     source: str = ""                      # "file:line" where the rule was (last) defined
+    optional: bool = False                # a benchmark's default rule: no verdict when the
+                                          # run lacks its table (the benchmark was not run)
 
     @property
     def minimum_n(self) -> int:
@@ -146,6 +150,14 @@ class RuleSet:
     files: list[str] = field(default_factory=list)      # files applied, in order
     model: str | None = None
     drift: dict[str, Tolerance] = field(default_factory=dict)
+
+    def files_used(self, tables: Any) -> list[str]:
+        """:attr:`files` but a benchmark's own rules file none of whose tables is in
+        ``tables`` (a run's: that benchmark was not run)."""
+        def used(f: str) -> bool:
+            mine = [r for r in self.rules if r.optional and r.source.startswith(f + ":")]
+            return not mine or any(r.table in tables for r in mine)
+        return [f for f in self.files if used(f)]
 
     def get(self, rule_id: str) -> Rule:
         for r in self.rules:
@@ -311,6 +323,7 @@ def _regex_check(doc: Any, lines: dict[str, int]) -> list[Problem]:
 
 def _read(path: Path, kind: str, base: dict[str, dict]) -> dict:
     """Read and validate one thresholds file; every problem of the file at once."""
+    known_metrics.registered()            # every benchmark's tables known
 
     try:
         doc, lines = load_file(path, _schema(kind),
@@ -356,7 +369,8 @@ def _to_fields(item: dict) -> dict[str, Any]:
     return out
 
 
-def _apply(doc: dict, path: Path, rules: dict[str, Rule]) -> dict[str, Rule]:
+def _apply(doc: dict, path: Path, rules: dict[str, Rule],
+           optional: bool = False) -> dict[str, Rule]:
     rules = dict(rules)
     lines = doc.get("__lines__", {})
     for i, item in _rule_items(doc):
@@ -365,7 +379,7 @@ def _apply(doc: dict, path: Path, rules: dict[str, Rule]) -> dict[str, Rule]:
         prev = rules.get(rid)
         fields = _to_fields(item)
         rules[rid] = replace(prev, **fields, source=src) if prev else Rule(
-            id=rid, source=src, **fields)
+            id=rid, source=src, optional=optional, **fields)
     return rules
 
 
@@ -411,6 +425,19 @@ def override_applies(path: str | Path, model: str) -> bool:
     return _model_matches(_read(Path(path), "override_file", base), model)
 
 
+def benchmark_rule_files() -> list[Path]:
+    """Every registered benchmark's own default rules (``Benchmark.rules``: a file beside
+    its module), in registry order. They are read after the thresholds file in force and
+    before its per-model overrides: a benchmark's rule the thresholds file also defines is
+    the benchmark's, then the overrides' (a project overrides it in ``models/``)."""
+    out = []
+    for cls in load_all():
+        name = getattr(cls, "rules", None)
+        if name:
+            out.append(Path(str(resources.files(cls.__module__).joinpath(name))))
+    return out
+
+
 def load_rules(thresholds: str | Path | None = None, model: str | None = None) -> RuleSet:
     """Load ``default.yaml`` and apply every override in ``models/`` whose model
     pattern matches ``model`` (all override files are validated either way)."""
@@ -420,6 +447,13 @@ def load_rules(thresholds: str | Path | None = None, model: str | None = None) -
     rules = _apply(doc, default_path, {})
     drift = _drift(doc)
     files = [str(default_path)]
+    for bpath in benchmark_rule_files():
+        bdoc = _read(bpath, "default_file", {})
+        fresh = {i: item for i, item in _rule_items(bdoc) if item["id"] not in base_raw}
+        base_raw.update({item["id"]: item for item in fresh.values()})
+        rules = _apply(bdoc, bpath, rules, optional=True)
+        drift = {**_drift(bdoc), **drift}
+        files.append(str(bpath))
     for opath in sorted(models_dir.glob("*.y*ml")) if models_dir and models_dir.is_dir() else []:
         # every override is validated against the defaults, whichever model is run
         odoc = _read(opath, "override_file", base_raw)

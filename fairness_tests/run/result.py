@@ -32,7 +32,7 @@ import pandas as pd
 
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.io import output_dir
-from fairness_tests.metrics.schema import ID_COLUMNS
+from fairness_tests.metrics.schema import ID_COLUMNS, registered
 from fairness_tests.rules.evaluate import VERDICT_COLUMNS
 from fairness_tests.run.metadata import RunMetadata
 
@@ -142,4 +142,5 @@ def _read_table(path: Path) -> pd.DataFrame:
     if not path.read_text(encoding="utf-8").strip():
         return pd.DataFrame()
     head = pd.read_csv(path, nrows=0).columns
+    registered()                          # every benchmark's cell-id columns known
     return pd.read_csv(path, dtype={c: str for c in ID_COLUMNS if c in head})
