@@ -49,6 +49,15 @@ def bbq_dir(explicit: str | os.PathLike | None = None) -> Path:
     return Path(env) if env else shared_dir() / "bbq"
 
 
+def benchmark_data_dir(name: str, explicit: str | os.PathLike | None = None) -> Path:
+    """A benchmark's data directory: explicit argument, ``$FAIRNESS_<NAME>_DIR`` (the
+    name upper-cased), or ``<shared>/benchmarks/<name>`` (where ``data fetch`` puts it)."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get(f"FAIRNESS_{name.upper()}_DIR")
+    return Path(env) if env else shared_dir() / "benchmarks" / name
+
+
 def fairness_cards_dir() -> Path:
     """The published generative audit material: ``<shared>/fairness_cards``."""
     return shared_dir() / "fairness_cards"
