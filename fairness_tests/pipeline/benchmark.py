@@ -99,7 +99,8 @@ class Benchmark(ABC):
     tables, metrics, ids), collected by the suite's ``test_benchmark_property``;
     ``recordings``: ``{model id: file beside its module}``, its recorded answers of a
     model, replayed with the manifest's (:func:`fairness_tests.pipeline.recordings.
-    default_recordings`)."""
+    default_recordings`); ``source``: ``"module:NAME"`` of its
+    :class:`~fairness_tests.core.sources.DataSource` (what ``data fetch`` downloads)."""
     name: ClassVar[str]
     family: ClassVar[FamilySpec]
     default: ClassVar[bool] = False
@@ -110,6 +111,7 @@ class Benchmark(ABC):
     rules: ClassVar[str | None] = None
     properties: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     recordings: ClassVar[Mapping[str, str]] = {}
+    source: ClassVar[str | None] = None
 
     @abstractmethod
     def requests(self, family: Any) -> list[Request]:
