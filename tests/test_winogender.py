@@ -257,8 +257,8 @@ def test_replay_of_the_recordings_writes_tables_verdicts_and_card(tmp_path, capf
     verdicts = pd.read_csv(outs[0] / "verdicts.csv")
     assert {"winogender_gender_gap_bound", "winogender_accuracy_floor",
             "winogender_gotcha_gap_bound"} <= set(verdicts["rule"])
-    card = (outs[0].parent / "card" / "card.md").read_text()
-    assert "winogender_gender_gap_bound" in card
+    card = (outs[0].parent / "card" / "card.yaml").read_text()
+    assert "id: winogender_gender_gap_bound" in card and "- winogender" in card
 
 
 # ----------------------------------------------------------------------------- lm-eval

@@ -48,10 +48,11 @@ def tasks(items: pd.DataFrame, directory: Path, names: tuple[str, ...] = tuple(T
     base = Path(lm_eval.__file__).parent / "tasks" / "winogender"
     out = {}
     for name in names:
-        cfg = load_yaml(base / f"{name}.yaml")
+        path = base / ("winogender.yaml" if name == "winogender_all" else f"{name}.yaml")
+        cfg = load_yaml(path)
         subset = cfg.get("dataset_name")
-        if subset not in paths:
-            raise ValueError(f"{name}.yaml: unexpected dataset_name {subset!r}")
+        if cfg.get("task") != name or subset not in paths:
+            raise ValueError(f"{path}: task {cfg.get('task')!r}, dataset_name {subset!r}")
         cfg.pop("tag", None)
         cfg.update(dataset_path="json", dataset_name=None, dataset_kwargs={
             "data_files": {cfg["test_split"]: str(paths[subset])},
