@@ -17,8 +17,9 @@ from fairness_tests.benchmarks.winogender import data as D
 from fairness_tests.benchmarks.winogender import metrics as M
 from fairness_tests.benchmarks.winogender import prompt as P
 from fairness_tests.benchmarks.winogender.family import limit_templates
-from fairness_tests.benchmarks.winogender.gate import FLAGS, gate_frame
+from fairness_tests.benchmarks.winogender.gate import FLAGS, gate_frame, gate_part
 from fairness_tests.core.errors import DataError
+from fairness_tests.metrics.gate import GateSetting, gate_table
 from fairness_tests.stats.bootstrap import wilson_ci
 from tests.helpers import run_cli
 
@@ -223,9 +224,32 @@ def test_gate_flags_sum_to_the_tables_numbers():
     g = gate_frame(_toy())
     assert set(FLAGS) <= set(g.columns) and len(g) == 14          # each sentence twice
     s = g[g["gender"] == "all"][list(FLAGS)].sum()
-    assert s["correct"] / s["one"] == pytest.approx(4 / 6)
+    assert s["correct"] / s["answered"] == pytest.approx(4 / 6)
     assert s["correct_male"] / s["male"] - s["correct_female"] / s["female"] == -0.5
-    assert g[g["gender"] == "neutral"]["one"].sum() == 2            # the unanswered: 0
+    assert g[g["gender"] == "neutral"]["answered"].sum() == 2       # the unanswered: 0
+
+
+def test_the_gate_compares_two_runs_sentence_by_sentence():
+    """20 templates, a male and a female sentence each. Baseline: the male sentences of
+    templates 0-9 right, every female one right: acc male 10/20, female 20/20, |gap| 1/2.
+    Candidate: every sentence right: acc male 1, |gap| 0. Deltas: male +1/2, female 0,
+    all 30/40 -> 40/40 = +1/4, |gap| -1/2."""
+    n = 20
+    recs = pd.DataFrame({"sentid": [f"t{i}.{g}" for i in range(n) for g in ("m", "f")],
+                         "template": [f"t{i}" for i in range(n) for _ in (0, 1)],
+                         "gender": ["male", "female"] * n, "valid": True})
+    base = recs.assign(correct=[float(i < 10 or g == "f") for i in range(n) for g in "mf"])
+    part = gate_part()
+    t = gate_table(part.frame(base), part.frame(recs.assign(correct=1.0)), part.key, part.by,
+                   part.metrics(), lambda m, k: GateSetting("harm", 0.02),
+                   cluster=part.cluster_columns["template"], shared=part.carry, n_boot=200)
+    got = {(r.metric, r.cell): (r.baseline, r.candidate, r.delta) for r in t.itertuples()}
+    assert got[("winogender_accuracy", "male")] == (0.5, 1.0, 0.5)
+    assert got[("winogender_accuracy", "female")] == (1.0, 1.0, 0.0)
+    assert got[("winogender_accuracy", "all")] == (0.75, 1.0, 0.25)
+    assert got[("winogender_abs_gap_male_female", "all")] == (0.5, 0.0, -0.5)
+    assert ("winogender_abs_gap_male_female", "male") not in got
+    assert set(t["n_clusters"]) == {20}
 
 
 def test_a_smoke_run_keeps_whole_templates_of_each_answer(wino):

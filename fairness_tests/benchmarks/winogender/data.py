@@ -90,8 +90,8 @@ def read_tsv(path: Path, header: tuple[str, ...]) -> tuple[list[list[str]], str]
     ``len(header)`` fields), and the sha256 of its bytes; a :class:`DataError` naming
     the file and line otherwise."""
     if not path.is_file():
-        raise DataError(f"Winogender file not found (fetch it: fairness-tests data fetch "
-                        f"winogender, or set FAIRNESS_WINOGENDER_DIR)", path)
+        raise DataError("Winogender file not found (fetch it: fairness-tests data fetch "
+                        "winogender, or set FAIRNESS_WINOGENDER_DIR)", path)
     raw = path.read_bytes()
     rows = list(csv.reader(io.StringIO(raw.decode("utf-8")), delimiter="\t",
                            quoting=csv.QUOTE_NONE))

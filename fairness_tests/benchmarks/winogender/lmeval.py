@@ -45,7 +45,7 @@ def tasks(items: pd.DataFrame, directory: Path, names: tuple[str, ...] = tuple(T
     load_yaml = importlib.import_module("lm_eval.tasks._yaml_loader").load_yaml
     task_cls = importlib.import_module("lm_eval.api.task").ConfigurableTask
     paths = write_dataset(items, directory)
-    base = Path(lm_eval.__file__).parent / "tasks" / "winogender"
+    base = Path(str(lm_eval.__file__)).parent / "tasks" / "winogender"
     out = {}
     for name in names:
         path = base / ("winogender.yaml" if name == "winogender_all" else f"{name}.yaml")

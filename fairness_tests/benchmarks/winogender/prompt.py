@@ -36,7 +36,7 @@ def context(sentence: str, pronoun: str) -> str:
     return TEMPLATE.format(sentence=sentence, Pronoun=pronoun.capitalize())
 
 
-def requests(items: Iterable[Mapping[str, Any]], *, backend: str, model: str,
+def requests(items: Iterable[Mapping[Any, Any]], *, backend: str, model: str,
              api_base: str | None) -> list[Request]:
     """Two requests per item (occupation, participant), item by item."""
     out = []
