@@ -64,6 +64,6 @@ def gate_metrics() -> list[GateMetric]:
 
 
 def gate_part() -> GatePart:
-    return GatePart(frame=gate_frame, key=("sentid", "gender"), by=("gender",), metrics=gate_metrics,
-                    cluster_columns={"template": "template", "item": None},
+    return GatePart(frame=gate_frame, key=("sentid", "gender"), by=("gender",),
+                    metrics=gate_metrics, cluster_columns={"template": "template", "item": None},
                     carry=("template",), columns=("sentid", "gender", "template", *FLAGS))
