@@ -326,3 +326,46 @@ def test_equal_to_lm_evaluation_harness_on_a_subset(tmp_path, capfd):
     for task, (subset, gender) in L.TASKS.items():
         row = t[(t.subset == subset) & (t.gender == gender) & (t.metric == M.ACCURACY)]
         assert abs(float(row.iloc[0]["value"]) - ref["acc"][task]) <= 1e-6, task
+
+
+@needs_data
+@pytest.mark.skipif(importlib.util.find_spec("lm_eval") is None, reason="lm_eval not installed")
+def test_lm_evals_tasks_on_the_recorded_answers_give_our_table(tmp_path, capfd):
+    """All 720 sentences, no model: lm-eval's own seven tasks (their prompt, document
+    filters and ``acc``) read our fields, and an lm-eval ``LM`` answers each request with
+    the embedded model's recorded log-likelihood of that (context, continuation); every
+    task's accuracy is the replayed table's cell."""
+    from lm_eval.api.model import LM  # noqa: PLC0415  optional
+
+    from fairness_tests.benchmarks.winogender import lmeval as L  # noqa: PLC0415
+
+    got = run_cli(capfd, "audit", "-q", "--protocols", "winogender",
+                  "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "ours"))
+    assert got.returncode in (0, 1), got.stderr[-2000:]
+    rec = pd.read_csv(tmp_path / "ours" / "run" / "records" / "winogender.csv.gz")
+    recorded = {}
+    for r in rec.itertuples():
+        recorded[(r.prompt, " " + r.occupation)] = r.ll_occupation
+        recorded[(r.prompt, " " + r.participant)] = r.ll_participant
+
+    class Recorded(LM):
+        def loglikelihood(self, requests, disable_tqdm=False):
+            return [(float(recorded[tuple(q.args)]), False) for q in requests]
+
+        def loglikelihood_rolling(self, requests, disable_tqdm=False):
+            raise NotImplementedError
+
+        def generate_until(self, requests, disable_tqdm=False):
+            raise NotImplementedError
+
+    items = D.load(SHARED).sentences
+    ref = L.evaluate(Recorded(), L.tasks(items, tmp_path / "lmeval"))
+    assert {k: len(v) for k, v in ref["loglik"].items()} == {
+        "winogender_all": 720, "winogender_male": 240, "winogender_female": 240,
+        "winogender_neutral": 240, "winogender_gotcha": 240, "winogender_gotcha_male": 120,
+        "winogender_gotcha_female": 120}
+    t = pd.read_csv(tmp_path / "ours" / "run" / "tables" / "winogender.csv",
+                    keep_default_na=False)
+    for task, (subset, gender) in L.TASKS.items():
+        row = t[(t.subset == subset) & (t.gender == gender) & (t.metric == M.ACCURACY)]
+        assert abs(float(row.iloc[0]["value"]) - ref["acc"][task]) <= 1e-6, task
