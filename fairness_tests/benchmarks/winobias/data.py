@@ -57,14 +57,22 @@ MALE_FILE, FEMALE_FILE = "male_occupations.txt", "female_occupations.txt"
 
 #: file name -> sha256 of the authors' bytes (../shared/benchmarks/README.md)
 SHA256 = {
-    "anti_stereotyped_type1.txt.dev": "a4e0ebae344e78b56f657a42e8ae684b9db7747d177c5e7149c0907ebb7f3bf6",
-    "anti_stereotyped_type1.txt.test": "331db5bd74bfefebf146a60b67645152a4a1991570d2a56f57154103ac361dd2",
-    "anti_stereotyped_type2.txt.dev": "763ad829ad724f9a85ead689ba8ca69072020cb1238def6210f0fc6a47b97e59",
-    "anti_stereotyped_type2.txt.test": "336571ac1ea8c06cd2aba8e5dd2bd98e00acc0c48da3e4ec5ec7e54eb2633a8f",
-    "pro_stereotyped_type1.txt.dev": "dd55a0d220fe4c0ceb63dd4648223fb4fe1a58d5ad95c116a002ad24b0e292a5",
-    "pro_stereotyped_type1.txt.test": "db7838907238a758eeb5779e48f38c013b892910d6fe864456c59f04245c6689",
-    "pro_stereotyped_type2.txt.dev": "8f0250de723cea9328e3eaf7169e07936f01aa5909ce7aa580db66eb803f4e86",
-    "pro_stereotyped_type2.txt.test": "ea1c1fd94fa612e3cc44d7fa3cc4cb76021bb63fdf94f9826f430051e9052438",
+    "anti_stereotyped_type1.txt.dev":
+        "a4e0ebae344e78b56f657a42e8ae684b9db7747d177c5e7149c0907ebb7f3bf6",
+    "anti_stereotyped_type1.txt.test":
+        "331db5bd74bfefebf146a60b67645152a4a1991570d2a56f57154103ac361dd2",
+    "anti_stereotyped_type2.txt.dev":
+        "763ad829ad724f9a85ead689ba8ca69072020cb1238def6210f0fc6a47b97e59",
+    "anti_stereotyped_type2.txt.test":
+        "336571ac1ea8c06cd2aba8e5dd2bd98e00acc0c48da3e4ec5ec7e54eb2633a8f",
+    "pro_stereotyped_type1.txt.dev":
+        "dd55a0d220fe4c0ceb63dd4648223fb4fe1a58d5ad95c116a002ad24b0e292a5",
+    "pro_stereotyped_type1.txt.test":
+        "db7838907238a758eeb5779e48f38c013b892910d6fe864456c59f04245c6689",
+    "pro_stereotyped_type2.txt.dev":
+        "8f0250de723cea9328e3eaf7169e07936f01aa5909ce7aa580db66eb803f4e86",
+    "pro_stereotyped_type2.txt.test":
+        "ea1c1fd94fa612e3cc44d7fa3cc4cb76021bb63fdf94f9826f430051e9052438",
     FEMALE_FILE: "693bff12286c2c1d46c7d4d45a44a631574710c30b39c1a3001bb7bdebb44ed8",
     MALE_FILE: "6b82d88847b69d56d207a0c396e9830b031890de585e916e6b4e9bc50672657e",
 }
@@ -205,7 +213,7 @@ def assign_pairs(pro: list[dict], anti: list[dict]) -> None:
     by_text: dict[tuple[str, str], list[dict]] = {}
     for r in anti:
         by_text.setdefault(template_text(r), []).append(r)
-    for p, a in zip(pro, anti):
+    for p, a in zip(pro, anti, strict=True):
         if twins(p, a):
             p["pair"] = a["pair"] = f"{p['type']}/{p['split']}/{p['line']:03d}"
     for p in pro:
