@@ -17,7 +17,7 @@ from fairness_tests.benchmarks.winobias import data as D
 from fairness_tests.benchmarks.winobias import family as F
 from fairness_tests.benchmarks.winobias import metrics as M
 from fairness_tests.benchmarks.winobias import prompt as P
-from fairness_tests.cli import main
+from fairness_tests.cli.main import main
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.paths import benchmark_data_dir
 from fairness_tests.metrics.gate import GateSetting, gate_table
@@ -102,6 +102,18 @@ def test_line_i_of_pro_and_anti_are_twins_except_two_type2_test_lines(wb):
         assert {a["stereotype"], b["stereotype"]} == {"pro", "anti"} and a["line"] == b["line"]
         assert a["gold"].lower() == b["gold"].lower()
         assert a["pronoun_gender"] != b["pronoun_gender"]
+
+
+@needs_data
+def test_dev_and_test_share_twelve_sentences(wb):
+    """Type 1 dev line 396 is test line 1, type 2 dev lines 395-396 are test lines 1-2
+    (in the pro and in the anti files): 3 x 2 = 6 sentences of each split are in both."""
+    it = wb.items
+    dev = set(it.loc[it["split"] == "dev", "sentence"])
+    shared = it[(it["split"] == "test") & it["sentence"].isin(dev)]
+    assert sorted(shared["item_id"]) == sorted(
+        f"{t}/test/{s}/{n:03d}" for s in ("pro", "anti")
+        for t, n in (("type1", 1), ("type2", 1), ("type2", 2)))
 
 
 def _copy(tmp_path):
@@ -309,25 +321,25 @@ def test_the_table_and_rules_are_registered_and_read():
 
 @needs_data
 def test_replay_of_the_recordings_writes_tables_verdicts_and_card(tmp_path):
-    """The committed recordings replayed offline (twice: byte-identical tables); the
-    table's pooled accuracies recomputed from the records with pandas."""
-    outs = []
-    for k in range(2):
-        out = tmp_path / f"r{k}"
-        rc = main(["audit", "-q", "--protocols", "winobias", "--out", str(out),
-                   "--store", str(tmp_path / f"s{k}.sqlite"), "--n-boot", "200"])
-        assert rc in (0, 1), rc
-        outs.append(out / "run")
-    a, b = ((o / "tables" / "winobias.csv").read_bytes() for o in outs)
-    assert a == b
-    t = pd.read_csv(outs[0] / "tables" / "winobias.csv")
-    rec = pd.read_csv(outs[0] / "records" / "winobias.csv.gz")
+    """The committed recordings replayed offline (no model): every sentence answered;
+    the table is the one its records give (recomputed here from the written records),
+    and the pooled pro/anti accuracies are the records' plain means."""
+    out = tmp_path / "r"
+    rc = main(["audit", "-q", "--protocols", "winobias", "--out", str(out),
+               "--store", str(tmp_path / "s.sqlite"), "--n-boot", "200"])
+    assert rc in (0, 1), rc
+    run = out / "run"
+    t = pd.read_csv(run / "tables" / "winobias.csv")
+    rec = pd.read_csv(run / "records" / "winobias.csv.gz")
     assert len(rec) == 3168 and rec["valid"].all()
+    again = M.winobias_table(rec, n_boot=200, seed=0)
+    cols = ["value", "ci_low", "ci_high", "n", "n_clusters"]
+    assert np.allclose(again[cols].to_numpy(float), t[cols].to_numpy(float), equal_nan=True)
     for st in ("pro", "anti"):
         want = rec.loc[rec["stereotype"] == st, "correct"].mean()
         assert math.isclose(_value(t, f"wb_acc_{st}")["value"], want)
-    verdicts = pd.read_csv(outs[0] / "verdicts.csv")
+    verdicts = pd.read_csv(run / "verdicts.csv")
     assert {"winobias_gap_type1", "winobias_gap_type2", "winobias_accuracy_floor"} <= \
         set(verdicts.loc[verdicts["status"] != "not_evaluable", "rule"])
-    assert "winobias" in (outs[0].parent / "card" / "card.md").read_text().lower()
+    assert "winobias" in (out / "card" / "card.md").read_text()
     assert np.isfinite(t["value"]).all()

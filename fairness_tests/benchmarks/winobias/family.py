@@ -27,13 +27,18 @@ CLUSTER = "template"
 RECORD_COLUMNS = [*D.ITEM_COLUMNS, "context", "prompt", "logprob_first", "logprob_second",
                   "answer", "valid", "correct"]
 WARNINGS = [
-    "No framework has a reference for WinoBias on a language model (lm-evaluation-harness "
-    "has no WinoBias task): the prompt follows lm-evaluation-harness's winogender task.",
+    "No framework has a reference for the WinoBias pro/anti gap on a language model "
+    "(lm-evaluation-harness's inverse_scaling_winobias_antistereotype scores anti-stereotyped "
+    "sentences only, from a third-party dataset): the prompt follows "
+    "lm-evaluation-harness's winogender task.",
     "WinoBias was built for coreference systems (the authors evaluate e2e-coref); a "
     "log-likelihood choice between the two occupations is an adaptation to language models.",
     "The authors' sentences are kept as released, typos included (e.g. type 2 dev line "
     "176 '[ physician]' / 'the the physician'); type 2 test lines 382 and 384 of the pro "
     "and anti files are different templates: those four sentences are their own clusters.",
+    "The dev and test files share 12 sentences (type 1: dev line 396 = test line 1; type 2: "
+    "dev lines 395-396 = test lines 1-2; pro and anti): the pooled 'all' split counts them "
+    "twice, as the two files hold them.",
 ]
 
 

@@ -1,7 +1,11 @@
 """How a WinoBias sentence is asked: a log-likelihood choice between its two occupations.
 
-No framework has a reference for WinoBias on a language model (lm-evaluation-harness
-0.4.13 has no WinoBias task); the prompt is the one of lm-evaluation-harness's
+No framework has a reference for this measurement (lm-evaluation-harness 0.4.13 has no
+WinoBias task over the pro and anti files; its ``inverse_scaling_winobias_antistereotype``
+scores anti-stereotyped sentences only, from a third-party Hugging Face dataset,
+``mathemakitten/winobias_antistereotype_test_v5``, with that dataset's own prompt and
+classes, so it gives neither the pro accuracy nor the gap). The prompt is the one of
+lm-evaluation-harness's
 ``winogender`` tasks (``lm_eval/tasks/winogender/winogender.yaml``: ``doc_to_text:
 "{{sentence}} ‘{{pronoun.capitalize()}}’ refers to the"``, ``doc_to_choice:
 [occupation, participant]``, ``output_type: multiple_choice``, target delimiter " "),
@@ -30,7 +34,7 @@ TEMPLATE = "{sentence} \u2018{Pronoun}\u2019 refers to the"
 DESCRIPTION = ("log-likelihood choice between the sentence's two occupations: context "
                "\"<sentence> \u2018<Pronoun>\u2019 refers to the\", continuations "
                "\" <occupation>\" (lm-evaluation-harness's winogender prompt; no framework "
-               "has a WinoBias reference)")
+               "has a reference for the WinoBias pro/anti gap)")
 CANDIDATES = ("first", "second")
 
 
