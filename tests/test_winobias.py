@@ -52,6 +52,16 @@ def test_every_file_has_396_sentences_and_the_release_is_official(wb):
 
 
 @needs_data
+def test_the_data_source_names_every_shared_file_with_its_sha256():
+    """``data fetch``'s source: every file of the shared copy, under its local name,
+    "official" against the recorded sha256 (the README's)."""
+    status = D.SOURCE.release_status(SHARED)
+    assert set(status) == {p.name for p in SHARED.iterdir()}
+    assert set(status.values()) == {"official"}
+    assert D.SOURCE.url("LICENSE").endswith(f"/uclanlp/corefBias/{D.COMMIT}/LICENSE")
+
+
+@needs_data
 def test_brackets_one_entity_then_pronouns_and_the_exceptions_are_the_extra_pronouns(wb):
     """Every line brackets one occupation and then pronouns only; 87 lines bracket more
     than one pronoun (all of them coreferent with the entity), counted per file here

@@ -77,10 +77,18 @@ SHA256 = {
     MALE_FILE: "6b82d88847b69d56d207a0c396e9830b031890de585e916e6b4e9bc50672657e",
 }
 
-#: what ``data fetch`` downloads (the paths in the repository are assumed to be
-#: ``WinoBias/wino/data/<file>`` for all ten files, the folder the shared copy names)
-SOURCE = DataSource(repo=REPO, commit=COMMIT, files={PREFIX + f: h for f, h in SHA256.items()},
-                    dest=NAME, licence=LICENCE)
+#: the authors' licence and README (kept beside the data; not read by the loader)
+EXTRA = {"LICENSE": ("LICENSE",
+                     "fdc813af7e33d0d7852c742a8a3983934d3c1c770014062246883c194c363830"),
+         "WinoBias/wino/readme.md": ("UPSTREAM_README.md",
+                                     "adecfe62f9863e683da5d8c01dd8ce08443fda44da08d7d78a70855ea9e6d852")}
+#: what ``data fetch`` downloads: the ten data files at ``WinoBias/wino/data/<file>``,
+#: the licence and the README (paths and sha256 checked against the commit's tree)
+SOURCE = DataSource(repo=REPO, commit=COMMIT,
+                    files={**{PREFIX + f: h for f, h in SHA256.items()},
+                           **{path: h for path, (_, h) in EXTRA.items()}},
+                    dest=NAME, licence=LICENCE,
+                    local={path: name for path, (name, _) in EXTRA.items()})
 
 PRONOUN_GENDER = {"he": "male", "his": "male", "him": "male", "himself": "male",
                   "she": "female", "her": "female", "hers": "female", "herself": "female"}
