@@ -33,6 +33,7 @@ every gendered pronoun is replaced by one placeholder, and the same gold occupat
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -155,9 +156,16 @@ def occupation_mentions(text: str, occupations: dict[str, str]) -> list[tuple[in
     """``[(start, occupation as written), ...]``: the whole-word, case-insensitive
     mentions of the listed occupations in ``text``, longest first where they overlap,
     in order of position."""
-    names = sorted(occupations, key=len, reverse=True)
-    pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b", re.IGNORECASE)
+    pattern = _mentions_pattern(tuple(occupations))
     return [(m.start(), m.group(1)) for m in pattern.finditer(text)]
+
+
+@functools.lru_cache(maxsize=4)
+def _mentions_pattern(names: tuple[str, ...]) -> re.Pattern[str]:
+    """One alternation of ``names`` (longest first), whole words, case-insensitive."""
+    ordered = sorted(names, key=lambda n: (-len(n), n))
+    return re.compile(r"\b(" + "|".join(re.escape(n) for n in ordered) + r")\b",
+                      re.IGNORECASE)
 
 
 def parse_line(line: str, occupations: dict[str, str], path: Path, lineno: int) -> dict:
