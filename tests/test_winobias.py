@@ -3,6 +3,7 @@ hand-computed cases, the gate's part, and a replay of the committed recordings t
 ``fairness-tests audit``."""
 from __future__ import annotations
 
+import ast
 import gzip
 import hashlib
 import importlib.util
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from fairness_tests.benchmarks import winobias as W
 from fairness_tests.benchmarks.winobias import data as D
@@ -188,6 +190,29 @@ def test_the_prompt_is_lm_evals_winogender_prompt_on_the_sentence():
     assert [q.meta["candidate"] for q in reqs] == ["first", "second"]
 
 
+@needs_data
+def test_the_requests_are_what_lm_evals_winogender_template_makes_of_the_sentence(wb):
+    """lm-eval's own winogender task file rendered by its own template code on WinoBias
+    fields (sentence, pronoun; occupation and participant: the first and the second
+    occupation), its target delimiter before each choice: our two requests, for every
+    sentence."""
+    lm_utils = pytest.importorskip("lm_eval.utils")
+    TaskConfig = pytest.importorskip("lm_eval.api.task").TaskConfig
+
+    task_dir = Path(importlib.util.find_spec("lm_eval").origin).parent / "tasks" / "winogender"
+    cfg = yaml.safe_load((task_dir / "winogender.yaml").read_text())
+    delim = TaskConfig(task="x").target_delimiter
+    items = wb.items
+    reqs = P.build_requests(items, backend="transformers", model="m")
+    for k, r in enumerate(items.itertuples(index=False)):
+        doc = {"sentence": r.sentence, "pronoun": r.pronoun, "occupation": r.first,
+               "participant": r.second}
+        ctx = lm_utils.apply_template(cfg["doc_to_text"], doc)
+        choices = ast.literal_eval(lm_utils.apply_template(cfg["doc_to_choice"], doc))
+        got = reqs[2 * k: 2 * k + 2]
+        assert [(q.context, q.continuation) for q in got] == [(ctx, delim + c) for c in choices]
+
+
 def _items(rows):
     cols = {"split": "dev", "type": "type1", "line": 1, "sentence": "s", "pronoun": "he",
             "pronoun_gender": "male", "gold_gender": "male", "first": "a", "second": "b",
@@ -292,6 +317,15 @@ def test_cells_pool_splits_and_types():
     assert cells == {("dev", "type1"), ("dev", "all"), ("test", "type2"), ("test", "all"),
                      ("all", "type1"), ("all", "type2"), ("all", "all")}
     assert len(t) == 7 * len(M.METRICS)
+
+
+@needs_data
+def test_a_smoke_limit_keeps_the_first_lines_of_every_file_so_twins_stay_together(wb):
+    """--limit 3: lines 1-3 of the 8 files, 24 sentences in 12 pairs of two."""
+    got = F.limit_lines(wb.items, 3)
+    assert len(got) == 24 and set(got["line"]) == {1, 2, 3}
+    assert got.groupby("pair").size().eq(2).all() and got["pair"].nunique() == 12
+    assert F.limit_lines(wb.items, None) is wb.items
 
 
 # ------------------------------------------------------------------------- gate part
