@@ -14,8 +14,9 @@ repository: sha256}``, each installed in ``dest`` under its local name
   its local name or by its path in the repository, copied whatever it holds (the user's
   copy: a fix, a translation) and labelled :data:`OFFICIAL` or :data:`NOT_OFFICIAL`;
   files missing from the copy are one error naming them all.
-- A file already in ``dest`` with the recorded sha256 is kept (``present``); the other
-  files of ``dest`` are left as they are.
+- A file already in ``dest`` with the recorded sha256 is kept (``present``); one of the
+  release's names with other bytes is replaced by the file fetched (and the log says so);
+  the other files of ``dest`` are left as they are.
 
 Everything is fetched into a hidden folder beside ``dest`` and moved in only when every
 file is there (:mod:`fairness_tests.core.fetching`): a fetch that fails leaves nothing.
@@ -98,10 +99,14 @@ def fetch_source(source: DataSource, dest: str | Path, base_url: str | None = No
         for path, digest in source.files.items():
             name = source.local_name(path)
             target = dest / name
-            if target.is_file() and sha256_file(target) == digest:
+            held = sha256_file(target) if target.is_file() else None
+            if held == digest:
                 out[name] = Fetched(name, path, digest, "present", OFFICIAL)
                 say(f"{name}: present, verified")
                 continue
+            if held is not None:
+                say(f"{name}: in {dest} but not the official release (sha256 {held}): "
+                    "replaced by the file fetched")
             out[name] = (_copy(source, path, local, stage, say) if local is not None
                          else _download(source, path, base_url, stage, timeout, say))
         move_in(stage, dest)
