@@ -76,8 +76,8 @@ def release_of(source: DataSource, path: str, sha256: str) -> str:
 
 
 def release_line(source: DataSource, f: Fetched) -> str:
-    """``<file>: official (sha256 …)`` or ``<file>: not the official release (sha256 …,
-    the release's … at repo@commit)``."""
+    """``<file>: official (sha256 ...)`` or ``<file>: not the official release (sha256 ...,
+    the release's ... at repo@commit)``."""
     if f.release == OFFICIAL:
         return f"{f.name}: {OFFICIAL} (sha256 {f.sha256})"
     return (f"{f.name}: {NOT_OFFICIAL} (sha256 {f.sha256}, the release's "
