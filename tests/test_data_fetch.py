@@ -28,6 +28,7 @@ from fairness_tests.core.registry import BENCHMARK_NAMES, data_sources, load
 from fairness_tests.core.sources import DataSource
 from fairness_tests.pipeline.config_data import FETCHABLE
 from fairness_tests.pipeline.data_fetch import NOT_OFFICIAL, OFFICIAL, fetch_source
+from fairness_tests.protocols.bbq.official import BENCHMARK as BBQ_BENCHMARK
 
 SOURCES: dict[str, DataSource] = {n: load(t) for n, t in data_sources().items()}
 SHARED = shared_dir() / "benchmarks"
@@ -77,8 +78,9 @@ def test_every_source_records_sha256_and_the_shared_copy_matches(name):
     listed = readme_digests()
     for path, digest in src.files.items():
         f = shared(name) / src.local_name(path)
+        assert f.is_file(), f"{path} ({f.name}) is not in the shared copy {shared(name)}"
         assert sha(f.read_bytes()) == digest, f
-        assert listed[f"{src.dest}/{src.local_name(path)}"] == digest, f
+        assert listed.get(f"{src.dest}/{f.name}") == digest, f"{f.name}: not in {README}"
 
 
 # ------------------------------------------------------------------ a real mirror
@@ -318,3 +320,21 @@ def test_a_benchmark_without_a_source_is_not_a_choice(capsys):
     rc, _, err = run(capsys, "--benchmark", none[-1])
     assert rc == 2 and "--benchmark" in err and "must be one of" in err
     assert all(n in err for n in SOURCES)
+
+
+@pytest.mark.skipif(not (shared_dir() / "bbq_official" / "data" / "Religion.jsonl").is_file(),
+                    reason="no ../shared/bbq_official")
+def test_bbq_keeps_its_own_fetch_with_or_without_benchmark(tmp_path, capsys):
+    """BBQ's fetch (files by category, git blob ids) runs with no --benchmark and with
+    BBQ's name: the same files, the same summary."""
+    copy = shared_dir() / "bbq_official"
+    blob = hashlib.sha1(b"blob %d\0" % len((copy / "data" / "Religion.jsonl").read_bytes())
+                        + (copy / "data" / "Religion.jsonl").read_bytes()).hexdigest()
+    docs = []
+    for i, named in enumerate(((), ("--benchmark", BBQ_BENCHMARK))):
+        rc, doc, err = run(capsys, *named, "--categories", "Religion", "--from", str(copy),
+                           "--dest", str(tmp_path / f"bbq{i}"))
+        assert rc == 0, err
+        assert doc["files"]["Religion.jsonl"]["git_blob"] == blob
+        docs.append(doc["files"])
+    assert docs[0] == docs[1]
