@@ -338,3 +338,16 @@ def test_bbq_keeps_its_own_fetch_with_or_without_benchmark(tmp_path, capsys):
         assert doc["files"]["Religion.jsonl"]["git_blob"] == blob
         docs.append(doc["files"])
     assert docs[0] == docs[1]
+
+
+@needs_copy
+def test_the_default_dest_is_where_the_benchmark_looks(tmp_path, capsys, monkeypatch):
+    """No --dest: $FAIRNESS_<NAME>_DIR (the loaders' place), so no export line is needed."""
+    name = PRESENT[0]
+    src = SOURCES[name]
+    there = tmp_path / "env-dir"
+    monkeypatch.setenv(f"FAIRNESS_{src.dest.upper()}_DIR", str(there))
+    rc, doc, err = run(capsys, "--benchmark", name, "--from", str(shared(name)))
+    assert rc == 0, err
+    assert sorted(p.name for p in there.iterdir()) == sorted(doc["files"])
+    assert "export " not in err
