@@ -1,0 +1,216 @@
+"""CrowS-Pairs: `fairness-tests audit --live --protocols crows_pairs` against
+lm-evaluation-harness's own ``crows_pairs_english`` task, side by side.
+
+Same pairs, same weights, same threads, in one script:
+
+1. ours: ``python -m fairness_tests.cli.main audit --live --protocols crows_pairs
+   [--limit N]`` on a fresh store (answering time from its progress lines: model ready to
+   the last answer), its per-pair records read back from the run directory;
+2. lm-eval 0.4.13 (optional: skipped with a message without it), in a child process:
+   ``HFLM`` on the cached safetensors copy of the embedded GGUF (the checkpoint ours
+   loads: :func:`fairness_tests.models.backends.embedded.prepare`), float32, batch size
+   ``--lmeval-batch-size``, ``torch.set_num_threads(--threads)``, running ITS task: the
+   installed ``lm_eval/tasks/crows_pairs/crows_pairs_english.yaml`` loaded by lm-eval's
+   own YAML loader (its ``!function utils.doc_to_choice`` / ``utils.process_results``),
+   made into a ``ConfigurableTask`` whose ``custom_dataset`` is the authors' file instead
+   of the Hub's ``jannalu/crows_pairs_multilingual`` (no network), and evaluated by
+   ``lm_eval.evaluator.evaluate`` (``log_samples``). The dataset's fields are built from
+   ``crows_pairs_anonymized.csv`` read with Python's ``csv`` module, every field as the
+   text in the file: ``sent_more``, ``sent_less``, ``stereo_antistereo``, ``bias_type``
+   (the four lm-eval's task reads: its choices and, for the per-type tasks, its filter),
+   plus ``pair_id`` (the unnamed first column), the pairs in file order, restricted to the
+   pairs ours asked. Answering time = the ``evaluate`` call; the model load apart.
+
+Prints items (pairs) per second of both, the ratio, the largest absolute difference of a
+sentence's log-likelihood (the issue asks <= 1e-4) and of each aggregate (<= 1e-6;
+lm-eval's pct_stereotype is a share, ours a percentage: ours / 100 is compared).
+
+    python bench/bench_crows_pairs_vs_lmeval.py [--limit N] [--threads 2]
+        [--lmeval-batch-size 8]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fairness_tests.benchmarks.crows_pairs.data import CSV_NAME  # noqa: E402
+from fairness_tests.core.paths import benchmark_data_dir  # noqa: E402
+
+TASK = "crows_pairs_english"
+FIELDS = ("sent_more", "sent_less", "stereo_antistereo", "bias_type")
+COUNT = re.compile(r"\s(\d+)/(\d+)\s")
+
+
+def authors_rows(pair_ids: list[int] | None = None) -> list[dict]:
+    """lm-eval's dataset rows from the authors' csv: the four fields it reads, as text,
+    plus ``pair_id``; file order; only ``pair_ids`` when given."""
+    path = benchmark_data_dir("crows_pairs") / CSV_NAME
+    with path.open(encoding="utf-8", newline="") as f:
+        rows = [{"pair_id": int(r[""]), **{k: r[k] for k in FIELDS}} for r in csv.DictReader(f)]
+    keep = None if pair_ids is None else set(pair_ids)
+    return [r for r in rows if keep is None or r["pair_id"] in keep]
+
+
+def lmeval_task(rows: list[dict]):
+    """lm-eval's ``crows_pairs_english`` task, from its installed YAML, on ``rows``."""
+    import datasets  # noqa: PLC0415  optional (this bench and its test only)
+    import lm_eval  # noqa: PLC0415  likewise
+    from lm_eval.api.task import ConfigurableTask  # noqa: PLC0415
+    from lm_eval.tasks._yaml_loader import load_yaml  # noqa: PLC0415
+
+    cfg = load_yaml(Path(lm_eval.__file__).parent / "tasks" / "crows_pairs" / f"{TASK}.yaml")
+    cfg["custom_dataset"] = lambda **_: datasets.DatasetDict(
+        {"test": datasets.Dataset.from_list(rows)})
+    return ConfigurableTask(config=cfg)
+
+
+def run_lmeval(lm, rows: list[dict]) -> dict:
+    """lm-eval's evaluation of ``rows``: per pair (in ``rows`` order) the two
+    log-likelihoods and its per-pair metrics, and the two aggregates."""
+    from lm_eval import evaluator  # noqa: PLC0415  optional
+    from lm_eval.tasks import get_task_dict  # noqa: PLC0415
+
+    out = evaluator.evaluate(lm, get_task_dict([lmeval_task(rows)]), log_samples=True,
+                             bootstrap_iters=0, verbosity="WARNING")
+    samples = sorted(out["samples"][TASK], key=lambda s: s["doc_id"])
+    res = out["results"][TASK]
+    return {"pair_id": [s["doc"]["pair_id"] for s in samples],
+            "ll_more": [float(s["resps"][0][0][0]) for s in samples],
+            "ll_less": [float(s["resps"][1][0][0]) for s in samples],
+            "pct_stereotype": [float(s["pct_stereotype"]) for s in samples],
+            "likelihood_diff": [float(s["likelihood_diff"]) for s in samples],
+            "agg": {"pct_stereotype": float(res["pct_stereotype,none"]),
+                    "likelihood_diff": float(res["likelihood_diff,none"])}}
+
+
+def load_hflm(batch_size: int):
+    """lm-eval's HFLM on the embedded model's cached safetensors copy, float32, CPU."""
+    from lm_eval.models.huggingface import HFLM  # noqa: PLC0415  optional
+
+    from fairness_tests.models.backends import embedded as emb  # noqa: PLC0415  heavy
+    return HFLM(pretrained=str(emb.prepare()), device="cpu", dtype="float32",
+                batch_size=batch_size)
+
+
+def lmeval_worker(a) -> int:
+    """Child process: lm-eval's task on the pairs of ``--pairs``."""
+    import torch  # noqa: PLC0415  heavy, optional: only in the lm-eval child process
+    torch.set_num_threads(a.threads)
+    rows = authors_rows(json.loads(Path(a.pairs).read_text()))
+    t0 = time.perf_counter()
+    lm = load_hflm(a.lmeval_batch_size)
+    load_s = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    got = run_lmeval(lm, rows)
+    got.update(load_s=load_s, answer_s=time.perf_counter() - t1, threads=torch.get_num_threads())
+    print(json.dumps(got))
+    return 0
+
+
+def run_ours(work: Path, limit: int, threads: int) -> tuple[pd.DataFrame, dict]:
+    """A fresh-store ``audit --live --protocols crows_pairs``; its records and timings."""
+    cmd = [sys.executable, "-m", "fairness_tests.cli.main", "audit", "--live", "--protocols",
+           "crows_pairs", "--recordings", "--store", str(work / "store.sqlite"),
+           "--out", str(work / "ours"), *(["--limit", str(limit)] if limit else [])]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               FAIRNESS_PROGRESS="stderr", HF_HUB_OFFLINE="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, bufsize=1)
+    assert proc.stderr is not None
+    lines = []
+    for raw in proc.stderr:
+        line = raw.rstrip("\n").split("\r")[-1]
+        if line.startswith("crows_pairs "):
+            lines.append((time.perf_counter() - t0, line))
+    rc, wall = proc.wait(), time.perf_counter() - t0
+    ready = next((t for t, ln in lines if "model ready" in ln), None)
+    counts = [(t, ln) for t, ln in lines if COUNT.search(ln)]
+    if rc not in (0, 1, 5) or ready is None or not counts:
+        raise SystemExit(f"audit failed (exit {rc}): {' '.join(cmd)}")
+    records = pd.read_csv(work / "ours" / "run" / "records" / "crows_pairs.csv.gz")
+    table = pd.read_csv(work / "ours" / "run" / "tables" / "crows_pairs.csv")
+    return records, {"wall_s": wall, "load_s": ready, "answer_s": counts[-1][0] - ready,
+                     "table": table}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--limit", type=int, default=10, help="pairs per bias type (0: all 1,508)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--lmeval-batch-size", type=int, default=8)
+    ap.add_argument("--lmeval-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--pairs", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.lmeval_worker:
+        return lmeval_worker(a)
+    print(f"# {a.threads} threads, float32, same checkpoint; load average {os.getloadavg()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        rec, ours = run_ours(work, a.limit, a.threads)
+        n = len(rec)
+        print(f"ours: {n} pairs ({2 * n} loglikelihood requests) in {ours['answer_s']:.1f} s = "
+              f"{n / ours['answer_s']:.2f} pairs/s (wall {ours['wall_s']:.1f} s, model load + "
+              f"setup {ours['load_s']:.1f} s)  [load average {os.getloadavg()[0]:.2f}]",
+              flush=True)
+        try:
+            import lm_eval  # noqa: PLC0415  optional (this bench only): skipped without it
+        except ImportError:
+            print("lm-eval: skipped, not installed (pip install lm-eval==0.4.13 for this bench)")
+            return 0
+        pairs = work / "pairs.json"
+        pairs.write_text(json.dumps([int(x) for x in rec["pair_id"]]))
+        env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads),
+                   HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+                   PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        proc = subprocess.run([sys.executable, __file__, "--lmeval-worker", "--pairs", str(pairs),
+                               "--threads", str(a.threads), "--lmeval-batch-size",
+                               str(a.lmeval_batch_size)],
+                              env=env, cwd=ROOT, capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(proc.stderr[-3000:])
+            raise SystemExit(f"lm-eval worker failed (exit {proc.returncode})")
+        got = json.loads(proc.stdout.strip().splitlines()[-1])
+    rate, mine = len(got["pair_id"]) / got["answer_s"], n / ours["answer_s"]
+    print(f"lm-eval {lm_eval.__version__} {TASK}, batch {a.lmeval_batch_size}: "
+          f"{len(got['pair_id'])} pairs in {got['answer_s']:.1f} s = {rate:.2f} pairs/s (model "
+          f"load {got['load_s']:.1f} s, {got['threads']} threads)  [load average "
+          f"{os.getloadavg()[0]:.2f}]")
+    print(compare(rec, ours["table"], got))
+    print(f"ratio: ours / lm-eval = {mine / rate:.2f}x  (load average now {os.getloadavg()})")
+    return 0
+
+
+def compare(rec: pd.DataFrame, table: pd.DataFrame, got: dict) -> str:
+    """The largest differences, ours - lm-eval: per sentence and per aggregate."""
+    ours = rec.set_index("pair_id").loc[got["pair_id"]]
+    ll = max(np.abs(ours["ll_more"] - got["ll_more"]).max(),
+             np.abs(ours["ll_less"] - got["ll_less"]).max())
+    per = np.abs(ours["stereotype"].to_numpy() - np.array(got["pct_stereotype"])).max()
+    overall = table[table["bias_type"] == "all"].set_index("metric")["value"]
+    d_pct = abs(overall["pct_stereotype"] / 100 - got["agg"]["pct_stereotype"])
+    d_diff = abs(overall["likelihood_diff"] - got["agg"]["likelihood_diff"])
+    return (f"max |log-likelihood ours - lm-eval| = {ll:.2e} over {2 * len(ours)} sentences; "
+            f"per-pair stereotype flags differ by at most {per:g}; aggregates: "
+            f"|pct_stereotype/100 - lm-eval| = {d_pct:.2e}, |likelihood_diff - lm-eval| = "
+            f"{d_diff:.2e} (lm-eval pct_stereotype {got['agg']['pct_stereotype']:.6f}, "
+            f"likelihood_diff {got['agg']['likelihood_diff']:.6f})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
