@@ -112,7 +112,7 @@ def lmeval_worker(a) -> int:
     torch.set_num_threads(a.threads)
     rows = authors_rows(json.loads(Path(a.pairs).read_text()))
     t0 = time.perf_counter()
-    lm = load_hflm(a.lmeval_batch_size)
+    lm = load_hflm(int(a.lmeval_batch_size))
     load_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     got = run_lmeval(lm, rows)
@@ -153,7 +153,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--limit", type=int, default=10, help="pairs per bias type (0: all 1,508)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--lmeval-batch-size", type=int, default=8)
+    ap.add_argument("--lmeval-batch-size", default="8",
+                    help="lm-eval's batch size; several (8,1): the first is timed and compared "
+                         "with ours, the others with the first (lm-eval's own reproducibility "
+                         "across batch sizes)")
     ap.add_argument("--lmeval-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--pairs", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -175,25 +178,43 @@ def main() -> int:
             return 0
         pairs = work / "pairs.json"
         pairs.write_text(json.dumps([int(x) for x in rec["pair_id"]]))
-        env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), MKL_NUM_THREADS=str(a.threads),
-                   HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
-                   PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        proc = subprocess.run([sys.executable, __file__, "--lmeval-worker", "--pairs", str(pairs),
-                               "--threads", str(a.threads), "--lmeval-batch-size",
-                               str(a.lmeval_batch_size)],
-                              env=env, cwd=ROOT, capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(proc.stderr[-3000:])
-            raise SystemExit(f"lm-eval worker failed (exit {proc.returncode})")
-        got = json.loads(proc.stdout.strip().splitlines()[-1])
+        runs = [lmeval_child(pairs, a.threads, int(b)) for b in a.lmeval_batch_size.split(",")]
+    got = runs[0]
     rate, mine = len(got["pair_id"]) / got["answer_s"], n / ours["answer_s"]
-    print(f"lm-eval {lm_eval.__version__} {TASK}, batch {a.lmeval_batch_size}: "
+    print(f"lm-eval {lm_eval.__version__} {TASK}, batch {got['batch_size']}: "
           f"{len(got['pair_id'])} pairs in {got['answer_s']:.1f} s = {rate:.2f} pairs/s (model "
           f"load {got['load_s']:.1f} s, {got['threads']} threads)  [load average "
           f"{os.getloadavg()[0]:.2f}]")
     print(compare(rec, ours["table"], got))
+    for other in runs[1:]:
+        print(f"lm-eval batch {other['batch_size']} against batch {got['batch_size']}: " +
+              ll_differences(other, got))
     print(f"ratio: ours / lm-eval = {mine / rate:.2f}x  (load average now {os.getloadavg()})")
     return 0
+
+
+def lmeval_child(pairs: Path, threads: int, batch_size: int) -> dict:
+    """lm-eval's run of the pairs in a child process (its own torch threads)."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),
+               HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, __file__, "--lmeval-worker", "--pairs", str(pairs),
+                           "--threads", str(threads), "--lmeval-batch-size", str(batch_size)],
+                          env=env, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(proc.stderr[-3000:])
+        raise SystemExit(f"lm-eval worker failed (exit {proc.returncode})")
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "batch_size": batch_size}
+
+
+def ll_differences(a: dict, b: dict) -> str:
+    """The largest log-likelihood and aggregate differences between two lm-eval runs."""
+    ll = max(np.abs(np.array(a["ll_more"]) - b["ll_more"]).max(),
+             np.abs(np.array(a["ll_less"]) - b["ll_less"]).max())
+    agg = {k: abs(a["agg"][k] - b["agg"][k]) for k in a["agg"]}
+    return (f"max |log-likelihood difference| {ll:.2e}; |pct_stereotype difference| "
+            f"{agg['pct_stereotype']:.2e}; |likelihood_diff difference| "
+            f"{agg['likelihood_diff']:.2e}")
 
 
 def compare(rec: pd.DataFrame, table: pd.DataFrame, got: dict) -> str:

@@ -242,7 +242,10 @@ def test_equal_to_lm_evals_crows_pairs_english_on_18_pairs(tmp_path, monkeypatch
     sentence's log-likelihood within 1e-4, each pair's flags equal; pct_stereotype (ours /
     100) within 1e-6; likelihood_diff within 1e-6 when lm-eval's process_results runs on
     our log-likelihoods (the same definition), and end to end within the per-sentence
-    tolerance (the two forward passes agree to float32 rounding, ~1e-5 per sentence)."""
+    tolerance: the two forward passes agree to float32 rounding (~3e-5 per sentence of
+    ~100 nats), and lm-eval's own batch sizes 1 and 8 differ by as much (4.2e-5 per
+    sentence, 2.3e-6 on likelihood_diff over these pairs), so 1e-6 end to end is below
+    lm-eval's reproducibility with itself."""
     pytest.importorskip("lm_eval")
     monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
