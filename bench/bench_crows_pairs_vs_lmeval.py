@@ -9,17 +9,11 @@ Same pairs, same weights, same threads, in one script:
 2. lm-eval 0.4.13 (optional: skipped with a message without it), in a child process:
    ``HFLM`` on the cached safetensors copy of the embedded GGUF (the checkpoint ours
    loads: :func:`fairness_tests.models.backends.embedded.prepare`), float32, batch size
-   ``--lmeval-batch-size``, ``torch.set_num_threads(--threads)``, running ITS task: the
-   installed ``lm_eval/tasks/crows_pairs/crows_pairs_english.yaml`` loaded by lm-eval's
-   own YAML loader (its ``!function utils.doc_to_choice`` / ``utils.process_results``),
-   made into a ``ConfigurableTask`` whose ``custom_dataset`` is the authors' file instead
-   of the Hub's ``jannalu/crows_pairs_multilingual`` (no network), and evaluated by
-   ``lm_eval.evaluator.evaluate`` (``log_samples``). The dataset's fields are built from
-   ``crows_pairs_anonymized.csv`` read with Python's ``csv`` module, every field as the
-   text in the file: ``sent_more``, ``sent_less``, ``stereo_antistereo``, ``bias_type``
-   (the four lm-eval's task reads: its choices and, for the per-type tasks, its filter),
-   plus ``pair_id`` (the unnamed first column), the pairs in file order, restricted to the
-   pairs ours asked. Answering time = the ``evaluate`` call; the model load apart.
+   ``--lmeval-batch-size``, ``torch.set_num_threads(--threads)``, running ITS task,
+   ``crows_pairs_english``, from its installed YAML and ``utils.py``, on the same pairs of
+   the authors' file (:mod:`fairness_tests.benchmarks.crows_pairs.lmeval` says how its
+   dataset's fields are built). Answering time = lm-eval's ``evaluate`` call; the model
+   load apart.
 
 Prints items (pairs) per second of both, the ratio, the largest absolute difference of a
 sentence's log-likelihood (the issue asks <= 1e-4) and of each aggregate (<= 1e-6;
@@ -31,7 +25,6 @@ lm-eval's pct_stereotype is a share, ours a percentage: ours / 100 is compared).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import re
@@ -47,75 +40,29 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fairness_tests.benchmarks.crows_pairs.data import CSV_NAME  # noqa: E402
-from fairness_tests.core.paths import benchmark_data_dir  # noqa: E402
+from fairness_tests.benchmarks.crows_pairs import lmeval as L  # noqa: E402
+from fairness_tests.benchmarks.crows_pairs.data import load  # noqa: E402
+from fairness_tests.models.backends import embedded as emb  # noqa: E402
 
-TASK = "crows_pairs_english"
-FIELDS = ("sent_more", "sent_less", "stereo_antistereo", "bias_type")
 COUNT = re.compile(r"\s(\d+)/(\d+)\s")
 
 
-def authors_rows(pair_ids: list[int] | None = None) -> list[dict]:
-    """lm-eval's dataset rows from the authors' csv: the four fields it reads, as text,
-    plus ``pair_id``; file order; only ``pair_ids`` when given."""
-    path = benchmark_data_dir("crows_pairs") / CSV_NAME
-    with path.open(encoding="utf-8", newline="") as f:
-        rows = [{"pair_id": int(r[""]), **{k: r[k] for k in FIELDS}} for r in csv.DictReader(f)]
-    keep = None if pair_ids is None else set(pair_ids)
-    return [r for r in rows if keep is None or r["pair_id"] in keep]
-
-
-def lmeval_task(rows: list[dict]):
-    """lm-eval's ``crows_pairs_english`` task, from its installed YAML, on ``rows``."""
-    import datasets  # noqa: PLC0415  optional (this bench and its test only)
-    import lm_eval  # noqa: PLC0415  likewise
-    from lm_eval.api.task import ConfigurableTask  # noqa: PLC0415
-    from lm_eval.tasks._yaml_loader import load_yaml  # noqa: PLC0415
-
-    cfg = load_yaml(Path(lm_eval.__file__).parent / "tasks" / "crows_pairs" / f"{TASK}.yaml")
-    cfg["custom_dataset"] = lambda **_: datasets.DatasetDict(
-        {"test": datasets.Dataset.from_list(rows)})
-    return ConfigurableTask(config=cfg)
-
-
-def run_lmeval(lm, rows: list[dict]) -> dict:
-    """lm-eval's evaluation of ``rows``: per pair (in ``rows`` order) the two
-    log-likelihoods and its per-pair metrics, and the two aggregates."""
-    from lm_eval import evaluator  # noqa: PLC0415  optional
-    from lm_eval.tasks import get_task_dict  # noqa: PLC0415
-
-    out = evaluator.evaluate(lm, get_task_dict([lmeval_task(rows)]), log_samples=True,
-                             bootstrap_iters=0, verbosity="WARNING")
-    samples = sorted(out["samples"][TASK], key=lambda s: s["doc_id"])
-    res = out["results"][TASK]
-    return {"pair_id": [s["doc"]["pair_id"] for s in samples],
-            "ll_more": [float(s["resps"][0][0][0]) for s in samples],
-            "ll_less": [float(s["resps"][1][0][0]) for s in samples],
-            "pct_stereotype": [float(s["pct_stereotype"]) for s in samples],
-            "likelihood_diff": [float(s["likelihood_diff"]) for s in samples],
-            "agg": {"pct_stereotype": float(res["pct_stereotype,none"]),
-                    "likelihood_diff": float(res["likelihood_diff,none"])}}
-
-
-def load_hflm(batch_size: int):
-    """lm-eval's HFLM on the embedded model's cached safetensors copy, float32, CPU."""
-    from lm_eval.models.huggingface import HFLM  # noqa: PLC0415  optional
-
-    from fairness_tests.models.backends import embedded as emb  # noqa: PLC0415  heavy
-    return HFLM(pretrained=str(emb.prepare()), device="cpu", dtype="float32",
-                batch_size=batch_size)
+def chosen(pair_ids: list[int]) -> tuple:
+    """The pairs of ``pair_ids`` as this tool reads the authors' file, in file order."""
+    keep = set(pair_ids)
+    return tuple(p for p in load().pairs if p.pair_id in keep)
 
 
 def lmeval_worker(a) -> int:
     """Child process: lm-eval's task on the pairs of ``--pairs``."""
     import torch  # noqa: PLC0415  heavy, optional: only in the lm-eval child process
     torch.set_num_threads(a.threads)
-    rows = authors_rows(json.loads(Path(a.pairs).read_text()))
+    pairs = chosen(json.loads(Path(a.pairs).read_text()))
     t0 = time.perf_counter()
-    lm = load_hflm(int(a.lmeval_batch_size))
+    lm = L.hflm(emb.prepare(), int(a.lmeval_batch_size))
     load_s = time.perf_counter() - t0
     t1 = time.perf_counter()
-    got = run_lmeval(lm, rows)
+    got = L.evaluate(lm, pairs)
     got.update(load_s=load_s, answer_s=time.perf_counter() - t1, threads=torch.get_num_threads())
     print(json.dumps(got))
     return 0
@@ -181,7 +128,7 @@ def main() -> int:
         runs = [lmeval_child(pairs, a.threads, int(b)) for b in a.lmeval_batch_size.split(",")]
     got = runs[0]
     rate, mine = len(got["pair_id"]) / got["answer_s"], n / ours["answer_s"]
-    print(f"lm-eval {lm_eval.__version__} {TASK}, batch {got['batch_size']}: "
+    print(f"lm-eval {lm_eval.__version__} {L.TASK}, batch {got['batch_size']}: "
           f"{len(got['pair_id'])} pairs in {got['answer_s']:.1f} s = {rate:.2f} pairs/s (model "
           f"load {got['load_s']:.1f} s, {got['threads']} threads)  [load average "
           f"{os.getloadavg()[0]:.2f}]")

@@ -4,7 +4,7 @@ cases, the gate's pair-by-pair comparison, an end-to-end replay of the recorded 
 model, and equality with lm-eval's own task on a small subset."""
 from __future__ import annotations
 
-import sys
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from fairness_tests.benchmarks.crows_pairs import CrowsPairs
+from fairness_tests.benchmarks.crows_pairs import lmeval as L
 from fairness_tests.benchmarks.crows_pairs.data import (
     BIAS_TYPES,
     CSV_SHA256,
@@ -24,14 +25,15 @@ from fairness_tests.benchmarks.crows_pairs.data import (
 )
 from fairness_tests.benchmarks.crows_pairs.family import (
     CrowsPairsFamily,
-    gate_frame,
     pair_records,
     pair_requests,
 )
+from fairness_tests.benchmarks.crows_pairs.gate import gate_frame
 from fairness_tests.benchmarks.crows_pairs.metrics import crows_table, pair_scores, sign_test_p
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.metrics.gate import GateSetting, gate_table
+from fairness_tests.models.backends import embedded
 from fairness_tests.models.requests.request import Response
 from fairness_tests.pipeline.recordings import default_recordings
 
@@ -234,32 +236,72 @@ def test_replay_of_the_recording_writes_tables_verdicts_and_the_warning(tmp_path
 
 # ----------------------------------------------------------------------------- lm-eval
 
+needs_lmeval = pytest.mark.skipif(importlib.util.find_spec("lm_eval") is None,
+                                  reason="lm_eval not installed")
+
+
+def replay(tmp_path: Path, *args: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """An offline audit of CrowS-Pairs from the recording: its records and table."""
+    out = tmp_path / "o"
+    rc = main(["audit", "--protocols", "crows_pairs", "--recordings", str(RECORDING),
+               "--store", str(tmp_path / "s.sqlite"), "--out", str(out), "-q", *args])
+    assert rc in (0, 1, 5)
+    return (pd.read_csv(out / "run" / "records" / "crows_pairs.csv.gz"),
+            pd.read_csv(out / "run" / "tables" / "crows_pairs.csv"))
+
+
 @needs_data
+@needs_lmeval
 @pytest.mark.skipif(not RECORDING.exists(), reason="no recording of the embedded model")
-def test_equal_to_lm_evals_crows_pairs_english_on_18_pairs(tmp_path, monkeypatch):
-    """lm-eval's own task (its YAML and utils.py, HFLM on the embedded model's safetensors
-    copy) on the first 2 pairs of each bias type, against our recorded answers: each
-    sentence's log-likelihood within 1e-4, each pair's flags equal; pct_stereotype (ours /
-    100) within 1e-6; likelihood_diff within 1e-6 when lm-eval's process_results runs on
-    our log-likelihoods (the same definition), and end to end within the per-sentence
-    tolerance: the two forward passes agree to float32 rounding (~3e-5 per sentence of
-    ~100 nats), and lm-eval's own batch sizes 1 and 8 differ by as much (4.2e-5 per
-    sentence, 2.3e-6 on likelihood_diff over these pairs), so 1e-6 end to end is below
-    lm-eval's reproducibility with itself."""
-    pytest.importorskip("lm_eval")
+def test_lm_evals_task_on_the_recorded_answers_gives_our_table(tmp_path, monkeypatch):
+    """All 1,508 pairs, no model: lm-eval's own task (its YAML, doc_to_choice,
+    process_results and mean) reads the authors' pairs, and an lm-eval ``LM`` answers each
+    (context, continuation) with the embedded model's recorded log-likelihood of it: its
+    requests are ours ("" and the sentence), its per-pair flags and differences are ours,
+    and its two aggregates are our overall row (pct_stereotype / 100) within 1e-6."""
+    from lm_eval.api.model import LM  # noqa: PLC0415  optional
+
+    monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
+    rec, t = replay(tmp_path, "--n-boot", "100")
+    recorded = {("", r.sent_more): r.ll_more for r in rec.itertuples()}
+    recorded.update({("", r.sent_less): r.ll_less for r in rec.itertuples()})
+
+    class Recorded(LM):
+        def loglikelihood(self, requests, disable_tqdm=False):
+            return [(float(recorded[tuple(q.args)]), False) for q in requests]
+
+        def loglikelihood_rolling(self, requests, disable_tqdm=False):
+            raise NotImplementedError
+
+        def generate_until(self, requests, disable_tqdm=False):
+            raise NotImplementedError
+
+    got = L.evaluate(Recorded(), load(DATA).pairs)
+    assert got["pair_id"] == rec["pair_id"].tolist() and len(got["pair_id"]) == 1508
+    assert got["pct_stereotype"] == rec["stereotype"].tolist()
+    assert np.abs(np.array(got["likelihood_diff"]) - rec["likelihood_diff"]).max() <= 1e-12
+    mine = t[t["bias_type"] == "all"].set_index("metric")["value"]
+    assert abs(mine["pct_stereotype"] / 100 - got["agg"]["pct_stereotype"]) <= 1e-6
+    assert abs(mine["likelihood_diff"] - got["agg"]["likelihood_diff"]) <= 1e-6
+
+
+@needs_data
+@needs_lmeval
+@pytest.mark.skipif(not RECORDING.exists(), reason="no recording of the embedded model")
+def test_equal_to_lm_eval_with_the_model_on_18_pairs(tmp_path, monkeypatch):
+    """lm-eval's own task with its HFLM on the embedded model's safetensors copy, on the
+    first 2 pairs of each bias type, against our recorded answers: each sentence's
+    log-likelihood within 1e-4, each pair's flag equal, pct_stereotype (ours / 100) within
+    1e-6; likelihood_diff end to end within the per-sentence tolerance: the two forward
+    passes agree to float32 rounding (~3e-5 per sentence of ~100 nats), and lm-eval's own
+    batch sizes 1 and 8 differ by as much (4.2e-5 per sentence, 2.3e-6 on likelihood_diff
+    over these pairs), so 1e-6 end to end is below lm-eval's reproducibility with itself
+    (the definitions are equal to 1e-12: the test above)."""
     monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    sys.path.insert(0, str(REPO / "bench"))
-    import bench_crows_pairs_vs_lmeval as B  # noqa: PLC0415  the bench's lm-eval runner
-    from lm_eval.tasks.crows_pairs.utils import process_results  # noqa: PLC0415  optional
-
-    out = tmp_path / "o"
-    main(["audit", "--protocols", "crows_pairs", "--limit", "2", "--recordings", str(RECORDING),
-          "--store", str(tmp_path / "s.sqlite"), "--out", str(out), "-q", "--n-boot", "100"])
-    rec = pd.read_csv(out / "run" / "records" / "crows_pairs.csv.gz")
-    t = pd.read_csv(out / "run" / "tables" / "crows_pairs.csv")
-    got = B.run_lmeval(B.load_hflm(8), B.authors_rows(rec["pair_id"].tolist()))
+    rec, t = replay(tmp_path, "--limit", "2", "--n-boot", "100")
+    got = L.evaluate(L.hflm(embedded.prepare(), 8), limited(load(DATA).pairs, 2))
     ours = rec.set_index("pair_id").loc[got["pair_id"]]
     assert len(ours) == 18
     assert np.abs(ours["ll_more"] - got["ll_more"]).max() <= 1e-4
@@ -267,7 +309,4 @@ def test_equal_to_lm_evals_crows_pairs_english_on_18_pairs(tmp_path, monkeypatch
     assert ours["stereotype"].tolist() == got["pct_stereotype"]
     mine = t[t["bias_type"] == "all"].set_index("metric")["value"]
     assert abs(mine["pct_stereotype"] / 100 - got["agg"]["pct_stereotype"]) <= 1e-6
-    theirs = [process_results({}, [(m, False), (lo, False)])["likelihood_diff"]
-              for m, lo in zip(ours["ll_more"], ours["ll_less"], strict=True)]
-    assert abs(mine["likelihood_diff"] - np.mean(theirs)) <= 1e-6
     assert abs(mine["likelihood_diff"] - got["agg"]["likelihood_diff"]) <= 1e-4

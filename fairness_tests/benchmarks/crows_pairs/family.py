@@ -27,17 +27,10 @@ from fairness_tests.benchmarks.crows_pairs.data import (
     limited,
     load,
 )
+from fairness_tests.benchmarks.crows_pairs.gate import gate_part
 from fairness_tests.benchmarks.crows_pairs.info import CrowsPairsInfo
-from fairness_tests.benchmarks.crows_pairs.metrics import (
-    DIFF,
-    PCT,
-    crows_table,
-    distance_stat,
-    mean_stat,
-    pair_scores,
-)
+from fairness_tests.benchmarks.crows_pairs.metrics import DIFF, crows_table, pair_scores
 from fairness_tests.core.paths import display_path
-from fairness_tests.metrics.gate import GateMetric
 from fairness_tests.models.requests.request import Decoding, Request, Response
 from fairness_tests.pipeline.benchmark import Asked, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
@@ -155,28 +148,5 @@ class CrowsPairsFamily(Family):
 
     @classmethod
     def gate_parts(cls) -> list[GatePart]:
-        """The valid pairs, aligned by ``pair_id``, gated over all pairs (one cell: a
-        bias type's 60 to 516 pairs would add nine noisy cells to the Holm family)."""
-        return [GatePart(frame=gate_frame, key=("pair_id",), by=(), metrics=gate_metrics,
-                         cluster_columns={"item": None}, carry=("bias_type",))]
-
-
-def gate_frame(records: pd.DataFrame) -> pd.DataFrame:
-    """One run's gated frame: its valid pairs' id, bias type and scores."""
-    ok = records[records["valid"].astype(bool)]
-    return ok[["pair_id", "bias_type", "stereotype", DIFF]].reset_index(drop=True)
-
-
-def _build(column: str, stat):
-    def build(g: pd.DataFrame):
-        cols_b, cols_c = [f"{column}_b", "one_b"], [f"{column}_c", "one_c"]
-        return g[cols_b].to_numpy(float), g[cols_c].to_numpy(float), stat
-    return build
-
-
-def gate_metrics() -> list[GateMetric]:
-    """``|pct_stereotype - 50|`` (must not grow beyond the rule's margin, in percentage
-    points) and ``likelihood_diff`` (must not grow beyond 0.5 nats)."""
-    return [GateMetric(f"abs_{PCT}_minus_50", _build("stereotype", distance_stat), False, 2.0,
-                       "crows_pairs_stereotype_high"),
-            GateMetric(DIFF, _build(DIFF, mean_stat), False, 0.5)]
+        """The valid pairs, aligned by ``pair_id`` (:mod:`.gate`)."""
+        return [gate_part()]
