@@ -211,7 +211,8 @@ def test_the_declaration():
 @pytest.mark.skipif(not RECORDING.exists(), reason="no recording of the embedded model")
 def test_replay_of_the_recording_writes_tables_verdicts_and_the_warning(tmp_path, monkeypatch):
     """Every pair replayed offline (3,016 recorded answers), twice: the same table bytes;
-    4 rules judged in 1 + 1 + 9 + 9 cells; the card carries the authors' warning."""
+    4 rules judged in 1 + 1 + 9 + 9 cells; the card carries the authors' warning; the gate
+    compares the two runs pair by pair."""
     monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
     outs = []
     for name in ("a", "b"):
@@ -232,6 +233,14 @@ def test_replay_of_the_recording_writes_tables_verdicts_and_the_warning(tmp_path
         "crows_pairs_stereotype_high_by_type": 9, "crows_pairs_stereotype_low_by_type": 9}
     card = (outs[0] / "card" / "card.md").read_text(encoding="utf-8")
     assert "Blodgett et al. (2021)" in card
+    # the gate of a run against its replay: both metrics compared over the 1,508 pairs,
+    # identical answers, so nothing fails (exit 0)
+    assert main(["gate", str(outs[0] / "run"), str(outs[1] / "run"), "--n-boot", "200",
+                 "--out", str(tmp_path / "gate")]) == 0
+    g = pd.read_csv(tmp_path / "gate" / "gate.csv")
+    g = g[g["metric"].isin(["abs_pct_stereotype_minus_50", "likelihood_diff"])]
+    assert g[["cell", "n", "delta", "verdict"]].values.tolist() == [
+        ["all", 1508, 0.0, "no_difference"], ["all", 1508, 0.0, "no_difference"]]
 
 
 # ----------------------------------------------------------------------------- lm-eval
