@@ -104,7 +104,7 @@ def pair_records(pairs: tuple[Pair, ...], requests: list[Request],
 
 
 def crows_info(data: CrowsData, pairs: tuple[Pair, ...], records: pd.DataFrame, n_requests: int,
-               n_boot: int, seed: int, limit: int | None) -> CrowsPairsInfo:
+               n_boot: int, seed: int, limit: int | None, unit: str = "item") -> CrowsPairsInfo:
     """The run metadata of a CrowS-Pairs run."""
     ok = records[records["valid"]]
     warnings = [WARNING]
@@ -120,7 +120,7 @@ def crows_info(data: CrowsData, pairs: tuple[Pair, ...], records: pd.DataFrame, 
         counts={str(k): int(v) for k, v in ok["bias_type"].value_counts().sort_index().items()},
         n_requests=n_requests, invalid_pairs=int((~records["valid"]).sum()), requests=REQUESTS,
         adaptation=ADAPTATION, reference=REFERENCE,
-        bootstrap=Bootstrap(resamples=n_boot, seed=seed, cluster="item", method=INTERVALS),
+        bootstrap=Bootstrap(resamples=n_boot, seed=seed, cluster=unit, method=INTERVALS),
         limit=limit or None, warnings=warnings)
 
 
@@ -143,7 +143,7 @@ class CrowsPairsFamily(Family):
         records = pair_records(self.pairs, a.requests, a.responses)
         table = crows_table(records, n_boot=c.n_boot, seed=c.seed)
         info = crows_info(self.data, self.pairs, records, len(a.requests), c.n_boot, c.seed,
-                          c.limit)
+                          c.limit, c.cluster_of(NAME))
         return Results(tables={TABLE: table}, records={NAME: records}, metadata={NAME: info})
 
     @classmethod
