@@ -106,7 +106,9 @@ class Benchmark(ABC):
     ``recordings``: ``{model id: file beside its module}``, its recorded answers of a
     model, replayed with the manifest's (:func:`fairness_tests.pipeline.recordings.
     default_recordings`); ``source``: ``"module:NAME"`` of its
-    :class:`~fairness_tests.core.sources.DataSource` (what ``data fetch`` downloads)."""
+    :class:`~fairness_tests.core.sources.DataSource` (what ``data fetch`` downloads);
+    ``listed``: named on every card, as not evaluated when not asked (None: when
+    ``default``; :meth:`disclosed`)."""
     name: ClassVar[str]
     family: ClassVar[FamilySpec]
     default: ClassVar[bool] = False
@@ -118,6 +120,13 @@ class Benchmark(ABC):
     properties: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     recordings: ClassVar[Mapping[str, str]] = {}
     source: ClassVar[str | None] = None
+    listed: ClassVar[bool | None] = None
+
+    @classmethod
+    def disclosed(cls) -> bool:
+        """Listed on every card, as not evaluated when a run did not ask it (default:
+        the benchmarks of the default audit); another benchmark not asked is not named."""
+        return cls.default if cls.listed is None else cls.listed
 
     @abstractmethod
     def requests(self, family: Any) -> list[Request]:
