@@ -29,7 +29,7 @@ from fairness_tests.card.render_md import render_markdown
 from fairness_tests.compare.tables import model_sections
 from fairness_tests.core.registry import load
 from fairness_tests.pipeline.benchmark import benchmark, family_tables
-from fairness_tests.pipeline.views import table_views
+from fairness_tests.pipeline.views import side_by_side, table_views
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -199,3 +199,13 @@ def test_the_card_lays_the_built_ins_out_in_rank_order():
     assert "Supporting tables" not in md
     assert "Plot in card.html: Per-slice rates with 95% CIs" in md
     assert "| woman | 0.125 [0.125, 0.125] |" in md      # the panel's numbers, by slice
+
+
+def test_an_unregistered_tables_cells_are_its_columns_before_metric():
+    t = pd.DataFrame([["x", "", "m", 0.5, None, None, 4, "", 7]],
+                     columns=["a", "b", "metric", "value", "ci_low", "ci_high", "n", "note",
+                              "deff"])
+    sec = side_by_side("fam", "not_registered", [_Model("m1", {("fam", "not_registered"): t})])
+    assert sec is not None
+    assert [list(r[:2]) for r in sec.tables[0].rows] == [["x", "m"]]   # "b" empty, "deff" after
+    assert [(r["cell"], r["value"], r["n"]) for r in sec.long] == [("x", 0.5, 4.0)]

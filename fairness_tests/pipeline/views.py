@@ -111,10 +111,16 @@ def _text(x: object) -> str:
     return "" if missing(x) else str(x)
 
 
+def _leading(columns: list[str]) -> tuple[str, ...]:
+    """An unregistered table's grouping columns: those before ``metric`` (the long format)."""
+    return tuple(columns[:columns.index("metric")]) if "metric" in columns else ()
+
+
 def side_by_side(family: str, table: str, entries: Sequence[Compared]) -> Section | None:
     """The generic section of one metric table (None: no model's run has it): one row
     per cell x metric (the cell: the table's grouping columns of
-    :data:`fairness_tests.metrics.schema.TABLES`, joined by "/"; rows in the order the
+    :data:`fairness_tests.metrics.schema.TABLES` (unregistered: the columns before
+    ``metric``), joined by "/", "all" when none is set; rows in the order the
     models' tables first hold them), one column per model, ``value [ci_low, ci_high]``
     (an :class:`Estimate`; "-": that model's run lacks the row)."""
     have = [(e, e.table(family, table)) for e in entries]
@@ -124,9 +130,7 @@ def side_by_side(family: str, table: str, entries: Sequence[Compared]) -> Sectio
     schema = TABLES.get(table)
     by: dict[tuple[str, str], dict[str, dict]] = {}
     for e, t in have:
-        columns = schema.columns if schema is not None else tuple(
-            c for c in t.columns if c not in ("metric", "value", "ci_low", "ci_high", "n",
-                                              "note"))
+        columns = schema.columns if schema is not None else _leading(list(t.columns))
         for r in t.to_dict("records"):
             cell = "/".join(_text(r.get(c)) for c in columns if _text(r.get(c))) or "all"
             by.setdefault((cell, _text(r.get("metric"))), {}).setdefault(e.name, r)
