@@ -49,6 +49,10 @@ MIN_N_BOOT = 100
 Backend = Literal["transformers", "litellm"]
 #: the benchmarks an audit runs when none is named: those that declare ``default``
 DEFAULT_PROTOCOLS: tuple[str, ...] = tuple(b.name for b in load_all() if b.default)
+#: the benchmarks that read ``--benchmark FILE`` (declare ``reads_benchmark_file``): what a
+#: run with ``--benchmark`` and without ``--protocols`` asks
+FILE_BENCHMARKS: tuple[str, ...] = tuple(
+    b.name for b in load_all() if getattr(b, "reads_benchmark_file", False))
 API = "API models (litellm)"
 LOCAL = "local models (transformers)"
 
@@ -251,6 +255,19 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, Sc
     export: str | None = opt(None, "also export this run's store rows to this JSONL(.gz) "
                              "file", metavar="FILE", path=True, regen=False, pytest=False,
                              role="output_file")
+    benchmark_file: str | None = opt(
+        None, "a team's own benchmark: a YAML file of templates, attribute lists and an "
+        "outcome (docs/benchmarks.md); without --protocols the run asks only it",
+        flag="--benchmark", pytest_name="benchmark", metavar="FILE", path=True, role="input")
+
+    def __post_init__(self) -> None:
+        # --benchmark FILE with protocols that do not name the benchmark reading it (the
+        # default ones, or a model's recording settings): the run asks that one only; to
+        # run it beside others, name them all (--protocols bbq templates)
+        given = (self.protocols,) if isinstance(self.protocols, str) else self.protocols
+        if self.benchmark_file and not set(FILE_BENCHMARKS) & set(given or ()):
+            object.__setattr__(self, "protocols", FILE_BENCHMARKS)
+        super().__post_init__()
 
     def cross_check(self) -> Iterable[tuple[str, str]]:
         if self.model.startswith("embedded:") and self.model not in EMBEDDED_MODELS:
