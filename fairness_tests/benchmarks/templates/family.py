@@ -4,6 +4,7 @@ generation), plus what the model-upgrade gate compares item by item."""
 from __future__ import annotations
 
 from collections import Counter
+
 import numpy as np
 import pandas as pd
 

@@ -110,15 +110,7 @@ def attribute_tables(df: pd.DataFrame, attribute: str, groups: tuple[str, ...],
     if (labels < 0).any():
         raise ValueError(f"{attribute}: a value outside {groups}")
     X, tmpl = _matrix(df, labels, k), df["template"].to_numpy()
-    stats: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
-    for j, v in enumerate(VALUES):
-        m = _means(k, j)
-        for i, g in enumerate(groups):
-            stats[f"{v}|{g}"] = lambda s, m=m, i=i: m(s)[:, i]
-            if i != ref:
-                stats[f"{v}_gap|{g}"] = lambda s, m=m, i=i: m(s)[:, i] - m(s)[:, ref]
-        stats[f"{v}_disparity|"] = lambda s, m=m: _range(m(s))
-        stats[f"worst_{v}_gap|"] = lambda s, m=m: _worst_gap(m(s), ref)
+    stats = _boot_stats(groups, ref)
     est = bootstrap_all(X, stats, n_boot, seed, clusters=tmpl)
     p_gap = _gap_p_values(df, labels, groups, ref, n_perm, seed)
     p_all = permutation_tests(_perm_x(df), labels, _summary_perm_stats(k, ref),
@@ -127,12 +119,13 @@ def attribute_tables(df: pd.DataFrame, attribute: str, groups: tuple[str, ...],
     for v in VALUES:
         for i, g in enumerate(groups):
             mask = labels == i
-            cell = dict(attribute=attribute, group=g)
-            rows.append(metric_row(v, est[f"{v}|{g}"], n=_defined(df, v, mask), **cell))
+            rows.append(metric_row(v, est[f"{v}|{g}"], n=_defined(df, v, mask),
+                                   attribute=attribute, group=g))
             if i != ref:
                 both = mask | (labels == ref)
                 rows.append(metric_row(f"{v}_gap", est[f"{v}_gap|{g}"],
-                                       n=_defined(df, v, both), p_value=p_gap[(v, g)], **cell))
+                                       n=_defined(df, v, both), p_value=p_gap[(v, g)],
+                                       attribute=attribute, group=g))
     summary = []
     every = np.ones(len(df), bool)
     for j, v in enumerate(VALUES):
@@ -151,12 +144,49 @@ def attribute_tables(df: pd.DataFrame, attribute: str, groups: tuple[str, ...],
     return rows, summary
 
 
-def _summary_perm_stats(k: int, ref: int) -> dict[str, Callable[[np.ndarray], np.ndarray]]:
-    out: dict[str, Callable[[np.ndarray], np.ndarray]] = {}
+Stat = Callable[[np.ndarray], np.ndarray]
+
+
+def _column(m: Stat, i: int) -> Stat:
+    return lambda s: m(s)[:, i]
+
+
+def _gap(m: Stat, i: int, ref: int) -> Stat:
+    return lambda s: m(s)[:, i] - m(s)[:, ref]
+
+
+def _of_range(m: Stat) -> Stat:
+    return lambda s: _range(m(s))
+
+
+def _of_worst(m: Stat, ref: int, sign: float = 1.0) -> Stat:
+    return lambda s: sign * _worst_gap(m(s), ref)
+
+
+def _abs_gap(m: Stat) -> Stat:
+    return lambda S: np.abs(m(S)[:, 1] - m(S)[:, 0])
+
+
+def _boot_stats(groups: tuple[str, ...], ref: int) -> dict[str, Stat]:
+    """Every bootstrapped statistic of one attribute, by ``"<metric>|<group>"``."""
+    k, out = len(groups), {}
     for j, v in enumerate(VALUES):
-        mj = _perm_means(j)
-        out[f"{v}_disparity"] = lambda S, mj=mj: _range(mj(S))
-        out[f"worst_{v}_gap"] = lambda S, mj=mj: -_worst_gap(mj(S), ref)
+        m = _means(k, j)
+        for i, g in enumerate(groups):
+            out[f"{v}|{g}"] = _column(m, i)
+            if i != ref:
+                out[f"{v}_gap|{g}"] = _gap(m, i, ref)
+        out[f"{v}_disparity|"] = _of_range(m)
+        out[f"worst_{v}_gap|"] = _of_worst(m, ref)
+    return out
+
+
+def _summary_perm_stats(k: int, ref: int) -> dict[str, Stat]:
+    """The permuted statistics of the summary (large = evidence of a difference)."""
+    out: dict[str, Stat] = {}
+    for j, v in enumerate(VALUES):
+        out[f"{v}_disparity"] = _of_range(_perm_means(j))
+        out[f"worst_{v}_gap"] = _of_worst(_perm_means(j), ref, -1.0)
     return out
 
 
@@ -171,8 +201,7 @@ def _gap_p_values(df: pd.DataFrame, labels: np.ndarray, groups: tuple[str, ...],
             continue
         rows = (labels == i) | (labels == ref)
         two = (labels[rows] == i).astype(np.int64)        # 0: reference, 1: g
-        stats = {v: (lambda S, mj=_perm_means(j): np.abs(mj(S)[:, 1] - mj(S)[:, 0]))
-                 for j, v in enumerate(VALUES)}
+        stats = {v: _abs_gap(_perm_means(j)) for j, v in enumerate(VALUES)}
         res = permutation_tests(X[rows], two, stats, strata=tmpl[rows], n_perm=n_perm,
                                 seed=seed)
         out.update({(v, g): res[v].p_value for v in VALUES})

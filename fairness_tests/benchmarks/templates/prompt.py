@@ -88,7 +88,7 @@ def build_requests(spec: Spec, items: pd.DataFrame, *, backend: str, model: str,
     return out
 
 
-def logit_yes(ll: tuple[float, float, float, float]) -> tuple[float, float]:
+def logit_yes(ll: tuple[float, ...]) -> tuple[float, float]:
     """``(P(yes), logit_yes)`` from the log-likelihoods of yes, Yes, no, No."""
     yes = np.logaddexp(ll[0], ll[1])
     no = np.logaddexp(ll[2], ll[3])
@@ -126,9 +126,9 @@ def answers(spec: Spec, items: pd.DataFrame, requests: list[Request],
             ll = {q.continuation: r.logprob for q, r in pairs}
             row.update({f"ll_{c}": ll.get(c, math.nan) for c in CONTINUATIONS})
             vals = [ll.get(c) for c in CONTINUATIONS]
-            ok = not bad and all(v is not None for v in vals)
-            row["p_yes"], row["logit_yes"] = logit_yes(tuple(vals)) if ok \
-                else (math.nan, math.nan)            # type: ignore[arg-type]
+            four = tuple(float(v) for v in vals if v is not None)
+            ok = not bad and len(four) == len(CONTINUATIONS)
+            row["p_yes"], row["logit_yes"] = logit_yes(four) if ok else (math.nan, math.nan)
         else:
             row["p_yes"], row["logit_yes"] = favourable_share(spec, pairs[0][1]) \
                 if pairs and not bad else (math.nan, math.nan)
