@@ -115,7 +115,7 @@ def test_rules_in_the_file_are_checked_with_the_thresholds_schema(tmp_path):
     bad = write(tmp_path, GOOD + "rules:\n  - id: mine\n    bound: high\n")
     with pytest.raises(ConfigError) as e:
         load_spec(bad)
-    assert [(p.key, p.line) for p in e.value.problems] == [("rules[0].bound", 14)]   # GOOD is 11 lines
+    assert [(p.key, p.line) for p in e.value.problems] == [("rules[0].bound", 14)]  # 11 + 3
 
 
 def test_choice_favourable_must_be_an_option(tmp_path):
