@@ -33,6 +33,7 @@ from fairness_tests.models.requests.prompt_format import (
 from fairness_tests.pipeline.config_benchmarks import (
     BBQClusterOption,
     BenchmarkClusterOption,
+    BenchmarkFileOption,
     GenClusterOption,
 )
 from fairness_tests.pipeline.config_scorers import ScorerOptions
@@ -49,10 +50,6 @@ MIN_N_BOOT = 100
 Backend = Literal["transformers", "litellm"]
 #: the benchmarks an audit runs when none is named: those that declare ``default``
 DEFAULT_PROTOCOLS: tuple[str, ...] = tuple(b.name for b in load_all() if b.default)
-#: the benchmarks that read ``--benchmark FILE`` (declare ``reads_benchmark_file``): what a
-#: run with ``--benchmark`` and without ``--protocols`` asks
-FILE_BENCHMARKS: tuple[str, ...] = tuple(
-    b.name for b in load_all() if getattr(b, "reads_benchmark_file", False))
 API = "API models (litellm)"
 LOCAL = "local models (transformers)"
 
@@ -244,7 +241,7 @@ class ComparisonOptions(Checked):
 @dataclass(frozen=True, kw_only=True)
 class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, ScorerOptions,
                   AskingOptions, BatchOptions, StatsOptions, BBQClusterOption,
-                  GenClusterOption, BenchmarkClusterOption):
+                  GenClusterOption, BenchmarkClusterOption, BenchmarkFileOption):
     """Every choice of an audit. Recorded in the run's metadata and on the card."""
     protocols: tuple[str, ...] = opt(DEFAULT_PROTOCOLS, "protocols to run (the registry's: "
                                      f"{', '.join(BENCHMARK_NAMES)})", choices=BENCHMARK_NAMES,
@@ -255,19 +252,6 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, Sc
     export: str | None = opt(None, "also export this run's store rows to this JSONL(.gz) "
                              "file", metavar="FILE", path=True, regen=False, pytest=False,
                              role="output_file")
-    benchmark_file: str | None = opt(
-        None, "a team's own benchmark: a YAML file of templates, attribute lists and an "
-        "outcome (docs/benchmarks.md); without --protocols the run asks only it",
-        flag="--benchmark", pytest_name="benchmark", metavar="FILE", path=True, role="input")
-
-    def __post_init__(self) -> None:
-        # --benchmark FILE with protocols that do not name the benchmark reading it (the
-        # default ones, or a model's recording settings): the run asks that one only; to
-        # run it beside others, name them all (--protocols bbq templates)
-        given = (self.protocols,) if isinstance(self.protocols, str) else self.protocols
-        if self.benchmark_file and not set(FILE_BENCHMARKS) & set(given or ()):
-            object.__setattr__(self, "protocols", FILE_BENCHMARKS)
-        super().__post_init__()
 
     def cross_check(self) -> Iterable[tuple[str, str]]:
         if self.model.startswith("embedded:") and self.model not in EMBEDDED_MODELS:
