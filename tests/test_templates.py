@@ -36,6 +36,7 @@ from fairness_tests.benchmarks.templates.spec import (
     items,
     load_spec,
 )
+from fairness_tests.cli.init import init_project
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.metrics.gate import GateSetting, gate_table
@@ -341,6 +342,16 @@ def test_benchmark_option_asks_the_file_benchmark_only():
     both = AuditConfig(benchmark_file=str(EXAMPLE), protocols=("bbq", "templates"))
     assert both.protocols == ("bbq", "templates")
     assert "templates" not in AuditConfig().protocols
+
+
+def test_init_gives_a_project_a_place_for_its_own_benchmarks(tmp_path):
+    res = init_project(tmp_path)
+    names = {p.relative_to(tmp_path).as_posix() for p in res.written}
+    assert {"benchmarks/README.md", "benchmarks/lending.yaml"} <= names
+    assert (tmp_path / "benchmarks" / "lending.yaml").read_bytes() == EXAMPLE.read_bytes()
+    assert "--benchmark benchmarks/lending.yaml" in (tmp_path / "benchmarks" /
+                                                     "README.md").read_text()
+    assert len(items(load_spec(tmp_path / "benchmarks" / "lending.yaml"))) == 990
 
 
 # ------------------------------------------------------------------ end to end

@@ -90,6 +90,9 @@ class Templates(Benchmark):
                                       "metrics": ["refusal_gap"]},
     }
     recordings = {"embedded:gemma-3-270m": "recordings/embedded-gemma-3-270m.jsonl.gz"}
+    #: its worked example (beside this module), which ``fairness-tests init`` copies into a
+    #: project's ``benchmarks/``
+    example: ClassVar[str] = "examples/lending.yaml"
     #: reads ``--benchmark FILE`` (a run with it and without ``--protocols`` asks this one)
     reads_benchmark_file: ClassVar[bool] = True
 

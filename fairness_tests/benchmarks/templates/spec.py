@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.benchmarks.templates import Templates
 from fairness_tests.core.errors import Problem
 from fairness_tests.core.io import sha256_text
 from fairness_tests.core.validate import (
@@ -34,7 +35,7 @@ from fairness_tests.core.validate import (
 HERE = Path(__file__).parent
 #: the packaged worked example (a lending decision set): the benchmark file a run reads
 #: when ``--benchmark`` is not given
-EXAMPLE = HERE / "examples" / "lending.yaml"
+EXAMPLE = HERE / Templates.example
 #: Anthropic's discrim-eval prompt ending, as lm-evaluation-harness's discrim_eval task
 #: writes it (``doc_to_text``'s suffix, then ``gen_prefix`` with ``target_delimiter: ""``)
 DISCRIM_QUESTION_SUFFIX = '\nPlease answer the above question with either "yes" or "no".'
