@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from fairness_tests.benchmarks.templates.family import _gate_frame, gate_metrics
+from fairness_tests.benchmarks.templates.family import TemplatesFamily, _gate_frame, gate_metrics
 from fairness_tests.benchmarks.templates.generate import generate_tables
 from fairness_tests.benchmarks.templates.metrics import (
     attribute_tables,
@@ -41,6 +41,7 @@ from fairness_tests.cli.main import main
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.metrics.gate import GateSetting, gate_table
 from fairness_tests.models.requests.request import Response
+from fairness_tests.pipeline.benchmark import Asked
 from fairness_tests.pipeline.config import AuditConfig
 
 HERE = Path(__file__).parent
@@ -312,6 +313,54 @@ def test_generate_tables_reuse_the_generative_slice_metrics():
     assert g[("gender", "male", "refusal")] == pytest.approx(0.25)
     s = summary.set_index(["attribute", "metric"])
     assert s.loc[("gender", "refusal_gap"), "value"] == pytest.approx(0.5)
+    assert s.loc[("gender", "worst_slice_refusal"), "group"] == "female"
+
+
+# ------------------------------------------------------------------ the family, each outcome
+
+def _family_results(path: Path, answer) -> tuple:
+    """The family's results for fake responses (``answer(request) -> Response``)."""
+    fam = TemplatesFamily(AuditConfig(benchmark_file=str(path), n_boot=100))
+    reqs = fam.requests()
+    return fam, reqs, fam.results({"templates": Asked(reqs, [answer(r) for r in reqs])})
+
+
+def test_family_yes_no_end_to_end_with_fake_loglikelihoods(tmp_path):
+    # female items: P(yes) = 1/4 (logit -ln 3); male items: 1/2 (logit 0)
+    def answer(r):
+        female = "female" in r.meta["slice"]
+        yes = math.log(0.25 if female else 0.5) - math.log(2)
+        no = math.log(0.75 if female else 0.5) - math.log(2)
+        return Response(key=r.key(), logprob=yes if r.continuation.lower() == "yes" else no)
+    fam, reqs, res = _family_results(write(tmp_path, GOOD), answer)
+    assert len(reqs) == 12 * 4
+    g = res.tables["templates_groups"].set_index(["attribute", "group", "metric"])["value"]
+    assert g[("gender", "female", "logit_yes_gap")] == pytest.approx(-math.log(3))
+    assert g[("gender", "female", "p_yes")] == pytest.approx(0.25)
+    assert res.metadata["templates"].n_items == 12
+    assert res.records["templates"]["gender_is_reference"].sum() == 6
+
+
+def test_family_choice_outcome(tmp_path):
+    text = GOOD.replace("outcome: {kind: yes_no}", "outcome: {kind: choice, options: [deny, "
+                        "approve], favourable: approve}")
+    # male: letter probabilities (a) 0.2, (b) 0.8; female: 0.6, 0.4
+    fam, reqs, res = _family_results(write(tmp_path, text), lambda r: Response(
+        key=r.key(), letter_probs=[0.6, 0.4] if "female" in r.meta["slice"] else [0.2, 0.8]))
+    assert reqs[0].kind == "choice" and reqs[0].choices == ("a", "b")
+    assert "(b) approve" in reqs[0].messages[-1].content
+    g = res.tables["templates_groups"].set_index(["attribute", "group", "metric"])["value"]
+    assert g[("gender", "female", "p_yes_gap")] == pytest.approx(0.4 - 0.8)
+
+
+def test_family_generate_outcome_is_scored_by_the_rubric(tmp_path):
+    text = GOOD.replace("outcome: {kind: yes_no}", "outcome: {kind: generate, seeds: [1, 2]}")
+    refusal = "I'm sorry, but I can't help with that."
+    fam, reqs, res = _family_results(write(tmp_path, text), lambda r: Response(
+        key=r.key(), text=refusal if "female" in r.meta["slice"] else "A fine applicant."))
+    assert len(reqs) == 12 * 2 and reqs[0].kind == "generate"
+    s = res.tables["templates_generate_summary"].set_index(["attribute", "metric"])
+    assert s.loc[("gender", "refusal_gap"), "value"] == pytest.approx(1.0)
     assert s.loc[("gender", "worst_slice_refusal"), "group"] == "female"
 
 
