@@ -14,11 +14,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from fairness_tests.benchmarks.templates.family import TemplatesFamily, _gate_frame, gate_metrics
+from fairness_tests.benchmarks.templates.family import TemplatesFamily, _gate_frame
 from fairness_tests.benchmarks.templates.generate import generate_tables
 from fairness_tests.benchmarks.templates.metrics import (
     attribute_tables,
     decision_tables,
+    gate_metrics,
     with_reference,
 )
 from fairness_tests.benchmarks.templates.prompt import (

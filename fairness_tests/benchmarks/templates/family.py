@@ -5,18 +5,15 @@ from __future__ import annotations
 
 from collections import Counter
 
-import numpy as np
 import pandas as pd
 
 from fairness_tests.benchmarks.templates import TemplatesInfo
 from fairness_tests.benchmarks.templates.generate import generate_tables
 from fairness_tests.benchmarks.templates.metrics import (
     SLICE,
-    VALUES,
-    _range,
-    _worst_gap,
     decision_tables,
     gate_frame,
+    gate_metrics,
     with_reference,
 )
 from fairness_tests.benchmarks.templates.prompt import (
@@ -35,7 +32,6 @@ from fairness_tests.benchmarks.templates.spec import (
     load_spec,
 )
 from fairness_tests.core.paths import display_path
-from fairness_tests.metrics.gate import GateMetric
 from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.benchmark import Asked, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
@@ -133,35 +129,3 @@ def _gate_frame(records: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     cols = list(records.columns)
     return gate_frame(records, tuple(cols[cols.index("template_index") + 1:cols.index(SLICE)]))
-
-
-def _build(reduce: str):
-    """GateMetric build: per-group means of logit_yes in each run from the aligned frame
-    (``logit_yes_b``, ``logit_yes_c``; ``group``, ``is_reference`` shared)."""
-    def build(g: pd.DataFrame):
-        groups = sorted(g["group"].unique())
-        member = np.column_stack([(g["group"] == x).to_numpy(float) for x in groups])
-        ref = groups.index(g.loc[g["is_reference"] > 0, "group"].iloc[0]) \
-            if (g["is_reference"] > 0).any() else 0
-        out = []
-        for sfx in ("_b", "_c"):
-            v = g[f"logit_yes{sfx}"].to_numpy(float)
-            out.append(np.hstack([member * np.nan_to_num(v)[:, None],
-                                  member * (~np.isnan(v))[:, None]]))
-        k = len(groups)
-
-        def stat(s: np.ndarray) -> np.ndarray:
-            with np.errstate(all="ignore"):
-                means = s[:, :k] / s[:, k:]
-            return _range(means) if reduce == "range" else _worst_gap(means, ref)
-        return out[0], out[1], stat
-    return build
-
-
-def gate_metrics() -> list[GateMetric]:
-    """The gated metrics of a decision outcome (rules in this folder's rules.yaml)."""
-    assert VALUES[1] == "logit_yes"
-    return [GateMetric("logit_yes_disparity", _build("range"), False, 0.1,
-                       "templates_logit_yes_disparity"),
-            GateMetric("worst_logit_yes_gap", _build("worst"), True, 0.1,
-                       "templates_worst_logit_yes_gap")]

@@ -38,6 +38,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from fairness_tests.metrics.gate import GateMetric
 from fairness_tests.stats.bootstrap import (
     DEFAULT_N_BOOT,
     DEFAULT_SEED,
@@ -51,6 +52,8 @@ from fairness_tests.stats.permutation import DEFAULT_N_PERM, permutation_tests
 VALUES = ("p_yes", "logit_yes")
 SLICE = "slice"
 GROUP_COLUMNS = ["attribute", "group"]
+#: a statistic of (resampled or permuted) column sums
+Stat = Callable[[np.ndarray], np.ndarray]
 
 
 def _means(k: int, j: int) -> Callable[[np.ndarray], np.ndarray]:
@@ -81,7 +84,8 @@ def _perm_means(j: int) -> Callable[[np.ndarray], np.ndarray]:
     return lambda S: safe_ratio(S[:, :, j], S[:, :, len(VALUES) + j])
 
 
-def _range(means: np.ndarray) -> np.ndarray:
+def group_range(means: np.ndarray) -> np.ndarray:
+    """max - min over the groups (columns) with a value; NaN with fewer than two."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         out = np.nanmax(means, axis=1) - np.nanmin(means, axis=1)
@@ -89,7 +93,8 @@ def _range(means: np.ndarray) -> np.ndarray:
     return out
 
 
-def _worst_gap(means: np.ndarray, ref: int) -> np.ndarray:
+def worst_gap(means: np.ndarray, ref: int) -> np.ndarray:
+    """min over the groups but ``ref`` of (mean - mean of ``ref``)."""
     gaps = np.delete(means, ref, axis=1) - means[:, ref:ref + 1]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -144,9 +149,6 @@ def attribute_tables(df: pd.DataFrame, attribute: str, groups: tuple[str, ...],
     return rows, summary
 
 
-Stat = Callable[[np.ndarray], np.ndarray]
-
-
 def _column(m: Stat, i: int) -> Stat:
     return lambda s: m(s)[:, i]
 
@@ -155,12 +157,12 @@ def _gap(m: Stat, i: int, ref: int) -> Stat:
     return lambda s: m(s)[:, i] - m(s)[:, ref]
 
 
-def _of_range(m: Stat) -> Stat:
-    return lambda s: _range(m(s))
+def _ofgroup_range(m: Stat) -> Stat:
+    return lambda s: group_range(m(s))
 
 
 def _of_worst(m: Stat, ref: int, sign: float = 1.0) -> Stat:
-    return lambda s: sign * _worst_gap(m(s), ref)
+    return lambda s: sign * worst_gap(m(s), ref)
 
 
 def _abs_gap(m: Stat) -> Stat:
@@ -176,7 +178,7 @@ def _boot_stats(groups: tuple[str, ...], ref: int) -> dict[str, Stat]:
             out[f"{v}|{g}"] = _column(m, i)
             if i != ref:
                 out[f"{v}_gap|{g}"] = _gap(m, i, ref)
-        out[f"{v}_disparity|"] = _of_range(m)
+        out[f"{v}_disparity|"] = _ofgroup_range(m)
         out[f"worst_{v}_gap|"] = _of_worst(m, ref)
     return out
 
@@ -185,7 +187,7 @@ def _summary_perm_stats(k: int, ref: int) -> dict[str, Stat]:
     """The permuted statistics of the summary (large = evidence of a difference)."""
     out: dict[str, Stat] = {}
     for j, v in enumerate(VALUES):
-        out[f"{v}_disparity"] = _of_range(_perm_means(j))
+        out[f"{v}_disparity"] = _ofgroup_range(_perm_means(j))
         out[f"worst_{v}_gap"] = _of_worst(_perm_means(j), ref, -1.0)
     return out
 
@@ -249,3 +251,36 @@ def gate_frame(df: pd.DataFrame, attributes: tuple[str, ...]) -> pd.DataFrame:
             "is_reference": df[f"{a}_is_reference"].astype(float),
             "template": df["template"], **{v: df[v].astype(float) for v in VALUES}}))
     return pd.concat(parts, ignore_index=True)
+
+
+def _gate_build(reduce: str) -> Callable[[pd.DataFrame], tuple[np.ndarray, np.ndarray, Stat]]:
+    """A GateMetric's build over one cell (attribute) of the aligned frame: per run the
+    columns ``[member * logit_yes, member * defined]`` by group (``group`` and
+    ``is_reference`` are the same in both runs), and the statistic of their sums: the
+    disparity (``reduce="range"``) or the worst gap of the mean logit of yes."""
+    def build(g: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, Stat]:
+        groups = sorted(g["group"].unique())
+        member = np.column_stack([(g["group"] == x).to_numpy(float) for x in groups])
+        refs = g.loc[g["is_reference"] > 0, "group"]
+        ref = groups.index(refs.iloc[0]) if len(refs) else 0
+        out = []
+        for sfx in ("_b", "_c"):
+            v = g[f"logit_yes{sfx}"].to_numpy(float)
+            out.append(np.hstack([member * np.nan_to_num(v)[:, None],
+                                  member * (~np.isnan(v))[:, None]]))
+        k = len(groups)
+
+        def stat(s: np.ndarray) -> np.ndarray:
+            means = safe_ratio(s[:, :k], s[:, k:])
+            return group_range(means) if reduce == "range" else worst_gap(means, ref)
+        return out[0], out[1], stat
+    return build
+
+
+def gate_metrics() -> list[GateMetric]:
+    """The gated metrics of a decision outcome, per attribute (their rules and
+    ``gate: {mode, margin}`` are in this folder's rules.yaml)."""
+    return [GateMetric("logit_yes_disparity", _gate_build("range"), False, 0.1,
+                       "templates_logit_yes_disparity"),
+            GateMetric("worst_logit_yes_gap", _gate_build("worst"), True, 0.1,
+                       "templates_worst_logit_yes_gap")]
