@@ -424,8 +424,12 @@ def test_replay_of_the_lending_example_writes_tables_verdicts_and_card(tmp_path,
         verdicts["rule"])
     run = json.loads((out / "run" / "run.json").read_text())
     assert run["templates"]["n_items"] == 990 and run["templates"]["outcome"] == "yes_no"
-    card = (out / "card" / "card.md").read_text()
-    assert "templates" in card and "templates_logit_yes_disparity" in card
+    card = yaml.safe_load((out / "card" / "card.yaml").read_text(encoding="utf-8"))
+    protocol = card["evaluation_protocol"]
+    assert protocol["protocols_run"] == ["templates"]                # its card section
+    assert any(f.endswith("templates/rules.yaml") for f in protocol["thresholds"]["files"])
+    assert {"templates_groups", "templates_summary"} <= set(card["results"]["tables"])
+    assert "templates\\_logit\\_yes\\_disparity" in (out / "card" / "card.md").read_text()
 
 
 def test_the_recording_holds_every_request_of_the_example():
