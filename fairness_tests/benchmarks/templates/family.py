@@ -4,6 +4,7 @@ generation), plus what the model-upgrade gate compares item by item."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import pandas as pd
 
@@ -95,6 +96,23 @@ class TemplatesFamily(Family):
             n_items=len(self.items), n_requests=len(requests), statistics=STATISTICS,
             status_counts={k: int(v) for k, v in sorted(Counter(records["status"]).items())},
             reductions=list(self.reductions), rules_in_file=len(s.rules))
+
+    @classmethod
+    def protocol_facts(cls, info: Any, records: pd.DataFrame | None) -> dict[str, Any]:
+        """The benchmark file (its sha256), its outcome and prompt, and the item set:
+        two runs of different files are never compared."""
+        facts: dict[str, Any] = {}
+        if info is not None:
+            facts.update({"file (sha256)": info.sha256, "outcome": info.outcome,
+                          "prompt": info.prompt})
+        if records is not None and len(records):
+            facts["items"] = frozenset(records["item"].astype(str))
+        return facts
+
+    @classmethod
+    def response_key(cls) -> tuple[tuple[str, ...], str] | None:
+        """An answer is its item's logit of yes (a decision outcome) or generated text."""
+        return ("item",), "logit_yes"
 
     @classmethod
     def gate_parts(cls) -> list[GatePart]:
