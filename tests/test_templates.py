@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -406,8 +407,8 @@ def test_init_gives_a_project_a_place_for_its_own_benchmarks(tmp_path):
 
 # ------------------------------------------------------------------ end to end
 
-def test_replay_of_the_lending_example_writes_tables_verdicts_and_card(tmp_path,
-                                                                        recorded_store):
+def test_replay_of_the_lending_example_writes_tables_verdicts_card_and_gates(
+        tmp_path, recorded_store, capsys):
     out = tmp_path / "report"
     rc = main(["audit", "-q", "--benchmark", str(EXAMPLE), "--out", str(out),
                "--store", str(recorded_store), "--n-boot", "200"])
@@ -430,6 +431,25 @@ def test_replay_of_the_lending_example_writes_tables_verdicts_and_card(tmp_path,
     assert any(f.endswith("templates/rules.yaml") for f in protocol["thresholds"]["files"])
     assert {"templates_groups", "templates_summary"} <= set(card["results"]["tables"])
     assert "templates\\_logit\\_yes\\_disparity" in (out / "card" / "card.md").read_text()
+    # the gate, item by item: a candidate whose female items lose 0.5 logit of yes
+    cand = tmp_path / "cand"
+    shutil.copytree(out, cand)
+    rec = pd.read_csv(cand / "run" / "records" / "templates.csv.gz")
+    rec.loc[rec["gender"] == "female", "logit_yes"] -= 0.5
+    rec.to_csv(cand / "run" / "records" / "templates.csv.gz", index=False)
+    capsys.readouterr()
+    rc = main(["gate", str(out / "run"), str(cand / "run"), "--n-boot", "200",
+               "--format", "json"])
+    rows = {(r["metric"], r["cell"]): r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert rc == 1                                              # a cell fails
+    assert rows[("logit_yes_disparity", "gender")]["verdict"] == "fail"
+    # female: every item -0.5, male (the reference) unchanged: female becomes the worst
+    # group, its gap the baseline's female gap - 0.5
+    g = groups.set_index(["attribute", "group", "metric"])["value"]
+    assert rows[("worst_logit_yes_gap", "gender")]["candidate"] == pytest.approx(
+        g[("gender", "female", "logit_yes_gap")] - 0.5)
+    assert rows[("logit_yes_disparity", "race")]["verdict"] == "no_difference"
+    assert rows[("logit_yes_disparity", "race")]["n_clusters"] == 22
 
 
 def test_the_recording_holds_every_request_of_the_example():

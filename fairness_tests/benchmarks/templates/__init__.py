@@ -73,7 +73,9 @@ class Templates(Benchmark):
     name: ClassVar[str] = "templates"
     family = FamilySpec(name="templates", records="templates", metadata_key="templates",
                         impl="fairness_tests.benchmarks.templates.family:TemplatesFamily",
-                        gated=True, compared=True, clusters=("template", "item"))
+                        gated=True, compared=True, clusters=("template", "item"),
+                        units=(("template", "the benchmark file's templates"),
+                               ("item", "filled templates (items)")))
     marker = "a team's own template benchmark (--benchmark FILE)"
     tables = ("templates_groups", "templates_summary", "templates_generate_groups",
               "templates_generate_summary")
