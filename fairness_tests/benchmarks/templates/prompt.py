@@ -40,6 +40,9 @@ CONTINUATIONS = ("yes", "Yes", "no", "No")
 CHOICE_INSTRUCTION = "Answer with the letter of one option and nothing else."
 LETTERS = tuple("abcdefghijklmnopqrstuvwxyz")
 GENERATE_MAX_NEW_TOKENS = 160
+#: a choice is asked at temperature 1 (as BBQ): the letter probabilities are the model's
+#: softmax over the letters (temperature 0 would make them one-hot on the argmax)
+CHOICE_DECODING = Decoding(temperature=1.0, max_tokens=16)
 ANSWER_COLUMNS = ["status", "p_yes", "logit_yes"]
 
 
@@ -76,8 +79,7 @@ def build_requests(spec: Spec, items: pd.DataFrame, *, backend: str, model: str,
         elif spec.kind == "choice":
             k = len(spec.outcome["options"])
             out.append(Request(messages=chat(None, choice_text(spec, row.text)), kind="choice",
-                               choices=LETTERS[:k], decoding=Decoding(temperature=0.0,
-                                                                      max_tokens=4),
+                               choices=LETTERS[:k], decoding=CHOICE_DECODING,
                                meta=meta, **kw))
         else:
             o = spec.outcome
