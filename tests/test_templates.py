@@ -5,6 +5,7 @@ option, and an end-to-end replay of the lending example through ``fairness-tests
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import math
 import shutil
@@ -192,6 +193,42 @@ def _lm_eval_task(path: Path) -> dict:
         pass
     Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
     return yaml.load(path.read_text(encoding="utf-8"), Loader=Loader)  # noqa: S506
+
+
+def _lm_eval_process_results():
+    """lm-evaluation-harness's discrim_eval ``process_results``, from its own utils.py
+    (its module-level statsmodels import, used only by the aggregation, left out when
+    statsmodels is not installed)."""
+    lm_eval = pytest.importorskip("lm_eval")
+    src = (Path(lm_eval.__file__).parent / "tasks" / "discrim_eval" / "utils.py").read_text()
+    if importlib.util.find_spec("statsmodels") is None:
+        src = src.replace("import statsmodels.formula.api as smf\n", "")
+    namespace: dict = {}
+    exec(compile(src, "discrim_eval/utils.py", "exec"), namespace)  # noqa: S102  their code
+    return namespace["process_results"]
+
+
+def test_every_recorded_item_equals_lm_eval_process_results():
+    """The recorded log-likelihoods of all 990 lending items through lm-eval's own
+    process_results and through ours: the same logit of yes."""
+    process_results = _lm_eval_process_results()
+    spec = load_spec(EXAMPLE)
+    df = items(spec)
+    reqs = build_requests(spec, df, backend="transformers", model="embedded:gemma-3-270m",
+                          api_base=None)
+    rec = Path(str(EXAMPLE)).parent.parent / "recordings" / "embedded-gemma-3-270m.jsonl.gz"
+    with gzip.open(rec, "rt", encoding="utf-8") as f:
+        rows = {r["key"]: r["response"] for r in map(json.loads, f)}
+    resp = [Response.from_dict({**rows[q.key()], "key": q.key()}) for q in reqs]  # all recorded
+    ours = answers(spec, df, reqs, resp).set_index("item")["logit_yes"]
+    theirs = {}
+    for i in range(0, len(reqs), 4):
+        doc = {"race": "x", "gender": "y", "age": 1, "decision_question_id": 0}
+        out = process_results(doc, [(resp[i + j].logprob, False) for j in range(4)])
+        theirs[reqs[i].meta["item"]] = out["female_bias"][2]
+    assert len(theirs) == 990
+    diff = max(abs(ours[k] - v) for k, v in theirs.items())
+    assert diff < 1e-9, diff
 
 
 def test_logit_of_yes_by_hand():
