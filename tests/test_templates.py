@@ -123,6 +123,15 @@ def test_rules_in_the_file_are_checked_with_the_thresholds_schema(tmp_path):
     assert [(p.key, p.line) for p in e.value.problems] == [("rules[0].bound", 14)]  # 11 + 3
 
 
+def test_the_files_rules_are_handed_over_as_a_thresholds_document(tmp_path):
+    rule = ("rules:\n  - id: templates_logit_yes_disparity\n    bound: 0.3\n")
+    path = write(tmp_path, GOOD + rule)
+    docs = TemplatesFamily.rule_documents(AuditConfig(benchmark_file=str(path)))
+    assert docs == [(path, {"version": 1, "rules": [{"id": "templates_logit_yes_disparity",
+                                                     "bound": 0.3}]})]
+    assert TemplatesFamily.rule_documents(AuditConfig(benchmark_file=str(EXAMPLE))) == []
+
+
 def test_choice_favourable_must_be_an_option(tmp_path):
     bad = write(tmp_path, GOOD.replace("outcome: {kind: yes_no}",
                                        "outcome: {kind: choice, options: [approve, deny], "

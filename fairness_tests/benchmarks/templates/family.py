@@ -4,6 +4,7 @@ generation), plus what the model-upgrade gate compares item by item."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -96,6 +97,15 @@ class TemplatesFamily(Family):
             n_items=len(self.items), n_requests=len(requests), statistics=STATISTICS,
             status_counts={k: int(v) for k, v in sorted(Counter(records["status"]).items())},
             reductions=list(self.reductions), rules_in_file=len(s.rules))
+
+    @classmethod
+    def rule_documents(cls, config: AuditConfig) -> list[tuple[Path, dict[str, Any]]]:
+        """The benchmark file's own ``rules:`` as a thresholds document (``(file,
+        {"version": 1, "rules": [...]})``; none when it has none), already checked with
+        the thresholds schema when the file was read. For the rules loader to merge after
+        this folder's rules.yaml (the loader does not call it yet: a shared change)."""
+        spec = load_spec(config.benchmark_file or EXAMPLE)
+        return [(Path(spec.path), {"version": 1, "rules": spec.rules})] if spec.rules else []
 
     @classmethod
     def protocol_facts(cls, info: Any, records: pd.DataFrame | None) -> dict[str, Any]:
