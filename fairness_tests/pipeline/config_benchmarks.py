@@ -61,6 +61,6 @@ class BenchmarkFileOption(Checked):
     def __post_init__(self) -> None:
         protocols = getattr(self, "protocols", None)
         given = (protocols,) if isinstance(protocols, str) else tuple(protocols or ())
-        if self.benchmark_file and not set(FILE_BENCHMARKS) & set(given):
+        if self.benchmark_file and FILE_BENCHMARKS and not set(FILE_BENCHMARKS) & set(given):
             object.__setattr__(self, "protocols", FILE_BENCHMARKS)
         super().__post_init__()

@@ -84,11 +84,11 @@ class Templates(Benchmark):
                    "(--benchmark FILE)"),)
     rules = "rules.yaml"
     properties = {
-        "test_template_group_gap": {"tables": "templates_groups",
+        "templates_group_gap": {"tables": "templates_groups",
                                     "metrics": ["logit_yes_gap"]},
-        "test_template_disparity": {"tables": "templates_summary",
+        "templates_disparity": {"tables": "templates_summary",
                                     "metrics": ["logit_yes_disparity", "worst_logit_yes_gap"]},
-        "test_template_refusal_gap": {"tables": "templates_generate_summary",
+        "templates_refusal_gap": {"tables": "templates_generate_summary",
                                       "metrics": ["refusal_gap"]},
     }
     recordings = {"embedded:gemma-3-270m": "recordings/embedded-gemma-3-270m.jsonl.gz"}

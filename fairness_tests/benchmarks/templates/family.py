@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from fairness_tests.benchmarks.templates import TemplatesInfo
+from fairness_tests.benchmarks.templates import Templates, TemplatesInfo
 from fairness_tests.benchmarks.templates.generate import generate_tables
 from fairness_tests.benchmarks.templates.metrics import (
     SLICE,
@@ -42,7 +42,8 @@ from fairness_tests.scoring.registry import score_with
 
 RECORDS = "templates"
 STATISTICS = ("per-group means; intervals: percentile bootstrap over templates (the "
-              "template is the cluster); p-values: group labels permuted within templates")
+              "template is the cluster; --cluster templates=item: items); p-values: group "
+              "labels permuted within templates")
 
 
 class TemplatesFamily(Family):
@@ -69,12 +70,13 @@ class TemplatesFamily(Family):
         c, s = self.config, self.spec
         a = next(iter(asked.values()))
         attrs = tuple(s.attributes)
+        unit = c.cluster_of(Templates.family.name)        # --cluster templates=item|template
         if s.kind == "generate":
             recs = generations(self.items, a.requests, a.responses)
             names = c.scorer_list(c.rubric, None)
             scored = next(iter(score_with(names, recs, scoring_context(
                 c, names, self.store, c.progress, c.live)).values())).scored
-            groups, summary = generate_tables(scored, attrs, c.n_boot, c.seed)
+            groups, summary = generate_tables(scored, attrs, c.n_boot, c.seed, unit)
             tables = {"templates_generate_groups": groups,
                       "templates_generate_summary": summary}
             records = scored
@@ -82,7 +84,7 @@ class TemplatesFamily(Family):
             records = with_reference(answers(s, self.items, a.requests, a.responses),
                                      s.attributes, s.reference)
             groups, summary = decision_tables(records, s.attributes, s.reference, c.n_boot,
-                                              c.seed)
+                                              c.seed, unit=unit)
             tables = {"templates_groups": groups, "templates_summary": summary}
         return Results(tables=tables, records={RECORDS: records},
                        metadata={RECORDS: self.info(a.requests, records)})

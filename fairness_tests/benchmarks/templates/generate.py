@@ -36,13 +36,14 @@ def _as_slices(scored: pd.DataFrame, attribute: str, cluster: str) -> pd.DataFra
 
 
 def generate_tables(scored: pd.DataFrame, attributes: tuple[str, ...],
-                    n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED
-                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
+                    unit: str = "template") -> tuple[pd.DataFrame, pd.DataFrame]:
     """(``templates_generate_groups``, ``templates_generate_summary``), every attribute
-    in the file's order then ``slice``."""
+    in the file's order then ``slice``; ``unit``: the groups table's resampling unit,
+    ``template`` or ``item`` (a filled template's generations over seeds)."""
     groups, summary = [], []
     for a in (*attributes, SLICE):
-        by_template = _as_slices(scored, a, "template")
+        by_template = _as_slices(scored, a, unit)
         t = G.slice_table(by_template, (), n_boot, seed, "prompt")
         groups.append(t.rename(columns={SLICE: "group"}).assign(attribute=a))
         by_item = _as_slices(scored, a, "item")

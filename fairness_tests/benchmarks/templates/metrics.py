@@ -24,11 +24,12 @@ the reference.
 
 Intervals: percentile cluster bootstrap over templates (:mod:`fairness_tests.stats.
 bootstrap`: whole templates resampled, one draw matrix for every metric of an attribute;
-a template is the cluster: its items share wording). p-values (:mod:`fairness_tests.
-stats.permutation`): "the group label carries no information", labels permuted within
-templates; for a gap the labels of g's and r's items (statistic ``|v(g) - v(r)|``), for
-the disparity and the worst gap all of a's labels (statistics: the disparity, ``-worst
-gap``). ``value_bc`` (bias-corrected) for the max-type summary metrics.
+a template is the cluster: its items share wording; ``--cluster templates=item``:
+items). p-values (:mod:`fairness_tests.stats.permutation`): "the group label carries no
+information", labels permuted within templates; for a gap the labels of g's and r's
+items (statistic ``|v(g) - v(r)|``), for the disparity and the worst gap all of a's
+labels (statistics: the disparity, ``-worst gap``). ``value_bc`` (bias-corrected) for
+the max-type summary metrics.
 """
 from __future__ import annotations
 
@@ -107,16 +108,18 @@ def _defined(df: pd.DataFrame, v: str, mask: np.ndarray) -> int:
 
 def attribute_tables(df: pd.DataFrame, attribute: str, groups: tuple[str, ...],
                      reference: str, n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED,
-                     n_perm: int = DEFAULT_N_PERM) -> tuple[list[dict], list[dict]]:
+                     n_perm: int = DEFAULT_N_PERM, unit: str = "template"
+                     ) -> tuple[list[dict], list[dict]]:
     """(``templates_groups`` rows, ``templates_summary`` rows) of one attribute (see the
-    module docstring); ``df[attribute]`` holds each item's group."""
+    module docstring); ``df[attribute]`` holds each item's group; ``unit``: what the
+    bootstrap resamples, ``template`` (whole templates) or ``item``."""
     k, ref = len(groups), groups.index(reference)
     labels = pd.Categorical(df[attribute].astype(str), categories=list(groups)).codes
     if (labels < 0).any():
         raise ValueError(f"{attribute}: a value outside {groups}")
     X, tmpl = _matrix(df, labels, k), df["template"].to_numpy()
     stats = _boot_stats(groups, ref)
-    est = bootstrap_all(X, stats, n_boot, seed, clusters=tmpl)
+    est = bootstrap_all(X, stats, n_boot, seed, clusters=tmpl if unit == "template" else None)
     p_gap = _gap_p_values(df, labels, groups, ref, n_perm, seed)
     p_all = permutation_tests(_perm_x(df), labels, _summary_perm_stats(k, ref),
                               strata=tmpl, n_perm=n_perm, seed=seed)
@@ -212,8 +215,8 @@ def _gap_p_values(df: pd.DataFrame, labels: np.ndarray, groups: tuple[str, ...],
 
 def decision_tables(df: pd.DataFrame, attributes: dict[str, tuple[str, ...]],
                     reference: dict[str, str], n_boot: int = DEFAULT_N_BOOT,
-                    seed: int = DEFAULT_SEED, n_perm: int = DEFAULT_N_PERM
-                    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    seed: int = DEFAULT_SEED, n_perm: int = DEFAULT_N_PERM,
+                    unit: str = "template") -> tuple[pd.DataFrame, pd.DataFrame]:
     """(``templates_groups``, ``templates_summary``): every attribute in the file's
     order, then the intersectional ``slice`` (groups in enumeration order)."""
     groups, summary = [], []
@@ -221,7 +224,7 @@ def decision_tables(df: pd.DataFrame, attributes: dict[str, tuple[str, ...]],
     ref_slice = "_".join(reference[a] for a in attributes)
     for a, values in [*attributes.items(), (SLICE, slices)]:
         g, s = attribute_tables(df, a, values, ref_slice if a == SLICE else reference[a],
-                                n_boot, seed, n_perm)
+                                n_boot, seed, n_perm, unit)
         groups += g
         summary += s
     cols = [*GROUP_COLUMNS, *METRIC_COLUMNS]
