@@ -503,3 +503,21 @@ def test_the_recording_holds_every_request_of_the_example():
     with gzip.open(rec, "rt", encoding="utf-8") as f:
         n = sum(1 for line in f if line.strip())
     assert n >= 990 * len(CONTINUATIONS)
+
+
+def test_the_files_own_rule_decides_the_run(tmp_path, recorded_store):
+    """The lending example with its own ``rules:`` tightening the disparity bound to 0:
+    the run judges the file's bound (its verdicts fail, a disparity is > 0), the card
+    lists the file among the thresholds, and the folder's default bound (0.5) is gone."""
+    own = tmp_path / "lending.yaml"
+    own.write_text(EXAMPLE.read_text(encoding="utf-8") + "rules:\n"
+                   "  - id: templates_logit_yes_disparity\n    bound: 0\n", encoding="utf-8")
+    out = tmp_path / "report"
+    rc = main(["audit", "-q", "--benchmark", str(own), "--out", str(out),
+               "--store", str(recorded_store), "--n-boot", "200"])
+    assert rc == 1
+    v = pd.read_csv(out / "run" / "verdicts.csv")
+    mine = v[v["rule"] == "templates_logit_yes_disparity"]
+    assert len(mine) and (mine["bound"] == 0).all() and (mine["status"] == "fail").any()
+    run = json.loads((out / "run" / "run.json").read_text())
+    assert any(f.endswith("lending.yaml") for f in run["thresholds"])

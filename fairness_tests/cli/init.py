@@ -126,7 +126,7 @@ def init_project(root: str | Path = ".", model: str = DEFAULT_MODEL,
     put("tests/test_fairness.py", src=data_path("init", "test_fairness.py.tmpl"))
     put("benchmarks/README.md", src=data_path("init", "benchmarks_README.md"))
     for cls in load_all():                 # a benchmark's worked example (``example``)
-        example = getattr(cls, "example", None)
+        example = cls.example
         if example:
             put(f"benchmarks/{Path(example).name}",
                 src=Path(str(importlib.resources.files(cls.__module__).joinpath(example))))

@@ -21,7 +21,7 @@ from fairness_tests.models.requests import prompt_format as PF
 from fairness_tests.models.requests.repeat_modes import record
 from fairness_tests.pipeline.asker import Asker, check_live
 from fairness_tests.pipeline.batch_run import batch_report, check_batch, submit_all
-from fairness_tests.pipeline.benchmark import Asked, by_family
+from fairness_tests.pipeline.benchmark import Asked, by_family, extra_rules
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.configure import recorded_config, regen_command
 from fairness_tests.pipeline.stages import SILENT, Stages
@@ -55,7 +55,8 @@ def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None,
     config = config or AuditConfig()
     check_live(config)
     check_batch(config)
-    rules = rules if rules is not None else load_rules(config.thresholds, model=config.model)
+    rules = rules if rules is not None else load_rules(config.thresholds, model=config.model,
+                                                       extra=extra_rules(config))
     result = new_result(config)
     stages(f"audit of {config.model}: protocols {' '.join(config.protocols)}; opening the "
            "store and importing the recordings")

@@ -16,7 +16,7 @@ from fairness_tests.core.registry import cluster_choices, cluster_units, load_al
 
 #: the registered benchmarks that read ``--benchmark FILE``
 FILE_BENCHMARKS: tuple[str, ...] = tuple(
-    b.name for b in load_all() if getattr(b, "reads_benchmark_file", False))
+    b.name for b in load_all() if b.reads_benchmark_file)
 
 
 @dataclass(frozen=True, kw_only=True)

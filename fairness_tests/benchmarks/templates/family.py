@@ -104,8 +104,8 @@ class TemplatesFamily(Family):
     def rule_documents(cls, config: AuditConfig) -> list[tuple[Path, dict[str, Any]]]:
         """The benchmark file's own ``rules:`` as a thresholds document (``(file,
         {"version": 1, "rules": [...]})``; none when it has none), already checked with
-        the thresholds schema when the file was read. For the rules loader to merge after
-        this folder's rules.yaml (the loader does not call it yet: a shared change)."""
+        the thresholds schema when the file was read; merged after the thresholds in force
+        (:func:`fairness_tests.pipeline.benchmark.extra_rules`)."""
         spec = load_spec(config.benchmark_file or EXAMPLE)
         return [(Path(spec.path), {"version": 1, "rules": spec.rules})] if spec.rules else []
 
