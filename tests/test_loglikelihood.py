@@ -360,3 +360,18 @@ def test_the_dry_run_counts_a_loglikelihood_prompt_as_its_text():
                 context="The cat", continuation=" sat down")
     assert count.prompt_text(q) == "The cat sat down"
     assert count(q) == count(q.with_(context="The cat sat", continuation=" down")) > 0
+
+
+def test_the_dry_run_counts_loglikelihood_prompts_and_shared_tokens(model_dir):
+    """The dry run's figure for loglikelihood requests (it counted none): one input per
+    distinct (context, continuation), context + continuation minus its last token; their
+    tokens; and fewer tokens computed, the two continuations of CONTEXT sharing it, but
+    never fewer than the distinct prefixes (enumerated)."""
+    be = _backend(model_dir("llama"))
+    reqs = [ll(CONTEXT, " the nurse"), ll(CONTEXT, " the engineer"), ll("", "the nurse"),
+            ll(CONTEXT, " the nurse")]                   # a repeat shares its answer
+    inputs = [tuple(c + t[:-1]) for c, t in map(be.loglik_tokens, reqs[:3])]
+    prefixes = {p[:k] for p in inputs for k in range(1, len(p) + 1)}
+    plan = be.plan_tokens(reqs)
+    assert (plan.prompts, plan.tokens) == (3, sum(map(len, inputs)))
+    assert len(prefixes) <= plan.computed < plan.tokens

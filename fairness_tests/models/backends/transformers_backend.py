@@ -96,7 +96,7 @@ KV_CACHE_BYTES = 1 << 30
 
 
 class PromptPlan(NamedTuple):
-    """What a dry run reports of a local model's multiple-choice prompts still to ask:
+    """What a dry run reports of a local model's multiple-choice and loglikelihood prompts:
     distinct ``prompts``, their ``tokens``, and the tokens the prefix tree ``computed``
     (each shared prefix once)."""
     prompts: int
@@ -350,15 +350,18 @@ class TransformersBackend(LoglikMixin):
                                            add_special_tokens=True)["input_ids"])
 
     def plan_tokens(self, requests: list[Request]) -> PromptPlan:
-        """(distinct prompts, prompt tokens, tokens computed) of the multiple-choice
-        requests among ``requests``: the prefix tree :meth:`answer` would compute, built
-        the same way, without a forward pass (the dry run's figure)."""
-        idxs = [i for i, r in enumerate(requests) if r.kind == "choice" and r.choices]
-        plan = self._plan_choice(requests, idxs, lambda i, resp: None) if idxs else None
-        if plan is None or plan.tree is None:
-            return PromptPlan(0, 0, 0)
-        return PromptPlan(plan.tree.n_prompts, plan.tree.prompt_tokens,
-                          plan.tree.tokens_computed)
+        """(distinct prompts, prompt tokens, tokens computed) of the multiple-choice and
+        loglikelihood requests among ``requests``: the prefix trees :meth:`answer` would
+        compute, built the same way, without a forward pass (the dry run's figure)."""
+        def skip(i: int, resp: Response) -> None:
+            return None
+        choice = [i for i, r in enumerate(requests) if r.kind == "choice" and r.choices]
+        loglik = [i for i, r in enumerate(requests) if r.kind == "loglikelihood"]
+        trees = [p.tree for p in (self._plan_choice(requests, choice, skip) if choice else None,
+                                  self._plan_loglik(requests, loglik, skip) if loglik else None)
+                 if p is not None and p.tree is not None]
+        return PromptPlan(sum(t.n_prompts for t in trees), sum(t.prompt_tokens for t in trees),
+                          sum(t.tokens_computed for t in trees))
 
     def _run_choice(self, requests, plan: "_ChoicePlan", done, batch_done,
                     workers: Workers) -> None:
