@@ -143,6 +143,20 @@ class CompareConfig(ResampleOptions, ComparisonOptions):
                             f"{len(self.runs)} run directories")
 
 
+@dataclass(frozen=True, kw_only=True)
+class ViewConfig(StatsOptions, ComparisonOptions):
+    """``fairness-tests view RUN_DIR... --out DIR``: the run explorer."""
+    runs: tuple[str, ...] = opt(None, "run directories: one, or a baseline then candidates",
+                                positional=True, metavar="RUN_DIR", path=True, pytest=False,
+                                toml=False)
+    out: str = opt(None, "where the explorer (index.html) is written", metavar="DIR",
+                   path=True, pytest=False, toml=False, role="output_dir")
+
+    def cross_check(self):
+        if not self.runs:
+            yield "runs", "give one run directory, or a baseline and candidates"
+
+
 # ----------------------------------------------------------------------------- set-up, store
 
 @dataclass(frozen=True, kw_only=True)
