@@ -78,7 +78,8 @@ def test_regression_fails_exactly_its_cell_and_exits_1(gated):
                and r["cell"] == "Race_x_gender/disambig")
     assert acc["n_clusters"] == 42 and acc["test"].startswith("cluster-robust Wald")
     assert {p.name for p in gated["dir"].iterdir()} == {"gate.csv", "gate.json", "gate.md",
-                                                        ".fairness-tests-output"}
+                                                        "explore", ".fairness-tests-output"}
+    assert (gated["dir"] / "explore" / "index.html").stat().st_size > 0
 
 
 def test_mode_override_and_text_format(runs, capsys):

@@ -36,9 +36,9 @@ class CellLink:
     n: int = 0
 
 
-def rule_tables(rules: RuleSet | None) -> dict[str, tuple[str, str | None]]:
-    """``{rule id: (table, across)}`` of a rule set."""
-    return {r.id: (r.table, r.across) for r in (rules.rules if rules else [])}
+def rule_tables(rules: RuleSet | None) -> dict[str, tuple[str, str | None, str]]:
+    """``{rule id: (table, across, metric)}`` of a rule set."""
+    return {r.id: (r.table, r.across, r.metric) for r in (rules.rules if rules else [])}
 
 
 def owners() -> dict[str, str]:
@@ -83,14 +83,15 @@ def as_text(s: pd.Series) -> pd.Series:
 
 
 def link(tables: Mapping[str, pd.DataFrame], frames: Mapping[str, pd.DataFrame],
-         by_rule: Mapping[str, tuple[str, str | None]], rule: str, metric: str,
+         by_rule: Mapping[str, tuple[str, str | None, str]], rule: str, metric: str,
          cell: str) -> CellLink:
-    """Where the items of ``rule``'s ``cell`` (on ``metric``) are among ``frames``
-    (``{records name: records as shown}``), found in the run's ``tables``."""
+    """Where the items of ``rule``'s ``cell`` are among ``frames`` (``{records name:
+    records as shown}``), found in the run's ``tables``: by the rule's table and metric,
+    else (a rule the thresholds do not have) in every table with ``metric``."""
     candidates = ([by_rule[rule]] if rule in by_rule else
-                  [(t, None) for t, df in tables.items() if "metric" in df
+                  [(t, None, metric) for t, df in tables.items() if "metric" in df
                    and metric in set(df["metric"].astype(str))])
-    for name, across in candidates:
+    for name, across, metric in candidates:
         table = tables.get(name)
         if table is None or not len(table):
             continue

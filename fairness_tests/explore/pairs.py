@@ -10,11 +10,12 @@ correct"``) when the family's ``correct`` flag changed.
 Per gate cell (its items found as a verdict's are: :func:`fairness_tests.explore.cells.
 link`, on the baseline's tables and records): the pairs in the cell, the changed ones
 and their classes counted, and per template (``View.cluster``) the contribution to the
-paired difference of each flag's mean over the cell::
+paired difference of each flag's mean over the cell's first answers (``View.first``:
+an item counted once, as its metrics count it)::
 
     contribution_k(f) = sum over the pairs i of template k (f_cand(i) - f_base(i)) / N
 
-with N the cell's pairs, so the contributions of the templates sum to the cell's
+with N the cell's paired first answers, so the contributions of the templates sum to the cell's
 difference of the flag's mean (accuracy for ``correct``, the stereotype rate for
 ``stereotype``). Metrics that are not means of one flag (bias scores, SF, DF) are not
 split this way: their flags' contributions show which templates moved them.
@@ -102,7 +103,7 @@ def contributions(b: View, c: View, ib: np.ndarray, ic: np.ndarray,
 
 
 def pair_bundle(base_run, b_views: dict[str, View], c_views: dict[str, View], gate: pd.DataFrame,
-                by_rule: dict[str, tuple[str, str | None]]) -> dict[str, Any]:
+                by_rule: dict[str, tuple[str, str | None, str]]) -> dict[str, Any]:
     """The two runs' pairs per records table and the gate's cells with their changed
     items: ``{"pairs": {records: {"b": [...], "c": [...], "class": [...]}}, "cells":
     [...], "gate": [rows]}``; a gate row's ``cell_index`` points into ``cells``."""
@@ -135,9 +136,12 @@ def _cell(b: View, c: View, p: dict[str, Any], where) -> dict[str, Any]:
     idx = np.flatnonzero(mask)
     classes = [p["class"][i] for i in idx]
     changed = [int(i) for i, k in zip(idx, classes, strict=True) if k]
+    once = in_cell(b.frame, b.first)[ib[idx]] if len(idx) else np.zeros(0, dtype=bool)
     return {"records": where.records, "filter": where.values, "n_pairs": int(len(idx)),
             "changed": changed, "classes": dict(Counter(k for k in classes if k).most_common()),
-            "clusters": contributions(b, c, ib[idx], ic[idx], classes)}
+            "first": b.first, "n_first": int(once.sum()),
+            "clusters": contributions(b, c, ib[idx][once], ic[idx][once],
+                                      [k for k, o in zip(classes, once, strict=True) if o])}
 
 
 def _json(v: Any) -> Any:

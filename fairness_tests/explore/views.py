@@ -38,6 +38,7 @@ class View:
     correct: str | None
     cluster: str | None
     highlight: dict[str, str] = field(default_factory=dict)
+    first: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
@@ -89,7 +90,8 @@ def resolve(name: str, v: ExploreView) -> View:
     key = list(v.key) or _key(frame, flags, text, v.answer)
     return View(name=name, frame=frame, outcome=outcomes(frame, v, flags), key=key,
                 answer=v.answer, text=text, flags=flags, correct=v.correct,
-                cluster=v.cluster, highlight=dict(v.highlight), notes=list(v.notes))
+                cluster=v.cluster, highlight=dict(v.highlight),
+                first={k: str(x) for k, x in v.first.items()}, notes=list(v.notes))
 
 
 def _key(frame: pd.DataFrame, flags: list[str], text: list[str],

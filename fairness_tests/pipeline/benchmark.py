@@ -100,8 +100,10 @@ class ExploreView:
     template (the unit whose contribution to a paired difference is listed);
     ``highlight``: ``{text column: the column of its marked spans}``, spans written
     ``start:end:label`` separated by ";" (e.g. a rubric's hits in a generation);
-    ``notes``: what the explorer says about this view (e.g. where the prompt text came
-    from)."""
+    ``first``: ``{column: value}`` of the rows an item's metrics count once (e.g. its
+    first answer, not its repeats: the rows a template's contribution to a paired
+    difference is computed on; empty: every row); ``notes``: what the explorer says
+    about this view (e.g. where the prompt text came from)."""
     frame: pd.DataFrame
     key: tuple[str, ...] = ()
     answer: str | None = None
@@ -111,6 +113,7 @@ class ExploreView:
     correct: str | None = None
     cluster: str | None = None
     highlight: Mapping[str, str] = field(default_factory=dict)
+    first: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
 

@@ -352,6 +352,9 @@ class OutputOptions(Checked):
                                 regen=False)
     quiet: bool = opt(False, "no progress lines on stderr", flag="-q", aliases=("--quiet",),
                       pytest=False, toml=False, regen=False)
+    explore: bool = opt(False, "also write the run explorer (explore/index.html: from each "
+                        "verdict to its items) beside run/ and card/, linked from the card",
+                        pytest=False, toml=False, regen=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -461,7 +464,8 @@ class GateConfig(StatsOptions, ComparisonOptions):
                          metavar="CANDIDATE_RUN", path=True, pytest=False, toml=False)
     format: Literal["table", "md", "json"] = opt("table", "output format", pytest=False,
                                                  toml=False)
-    out: str | None = opt(None, "write gate.csv, gate.json and gate.md here", metavar="DIR",
+    out: str | None = opt(None, "write gate.csv, gate.json, gate.md and the run explorer of "
+                          "the two runs (explore/index.html) here", metavar="DIR",
                           path=True, pytest=False, toml=False, role="output_dir")
     mode: Literal["harm", "non_inferiority"] | None = opt(
         None, "every cell in this mode (default: each rule's gate.mode, else harm)",

@@ -87,6 +87,9 @@ class CardConfig(Checked):
     gate: str | None = opt(None, "the upgrade gate with this run as the candidate: gate.json "
                            "or the directory `fairness-tests gate --out` wrote", metavar="GATE",
                            path=True, pytest=False, toml=False)
+    explorer: str | None = opt(None, "link the card to this run explorer (`fairness-tests "
+                               "view --out`): its index.html, relative to --out or a URL, "
+                               "written as given", metavar="HREF", pytest=False, toml=False)
 
     def cross_check(self):
         for name in ("run", "out"):

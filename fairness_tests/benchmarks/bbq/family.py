@@ -96,7 +96,8 @@ class BBQFamily(Family):
         BBQ data the run read (its ``data_dir``, else where the BBQ commands look),
         matched on dataset and example_id; without that data, the records alone."""
         view = dict(key=tuple(ANSWER_KEY), outcomes=OUTCOMES, otherwise="anti-stereotyped",
-                    correct="correct", cluster="question_index", answer="answer")
+                    correct="correct", cluster="question_index", answer="answer",
+                    first={"repeat": 0, "rotation": 0})
         info = getattr(metadata, "bbq", None)
         try:
             texts = _item_texts(info)

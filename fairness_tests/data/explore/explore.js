@@ -308,7 +308,9 @@ function openChanges(i) {
   facts($("changes-facts"), [["baseline", `${base.label}: ${fmt(r.baseline)}`], ["candidate", `${cand.label}: ${fmt(r.candidate)}`],
     ["delta", `${fmt(r.delta)} [${fmt(r.ci_low)}, ${fmt(r.ci_high)}]`], ["mode", `${r.mode}, margin ${fmt(r.margin)}`], ["note", r.note],
     ["answers", `${cell.changed.length} of ${cell.n_pairs} paired answers changed (records/${cell.records}.csv.gz, ` +
-      (Object.entries(cell.filter).map(([c, x]) => `${c} = ${x}`).join(", ") || "all rows") + ")"]]);
+      (Object.entries(cell.filter).map(([c, x]) => `${c} = ${x}`).join(", ") || "all rows") + ")"],
+    ["contributions", `over the cell's ${cell.n_first} paired answers` + (Object.keys(cell.first).length ?
+      " where " + Object.entries(cell.first).map(([c, x]) => `${c} = ${x}`).join(", ") : "")]]);
   $("ctable").replaceChildren(el("thead", {}, el("tr", {}, el("th", {scope: "col", text: "change"}), el("th", {scope: "col", text: "answers"}))),
     el("tbody", {}, ...Object.entries(cell.classes).map(([k, n]) => el("tr", {"data-class": k}, el("td", {text: k}), el("td", {class: "num", text: String(n)})))));
   const flags = cell.clusters.length ? Object.keys(cell.clusters[0].delta) : [];
