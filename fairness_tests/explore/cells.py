@@ -76,9 +76,8 @@ def as_text(s: pd.Series) -> pd.Series:
     """A column as the text a cell value is compared with: integers without ".0"
     (a float column of whole numbers included), missing values as ""."""
     if pd.api.types.is_float_dtype(s):
-        whole = s.notna() & (s == s.round())
-        out = s.astype(object).where(~whole, s.where(~whole, 0).astype("int64").astype(str))
-        return out.where(s.notna(), "").astype(str)
+        return pd.Series(["" if x != x else str(int(x)) if float(x).is_integer() else repr(x)
+                          for x in s.astype(float)], index=s.index, dtype=object)
     return s.astype(object).where(s.notna(), "").astype(str)
 
 

@@ -215,8 +215,9 @@ function applyItems() {
   renderItems();
   window.__explore.lastFilter = performance.now() - t0;
 }
-function shownColumns(rec) {
-  const cols = [...rec.key, rec.cluster, rec.answer, "outcome"].filter((x, k, a) => x && a.indexOf(x) === k);
+function shownColumns(rec, filters) {
+  const on = Object.entries(filters || {}).filter(([, v]) => v !== "\u0000").map(([c]) => c);
+  const cols = [...rec.key, rec.cluster, ...on, rec.answer, "outcome"].filter((x, k, a) => x && a.indexOf(x) === k);
   return cols.filter((c) => colOf(rec, c));
 }
 function renderItems(all) {
@@ -224,7 +225,7 @@ function renderItems(all) {
   const pages = Math.max(1, Math.ceil(it.rows.length / PAGE));
   it.page = Math.min(it.page, pages - 1);
   const slice = all ? it.rows : it.rows.slice(it.page * PAGE, (it.page + 1) * PAGE);
-  const cols = shownColumns(rec);
+  const cols = shownColumns(rec, it.filters);
   $("icount").textContent = `${it.rows.length} of ${it.base.length} answers in this cell` +
     (it.rows.length ? ` (page ${it.page + 1} of ${pages})` : "");
   $("itable").replaceChildren(
