@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from helpers import rule  # noqa: E402
 
 from fairness_tests.card.files import explorer_link  # noqa: E402
-from fairness_tests.cli.main import main  # noqa: E402
 from fairness_tests.cli.init import init_project  # noqa: E402
+from fairness_tests.cli.main import main  # noqa: E402
 from fairness_tests.explore.cells import as_text, cell_values, in_cell, link, rule_tables  # noqa: E402
 from fairness_tests.explore.pairs import change_classes, contributions, pair_rows  # noqa: E402
 from fairness_tests.explore.views import outcomes, resolve  # noqa: E402

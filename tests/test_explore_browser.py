@@ -19,9 +19,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from browser import Opened, launch  # noqa: E402
-from conftest import once  # noqa: E402
 from helpers import copy_store  # noqa: E402
 
+from conftest import once  # noqa: E402
 from fairness_tests.cli.main import main  # noqa: E402
 from fairness_tests.core.paths import data_path  # noqa: E402
 

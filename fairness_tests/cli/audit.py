@@ -36,7 +36,6 @@ from fairness_tests.pipeline.config import AuditCommand
 from fairness_tests.pipeline.configure import audit_config
 from fairness_tests.pipeline.dry_run import dry_run
 from fairness_tests.pipeline.stages import Stages
-from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.report.verdicts import (
     asking_lines,
     incomplete,
@@ -44,7 +43,7 @@ from fairness_tests.report.verdicts import (
     verdict_exit,
     verdict_summary,
 )
-
+from fairness_tests.rules.thresholds import load_rules
 
 #: the folder of ``--out`` that holds the run explorer (``--explore``)
 EXPLORER = "explore"

@@ -45,7 +45,6 @@ from fairness_tests.pipeline.gate_report import write_report
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
 
-
 #: the folder of ``--out`` that holds the run explorer of the two runs
 EXPLORER = "explore"
 

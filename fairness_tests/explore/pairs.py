@@ -89,7 +89,7 @@ def contributions(b: View, c: View, ib: np.ndarray, ic: np.ndarray,
     n = len(ib)
     diff = {f: _flag(c.frame, f)[ic] - _flag(b.frame, f)[ib] for f in flags}
     cl = as_text(b.frame[b.cluster]).to_numpy()[ib]
-    out = []
+    out: list[dict[str, Any]] = []
     for k in dict.fromkeys(cl):
         sel = cl == k
         d = {f: float(diff[f][sel].sum()) / n for f in flags}

@@ -14,7 +14,7 @@ import gzip
 import json
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from fairness_tests.core.errors import FairnessTestsError
 from fairness_tests.core.paths import DATA_DIR
@@ -38,7 +38,7 @@ def labels(runs: list) -> list[str]:
     return [n if names.count(n) == 1 else f"{n} ({i + 1})" for i, n in enumerate(names)]
 
 
-def bundle(runs: list, rules: list[RuleSet | None], gates: list[Any] | None = None,
+def bundle(runs: list, rules: Sequence[RuleSet | None], gates: list[Any] | None = None,
            gate_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """The explorer's data of ``runs`` (RunResults; the first is the baseline of the
     others), each judged by its ``rules``. ``gates``: each candidate's
@@ -64,7 +64,7 @@ def bundle(runs: list, rules: list[RuleSet | None], gates: list[Any] | None = No
     return out
 
 
-def _gate(base, cand, rules: RuleSet | None, options: dict[str, Any]):
+def _gate(base, cand, rules: RuleSet | None, options: dict[str, Any]) -> tuple[Any, str]:
     try:
         return gate_runs(base, cand, rules=rules, **options), ""
     except FairnessTestsError as exc:

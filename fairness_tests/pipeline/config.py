@@ -352,9 +352,8 @@ class OutputOptions(Checked):
                                 regen=False)
     quiet: bool = opt(False, "no progress lines on stderr", flag="-q", aliases=("--quiet",),
                       pytest=False, toml=False, regen=False)
-    explore: bool = opt(False, "also write the run explorer (explore/index.html: from each "
-                        "verdict to its items) beside run/ and card/, linked from the card",
-                        pytest=False, toml=False, regen=False)
+    explore: bool = opt(False, "also write explore/index.html, the run explorer, linked from "
+                        "the card", pytest=False, toml=False, regen=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -462,14 +461,11 @@ class GateConfig(StatsOptions, ComparisonOptions):
                         metavar="BASELINE_RUN", path=True, pytest=False, toml=False)
     candidate: str = opt(None, "run directory of the candidate", positional=True,
                          metavar="CANDIDATE_RUN", path=True, pytest=False, toml=False)
-    format: Literal["table", "md", "json"] = opt("table", "output format", pytest=False,
-                                                 toml=False)
-    out: str | None = opt(None, "write gate.csv, gate.json, gate.md and the run explorer of "
-                          "the two runs (explore/index.html) here", metavar="DIR",
+    format: Literal["table", "md", "json"] = opt("table", "output format", pytest=False, toml=False)
+    out: str | None = opt(None, "write gate.csv, .json, .md and explore/ here", metavar="DIR",
                           path=True, pytest=False, toml=False, role="output_dir")
     mode: Literal["harm", "non_inferiority"] | None = opt(
-        None, "every cell in this mode (default: each rule's gate.mode, else harm)",
-        pytest=False)
+        None, "every cell in this mode (default: each rule's gate.mode, else harm)", pytest=False)
     cluster: tuple[Literal["template", "item", "prompt", "row"], ...] | None = opt(
         None, "resampling unit: template|item (BBQ, default template), prompt|row "
         "(generative, default prompt); one of each at most", pytest=False)

@@ -183,7 +183,8 @@ def _cells(rows: pd.DataFrame, rule: Rule, cols: list[str]) -> list[dict]:
     rows["_small"] = _small(rows["n"], minimum)
     if not rule.across:
         return [dict(cell=cell_name(r, cols), value=float(r["value"]),
-                     ci_low=float(r["ci_low"]), ci_high=float(r["ci_high"]), n=r["n"], note=r["note"], detail="",
+                     ci_low=float(r["ci_low"]), ci_high=float(r["ci_high"]), n=r["n"],
+                     note=r["note"], detail="",
                      small=small_reason(r["n"], minimum) if r["_small"] else "")
                 for _, r in rows.iterrows()]
     keep = [c for c in cols if c != rule.across]

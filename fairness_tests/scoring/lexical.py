@@ -79,7 +79,8 @@ def category_spans(text: str, rubric: Rubric,
         for name in names:
             for e in rubric.categories[name].entries:
                 pat = re.compile(e if "\\" in e else re.escape(e), re.IGNORECASE)
-                out += [(m.start(), m.end(), name) for m in pat.finditer(lower) if m.end() > m.start()]
+                out += [(m.start(), m.end(), name) for m in pat.finditer(lower)
+                        if m.end() > m.start()]
         return sorted(out)
     norm = text.translate(QUOTE_TABLE)
     unquoted = re.sub(QUOTED_SPAN, lambda m: " " * len(m.group(0)), norm)

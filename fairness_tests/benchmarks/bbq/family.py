@@ -3,13 +3,15 @@ predictions table and BBQ table builder (:func:`fairness_tests.metrics.bbq_table
 that its two benchmarks (:mod:`fairness_tests.benchmarks.bbq`) share."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
+from fairness_tests.core.errors import FairnessTestsError
 from fairness_tests.core.paths import bbq_dir, display_path
 from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.models.requests.request import Decoding, Request
 from fairness_tests.pipeline.bbq_info import bbq_info
-from fairness_tests.core.errors import FairnessTestsError
 from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.protocols.bbq.data import load_filtered
@@ -95,14 +97,15 @@ class BBQFamily(Family):
         rotation) and the chosen option's text (``answer_text``), both rebuilt from the
         BBQ data the run read (its ``data_dir``, else where the BBQ commands look),
         matched on dataset and example_id; without that data, the records alone."""
-        view = dict(key=tuple(ANSWER_KEY), outcomes=OUTCOMES, otherwise="anti-stereotyped",
-                    correct="correct", cluster="question_index", answer="answer",
-                    first={"repeat": 0, "rotation": 0})
+        view = ExploreView(frame=records, key=tuple(ANSWER_KEY), outcomes=OUTCOMES,
+                           otherwise="anti-stereotyped", correct="correct",
+                           cluster="question_index", answer="answer",
+                           first={"repeat": 0, "rotation": 0})
         info = getattr(metadata, "bbq", None)
         try:
             texts = _item_texts(info)
         except FairnessTestsError as exc:
-            return ExploreView(frame=records, notes=(f"no prompt text: {exc}",), **view)
+            return replace(view, notes=(f"no prompt text: {exc}",))
         frame = records.merge(texts, on=["dataset", "example_id"], how="left")
         options = frame[["ans0", "ans1", "ans2"]].astype(object)
         rot = frame["rotation"].fillna(0).astype(int).clip(0, 2)
@@ -116,10 +119,9 @@ class BBQFamily(Family):
                                                 strict=True)]
         frame = frame.drop(columns=["context_text", "question", "ans0", "ans1", "ans2"])
         where = display_path(texts.attrs["directory"])
-        return ExploreView(frame=frame, text=("prompt",), notes=(
+        return replace(view, frame=frame, text=("prompt",), answer="answer_text", notes=(
             f"prompt and answer_text rebuilt from the BBQ data in {where} (the user message; "
-            "the chat template and system prompt, if any, are not shown)",),
-            **{**view, "answer": "answer_text"})
+            "the chat template and system prompt, if any, are not shown)",))
 
 
 def _item_texts(info) -> pd.DataFrame:

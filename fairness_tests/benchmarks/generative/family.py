@@ -10,8 +10,8 @@ from typing import Any
 import pandas as pd
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.models.requests.request import Request
 from fairness_tests.metrics.generative import with_cells
+from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.generative_info import generative_info
