@@ -55,6 +55,7 @@ def _shot(page, name: str) -> None:
     where = os.environ.get("FAIRNESS_SCREENSHOT_DIR")
     if where:
         Path(where).mkdir(parents=True, exist_ok=True)
+        page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(Path(where) / f"{name}.png"))
 
 
@@ -97,11 +98,11 @@ def test_from_a_failing_rule_to_its_items_and_a_slice(browser, small_run):
         assert p.locator("#icount").text_content().startswith(f"{want} of {n_items} answers")
         assert all(group in r for r in p.locator("#itable tbody tr").all_text_contents())
         assert p.evaluate("window.__explore.lastFilter") >= 0
+        _shot(p, "cell")
         # the item's record as the run stores it, with the prompt the model saw
         p.locator("#itable tbody button").first.click()
         detail = p.locator("#idetail").text_content()
         assert "Answer with one letter (a, b or c)" in detail and "letter_p0" in detail
-        _shot(p, "cell")
         # printable: the print view shows the cell, not the verdicts or the controls
         p.emulate_media(media="print")
         assert p.locator("#verdicts-view").is_hidden() and p.locator("#ifilters").is_hidden()
@@ -158,10 +159,10 @@ def test_two_runs_show_the_changed_answers_of_the_failing_gate_cell(browser, gat
         assert classes.first.text_content().endswith(str(n))
         assert "stereotyped" in classes.first.text_content()
         assert p.locator("#ktable tbody tr").count() >= 1        # templates that moved
+        _shot(p, "changes")
         p.locator("#xtable tbody button").first.click()
         both = p.locator("#xdetail").text_content()
         assert "baseline" in both and "candidate" in both
-        _shot(p, "changes")
         assert o.problems == []
     finally:
         o.close()
