@@ -428,7 +428,7 @@ CLI_ROWS = [
     R("gate-cluster-bbq", "gate {d}/bbq_run {d}/bbq_run --cluster prompt", 2, "--cluster",
       "prompt", "generative", stdout_empty=True),
     R("gate-cluster-two", "gate {d}/bbq_run {d}/bbq_run --cluster template item", 2,
-      "--cluster", "one BBQ unit"),
+      "--cluster", "two resampling units for bbq"),
     R("gate-bbq-vs-generative", "gate {d}/bbq_run {d}/gen_run", 2, "nothing to gate",
       "bbq", "generative", stdout_empty=True),
     R("gate-itself", "gate {d}/bbq_run {d}/bbq_run", 2, "baseline", stdout_empty=True),
@@ -700,7 +700,8 @@ def _api_rows():
         ("min_group_n", BBQScoreConfig, {"min_group_n": 0, "predictions": "p"},
          ("min_group_n=", ">= 1")),
         ("gate_cluster", GateConfig, {"cluster": ("template", "item"), "baseline": "a",
-                                      "candidate": "b"}, ("cluster=", "one BBQ unit")),
+                                      "candidate": "b"},
+         ("cluster=", "two resampling units for bbq")),
     ]
 
 

@@ -19,6 +19,7 @@ from fairness_tests.core.option_sources import (
     toml_layer,
 )
 from fairness_tests.core.options import Layer, OptionErrors, build, specs
+from fairness_tests.core.registry import BENCHMARK_NAMES
 from fairness_tests.pipeline.config import COMMANDS, AuditConfig, PluginOptions
 from fairness_tests.pipeline.config_tools import TOOLS
 
@@ -158,10 +159,10 @@ def test_every_problem_of_a_command_line_in_one_line(capsys):
     assert main(["audit", "--n-boot", "-5", "--workers", "0", "--repeats", "0",
                  "--protocols", "bbq", "vibes", "--temperature", "nan"]) == 2
     err = capsys.readouterr().err
-    assert err == ("fairness-tests: error: --protocols: must be one of bbq, consistency, "
-                   "generative, probe, got 'vibes'; --temperature: must be a finite number, "
-                   "got 'nan'; --repeats: must be >= 1, got 0; --workers: must be >= 1, got 0; "
-                   "--n-boot: must be >= 100, got -5\n")
+    assert err == (f"fairness-tests: error: --protocols: must be one of "
+                   f"{', '.join(BENCHMARK_NAMES)}, got 'vibes'; --temperature: must be a "
+                   "finite number, got 'nan'; --repeats: must be >= 1, got 0; --workers: "
+                   "must be >= 1, got 0; --n-boot: must be >= 100, got -5\n")
 
 
 def test_cross_field_rules_name_the_option_as_given(capsys):

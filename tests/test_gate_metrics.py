@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairness_tests.benchmarks.bbq.gate import KEY, bbq_frame
 from fairness_tests.core.paths import bbq_dir
 from fairness_tests.metrics.gate import (
     AGREE,
@@ -17,7 +18,6 @@ from fairness_tests.metrics.gate import (
     generative_gate_metrics,
 )
 from fairness_tests.metrics.schema import BBQ_ITEM_COLUMNS as ITEM_COLUMNS
-from fairness_tests.pipeline.gate import BBQ_KEY, bbq_frame
 from fairness_tests.pipeline.gate_report import detectable_statement
 from fairness_tests.protocols.bbq.data import load_bbq
 from fairness_tests.protocols.bbq.filter import filter_items
@@ -238,7 +238,7 @@ def one_template():
 
 
 def gate_records(rb, rc, cluster="question_index", mode="harm"):
-    t = gate_table(bbq_frame(rb), bbq_frame(rc), BBQ_KEY, ["dataset", "context"],
+    t = gate_table(bbq_frame(rb), bbq_frame(rc), list(KEY), ["dataset", "context"],
                    bbq_gate_metrics(), lambda m, key: GateSetting(mode, m.margin), cluster,
                    ["group", "question_index"], n_boot=500, seed=0)
     return decide(t)

@@ -25,7 +25,7 @@ from fairness_tests.models.requests import prompt_format as PF
 from fairness_tests.models.requests.kinds import kind_names
 from fairness_tests.models.requests.request import Request, Response, chat
 from fairness_tests.models.store.store import ResponseStore
-from tests.tiny_models import build_tiny_model
+from tests.tiny_models import build_tiny_model, build_tiny_tokenizer
 
 _LOCAL = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("torch", "transformers", "tokenizers")),
@@ -91,32 +91,6 @@ def test_a_loglikelihood_request_is_never_rendered_as_a_prompt():
 
 # ----------------------------------------------------------------------------- a tiny model
 
-def _tokenizer(path) -> int:
-    """A byte-level BPE tokenizer trained on WORDS (BOS added, as Gemma's and Llama's)."""
-    from tokenizers import (  # noqa: PLC0415  the [local] extra, imported when used
-        Tokenizer,
-        decoders,
-        models,
-        pre_tokenizers,
-        processors,
-        trainers,
-    )
-    from transformers import PreTrainedTokenizerFast  # noqa: PLC0415  likewise
-    special = ["<pad>", "<eos>", "<bos>", "<unk>"]
-    t = Tokenizer(models.BPE(unk_token="<unk>"))
-    t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    t.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=special,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    t.train_from_iterator([" ".join(WORDS) + " . ?"] * 20, trainer)
-    t.post_processor = processors.TemplateProcessing(
-        single="<bos> $A", special_tokens=[("<bos>", t.token_to_id("<bos>"))])
-    fast = PreTrainedTokenizerFast(tokenizer_object=t, bos_token="<bos>", eos_token="<eos>",
-                                   unk_token="<unk>", pad_token="<pad>")
-    fast.save_pretrained(path)
-    return t.get_vocab_size()
-
-
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     global torch
@@ -126,7 +100,7 @@ def model_dir(tmp_path_factory):
     def get(kind: str):
         if kind not in built:
             built[kind] = tmp_path_factory.mktemp(kind)
-            build_tiny_model(kind, built[kind], _tokenizer(built[kind]))
+            build_tiny_model(kind, built[kind], build_tiny_tokenizer(built[kind], WORDS))
         return built[kind]
     return get
 

@@ -23,3 +23,30 @@ def build_tiny_model(kind: str, path, vocab: int) -> None:
     else:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
     model.save_pretrained(path)
+
+
+def build_tiny_tokenizer(path, words) -> int:
+    """Save a byte-level BPE tokenizer trained on ``words`` (BOS added, as Gemma's and
+    Llama's) into ``path``; its vocabulary size."""
+    from tokenizers import (  # noqa: PLC0415  the [local] extra, imported when used
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
+    from transformers import PreTrainedTokenizerFast  # noqa: PLC0415  likewise
+    special = ["<pad>", "<eos>", "<bos>", "<unk>"]
+    t = Tokenizer(models.BPE(unk_token="<unk>"))
+    t.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    t.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=320, special_tokens=special,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    t.train_from_iterator([" ".join(words) + " . ?"] * 20, trainer)
+    t.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", special_tokens=[("<bos>", t.token_to_id("<bos>"))])
+    fast = PreTrainedTokenizerFast(tokenizer_object=t, bos_token="<bos>", eos_token="<eos>",
+                                   unk_token="<unk>", pad_token="<pad>")
+    fast.save_pretrained(path)
+    return t.get_vocab_size()

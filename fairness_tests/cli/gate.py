@@ -38,6 +38,7 @@ import sys
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.exits import ExitCode
 from fairness_tests.core.io import check_output, output_dir
+from fairness_tests.core.registry import cluster_units
 from fairness_tests.explore.write import bundle, write_explorer
 from fairness_tests.pipeline.config import GateConfig
 from fairness_tests.pipeline.gate import gate_runs
@@ -59,8 +60,7 @@ def run(c: GateConfig) -> int:
     if c.out:
         check_output(c.out)                    # before any work: a user's files stay
     base, cand = RunResult.load(c.baseline), RunResult.load(c.candidate)
-    cluster = {("bbq" if u in ("template", "item") else "generative"): u
-               for u in c.cluster or ()}
+    cluster = cluster_units(c.cluster)
     rules = load_rules(c.thresholds, cand.metadata.model)
     report = gate_runs(base, cand, mode=c.mode, seed=c.seed, cluster=cluster, n_boot=c.n_boot,
                        alpha=c.alpha, rules=rules, allow_protocol_change=c.allow_protocol_change)

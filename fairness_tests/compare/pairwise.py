@@ -33,9 +33,8 @@ narrow where no test separates the models.)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from itertools import combinations
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -71,57 +70,20 @@ def adjust(p_values) -> np.ndarray:
     return holm(p_values)
 
 
-# ---------------------------------------------------------------- families of metrics
+# ---------------------------------------------------------------- the gate's parts
 
-@dataclass(frozen=True)
-class Family:
-    """What one protocol compares: the per-item frame of a run, its key, the cells
-    (``by``), the gate metrics, the cluster column and the shared item attributes."""
-    protocol: str
-    frame: Callable[[pd.DataFrame], pd.DataFrame]
-    key: list[str]
-    by: list[str]
-    metrics: list
-    cluster: str | None
-    shared: list[str]
-
-
-def families(cluster: dict[str, str] | None = None) -> list[Family]:
-    clusters = {**G.DEFAULT_CLUSTERS, **(cluster or {})}
-    bbq_cl = "question_index" if clusters["bbq"] == "template" else None
-    gen_cl = "prompt" if clusters["generative"] == "prompt" else None
-    per_family, overall = gm.generative_gate_metrics()
-    cons_cols = [*G.BBQ_KEY, "context", "question_index", "mfaa", "gtc"]
-    gen_cols = [*G.GENERATIVE_KEY, "stereotype", "demeaning", "refusal", "family", "slice",
-                "prompt"]
-    return [
-        Family("bbq", G.bbq_frame, G.BBQ_KEY, ["dataset", "context"], gm.bbq_gate_metrics(),
-               bbq_cl, ["group", "question_index"]),
-        Family("bbq", G.position_frame, G.BBQ_KEY, ["dataset", "context"],
-               [gm.position_gate_metric()], bbq_cl, ["question_index"]),
-        Family("bbq", lambda r: _columns(G.consistency_frame(r), cons_cols), G.BBQ_KEY,
-               ["dataset", "context"], gm.consistency_gate_metrics(), bbq_cl, ["question_index"]),
-        Family("generative", lambda r: G.generative_frame(r)[gen_cols], G.GENERATIVE_KEY,
-               ["family"], per_family, gen_cl, ["family", "slice", "prompt"]),
-        Family("generative", lambda r: G.generative_frame(r)[gen_cols], G.GENERATIVE_KEY, [],
-               overall, gen_cl, ["family", "slice", "prompt"]),
-    ]
-
-
-def _columns(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
-    return df[[c for c in cols if c in df.columns]]
-
-
-def _frames(entries: list[Entry], fam: Family) -> dict[str, pd.DataFrame]:
-    """name -> the model's per-item frame (models without records of the protocol or
-    with an empty frame are left out)."""
+def _frames(entries: list[Entry], g: G.Gated) -> dict[str, pd.DataFrame]:
+    """name -> the model's per-item frame of one gate part (models without records of
+    its family, or with an empty frame, are left out)."""
     out = {}
     for e in entries:
-        run = e.run(fam.protocol)
-        rec = None if run is None else run.records.get(fam.protocol)
+        run = e.run(g.family.name)
+        rec = None if run is None else run.records.get(g.family.records)
         if rec is None or not len(rec):
             continue
-        f = fam.frame(rec)
+        f = g.part.frame(rec)
+        if g.part.columns is not None and len(f):
+            f = f[[c for c in g.part.columns if c in f.columns]]
         if len(f):
             out[e.name] = f.copy()
     return out
@@ -138,11 +100,13 @@ def pairwise(entries: list[Entry], *, n_boot: int = DEFAULT_N_BOOT, seed: int = 
     """One row per (pair, metric, cell): :data:`PAIR_COLUMNS` (see the module docstring)."""
     parts = []
     order = {e.name: i for i, e in enumerate(entries)}
-    for fam in families(cluster):
-        frames = _frames(entries, fam)
+    for g in G.gated_parts(cluster):
+        frames = _frames(entries, g)
+        metrics = g.part.metrics()
         for a, b in combinations(sorted(frames, key=order.__getitem__), 2):
-            t = gm.gate_table(frames[a], frames[b], fam.key, fam.by, fam.metrics, _zero_margin,
-                              fam.cluster, fam.shared, n_boot=n_boot, seed=seed)
+            t = gm.gate_table(frames[a], frames[b], list(g.part.key), list(g.part.by), metrics,
+                              _zero_margin, g.cluster, list(g.part.carry), n_boot=n_boot,
+                              seed=seed)
             if not len(t):
                 continue
             parts.append(pd.DataFrame({

@@ -104,7 +104,7 @@ def build_report(entries: list[Entry], *, allow_protocol_change: bool = False,
         sections.append(_pairwise_section(pairs, alpha))
     if len(ranks):
         sections.append(_ranking_section(ranks, names))
-    clusters = {**G.DEFAULT_CLUSTERS, **(cluster or {})}
+    clusters = {**G.default_clusters(), **(cluster or {})}
     method = [
         "Every per-model number is the run's own table row (tables/*.csv of its run "
         "directory), not recomputed; undefined values are n/a with the run's note, "

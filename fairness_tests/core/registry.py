@@ -18,6 +18,7 @@ interface.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from importlib.metadata import distributions
 from typing import Any
 
@@ -75,3 +76,34 @@ def load_all() -> tuple[Any, ...]:
     """Every registered benchmark class, in registry order (importing each module
     registers its declarations)."""
     return tuple(load(REGISTRY[name]) for name in REGISTRY)
+
+
+def cluster_choices() -> dict[str, tuple[str, ...]]:
+    """``{family: its --cluster units}`` of every gated family (``FamilySpec.clusters``;
+    the first is the default), in registry order."""
+    return {b.family.name: tuple(b.family.clusters) for b in load_all()
+            if b.family.gated and b.family.clusters}
+
+
+def units_text() -> str:
+    """``"bbq=template|item; ..."``: every gated family's units, for help and errors."""
+    return "; ".join(f"{f}={'|'.join(c)}" for f, c in cluster_choices().items())
+
+
+def cluster_units(values: Iterable[str] | None) -> dict[str, str]:
+    """``{family: unit}`` from ``--cluster`` values: ``FAMILY=UNIT``, or a bare ``UNIT``
+    for every gated family whose ``clusters`` have it. ValueError naming the choices for
+    an unknown family or unit, or a family given two units."""
+    choices = cluster_choices()
+    known = units_text()
+    out: dict[str, str] = {}
+    for v in values or ():
+        fam, _, unit = v.rpartition("=")
+        fams = [fam] if fam else [f for f, c in choices.items() if unit in c]
+        if not fams or any(unit not in choices.get(f, ()) for f in fams):
+            raise ValueError(f"unknown resampling unit {v!r}; the families' units: {known}")
+        for f in fams:
+            if out.get(f, unit) != unit:
+                raise ValueError(f"two resampling units for {f}: {out[f]} and {unit}")
+            out[f] = unit
+    return out

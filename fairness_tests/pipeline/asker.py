@@ -98,8 +98,8 @@ class Asker:
         self.fallback: RepeatModeUnsupported | None = None
         self.truncated: dict[str, int] = {}
         self.store = open_run_store(config)
-        recordings = default_recordings(config.model) if config.recordings is None \
-            else config.recordings
+        recordings = default_recordings(config.model, config.protocols) \
+            if config.recordings is None else config.recordings
         self.imported = 0
         for rec in recordings:
             self.imported += self.store.import_jsonl(rec).get("added", 0)

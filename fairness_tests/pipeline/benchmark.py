@@ -44,7 +44,8 @@ class FamilySpec:
     key; ``gated``: whether the gate compares its records item by item; ``compared``:
     whether ``compare`` has a section for it; ``clusters``: the choices of its
     ``--cluster NAME=CHOICE`` option (the gate's resampling unit; the first is the
-    default)."""
+    default); ``units``: ``((choice, what it resamples, in words), ...)`` for the gate's
+    method statement (default: "<name> <choice>s")."""
     name: str
     impl: str
     records: str
@@ -52,6 +53,11 @@ class FamilySpec:
     gated: bool = False
     compared: bool = False
     clusters: tuple[str, ...] = ()
+    units: tuple[tuple[str, str], ...] = ()
+
+    def unit_text(self, choice: str) -> str:
+        """What resampling ``choice`` resamples, in words."""
+        return dict(self.units).get(choice, f"{self.name} {choice}s")
 
 
 @dataclass(frozen=True)
@@ -186,6 +192,27 @@ class Family(ABC):
         """What the gate compares item by item in this family's records (none: the
         family is not gated; ``FamilySpec.gated`` says whether it is)."""
         return []
+
+    @classmethod
+    def protocol_facts(cls, info: Any, records: pd.DataFrame | None) -> dict[str, Any]:
+        """The facts two runs of this family must share to be compared (the gate,
+        ``compare``), from its run metadata ``info`` and its records: ``{fact: value}``
+        (a frozenset of item keys compares as counts). Default: the item set, by the
+        first gate part's key."""
+        parts = cls.gate_parts()
+        if records is None or not len(records) or not parts:
+            return {}
+        key = [k for k in parts[0].key if k in records.columns]
+        return {"items": frozenset(map(tuple, records[key].astype(str).drop_duplicates()
+                                       .to_numpy().tolist()))}
+
+    @classmethod
+    def response_key(cls) -> tuple[tuple[str, ...], str] | None:
+        """(the record columns that identify one answer, the answer's column): what
+        shows two runs gave identical responses (a gate of a run against itself).
+        Default: the first gate part's key and ``answer``."""
+        parts = cls.gate_parts()
+        return (parts[0].key, "answer") if parts else None
 
     @classmethod
     def explore(cls, records: pd.DataFrame, metadata: Any) -> ExploreView:

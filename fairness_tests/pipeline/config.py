@@ -11,8 +11,7 @@ Groups: :class:`ModelOptions` (what answers and where responses are kept),
 :class:`BBQOptions`, :class:`GenerativeOptions`, :class:`AskingOptions` (API models and
 local inference), :class:`StatsOptions`; :class:`AuditConfig` is all of them (the Python
 API's ``run_audit(AuditConfig(...))``), :class:`AuditCommand` adds the command line's
-outputs, :class:`PluginOptions` the pytest plugin's own options. The score commands and the
-gate have their own classes.
+outputs, :class:`PluginOptions` the pytest plugin's; the score commands and gate their own.
 """
 from __future__ import annotations
 
@@ -24,7 +23,7 @@ from typing import ClassVar, Literal
 
 from fairness_tests.core.errors import ConfigError, suggest
 from fairness_tests.core.options import Checked, opt, specs
-from fairness_tests.core.registry import BENCHMARK_NAMES, load_all
+from fairness_tests.core.registry import BENCHMARK_NAMES, cluster_units, load_all, units_text
 from fairness_tests.models.requests.prompt_format import (
     DEFAULT_ANSWER_PREFIX,
     DEFAULT_PROMPT_FORMAT,
@@ -466,14 +465,15 @@ class GateConfig(StatsOptions, ComparisonOptions):
                           path=True, pytest=False, toml=False, role="output_dir")
     mode: Literal["harm", "non_inferiority"] | None = opt(
         None, "every cell in this mode (default: each rule's gate.mode, else harm)", pytest=False)
-    cluster: tuple[Literal["template", "item", "prompt", "row"], ...] | None = opt(
-        None, "resampling unit: template|item (BBQ, default template), prompt|row "
-        "(generative, default prompt); one of each at most", pytest=False)
+    cluster: tuple[str, ...] | None = opt(None, "resampling unit: FAMILY=UNIT, or UNIT for all "
+                                          f"families with it ({units_text()}; default: the first)",
+                                          pytest=False, metavar="[FAMILY=]UNIT")
 
     def cross_check(self) -> Iterable[tuple[str, str]]:
-        units = self.cluster or ()
-        if len({u in ("template", "item") for u in units}) != len(units):
-            yield "cluster", f"one BBQ unit and one generative unit at most, got {' '.join(units)}"
+        try:
+            cluster_units(self.cluster)
+        except ValueError as exc:
+            yield "cluster", str(exc)
 
 
 @dataclass(frozen=True, kw_only=True)

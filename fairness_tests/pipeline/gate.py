@@ -2,20 +2,16 @@
 
 Used by ``fairness-tests gate BASELINE_RUN CANDIDATE_RUN`` and by the pytest plugin
 alike. It reads only what a run directory holds (:class:`fairness_tests.run.result.RunResult`:
-the per-item records ``records/bbq.csv.gz`` and ``records/generative.csv.gz`` and the
-typed metadata), pairs the two runs item by item and computes every cell with
-:mod:`fairness_tests.metrics.gate` (paired bootstrap over the shared clusters, one-sided
-tests against each rule's margin, Holm over the whole family, minimal detectable
-worsening).
+the per-item records ``records/<family>.csv.gz`` and the typed metadata), pairs the two
+runs item by item and computes every cell with :mod:`fairness_tests.metrics.gate`
+(paired bootstrap over the shared clusters, one-sided tests against each rule's margin,
+Holm over the whole family, minimal detectable worsening).
 
-What it gates (every metric a default rule bounds), per cell:
-
-- BBQ, per dataset x context: accuracy, |s_DIS| (disambig), |s_AMB| (ambig), |reinforcing
-  - counter accuracy| (disambig), SF, DF (``df_eb``), invalid rate; position bias where
-  both runs asked items under all three rotations; mean MFAA% and GTC% over the
-  consistency sample where both runs repeated items;
-- generative, per prompt family: worst-slice stereotype and demeaning rate, refusal
-  gap; overall: slice disparity of stereotype and demeaning, refusal gap.
+What it gates is each registered family's (``Family.gate_parts``, in the benchmark's
+own folder: e.g. BBQ's accuracy, bias scores, SF/DF per dataset x context, the
+generative audit's worst-slice rates and refusal gaps); which facts two runs must share,
+``Family.protocol_facts``; the resampling unit, ``--cluster FAMILY=UNIT`` among
+``FamilySpec.clusters``.
 
 The report, its outcome and exit code: :mod:`fairness_tests.pipeline.gate_report` (a
 cell that cannot be evaluated never passes non-inferiority; nothing evaluated is its
@@ -34,17 +30,15 @@ every cell. It refuses, with a named error:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import pandas as pd
 
-from fairness_tests.core.errors import ConfigError, DataError
+from fairness_tests.core.errors import ConfigError
+from fairness_tests.core.registry import cluster_choices, load
 from fairness_tests.metrics import gate as gm
-from fairness_tests.metrics.bbq import first_run, join_answers, position_counts
-from fairness_tests.metrics.bbq_tables import repeated_items
-from fairness_tests.metrics.consistency import per_item
-from fairness_tests.metrics.generative import with_cells
-from fairness_tests.metrics.schema import BBQ_CLUSTERS, BBQ_ITEM_COLUMNS, GENERATIVE_CLUSTERS
+from fairness_tests.pipeline.benchmark import FamilySpec, GatePart, families
 from fairness_tests.pipeline.gate_pairs import candidate_pair, shared_protocols
 from fairness_tests.pipeline.gate_report import GateReport, family_statement
 from fairness_tests.rules.thresholds import load_rules
@@ -52,11 +46,37 @@ from fairness_tests.run.result import RunResult
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT
 from fairness_tests.stats.significance import ALPHA, MODES, GateMode
 
-BBQ_KEY = ["dataset", "example_id"]
-GENERATIVE_KEY = ["prompt_family", "paraphrase_id", "occupation", "slice_gender",
-                  "slice_religion", "temperature", "top_p", "seed"]
-CLUSTER_CHOICES = {"bbq": BBQ_CLUSTERS, "generative": GENERATIVE_CLUSTERS}
-DEFAULT_CLUSTERS = {"bbq": "template", "generative": "prompt"}
+
+def default_clusters() -> dict[str, str]:
+    """``{family: its default resampling unit}``: the first of its choices."""
+    return {name: choices[0] for name, choices in cluster_choices().items()}
+
+
+@dataclass(frozen=True)
+class Gated:
+    """A gate part of a registered family, with the cluster column of the chosen unit."""
+    family: FamilySpec
+    part: GatePart
+    cluster: str | None
+
+
+def gated_parts(cluster: Mapping[str, str] | None = None) -> list[Gated]:
+    """Every gated family's :class:`GatePart`, in registry order, with the cluster
+    column of ``cluster``'s unit for it (default: :func:`default_clusters`); an unknown
+    family or unit is a :class:`ConfigError` naming the choices."""
+    choices = cluster_choices()
+    clusters = {**default_clusters(), **(cluster or {})}
+    for name, choice in clusters.items():
+        if choice not in choices.get(name, ()):
+            known = ", ".join(choices.get(name, ())) or "none: not a gated family"
+            raise ConfigError(f"--cluster for {name} must be one of {known}, got {choice!r}")
+    out = []
+    for spec in families():
+        if spec.gated:
+            for part in load(spec.impl).gate_parts():
+                out.append(Gated(spec, part, part.cluster_columns.get(clusters.get(spec.name,
+                                                                                    ""))))
+    return out
 
 
 class CandidateIsBaselineError(ConfigError):
@@ -71,33 +91,14 @@ class ProtocolChangeError(ConfigError):
 # ---------------------------------------------------------------- protocol
 
 def protocol_signature(run: RunResult) -> dict[str, Any]:
-    """The facts two runs must share to be compared: per protocol the item set (from
-    the records), the data, the suite hash, decoding, repeats and rubric (from the
-    metadata). The one place the gate reads protocol facts."""
-    md = run.metadata
+    """The facts two runs must share to be compared: each family's
+    (``Family.protocol_facts``: its item set, data, decoding, ...), keyed
+    ``"<family> <fact>"``. The one place the gate reads protocol facts."""
     sig: dict[str, Any] = {}
-    if md.bbq is not None:
-        b = md.bbq
-        sig.update({"bbq data (sha256)": dict(b.sha256), "bbq filter": b.filter,
-                    "bbq decoding": (b.temperature, b.top_p, b.max_tokens),
-                    "bbq repeats": b.repeats, "bbq rotations": b.rotations_mode,
-                    "bbq prompt": b.prompt_template})
-    r = run.records.get("bbq")
-    if r is not None and len(r):
-        sig["bbq items"] = frozenset(map(tuple, r[BBQ_KEY].drop_duplicates().to_numpy().tolist()))
-    if md.generative is not None:
-        g = md.generative
-        sig.update({"generative suite hash": g.suite_hash,
-                    "generative decoding": sorted((float(d["temperature"]), float(d["top_p"]))
-                                                  for d in g.decoding),
-                    "generative seeds": list(g.seeds),
-                    "generative max_new_tokens": g.max_new_tokens,
-                    "generative rubric": g.rubric,
-                    "generative system prompt": g.system_prompt})
-    r = run.records.get("generative")
-    if r is not None and len(r):
-        sig["generative items"] = frozenset(
-            map(tuple, r[GENERATIVE_KEY].astype(str).drop_duplicates().to_numpy().tolist()))
+    for spec in families():
+        facts = load(spec.impl).protocol_facts(run.metadata.infos.get(spec.metadata_key),
+                                               run.records.get(spec.records))
+        sig.update({f"{spec.name} {k}": v for k, v in facts.items()})
     return sig
 
 
@@ -121,7 +122,7 @@ def protocol_differences(baseline: RunResult, candidate: RunResult,
                          names: tuple[str, str] = ("the baseline", "the candidate"),
                          protocol: str | None = None) -> list[str]:
     """Every protocol fact the two runs both state and state differently (only the
-    facts of ``protocol``, "bbq" or "generative", when given); ``names`` call the
+    facts of the family ``protocol``, when given); ``names`` call the
     runs in the text. A fact one run does not state (:func:`protocol_unstated`) is no
     difference: nothing shows that it differs."""
     a, b, keys = _facts(baseline, candidate, protocol)
@@ -156,17 +157,18 @@ def protocol_unstated(baseline: RunResult, candidate: RunResult,
 
 
 def same_responses(baseline: RunResult, candidate: RunResult) -> bool:
-    """True when both runs hold the same records with identical answers / outputs."""
-    checks = (("bbq", [*BBQ_KEY, "repeat", "rotation"], "answer"),
-              ("generative", GENERATIVE_KEY, "output_text"))
+    """True when both runs hold the same records with identical answers / outputs (each
+    family's ``Family.response_key``)."""
     seen = False
-    for name, key, col in checks:
-        ra, rb = baseline.records.get(name), candidate.records.get(name)
+    for spec in families():
+        rk = load(spec.impl).response_key()
+        ra, rb = baseline.records.get(spec.records), candidate.records.get(spec.records)
         if (ra is None) != (rb is None):
             return False
-        if ra is None or rb is None:
+        if ra is None or rb is None or rk is None:
             continue
-        key = [k for k in key if k in ra.columns and k in rb.columns]
+        key = [k for k in rk[0] if k in ra.columns and k in rb.columns]
+        col = rk[1]
         if len(ra) != len(rb) or col not in ra or col not in rb:
             return False
         sa = ra.sort_values(key, kind="stable")[col].reset_index(drop=True)
@@ -175,52 +177,6 @@ def same_responses(baseline: RunResult, candidate: RunResult) -> bool:
             return False
         seen = True
     return seen
-
-
-# ---------------------------------------------------------------- per-item frames
-
-def bbq_frame(records: pd.DataFrame) -> pd.DataFrame:
-    """First-run answers with the per-answer flags (``metrics.bbq.join_answers``), the
-    products the accuracy-gap metric sums, and the item attributes."""
-    missing = [c for c in BBQ_ITEM_COLUMNS if c not in records.columns]
-    if missing:
-        raise DataError(f"the BBQ records lack the column(s) {missing}: re-create the run "
-                        "with this version")
-    r = first_run(records)
-    items = r[BBQ_ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
-    j = join_answers(items, r[[c for c in ("dataset", "example_id", "repeat", "rotation",
-                                           "answer") if c in r.columns]])
-    j["correct_reinf"] = j["correct"] * j["reinf"]
-    j["correct_counter"] = j["correct"] * j["counter"]
-    return j
-
-
-def position_frame(records: pd.DataFrame) -> pd.DataFrame:
-    """Per item asked under all three rotations (repeat 0): position counts."""
-    items = records[BBQ_ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
-    counts = position_counts(items, records[[c for c in ("dataset", "example_id", "repeat",
-                                                         "rotation", "answer")
-                                             if c in records.columns]])
-    return counts.merge(items[["dataset", "example_id", "question_index"]], on=BBQ_KEY)
-
-
-def consistency_frame(records: pd.DataFrame) -> pd.DataFrame:
-    """Per item with more than one rotation-0 answer and at least two valid ones (the
-    items consistency counts, :mod:`fairness_tests.metrics.consistency`): MFAA% and
-    GTC% over its valid answers."""
-    rep = repeated_items(records)
-    if not len(rep):
-        return pd.DataFrame(columns=[*BBQ_KEY, "context", "mfaa", "gtc", "question_index"])
-    items = records[BBQ_ITEM_COLUMNS].drop_duplicates(BBQ_KEY)
-    t = per_item(items, rep)
-    t = t[t["mfaa"].notna()]
-    return t.merge(items[["dataset", "example_id", "question_index"]], on=BBQ_KEY)
-
-
-def generative_frame(records: pd.DataFrame) -> pd.DataFrame:
-    if "stereotype" not in records.columns:
-        raise DataError("the generative records are not scored (no stereotype column)")
-    return with_cells(records)
 
 
 # ---------------------------------------------------------------- the gate
@@ -232,17 +188,14 @@ def gate_runs(baseline: RunResult, candidate: RunResult, *, mode: GateMode | Non
     """Gate ``candidate`` against ``baseline`` (see the module docstring).
 
     ``mode``: "harm" | "non_inferiority" for every cell (default: each rule's
-    ``gate.mode``, else harm); ``cluster``: ``{"bbq": "template" | "item",
-    "generative": "prompt" | "row"}`` (default template and prompt); ``rules``: the
+    ``gate.mode``, else harm); ``cluster``: ``{family: unit}`` among each family's
+    ``clusters`` (default: the first of each, :func:`default_clusters`); ``rules``: the
     :class:`~fairness_tests.rules.thresholds.RuleSet` whose ``gate`` settings apply
     (default: the default thresholds for the candidate's model)."""
     if mode is not None and mode not in MODES:
         raise ConfigError(f"gate mode must be one of {', '.join(MODES)}, got {mode!r}")
-    clusters = {**DEFAULT_CLUSTERS, **(cluster or {})}
-    for proto, choice in clusters.items():
-        if choice not in CLUSTER_CHOICES.get(proto, ()):
-            raise ConfigError(f"--cluster for {proto} must be one of "
-                              f"{', '.join(CLUSTER_CHOICES.get(proto, ()))}, got {choice!r}")
+    parts_of = gated_parts(cluster)
+    clusters = {**default_clusters(), **(cluster or {})}
     shared_protocols(baseline, candidate, cluster or {})
     b_model, c_model = baseline.metadata.model, candidate.metadata.model
     if b_model == c_model and same_responses(baseline, candidate):
@@ -261,44 +214,34 @@ def gate_runs(baseline: RunResult, candidate: RunResult, *, mode: GateMode | Non
     setting = _settings(rules, mode)
     kw = dict(n_boot=n_boot, seed=seed)
     parts, refusals = [], []
-    rb, rc = candidate_pair(baseline, candidate, "bbq")
-    if rb is not None:
-        cl = "question_index" if clusters["bbq"] == "template" else None
-        fb, fc = bbq_frame(rb), bbq_frame(rc)
-        parts.append(gm.gate_table(fb, fc, BBQ_KEY, ["dataset", "context"],
-                                   gm.bbq_gate_metrics(), setting, cl,
-                                   ["group", "question_index"], **kw))
-        pb, pc = position_frame(rb), position_frame(rc)
-        if len(pb) and len(pc):
-            parts.append(gm.gate_table(pb, pc, BBQ_KEY, ["dataset", "context"],
-                                       [gm.position_gate_metric()], setting, cl,
-                                       ["question_index"], **kw))
-        else:
-            refusals.append("position_bias: not gated (a run did not ask items under all "
-                            "three rotations)")
-        cb, cc = consistency_frame(rb), consistency_frame(rc)
-        if len(cb) and len(cc):
-            keep = [*BBQ_KEY, "context", "question_index", "mfaa", "gtc"]
-            parts.append(gm.gate_table(cb[keep], cc[keep], BBQ_KEY, ["dataset", "context"],
-                                       gm.consistency_gate_metrics(), setting, cl,
-                                       ["question_index"], **kw))
-        else:
-            refusals.append("mfaa_mean, gtc_mean: not gated (a run has no repeated items)")
-    elif (baseline.records.get("bbq") is None) != (candidate.records.get("bbq") is None):
-        refusals.append("bbq: not gated (only one run has BBQ records)")
-    gb, gc = candidate_pair(baseline, candidate, "generative")
-    if gb is not None:
-        fb, fc = generative_frame(gb), generative_frame(gc)
-        cl = "prompt" if clusters["generative"] == "prompt" else None
-        per_family, overall = gm.generative_gate_metrics()
-        cols = [*GENERATIVE_KEY, "stereotype", "demeaning", "refusal", "family", "slice",
-                "prompt"]
-        for by, metrics in ((["family"], per_family), ([], overall)):
-            parts.append(gm.gate_table(fb[cols], fc[cols], GENERATIVE_KEY, by, metrics,
-                                       setting, cl, ["family", "slice", "prompt"], **kw))
-    elif (baseline.records.get("generative") is None) != (candidate.records.get("generative")
-                                                          is None):
-        refusals.append("generative: not gated (only one run has generative records)")
+    frames: dict[tuple[str, int], tuple[pd.DataFrame, pd.DataFrame]] = {}
+    one_sided: set[str] = set()
+    used: list[Gated] = []
+    for g in parts_of:
+        rb, rc = candidate_pair(baseline, candidate, g.family.records)
+        if rb is None:
+            has_b = baseline.records.get(g.family.records) is not None
+            if has_b != (candidate.records.get(g.family.records) is not None) \
+                    and g.family.name not in one_sided:
+                one_sided.add(g.family.name)
+                refusals.append(f"{g.family.name}: not gated (only one run has "
+                                f"{g.family.name} records)")
+            continue
+        memo = (g.family.name, id(g.part.frame))
+        if memo not in frames:
+            frames[memo] = g.part.frame(rb), g.part.frame(rc)
+        fb, fc = frames[memo]
+        if not len(fb) or not len(fc):
+            refusals.append(g.part.skipped)
+            continue
+        if g.part.columns is not None:
+            fb, fc = fb[list(g.part.columns)], fc[list(g.part.columns)]
+        used.append(g)
+        parts.append(gm.gate_table(fb, fc, list(g.part.key), list(g.part.by),
+                                   g.part.metrics(), setting, g.cluster, list(g.part.carry),
+                                   **kw))
+    gated_families = {g.family.name for g, p in zip(used, parts, strict=True) if len(p)}
+    clusters = {f: u for f, u in clusters.items() if f in gated_families}
     parts = [p for p in parts if len(p)]
     raw = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=gm.GATE_COLUMNS)
     table = gm.decide(raw, alpha) if len(raw) else raw

@@ -27,8 +27,8 @@ def shared_protocols(baseline: RunResult, candidate: RunResult,
     is computed or printed, when there is none (e.g. a BBQ run against a generative
     run) or when a resampling unit is chosen for a protocol the runs do not share
     (``--cluster prompt`` on BBQ runs would be silently ignored)."""
-    shared = [p for p in gated()
-              if candidate_pair(baseline, candidate, p)[0] is not None]
+    shared = [f.name for f in families() if f.gated
+              and candidate_pair(baseline, candidate, f.records)[0] is not None]
     runs = f"the baseline run has {_has(baseline)}, the candidate run {_has(candidate)}"
     for proto, unit in cluster.items():
         if proto not in shared:

@@ -29,6 +29,7 @@ import pandas as pd
 from fairness_tests.core.exits import ExitCode
 from fairness_tests.core.fmt import json_value, shown, shown_p
 from fairness_tests.metrics import gate as gm
+from fairness_tests.pipeline.benchmark import families
 from fairness_tests.stats.significance import POWER
 
 
@@ -249,12 +250,9 @@ def family_statement(table: pd.DataFrame, alpha: float, clusters: dict[str, str]
     outside = (f" The {k} row(s) without a test (not evaluable) are outside the family"
                + ("; in non_inferiority they fail, not shown." if "non_inferiority" in modes
                   else ".")) if k else ""
-    unit = {"template": "BBQ templates (dataset, question_index)", "item": "BBQ items",
-            "prompt": "generative prompts (family x paraphrase x occupation x slice)",
-            "row": "generative rows"}
+    units = [f.unit_text(clusters[f.name]) for f in families() if f.name in clusters]
     method = (f"Paired bootstrap ({n_boot} resamples, seed {seed}) resampling "
-              f"{unit[clusters['bbq']]} and {unit[clusters['generative']]}, the same "
-              "resamples in both runs. Tests: "
+              f"{' and '.join(units) or 'items'}, the same resamples in both runs. Tests: "
               + ("; ".join(dict.fromkeys(table["test"])) if len(table) else "-") + ".")
     if not m:
         return (f"Family: empty: none of the {k} comparisons above could be evaluated "

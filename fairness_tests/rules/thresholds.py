@@ -427,9 +427,9 @@ def override_applies(path: str | Path, model: str) -> bool:
 
 def benchmark_rule_files() -> list[Path]:
     """Every registered benchmark's own default rules (``Benchmark.rules``: a file beside
-    its module), in registry order. They are read after the thresholds file in force and
-    before its per-model overrides: a benchmark's rule the thresholds file also defines is
-    the benchmark's, then the overrides' (a project overrides it in ``models/``)."""
+    its module), in registry order. They are read first, then the thresholds file in
+    force, then its per-model overrides: a benchmark's rule that the thresholds file (or
+    an override) also defines is taken as they define it."""
     out = []
     for cls in load_all():
         name = getattr(cls, "rules", None)
@@ -442,18 +442,21 @@ def load_rules(thresholds: str | Path | None = None, model: str | None = None) -
     """Load ``default.yaml`` and apply every override in ``models/`` whose model
     pattern matches ``model`` (all override files are validated either way)."""
     default_path, models_dir = _resolve(thresholds)
-    doc = _read(default_path, "default_file", {})
-    base_raw = {item["id"]: item for _, item in _rule_items(doc)}
-    rules = _apply(doc, default_path, {})
-    drift = _drift(doc)
-    files = [str(default_path)]
+    rules: dict[str, Rule] = {}
+    base_raw: dict[str, dict] = {}
+    drift: dict[str, Tolerance] = {}
+    files: list[str] = []
     for bpath in benchmark_rule_files():
         bdoc = _read(bpath, "default_file", {})
-        fresh = {i: item for i, item in _rule_items(bdoc) if item["id"] not in base_raw}
-        base_raw.update({item["id"]: item for item in fresh.values()})
+        base_raw.update({item["id"]: item for _, item in _rule_items(bdoc)})
         rules = _apply(bdoc, bpath, rules, optional=True)
-        drift = {**_drift(bdoc), **drift}
+        drift = {**drift, **_drift(bdoc)}
         files.append(str(bpath))
+    doc = _read(default_path, "default_file", {})
+    base_raw.update({item["id"]: item for _, item in _rule_items(doc)})
+    rules = _apply(doc, default_path, rules)
+    drift = {**drift, **_drift(doc)}
+    files.append(str(default_path))
     for opath in sorted(models_dir.glob("*.y*ml")) if models_dir and models_dir.is_dir() else []:
         # every override is validated against the defaults, whichever model is run
         odoc = _read(opath, "override_file", base_raw)

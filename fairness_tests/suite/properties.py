@@ -18,7 +18,23 @@ PROPERTIES: dict[str, dict[str, str | list[str]]] = {
     "refusal_gap": {"ids": "refusal_gap*"},
     "slice_disparity": {"ids": "slice_disparity*"},
 }
-OTHER = {"exclude": list(PROPERTIES.values())}
+
+
+def benchmark_properties() -> dict[str, tuple[str | None, dict]]:
+    """``{test name: (marker or None, selector)}`` of every registered benchmark's own
+    properties (``Benchmark.properties``), in registry order; a test name two benchmarks
+    declare, or one that is a suite property, is an error."""
+    out: dict[str, tuple[str | None, dict]] = {}
+    for b in benchmarks():
+        for name, sel in b.properties.items():
+            if name in out or name in PROPERTIES or not name.startswith("test_"):
+                raise ValueError(f"benchmark {b.name}: property test {name!r} is declared "
+                                 "twice or is not named test_*")
+            out[name] = (b.name if b.marker else None, dict(sel))
+    return out
+
+
+OTHER = {"exclude": [*PROPERTIES.values(), *(s for _, s in benchmark_properties().values())]}
 
 
 def drift_tables() -> tuple[str, ...]:

@@ -18,7 +18,10 @@ if TYPE_CHECKING:
 register_info("bbq", BBQInfo)
 
 FAMILY = FamilySpec(name="bbq", impl="fairness_tests.benchmarks.bbq.family:BBQFamily",
-                    records="bbq", metadata_key="bbq", gated=True, compared=True)
+                    records="bbq", metadata_key="bbq", gated=True, compared=True,
+                    clusters=("template", "item"),
+                    units=(("template", "BBQ templates (dataset, question_index)"),
+                           ("item", "BBQ items")))
 
 
 class BBQ(Benchmark):

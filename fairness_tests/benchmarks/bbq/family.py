@@ -4,15 +4,17 @@ that its two benchmarks (:mod:`fairness_tests.benchmarks.bbq`) share."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pandas as pd
 
+from fairness_tests.benchmarks.bbq import gate
 from fairness_tests.core.errors import FairnessTestsError
 from fairness_tests.core.paths import bbq_dir, display_path
 from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.models.requests.request import Decoding, Request
 from fairness_tests.pipeline.bbq_info import bbq_info
-from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, Results
+from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.protocols.bbq.data import load_filtered
 from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table, prompt_text
@@ -63,6 +65,18 @@ class BBQFamily(Family):
             sample = sample[pd.MultiIndex.from_frame(
                 sample[["dataset", "example_id"]]).isin(keep)].reset_index(drop=True)
         self.sample = sample
+
+    @classmethod
+    def gate_parts(cls) -> list[GatePart]:
+        return gate.gate_parts()
+
+    @classmethod
+    def protocol_facts(cls, info: Any, records: pd.DataFrame | None) -> dict[str, Any]:
+        return gate.protocol_facts(info, records)
+
+    @classmethod
+    def response_key(cls) -> tuple[tuple[str, ...], str]:
+        return (*gate.KEY, "repeat", "rotation"), "answer"
 
     def ask(self, items: pd.DataFrame, rotations: tuple[int, ...], repeats: int) -> list[Request]:
         c = self.config

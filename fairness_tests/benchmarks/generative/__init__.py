@@ -21,7 +21,10 @@ class Generative(Benchmark):
     name: ClassVar[str] = "generative"
     family = FamilySpec(
         name="generative", records="generative", metadata_key="generative", gated=True,
-        compared=True, impl="fairness_tests.benchmarks.generative.family:GenerativeFamily")
+        compared=True, impl="fairness_tests.benchmarks.generative.family:GenerativeFamily",
+        clusters=("prompt", "row"),
+        units=(("prompt", "generative prompts (family x paraphrase x occupation x slice)"),
+               ("row", "generative rows")))
     default = True
     marker = "generative audit properties"
     tables = ("generative_by_slice", "generative_cells", "generative_summary")

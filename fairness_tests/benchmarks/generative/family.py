@@ -9,10 +9,11 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.benchmarks.generative import gate
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.metrics.generative import with_cells
 from fairness_tests.models.requests.request import Request
-from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, Results
+from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.generative_info import generative_info
 from fairness_tests.pipeline.scorers import score_generations
@@ -80,6 +81,18 @@ class GenerativeFamily(Family):
             load_rubric(config.rubric)
             if config.compare_rubric:
                 load_rubric(config.compare_rubric)
+
+    @classmethod
+    def gate_parts(cls) -> list[GatePart]:
+        return gate.gate_parts()
+
+    @classmethod
+    def protocol_facts(cls, info: Any, records: pd.DataFrame | None) -> dict[str, Any]:
+        return gate.protocol_facts(info, records)
+
+    @classmethod
+    def response_key(cls) -> tuple[tuple[str, ...], str]:
+        return gate.KEY, "output_text"
 
     def results(self, asked: dict[str, Asked]) -> Results:
         c = self.config

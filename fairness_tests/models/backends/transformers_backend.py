@@ -341,7 +341,11 @@ class TransformersBackend(LoglikMixin):
 
     def prompt_tokens_of(self, req: Request) -> int:
         """Tokens of the exact text this backend feeds the model for ``req``, special
-        tokens (BOS) included: what a forward pass of it reads."""
+        tokens (BOS) included: what a forward pass of it reads (a loglikelihood
+        request: its context's and continuation's tokens)."""
+        if req.kind == "loglikelihood":
+            ctx, cont = self.loglik_tokens(req)
+            return len(ctx) + len(cont)
         return len(self.loaded().tokenizer(self.prompt_text(req),
                                            add_special_tokens=True)["input_ids"])
 

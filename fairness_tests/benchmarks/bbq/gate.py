@@ -1,0 +1,93 @@
+"""What the gate (and ``compare``'s pairwise tests) compare item by item in the BBQ
+records, per dataset x context: the BBQ metrics a default rule bounds
+(:func:`fairness_tests.metrics.gate.bbq_gate_metrics`), position bias where both runs
+asked items under all three rotations, mean MFAA% and GTC% where both repeated items;
+and the protocol facts two BBQ runs must share."""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from fairness_tests.core.errors import DataError
+from fairness_tests.metrics import gate as gm
+from fairness_tests.metrics.bbq import first_run, join_answers, position_counts
+from fairness_tests.metrics.bbq_tables import repeated_items
+from fairness_tests.metrics.consistency import per_item
+from fairness_tests.metrics.schema import BBQ_ITEM_COLUMNS
+from fairness_tests.pipeline.benchmark import GatePart
+
+KEY = ("dataset", "example_id")
+BY = ("dataset", "context")
+#: the --cluster choices of the BBQ family: templates (question_index) or items
+CLUSTERS = {"template": "question_index", "item": None}
+ANSWER_COLUMNS = ("dataset", "example_id", "repeat", "rotation", "answer")
+
+
+def _answers(records: pd.DataFrame) -> pd.DataFrame:
+    return records[[c for c in ANSWER_COLUMNS if c in records.columns]]
+
+
+def bbq_frame(records: pd.DataFrame) -> pd.DataFrame:
+    """First-run answers with the per-answer flags (``metrics.bbq.join_answers``), the
+    products the accuracy-gap metric sums, and the item attributes."""
+    missing = [c for c in BBQ_ITEM_COLUMNS if c not in records.columns]
+    if missing:
+        raise DataError(f"the BBQ records lack the column(s) {missing}: re-create the run "
+                        "with this version")
+    r = first_run(records)
+    items = r[BBQ_ITEM_COLUMNS].drop_duplicates(list(KEY))
+    j = join_answers(items, _answers(r))
+    j["correct_reinf"] = j["correct"] * j["reinf"]
+    j["correct_counter"] = j["correct"] * j["counter"]
+    return j
+
+
+def position_frame(records: pd.DataFrame) -> pd.DataFrame:
+    """Per item asked under all three rotations (repeat 0): position counts."""
+    items = records[BBQ_ITEM_COLUMNS].drop_duplicates(list(KEY))
+    counts = position_counts(items, _answers(records))
+    return counts.merge(items[["dataset", "example_id", "question_index"]], on=list(KEY))
+
+
+def consistency_frame(records: pd.DataFrame) -> pd.DataFrame:
+    """Per item with more than one rotation-0 answer and at least two valid ones (the
+    items consistency counts, :mod:`fairness_tests.metrics.consistency`): MFAA% and
+    GTC% over its valid answers."""
+    rep = repeated_items(records)
+    if not len(rep):
+        return pd.DataFrame(columns=[*KEY, "context", "mfaa", "gtc", "question_index"])
+    items = records[BBQ_ITEM_COLUMNS].drop_duplicates(list(KEY))
+    t = per_item(items, rep)
+    t = t[t["mfaa"].notna()]
+    return t.merge(items[["dataset", "example_id", "question_index"]], on=list(KEY))
+
+
+def gate_parts() -> list[GatePart]:
+    return [
+        GatePart(bbq_frame, KEY, BY, gm.bbq_gate_metrics, CLUSTERS,
+                 carry=("group", "question_index")),
+        GatePart(position_frame, KEY, BY, lambda: [gm.position_gate_metric()], CLUSTERS,
+                 carry=("question_index",),
+                 skipped="position_bias: not gated (a run did not ask items under all "
+                         "three rotations)"),
+        GatePart(consistency_frame, KEY, BY, gm.consistency_gate_metrics, CLUSTERS,
+                 carry=("question_index",),
+                 columns=(*KEY, "context", "question_index", "mfaa", "gtc"),
+                 skipped="mfaa_mean, gtc_mean: not gated (a run has no repeated items)"),
+    ]
+
+
+def protocol_facts(info: Any, records: pd.DataFrame | None) -> dict[str, Any]:
+    """The data (sha256), filter, decoding, repeats, rotations and prompt of the run's
+    BBQ info, and the item set of its records."""
+    facts: dict[str, Any] = {}
+    if info is not None:
+        facts.update({"data (sha256)": dict(info.sha256), "filter": info.filter,
+                      "decoding": (info.temperature, info.top_p, info.max_tokens),
+                      "repeats": info.repeats, "rotations": info.rotations_mode,
+                      "prompt": info.prompt_template})
+    if records is not None and len(records):
+        facts["items"] = frozenset(map(tuple, records[list(KEY)].drop_duplicates()
+                                       .to_numpy().tolist()))
+    return facts
