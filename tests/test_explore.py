@@ -198,3 +198,16 @@ def test_rubric_spans_are_where_the_scorer_counts():
     assert [text[a:b] for a, b, _ in spans] == ["cannot help", "lazy"]
     counts = category_counts(pd.Series([text]), rubric)
     assert (counts["refusal"][0], counts["demeaning"][0]) == (1, 1)
+
+
+@pytest.mark.slow
+def test_view_of_a_run_against_itself_writes_the_page_and_says_why_no_gate(
+        gate_run_dirs, tmp_path, capsys):
+    base = str(gate_run_dirs["base"])
+    out = tmp_path / "explore"
+    assert main(["view", base, base, "--n-boot", "200", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "no gate: the candidate run is the baseline run" in printed
+    html = (out / "index.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "DecompressionStream" in html
+    assert "connect-src" not in html and "default-src 'none'" in html      # loads nothing

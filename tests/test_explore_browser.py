@@ -27,6 +27,10 @@ from fairness_tests.core.paths import data_path  # noqa: E402
 
 pytestmark = pytest.mark.browser
 READY = "body[data-ready='1']"
+#: the form controls without a label (an enclosing <label> or an aria-label)
+UNLABELLED = """() => [...document.querySelectorAll('select, input, textarea')]
+  .filter(e => !e.closest('label') && !(e.getAttribute('aria-label') || '').trim())
+  .map(e => e.id || e.outerHTML.slice(0, 60))"""
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +75,7 @@ def test_from_a_failing_rule_to_its_items_and_a_slice(browser, small_run):
         p = o.page
         p.wait_for_selector(READY)
         assert p.evaluate("window.__explore.firstRender") > 0
+        assert p.evaluate(UNLABELLED) == []
         p.select_option("#f-status", "fail")
         rows = p.locator("#vtable tbody tr")
         assert rows.count() >= 1
@@ -98,6 +103,7 @@ def test_from_a_failing_rule_to_its_items_and_a_slice(browser, small_run):
         assert p.locator("#icount").text_content().startswith(f"{want} of {n_items} answers")
         assert all(group in r for r in p.locator("#itable tbody tr").all_text_contents())
         assert p.evaluate("window.__explore.lastFilter") >= 0
+        assert p.evaluate(UNLABELLED) == []            # the item filters too
         _shot(p, "cell")
         # the item's record as the run stores it, with the prompt the model saw
         p.locator("#itable tbody button").first.click()

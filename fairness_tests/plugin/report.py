@@ -120,8 +120,11 @@ def write_report(fs, out: Path, gate_tables: dict[str, Any]) -> None:
         rules = [load_rules(fs.settings.audit(k).thresholds, r.metadata.model)
                  for k, r in zip(keys, pair, strict=True)]
         (out / name / "explore").mkdir(parents=True, exist_ok=True)
-        write_explorer(out / name / "explore", bundle(pair, rules, gates=[g] if len(pair) > 1
-                                                      else None))
+        try:
+            write_explorer(out / name / "explore",
+                           bundle(pair, rules, gates=[g] if len(pair) > 1 else None))
+        except FairnessTestsError as exc:     # the runs and the card are kept
+            notes.append(f"{model}: run explorer not written: {exc}")
         try:
             write_cards(run, out / name / "card", explorer=f"../{EXPLORER}",
                         gate=None if g is None else g.to_dict())
