@@ -211,3 +211,44 @@ def test_view_of_a_run_against_itself_writes_the_page_and_says_why_no_gate(
     html = (out / "index.html").read_text()
     assert html.startswith("<!DOCTYPE html>") and "DecompressionStream" in html
     assert "default-src &#x27;none&#x27;" in html           # loads nothing (CSP)
+
+
+def test_a_cell_no_table_names_is_matched_on_the_records_values():
+    frames = {"other": pd.DataFrame({"context": ["x"]}),
+              "recs": pd.DataFrame({"family": ["F1", "F1", "F2"],
+                                    "prompt_family": ["F1", "F1", "F2"],
+                                    "slice": ["a", "b", "a"]})}
+    where = link({}, frames, {}, "", "worst_slice_x", "F1")
+    assert (where.records, where.values, where.n) == (
+        "recs", {"family": "F1", "prompt_family": "F1"}, 2)
+    assert link({}, frames, {}, "", "m", "F1/b").n == 1
+    assert link({}, frames, {}, "", "m", "all").records is None
+
+
+@pytest.mark.slow
+def test_generative_changes_are_found_per_prompt_family(main_job, tmp_path):
+    """The main job's run against a copy in which 50 generations of family F1 changed
+    text and were flagged stereotyped: the per-family gate cells of F1 list exactly
+    those 50 (answered -> stereotype), the other families none; the templates' (prompts')
+    contributions to the stereotype rate sum to 50 / 800."""
+    base = main_job.load()
+    cand = main_job.load()
+    rec = cand.records["generative"]
+    rows = rec.index[rec["prompt_family"] == "F1"][:50]
+    assert (rec.loc[rows, "stereotype"] == 0).all()
+    rec.loc[rows, "stereotype"] = 1
+    rec.loc[rows, "output_text"] = rec.loc[rows, "output_text"] + " (changed)"
+    cand.metadata.model = "changed"
+    data = bundle([base, cand], [load_rules(None, base.metadata.model)] * 2,
+                  gate_options={"n_boot": 200})
+    comp = data["comparisons"][0]
+    by_family = {}
+    for r in comp["gate"]:
+        cell = comp["cells"][r["cell_index"]] if r["cell_index"] is not None else None
+        if cell and cell["records"] == "generative" and r["cell"] != "all":
+            by_family.setdefault(r["cell"], set()).add(len(cell["changed"]))
+            assert cell["filter"]["family"] == r["cell"]
+    assert by_family == {"F1": {50}, "F2": {0}, "F3": {0}, "F4": {0}}
+    f1 = next(comp["cells"][r["cell_index"]] for r in comp["gate"] if r["cell"] == "F1")
+    assert f1["classes"] == {f"answered{ARROW}stereotype": 50} and f1["n_first"] == 800
+    assert sum(k["delta"]["stereotype"] for k in f1["clusters"]) == pytest.approx(50 / 800)

@@ -10,7 +10,8 @@ equal those values (as text); a column the records lack is not filtered, so "all
 selects every row. The records are the family's whose declared tables
 (:func:`fairness_tests.pipeline.benchmark.family_tables`) hold the rule's table, else
 the first (registry order) whose records have every column of the cell and some row
-in it.
+in it. A cell no table row names (a gate metric no rule bounds) is matched on the
+values of the records themselves (:func:`guess`).
 """
 from __future__ import annotations
 
@@ -100,7 +101,26 @@ def link(tables: Mapping[str, pd.DataFrame], frames: Mapping[str, pd.DataFrame],
         records = _records_of(name, values, frames)
         n = int(in_cell(frames[records], values).sum()) if records else 0
         return CellLink(name, values, records, n)
-    return CellLink(candidates[0][0] if candidates else None)
+    return guess(cell, frames, candidates[0][0] if candidates else None)
+
+
+def guess(cell: str, frames: Mapping[str, pd.DataFrame], table: str | None = None) -> CellLink:
+    """A cell no table row names (a gate metric no rule bounds): each of its "/"-parts
+    is a value of some columns of a records table; the first records (in order) that
+    hold every part, filtered on every column holding it ("all": not linked)."""
+    parts = [] if cell == "all" else cell.split("/")
+    for name, frame in frames.items():
+        values: dict[str, str] = {}
+        for part in parts:
+            cols = [c for c in frame.columns if not pd.api.types.is_float_dtype(frame[c])
+                    and (as_text(frame[c]) == part).any()]
+            if not cols:
+                break
+            values.update({c: part for c in cols})
+        else:
+            if parts:
+                return CellLink(table, values, name, int(in_cell(frame, values).sum()))
+    return CellLink(table)
 
 
 def _records_of(table: str, values: Mapping[str, str],
