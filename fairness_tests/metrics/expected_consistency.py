@@ -41,9 +41,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from fairness_tests.metrics.schema import N_OPTIONS
 from fairness_tests.stats.bootstrap import DEFAULT_SEED
 
-N_OPTIONS = 3
 K = N_OPTIONS + 1            # the three options + invalid
 DEFAULT_N_SIM = 2000
 

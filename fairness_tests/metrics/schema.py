@@ -16,8 +16,10 @@ from __future__ import annotations
 from typing import Literal, NamedTuple, get_args
 
 from fairness_tests.core.registry import load_all
-from fairness_tests.metrics.expected_consistency import N_OPTIONS
 from fairness_tests.protocols.bbq.official import CATEGORIES
+
+#: a BBQ item's answer options (light here: the table schema is read without pandas)
+N_OPTIONS = 3
 
 # ---------------------------------------------------------------- resampling units
 

@@ -30,6 +30,11 @@ from fairness_tests.models.requests.prompt_format import (
     PromptFormat,
     resolve,
 )
+from fairness_tests.pipeline.config_benchmarks import (
+    BBQClusterOption,
+    BenchmarkClusterOption,
+    GenClusterOption,
+)
 from fairness_tests.pipeline.config_scorers import ScorerOptions
 from fairness_tests.protocols.bbq.official import ALL, CATEGORIES
 from fairness_tests.protocols.generative.seeds import protocol_seeds
@@ -233,21 +238,9 @@ class ComparisonOptions(Checked):
 
 
 @dataclass(frozen=True, kw_only=True)
-class BBQClusterOption(Checked):
-    bbq_cluster: Literal["template", "item"] = opt(
-        "template", "BBQ bootstrap unit: whole templates or single items")
-
-
-@dataclass(frozen=True, kw_only=True)
-class GenClusterOption(Checked):
-    gen_cluster: Literal["prompt", "row"] = opt(
-        "prompt", "generative bootstrap unit: whole prompts or single generations")
-
-
-@dataclass(frozen=True, kw_only=True)
 class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, ScorerOptions,
                   AskingOptions, BatchOptions, StatsOptions, BBQClusterOption,
-                  GenClusterOption):
+                  GenClusterOption, BenchmarkClusterOption):
     """Every choice of an audit. Recorded in the run's metadata and on the card."""
     protocols: tuple[str, ...] = opt(DEFAULT_PROTOCOLS, "protocols to run (the registry's: "
                                      f"{', '.join(BENCHMARK_NAMES)})", choices=BENCHMARK_NAMES,
@@ -266,6 +259,7 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, Sc
                             f"{', '.join(EMBEDDED_MODELS)} (else a litellm model id such as "
                             "openai/gpt-4o-mini, or a checkpoint directory)")
         yield from ScorerOptions.cross_check(self)
+        yield from BenchmarkClusterOption.cross_check(self)
         if len(set(self.protocols)) != len(self.protocols):
             yield "protocols", f"a protocol is named twice: {' '.join(self.protocols)}"
         if self.suite and self.published_grid:

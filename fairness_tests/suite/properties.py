@@ -22,14 +22,15 @@ PROPERTIES: dict[str, dict[str, str | list[str]]] = {
 
 def benchmark_properties() -> dict[str, tuple[str | None, dict]]:
     """``{test name: (marker or None, selector)}`` of every registered benchmark's own
-    properties (``Benchmark.properties``), in registry order; a test name two benchmarks
-    declare, or one that is a suite property, is an error."""
+    properties (``Benchmark.properties``; ``test_`` is put in front of a name without it),
+    in registry order; a test name two benchmarks declare is an error."""
     out: dict[str, tuple[str | None, dict]] = {}
     for b in benchmarks():
-        for name, sel in b.properties.items():
-            if name in out or name in PROPERTIES or not name.startswith("test_"):
+        for prop, sel in b.properties.items():
+            name = prop if prop.startswith("test_") else f"test_{prop}"
+            if name in out:
                 raise ValueError(f"benchmark {b.name}: property test {name!r} is declared "
-                                 "twice or is not named test_*")
+                                 "by another benchmark too")
             out[name] = (b.name if b.marker else None, dict(sel))
     return out
 

@@ -22,8 +22,6 @@ from fairness_tests.pipeline.benchmark import Asked, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.stats.bootstrap import safe_ratio
 
-#: the tables' bootstrap unit (``item``: sentences; the gate takes ``--cluster``)
-CLUSTER = "template"
 RECORD_COLUMNS = [*D.ITEM_COLUMNS, "context", "prompt", "logprob_first", "logprob_second",
                   "answer", "valid", "correct"]
 WARNINGS = [
@@ -65,7 +63,7 @@ class WinoBiasFamily(Family):
         c = self.config
         a = asked["winobias"]
         answers = answers_table(self.items, a.requests, a.responses)[RECORD_COLUMNS]
-        table = winobias_table(answers, CLUSTER, n_boot=c.n_boot, seed=c.seed)
+        table = winobias_table(answers, c.cluster_of("winobias"), n_boot=c.n_boot, seed=c.seed)
         sizes = answers.groupby("pair").size()
         info = WinoBiasInfo(
             source=f"{D.REPO}@{D.COMMIT} ({D.PREFIX})", data_dir=display_path(self.data.directory),
@@ -73,7 +71,7 @@ class WinoBiasFamily(Family):
             prompt_id=PROMPT_ID, request_kind="loglikelihood", splits=list(D.SPLITS),
             n_sentences=len(answers), n_pairs=int((sizes == 2).sum()),
             n_unpaired=int((sizes == 1).sum()), n_invalid=int((~answers["valid"]).sum()),
-            cluster=CLUSTER, n_boot=c.n_boot, seed=c.seed, limit=c.limit,
+            cluster=c.cluster_of("winobias"), n_boot=c.n_boot, seed=c.seed, limit=c.limit,
             warnings=list(WARNINGS))
         return Results(tables={TABLE: table}, records={"winobias": answers},
                        metadata={"winobias": info})

@@ -16,8 +16,6 @@ from fairness_tests.pipeline.benchmark import Asked, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.run.metadata import Bootstrap
 
-#: the resampling unit of the intervals (FamilySpec.clusters' first: template)
-CLUSTER = "template"
 RECORD_COLUMNS = ["sentid", "template", "occupation", "participant", "gender", "pronoun",
                   "gotcha", "label", "target", "sentence", "prompt", "prompt_id",
                   "ll_occupation", "ll_participant", "pred", "answer", "valid", "correct",
@@ -56,7 +54,8 @@ class WinogenderFamily(Family):
                                                                           strict=True)])
         df = M.answers(self.items, ll.reshape(-1, 2))
         status = np.array([r.status for r in a.responses]).reshape(-1, 2)
-        tables = {"winogender": M.winogender_table(df, CLUSTER, c.n_boot, c.seed),
+        unit = c.cluster_of("winogender")
+        tables = {"winogender": M.winogender_table(df, unit, c.n_boot, c.seed),
                   "winogender_occupations": M.correlation_table(df, self.data.stats,
                                                                 c.n_boot, c.seed)}
         return Results(tables=tables, records={"winogender": records(df, status)},
@@ -72,8 +71,8 @@ class WinogenderFamily(Family):
             prompt=P.DESCRIPTION, prompt_template=P.TEMPLATE, request_kind="loglikelihood",
             n_items=len(df), n_templates=int(df["template"].nunique()), counts=counts,
             n_answers=int(df["valid"].sum()), invalid_answers=int((~df["valid"]).sum()),
-            bootstrap=Bootstrap(resamples=c.n_boot, seed=c.seed, cluster=CLUSTER,
-                                method="percentile bootstrap, templates resampled"),
+            bootstrap=Bootstrap(resamples=c.n_boot, seed=c.seed, cluster=c.cluster_of("winogender"),
+                                method="percentile bootstrap"),
             limit=c.limit, warnings=[D.WARNING])
 
     @classmethod
