@@ -485,6 +485,17 @@ CLI_ROWS = [
       "--categories", "did you mean 'Age'"),
     R("data-fetch-timeout", "data fetch --timeout 0 --dest {d}/bbqf", 2, "--timeout", "> 0"),
     R("data-fetch-from", "data fetch --from {d}/nowhere --dest {d}/bbqf", 2, "nowhere"),
+    R("data-fetch-benchmark", "data fetch --benchmark winobiass --dest {d}/wbf", 2,
+      "--benchmark", "must be one of", "did you mean 'winobias'"),
+    R("data-fetch-benchmark-no-source", "data fetch --benchmark probe --dest {d}/wbf", 2,
+      "--benchmark", "must be one of", "winogender"),
+    R("data-fetch-benchmark-categories", "data fetch --benchmark winobias --categories Age "
+      "--dest {d}/wbf", 2, "--categories", "BBQ's", "drop --categories"),
+    R("data-fetch-benchmark-from", "data fetch --benchmark winogender --from {d}/nowhere "
+      "--dest {d}/wgf", 2, "nowhere", "--from", "no such directory"),
+    R("data-fetch-benchmark-offline", "data fetch --benchmark winogender --base-url "
+      "http://127.0.0.1:9/wg --timeout 5 --dest {d}/wg-offline", 2, "download failed",
+      "http://127.0.0.1:9/wg/data/all_sentences.tsv", "--from DIR"),
     # --- usage
     R("no-command", "", 2, "required"),
     R("unknown-command", "audits", 2, "invalid choice"),

@@ -10,7 +10,8 @@ drift tables. Loading its declarations imports no pandas.
 Run in a fresh interpreter so that what is computed when the package is imported (the
 default ``--protocols``, its choices) sees the distribution as an installed one would.
 A benchmark of another distribution asked end to end (audit, pytest, gate, card,
-compare): tests/test_outside_benchmark.py."""
+compare): tests/test_outside_benchmark.py. Its compare section and card result view by the
+generic layouts: tests/test_benchmark_views.py."""
 from __future__ import annotations
 
 import json

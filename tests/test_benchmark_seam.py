@@ -27,18 +27,11 @@ ALIASES = frozenset({"counterfactual"})
 
 STILL_NAMING = frozenset({
     "card/layout.py",
-    "card/layout_metrics.py",
-    "card/plots.py",
-    "card/render_html.py",
-    "card/render_md.py",
     "card/sections/attributes.py",
     "card/sections/protocol.py",
-    "card/sections/results.py",
     "cli/bbq.py",
     "cli/generative.py",
-    "compare/figures.py",
     "compare/report.py",
-    "compare/tables.py",
     "core/paths.py",
     "metrics/bbq.py",
     "metrics/bbq_tables.py",

@@ -172,7 +172,7 @@ def test_a_malformed_line_is_one_error_naming_file_line_and_field(tmp_path, old,
 
 
 def test_a_missing_file_names_the_fetch_command(tmp_path):
-    with pytest.raises(DataError, match="data fetch winobias"):
+    with pytest.raises(DataError, match="data fetch --benchmark winobias"):
         D.load_winobias(tmp_path)
 
 

@@ -67,7 +67,7 @@ class Missing:
 
 @dataclass
 class Plot:
-    kind: str                 # slice_rates | heatmap | bbq | histogram
+    kind: str                 # a figure of panels (data "panels"; its name), heatmap, histogram
     title: str
     data: dict[str, Any] = field(default_factory=dict)
     note: str = ""            # what the plot draws (scales, bounds), under it

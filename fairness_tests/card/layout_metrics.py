@@ -3,18 +3,20 @@ gate, the results (tables and plots) and the metric definitions.
 
 The tables a reviewer must see are never folded: every decision rule, and every
 failing and expected-failing verdict (a not-evaluable verdict sits in its own table,
-folded when long). Results are laid out by the functions of :data:`RESULTS`, in
-order; each adds its blocks and returns the names of the run tables it showed, and
-every table none of them showed is listed in full under "Supporting tables". A new
-result view (a table with its plot) is one function added to :data:`RESULTS`.
+folded when long). Results are laid out by the benchmark families' views
+(:meth:`fairness_tests.pipeline.benchmark.Family.card_results`: a heading, its plots and
+a table, or statements; :func:`views`), and every table none of them showed is listed
+in full under "Supporting tables". A new benchmark's tables are laid out by the generic
+views unless its family declares its own.
 """
 from __future__ import annotations
-
-from typing import Callable, Iterable
 
 from fairness_tests.card import plots
 from fairness_tests.card.blocks import Builder, Heading, Items, Para, Plot, Table, text
 from fairness_tests.card.values import ci
+from fairness_tests.core.registry import load
+from fairness_tests.pipeline.benchmark import families
+from fairness_tests.pipeline.views import Heatmaps, Histograms, Panels, View
 
 STATUS_ORDER = ("fail", "mixed", "expected_fail", "not_evaluable", "pass")
 VERDICT_HEAD = ["rule", "cell", "value", "95% CI", "compared", "bound", "status", "why"]
@@ -135,91 +137,67 @@ def _gate(b: Builder) -> None:
 
 # ----------------------------------------------------------------------------- results
 
-def _generative(b: Builder) -> Iterable[str]:
+#: the run's rule statements (from its protocol-sensitivity and seed-spread tables)
+STATEMENTS = [View("Protocol dependence: beyond noise or not resolved", "res_protocol_dependence",
+                   statements="protocol_dependence"),
+              View("Seed spread, prompts held fixed (not protocol cells)", "res_seed_spread",
+                   statements="seed_spread")]
+#: where :data:`STATEMENTS` stand among the families' views (``Family.card_rank``)
+STATEMENTS_RANK = 30
+
+
+def views(tables: dict[str, list[dict]]) -> list[View]:
+    """Every view of the results (the card's result ``tables``), in card order: each
+    family's (:meth:`~fairness_tests.pipeline.benchmark.Family.card_results`) by its
+    ``card_rank`` (then registry order), the rule statements at :data:`STATEMENTS_RANK`."""
+    ranked: list[tuple[int, int, list[View]]] = [(STATEMENTS_RANK, -1, STATEMENTS)]
+    for i, spec in enumerate(families()):
+        family = load(spec.impl)
+        ranked.append((family.card_rank, i, family.card_results(tables)))
+    return [v for _, _, vs in sorted(ranked, key=lambda x: x[:2]) for v in vs]
+
+
+def _plot(b: Builder, spec: Panels | Heatmaps | Histograms, rows: list[dict]) -> None:
     card = b.card
-    by_slice = rows_of(card, "generative_by_slice")
-    if by_slice:
-        b.add(Heading(4, "Generative audit per slice", "res_by_slice"))
-        panels, skipped = plots.slice_panels(card, by_slice)
+    if isinstance(spec, Panels):
+        panels, skipped = plots.panels(card, rows, spec)
         if panels:
-            b.add(Plot("slice_rates", "Per-slice rates with 95% CIs", {"panels": panels},
-                       plots.note(panels, skipped)))
-        b.table(by_slice, prefer=["slice"], name="generative_by_slice")
-    worst = (card.get("results") or {}).get("worst_slice") or []
-    if worst:
-        b.add(Heading(4, "Worst slice per metric", "res_worst_slice"))
-        b.table(worst, prefer=["scope", "metric", "slice"], name="worst_slice")
-    fam = rows_of(card, "generative_by_slice_family")
-    if fam:
-        b.add(Heading(4, "Generative audit per slice x family", "res_by_slice_family"))
-        for hm in plots.heatmaps(card, fam):
-            b.add(Plot("heatmap", f"{hm['metric']} rate: slice x prompt family", hm))
-        b.table(fam, prefer=["family", "slice"], name="generative_by_slice_family")
-    shown = ["generative_by_slice", "generative_by_slice_family"]
-    for name, title in (("generative_by_slice_decoding", "Generative audit per slice x decoding"),
-                        ("generative_summary", "Worst slice, disparity and refusal gap"),
-                        ("scorer_sensitivity", "Scorer sensitivity (same outputs, two rubrics)"),
-                        ("scorer_agreement", "Scorer agreement: raw agreement and Cohen's "
-                                             "kappa per label and slice (95% CI)"),
-                        ("scorer_flips", "Verdicts that change with the scorer"),
-                        ("protocol_sensitivity", "Protocol-dependent verdicts"),
-                        ("counterfactual", "Counterfactual probe")):
-        rows = rows_of(card, name)
-        shown.append(name)
-        if rows:
-            b.add(Heading(4, title, f"res_{name}"))
-            b.table(rows, name=name)
-    res = card.get("results") or {}
-    for key, title in (("protocol_dependence", "Protocol dependence: beyond noise or not resolved"),
-                       ("seed_spread", "Seed spread, prompts held fixed (not protocol cells)")):
-        if res.get(key):
-            b.add(Heading(4, title, f"res_{key}"), Items([x["statement"] for x in res[key]]))
-    return shown
+            b.add(Plot(spec.kind, spec.title, {"panels": panels}, plots.note(panels, skipped)))
+    elif isinstance(spec, Heatmaps):
+        for hm in plots.heatmaps(card, rows, spec):
+            b.add(Plot("heatmap", spec.title.format(metric=hm["metric"]), hm))
+    else:
+        dist = (card.get("results") or {}).get(spec.source) or {}
+        for h in plots.histograms(card, dist, spec):
+            b.add(Plot("histogram", spec.title.format(METRIC=h["metric"].upper(),
+                                                      metric=h["metric"], n=h.get("n", 0)), h))
 
 
-def _bbq(b: Builder) -> Iterable[str]:
-    card = b.card
-    bbq = rows_of(card, "bbq")
-    if bbq:
-        b.add(Heading(4, "Intersectional BBQ per dataset x context", "res_bbq"))
-        panels, skipped = plots.bbq_panels(card, bbq)
-        if panels:
-            b.add(Plot("bbq", "BBQ metrics per dataset x context with 95% CIs",
-                       {"panels": panels}, plots.note(panels, skipped)))
-        b.table(bbq, prefer=["dataset", "context", "polarity"], name="bbq")
-    groups = rows_of(card, "bbq_groups")
-    if groups:
-        b.add(Heading(4, "BBQ per intersectional group", "res_bbq_groups"))
-        b.table(groups, prefer=["dataset", "group"], name="bbq_groups")
-    return ["bbq", "bbq_groups"]
-
-
-def _consistency(b: Builder) -> Iterable[str]:
-    card = b.card
-    cons = rows_of(card, "consistency")
-    dist = (card.get("results") or {}).get("consistency_distribution") or {}
-    if cons or dist:
-        b.add(Heading(4, "Consistency over repeated runs", "res_consistency"))
-        for h in plots.histograms(card, dist):
-            b.add(Plot("histogram", f"{h['metric'].upper()}% per item ({h.get('n', 0)} items)",
-                       h))
-        b.table(cons, prefer=["dataset", "context"], name="consistency")
-    return ["consistency"]
-
-
-#: the result views, in card order: each adds its blocks, returns the tables it showed
-RESULTS: list[Callable[[Builder], Iterable[str]]] = [_generative, _bbq, _consistency]
+def _view(b: Builder, v: View) -> list[str]:
+    """Add one view's blocks; the run tables it shows."""
+    res = b.card.get("results") or {}
+    if v.statements:
+        if res.get(v.statements):
+            b.add(Heading(4, v.title, v.anchor), Items([x["statement"] for x in res[v.statements]]))
+        return []
+    rows = rows_of(b.card, v.table) if v.source == "tables" else res.get(v.table) or []
+    if rows or (v.also and res.get(v.also)):
+        b.add(Heading(4, v.title, v.anchor))
+        for p in v.plots:
+            _plot(b, p, rows)
+        b.table(rows, prefer=list(v.prefer), name=v.table)
+    return [v.table] if v.source == "tables" else []
 
 
 def _results(b: Builder) -> None:
     res = b.card.get("results") or {}
     tables = res.get("tables") or {}
     b.add(Heading(3, "Results", "results"))
-    if not tables and not res.get("consistency_distribution"):
+    if not tables and not set(res) - {"tables", "verdict_counts"}:
         b.add(Para("The run has no metric table.", "note"))
     shown: set[str] = set()
-    for view in RESULTS:
-        shown |= set(view(b))
+    for view in views(tables):
+        shown |= set(_view(b, view))
     extra = sorted(set(tables) - shown)
     if extra:
         b.add(Heading(3, "Supporting tables", "res_supporting"))

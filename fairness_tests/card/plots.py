@@ -1,6 +1,9 @@
 """What the card's plots draw, as data (:class:`~fairness_tests.card.blocks.Plot`):
 the panels with their points, one shared scale per unit and the decision rules'
-bounds. :mod:`.svg` draws them; :mod:`.render_md` prints their numbers.
+bounds, laid out as a family's views ask (:class:`~fairness_tests.pipeline.views.Panels`,
+:class:`~fairness_tests.pipeline.views.Heatmaps`,
+:class:`~fairness_tests.pipeline.views.Histograms`). :mod:`.svg` draws them;
+:mod:`.render_md` prints their numbers.
 
 Scales: the panels of one figure that show metrics of the same unit (rates, signed
 scores, ratios) share one value axis (the metrics some decision rule bounds on one, the
@@ -26,14 +29,8 @@ from typing import Any
 
 from fairness_tests.card.schema import metric_definitions
 from fairness_tests.card.values import finite
+from fairness_tests.pipeline.views import Heatmaps, Histograms, Panels
 
-RATE_METRICS_ORDER = ("stereotype", "demeaning", "pilot_harm", "refusal", "deflection",
-                      "identity_salience", "title_mention", "religion_mention")
-HEATMAP_METRICS = ("stereotype", "pilot_harm", "refusal")
-BBQ_PLOT_METRICS = ("accuracy", "s_amb", "s_dis", "acc_reinf", "acc_counter",
-                    "acc_reinf_minus_counter", "sf", "df", "df_smoothed", "df_eb",
-                    "position_bias", "invalid_rate")
-BBQ_ROW_COLUMNS = ("dataset", "context", "polarity")
 OP_TEXT = {"<=": "\u2264", ">=": "\u2265"}
 POOLED = (None, "", "all", "nan", "None")
 
@@ -135,62 +132,48 @@ def note(panels: list[dict], skipped: list[str]) -> str:
     return "; ".join(parts) + "."
 
 
-def slice_panels(card: dict, rows: list[dict]) -> tuple[list[dict], list[str]]:
-    """Per-slice rate panels (one per rate metric) with their bounds, sharing one scale."""
+def panels(card: dict, rows: list[dict], spec: Panels) -> tuple[list[dict], list[str]]:
+    """Metric panels of ``rows`` as ``spec`` lays them out (its metrics, row labels and
+    order), each with its bounds, sharing one scale per unit."""
     defs = metric_definitions()
-    metrics = sorted({str(r.get("metric")) for r in rows if r.get("metric")},
-                     key=lambda m: (RATE_METRICS_ORDER.index(m) if m in RATE_METRICS_ORDER
-                                    else 99, m))
-    panels, skipped = [], []
+    present = list(dict.fromkeys(str(r["metric"]) for r in rows if r.get("metric")))
+    metrics = [m for m in spec.order if m in present]
+    if spec.others:
+        metrics += sorted(m for m in present if m not in spec.order)
+    out, skipped = [], []
     for m in metrics:
-        if (defs.get(m) or {}).get("unit") != "rate":
-            continue
-        sel = [r for r in rows if r.get("metric") == m]
-        pts = sorted(({"label": str(r.get("slice")), "value": r.get("value"),
-                       "lo": r.get("ci_low"), "hi": r.get("ci_high")} for r in sel),
-                     key=lambda p: str(p["label"]))
-        cells = {str(r.get("slice")): row_cell(r, ("slice",)) for r in sel}
-        bs, sk = bounds(card, m, cells, ("slice",))
-        skipped += sk
-        panels.append({"metric": m, "points": pts, "bounds": bs})
-    return share_scales(card, panels), skipped
-
-
-def bbq_panels(card: dict, rows: list[dict]) -> tuple[list[dict], list[str]]:
-    """BBQ metric panels, rows dataset/context/polarity, with their bounds."""
-    panels, skipped = [], []
-    for m in BBQ_PLOT_METRICS:
-        sel = [r for r in rows if r.get("metric") == m]
-        if not sel:
+        if spec.unit is not None and (defs.get(m) or {}).get("unit") != spec.unit:
             continue
         pts, cells = [], {}
-        for r in sel:
-            label = "/".join(str(r[k]) for k in BBQ_ROW_COLUMNS if r.get(k) not in (None, ""))
+        for r in (r for r in rows if r.get("metric") == m):
+            label = "/".join(str(r[k]) for k in spec.columns if r.get(k) not in (None, ""))
             pts.append({"label": label, "value": r.get("value"), "lo": r.get("ci_low"),
                         "hi": r.get("ci_high")})
-            cells[label] = row_cell(r, BBQ_ROW_COLUMNS)
-        bs, sk = bounds(card, m, cells, BBQ_ROW_COLUMNS)
+            cells[label] = row_cell(r, spec.columns)
+        if spec.sort:
+            pts.sort(key=lambda p: str(p["label"]))
+        bs, sk = bounds(card, m, cells, spec.columns)
         skipped += sk
-        panels.append({"metric": m, "points": pts, "bounds": bs})
-    return share_scales(card, panels), skipped
+        out.append({"metric": m, "points": pts, "bounds": bs})
+    return share_scales(card, out), skipped
 
 
-def heatmaps(card: dict, rows: list[dict]) -> list[dict]:
-    """Slice x family heatmaps, one per metric of :data:`HEATMAP_METRICS`, sharing one
-    colour scale (0 to the largest value or bound); a cell beyond a worst-slice bound
-    (a ``max`` over slices rule on the metric) is outlined."""
+def heatmaps(card: dict, rows: list[dict], spec: Heatmaps) -> list[dict]:
+    """``spec.rows`` x ``spec.cols`` heatmaps, one per metric of ``spec.metrics``,
+    sharing one colour scale (0 to the largest value or bound); a cell beyond a
+    worst-row bound (a ``max`` over ``spec.rows`` rule on the metric) is outlined."""
     maps = []
-    for metric in HEATMAP_METRICS:
+    for metric in spec.metrics:
         sel = [r for r in rows if r.get("metric") == metric]
         if not sel:
             continue
-        slices = sorted({str(r.get("slice")) for r in sel})
-        fams = sorted({str(r.get("family")) for r in sel})
-        cells = {(str(r.get("slice")), str(r.get("family"))): r.get("value") for r in sel}
+        ys = sorted({str(r.get(spec.rows)) for r in sel})
+        xs = sorted({str(r.get(spec.cols)) for r in sel})
+        cells = {(str(r.get(spec.rows)), str(r.get(spec.cols))): r.get("value") for r in sel}
         hm: dict[str, Any]
-        hm = {"metric": metric, "rows": slices, "cols": fams,
-              "values": [[cells.get((s, f)) for f in fams] for s in slices]}
-        worst = _worst_slice_rule(card, metric, fams)
+        hm = {"metric": metric, "rows": ys, "cols": xs,
+              "values": [[cells.get((y, x)) for x in xs] for y in ys]}
+        worst = _worst_row_rule(card, metric, spec.rows, xs)
         if worst:
             hm["bound"], rule = worst
             hm["bound_label"] = f"the bound {hm['bound']:g} of {rule}"
@@ -202,30 +185,31 @@ def heatmaps(card: dict, rows: list[dict]) -> list[dict]:
     return maps
 
 
-def _worst_slice_rule(card: dict, metric: str, families: list[str]
-                      ) -> tuple[float, str] | None:
-    """(bound, rule) of a ``max`` over slices ``<=`` rule on ``metric``, preferring the
-    one whose cells are the prompt families (the heatmap's columns)."""
+def _worst_row_rule(card: dict, metric: str, across: str, cols: list[str]
+                    ) -> tuple[float, str] | None:
+    """(bound, rule) of a ``max`` over ``across`` ``<=`` rule on ``metric``, preferring
+    the one whose cells are the heatmap's columns."""
     found = []
     for rule, rows in _rules_on(card, metric).items():
         v = rows[0]
-        if v.get("across") == "slice" and v.get("reduce") == "max" and v.get("op") == "<=" \
+        if v.get("across") == across and v.get("reduce") == "max" and v.get("op") == "<=" \
                 and not v.get("abs"):
-            per_family = {str(r.get("cell")) for r in rows} <= set(families)
-            found.append((not per_family, float(v["bound"]), rule))
+            per_col = {str(r.get("cell")) for r in rows} <= set(cols)
+            found.append((not per_col, float(v["bound"]), rule))
     return min(found)[1:] if found else None
 
 
-def histograms(card: dict, dist: dict) -> list[dict]:
-    """MFAA% and GTC% per-item histograms with one count axis, each with the floor the
-    rules put on its per-cell mean (``mfaa_mean``, ``gtc_mean``) and the items' mean."""
+def histograms(card: dict, dist: dict, spec: Histograms) -> list[dict]:
+    """Per-item histograms (of ``spec.metrics`` in ``dist``) with one count axis, each with
+    the floor the rules put on ``spec.bound_metric`` (e.g. its per-cell mean) and the
+    items' mean."""
     out = []
-    for m in ("mfaa", "gtc"):
+    for m in spec.metrics:
         if m not in dist:
             continue
         h: dict[str, Any] = {"metric": m, **dist[m]}
-        vs = [v for rows in _rules_on(card, f"{m}_mean").values() for v in rows
-              if not v.get("across")]
+        vs = [v for rows in _rules_on(card, spec.bound_metric.format(metric=m)).values()
+              for v in rows if not v.get("across")]
         floors = sorted({float(v["bound"]) for v in vs})
         if len(floors) == 1:
             ops = {OP_TEXT.get(str(v.get("op")), "") for v in vs}

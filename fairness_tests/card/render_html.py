@@ -205,7 +205,7 @@ def _breakable(text: str) -> str:
 def _plot(p: L.Plot) -> str:
     d = p.data
     cap = f"<figcaption>{escape(p.note)}</figcaption>" if p.note else ""
-    if p.kind in ("slice_rates", "bbq"):
+    if "panels" in d:
         figs = [svg.dot_ci(panel["metric"], panel["points"], kind=p.kind,
                            domain=panel.get("domain"), bounds=panel.get("bounds"))
                 for panel in d.get("panels", [])]

@@ -109,7 +109,7 @@ def _table_lines(columns: list[str], rows: list[list[str]]) -> list[str]:
 def _plot_numbers(p: L.Plot) -> list[str]:
     """The values a plot draws, as one compact table."""
     d = p.data
-    if p.kind in ("slice_rates", "bbq"):
+    if "panels" in d:
         panels = d.get("panels", [])
         labels = list(dict.fromkeys(pt["label"] for pan in panels for pt in pan["points"]))
         cells = {(pan["metric"], pt["label"]): f"{num(pt.get('value'))} "

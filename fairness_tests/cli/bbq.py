@@ -1,5 +1,5 @@
-"""``fairness-tests bbq filter``, ``fairness-tests bbq score`` and
-``fairness-tests data fetch``."""
+"""``fairness-tests bbq filter``, ``fairness-tests bbq score``, and BBQ's
+``fairness-tests data fetch`` (:func:`fetch_bbq`)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,8 @@ from fairness_tests.core.fmt import shown, text_table
 from fairness_tests.core.paths import ENV_BBQ_DIR, bbq_dir, display_path
 from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.pipeline.bbq_info import bbq_info
-from fairness_tests.pipeline.config import BBQFilterConfig, BBQScoreConfig, DataFetchConfig
+from fairness_tests.pipeline.config import BBQFilterConfig, BBQScoreConfig
+from fairness_tests.pipeline.config_data import DataFetchConfig
 from fairness_tests.pipeline.configure import command_line, recorded_config
 from fairness_tests.pipeline.scored import scored_run
 from fairness_tests.protocols.bbq.answers import BBQ_AUTHORS, question_only, resolve
@@ -32,12 +33,6 @@ def register(subparsers) -> None:
     add_command(sub, "filter", BBQFilterConfig, cmd_filter,
                 help="item counts per dataset, context and polarity")
     add_command(sub, "score", BBQScoreConfig, cmd_score, help="score a predictions JSONL file")
-
-    data = subparsers.add_parser("data", help="data sets")
-    dsub = data.add_subparsers(dest="data_command", required=True)
-    add_command(dsub, "fetch", DataFetchConfig, cmd_fetch,
-                help="install the official BBQ files (download, or --from a local copy), "
-                     "verified by git blob id and sha256")
 
 
 def _load(c: BBQFilterConfig, categories: tuple[str, ...] | None = None):
@@ -169,7 +164,8 @@ def _run(c: BBQScoreConfig, data, items, resolved, tables, records, rules):
                      answers=resolved.report))
 
 
-def cmd_fetch(c: DataFetchConfig) -> int:
+def fetch_bbq(c: DataFetchConfig) -> int:
+    """``data fetch`` of the BBQ files (:mod:`fairness_tests.protocols.bbq.fetch`)."""
     dest = bbq_dir(c.dest)
     files = fetch(dest, categories=c.categories, base_url=c.base_url or BASE_URL,
                   source=c.from_dir, timeout=c.timeout, log=lambda m: print(m, file=sys.stderr))
@@ -193,4 +189,4 @@ def where_line(dest: str | os.PathLike) -> str:
             f"(or pass --bbq-dir {shlex.quote(path)}; pytest: --fairness-bbq-dir)")
 
 
-__all__ = ["register"]
+__all__ = ["fetch_bbq", "register"]

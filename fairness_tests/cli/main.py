@@ -35,6 +35,7 @@ from fairness_tests.models.backends.cost import BudgetReached
 # each module defines register(subparsers)
 AREAS = [
     "fairness_tests.cli.bbq",
+    "fairness_tests.cli.data",
     "fairness_tests.cli.models",
     "fairness_tests.cli.generative",
     "fairness_tests.cli.card",

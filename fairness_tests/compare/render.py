@@ -13,7 +13,9 @@ from pathlib import Path
 import pandas as pd
 
 from fairness_tests.card.render_html import CSP, CSS
-from fairness_tests.compare.tables import LONG_COLUMNS, Display
+from fairness_tests.compare.figures import draw
+from fairness_tests.compare.tables import LONG_COLUMNS, Display, fmt_ci, long_frame
+from fairness_tests.pipeline.views import Estimate
 
 UNSTATED = ("Protocol facts not every run states (a run scored from someone's predictions "
             "or generations does not know, e.g., their decoding): not differences")
@@ -27,8 +29,13 @@ ul.differences li{color:var(--fail)}
 
 # ---------------------------------------------------------------- Markdown
 
+def _text(c: object) -> str:
+    """A table cell as text: an :class:`Estimate` as ``value [lo, hi]``."""
+    return fmt_ci(c.value, c.lo, c.hi) if isinstance(c, Estimate) else str(c)
+
+
 def _md_cell(s: object) -> str:
-    return str(s).replace("|", "\\|").replace("\n", " ")
+    return _text(s).replace("|", "\\|").replace("\n", " ")
 
 
 def _md_table(t: Display) -> list[str]:
@@ -67,7 +74,7 @@ def to_markdown(report) -> str:
 
 def _html_table(t: Display) -> str:
     head = "".join(f"<th>{escape(str(h))}</th>" for h in t.header)
-    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{escape(_text(c))}</td>" for c in row) + "</tr>"
                    for row in t.rows)
     cap = f"<caption>{escape(t.title)}</caption>"
     foot = f'<p class="note">{escape(t.caption)}</p>' if t.caption else ""
@@ -107,7 +114,7 @@ def to_html(report) -> str:
             else:
                 out.append(_html_table(t))
         if s.figures:
-            out.append('<div class="plots">' + "".join(s.figures) + "</div>")
+            out.append('<div class="plots">' + "".join(draw(f) for f in s.figures) + "</div>")
         if s.notes:
             out.append('<details><summary>Notes (' + str(len(s.notes)) + ")</summary><ul>" +
                        "".join(f"<li>{escape(n)}</li>" for n in s.notes) + "</ul></details>")
@@ -122,7 +129,7 @@ def to_html(report) -> str:
 # ---------------------------------------------------------------- CSV
 
 def to_csv(report) -> str:
-    frames = [s.long for s in report.sections if len(s.long)]
+    frames = [long_frame(s.long) for s in report.sections if s.long]
     long = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=LONG_COLUMNS)
     return long[LONG_COLUMNS].to_csv(index=False, float_format="%.10g", lineterminator="\n")
 

@@ -14,14 +14,12 @@ from typing import Any, Iterable
 import pandas as pd
 
 from fairness_tests.compare import pairwise as P
-from fairness_tests.compare.figures import add_figures
 from fairness_tests.compare.models import Entry, protocols
 from fairness_tests.compare.tables import (
     Display,
     Section,
     fmt,
     fmt_ci,
-    long_frame,
     long_row,
     model_sections,
 )
@@ -97,7 +95,6 @@ def build_report(entries: list[Entry], *, allow_protocol_change: bool = False,
             "pass --allow-protocol-change to compare the common items anyway)")
     names = [e.name for e in entries]
     sections = model_sections(entries)
-    add_figures(sections, names)
     pairs = P.pairwise(entries, n_boot=n_boot, seed=seed, alpha=alpha, cluster=cluster)
     ranks = P.ranking(pairs)
     if len(pairs):
@@ -156,7 +153,7 @@ def _pairwise_section(pairs: pd.DataFrame, alpha: float) -> Section:
                               body))
     notes = sorted({str(r.note) for r in pairs.itertuples(index=False) if r.note})
     sec.notes = notes
-    sec.long = long_frame(rows)
+    sec.long = rows
     return sec
 
 
@@ -182,7 +179,7 @@ def _ranking_section(ranks: pd.DataFrame, names: list[str]) -> Section:
                         f"{int(r.rank)} [{_r(r.rank_low)}-{_r(r.rank_high)}]")
         body.append(line)
     sec.tables.append(Display("ranks", ["Metric", "Cell", "better", *names], body))
-    sec.long = long_frame(rows)
+    sec.long = rows
     return sec
 
 

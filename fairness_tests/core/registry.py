@@ -107,3 +107,11 @@ def cluster_units(values: Iterable[str] | None) -> dict[str, str]:
                 raise ValueError(f"two resampling units for {f}: {out[f]} and {unit}")
             out[f] = unit
     return out
+
+
+def data_sources() -> dict[str, str]:
+    """``{name: "module:NAME"}`` of every registered benchmark that declares where its
+    data comes from (``Benchmark.source``: what ``data fetch --benchmark NAME``
+    installs), in registry order."""
+    return {name: b.source for name, b in zip(REGISTRY, load_all(), strict=True)
+            if getattr(b, "source", None)}

@@ -18,7 +18,7 @@ from typing import Literal, NamedTuple, get_args
 from fairness_tests.core.registry import load_all
 from fairness_tests.protocols.bbq.official import CATEGORIES
 
-#: a BBQ item's answer options (light here: the table schema is read without pandas)
+#: the answer options of a BBQ item (the letters' distribution has one column each)
 N_OPTIONS = 3
 
 # ---------------------------------------------------------------- resampling units

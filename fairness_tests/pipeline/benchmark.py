@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from fairness_tests.core.registry import REGISTRY, load
 from fairness_tests.pipeline.stages import SILENT, Stages
+from fairness_tests.pipeline.views import Compared, Section, View, side_by_side, table_views
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -139,7 +140,9 @@ class Benchmark(ABC):
     ``recordings``: ``{model id: file beside its module}``, its recorded answers of a
     model, replayed with the manifest's (:func:`fairness_tests.pipeline.recordings.
     default_recordings`); ``source``: ``"module:NAME"`` of its
-    :class:`~fairness_tests.core.sources.DataSource` (what ``data fetch`` downloads)."""
+    :class:`~fairness_tests.core.sources.DataSource` (what ``data fetch`` downloads);
+    ``listed``: named on every card, as not evaluated when not asked (None: when
+    ``default``; :meth:`disclosed`)."""
     name: ClassVar[str]
     family: ClassVar[FamilySpec]
     default: ClassVar[bool] = False
@@ -151,6 +154,13 @@ class Benchmark(ABC):
     properties: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
     recordings: ClassVar[Mapping[str, str]] = {}
     source: ClassVar[str | None] = None
+    listed: ClassVar[bool | None] = None
+
+    @classmethod
+    def disclosed(cls) -> bool:
+        """Listed on every card, as not evaluated when a run did not ask it (default:
+        the benchmarks of the default audit); another benchmark not asked is not named."""
+        return cls.default if cls.listed is None else cls.listed
 
     @abstractmethod
     def requests(self, family: Any) -> list[Request]:
@@ -174,7 +184,14 @@ class Results:
 
 
 class Family(ABC):
-    """What the benchmarks of one family share, loaded once per run."""
+    """What the benchmarks of one family share, loaded once per run; and, as class
+    methods, what the family's results look like in ``compare`` and on the card
+    (:mod:`fairness_tests.pipeline.views`), generic unless the family overrides them.
+
+    ``card_rank``: where the family's views stand among the card's results (ascending;
+    the run's protocol-dependence and seed-spread statements stand at 30)."""
+
+    card_rank: ClassVar[int] = 100
 
     def __init__(self, config: AuditConfig):
         self.config = config
@@ -213,6 +230,39 @@ class Family(ABC):
         Default: the first gate part's key and ``answer``."""
         parts = cls.gate_parts()
         return (parts[0].key, "answer") if parts else None
+
+    @classmethod
+    def family_spec(cls) -> FamilySpec:
+        """The registered :class:`FamilySpec` whose ``impl`` is this class."""
+        for f in families():
+            if load(f.impl) is cls:
+                return f
+        raise LookupError(f"no registered benchmark family has impl {cls.__module__}:"
+                          f"{cls.__qualname__}")
+
+    @classmethod
+    def compare_sections(cls, entries: Sequence[Compared]) -> list[Section]:
+        """The family's sections of ``compare`` for the models ``entries`` (each reads its
+        run's tables with ``entry.table(family name, table)``), in report order; no
+        section for a table no model's run has. Generic: one side-by-side table per table
+        of :func:`family_tables` (:func:`fairness_tests.pipeline.views.side_by_side`)."""
+        spec = cls.family_spec()
+        return [s for t in family_tables(spec) if (s := side_by_side(spec.name, t, entries))]
+
+    @classmethod
+    def card_results(cls, tables: Mapping[str, list[dict]]) -> list[View]:
+        """The family's views of the card's results, in card order; ``tables``: the
+        card's result tables (``{name: rows as recorded in the card}``). A view is shown
+        when the card has its rows. Generic: a heading and the table, for each table of
+        :func:`family_tables` (:func:`fairness_tests.pipeline.views.table_views`)."""
+        return table_views(family_tables(cls.family_spec()))
+
+    @classmethod
+    def card_summaries(cls, tables: Mapping[str, pd.DataFrame]) -> dict[str, Any]:
+        """What the family adds to the card's results besides its tables, selected from
+        the run's ``tables`` when the card is filled (``{results key: value}``; its views
+        show them with ``View(source="results")``). Generic: nothing."""
+        return {}
 
     @classmethod
     def explore(cls, records: pd.DataFrame, metadata: Any) -> ExploreView:

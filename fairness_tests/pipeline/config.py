@@ -470,25 +470,7 @@ class GateConfig(StatsOptions, ComparisonOptions):
             yield "cluster", str(exc)
 
 
-@dataclass(frozen=True, kw_only=True)
-class DataFetchConfig(BBQCategoriesOption):
-    """``fairness-tests data fetch``: the official BBQ files, verified."""
-    CLI_FLAGS: ClassVar[dict[str, tuple[str, ...]]] = {"from_dir": ("--from",)}
-    dest: str | None = opt(None, "directory to install the files in (default: "
-                           "$FAIRNESS_BBQ_DIR or ../shared/bbq, where the BBQ commands look)",
-                           metavar="DIR", path=True, pytest=False, toml=False,
-                           role="output_dir")
-    from_dir: str | None = opt(None, "install from this local copy (a BBQ checkout or a "
-                               "folder this command filled), without network; each file is "
-                               "labelled official release or not", metavar="DIR", path=True,
-                               pytest=False, toml=False)
-    base_url: str | None = opt(None, "mirror of https://raw.githubusercontent.com/nyu-mll/BBQ/"
-                               "<commit>", metavar="URL", pytest=False)
-    timeout: float = opt(60.0, "seconds to wait for each file", gt=0, metavar="S",
-                         pytest=False)
-
-
 #: every configuration class of an entry point (the ``[tool.fairness_tests]`` keys are
 #: checked against their options)
 COMMANDS: tuple[type, ...] = (AuditCommand, PluginOptions, BBQFilterConfig, BBQScoreConfig,
-                              GenerativeScoreConfig, GateConfig, DataFetchConfig)
+                              GenerativeScoreConfig, GateConfig)

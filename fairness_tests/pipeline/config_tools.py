@@ -18,6 +18,7 @@ from fairness_tests.pipeline.config import (
     StatsOptions,
     SuiteOption,
 )
+from fairness_tests.pipeline.config_data import DataFetchConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,4 +257,4 @@ TOOLS: tuple[type, ...] = (SensitivityConfig, GridConfig, ProbeGridConfig, Probe
                            CompareConfig, InitConfig, StoreStatsConfig, StoreExportConfig,
                            StoreImportConfig, StorePruneConfig, StoreMergeConfig,
                            StoreCapabilitiesConfig,
-                           ModelPrepareConfig)
+                           ModelPrepareConfig, DataFetchConfig)

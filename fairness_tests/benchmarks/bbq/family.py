@@ -3,12 +3,13 @@ predictions table and BBQ table builder (:func:`fairness_tests.metrics.bbq_table
 that its two benchmarks (:mod:`fairness_tests.benchmarks.bbq`) share."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
-from fairness_tests.benchmarks.bbq import gate
+from fairness_tests.benchmarks.bbq import card, compare, gate
 from fairness_tests.core.errors import FairnessTestsError
 from fairness_tests.core.paths import bbq_dir, display_path
 from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
@@ -16,6 +17,7 @@ from fairness_tests.models.requests.request import Decoding, Request
 from fairness_tests.pipeline.bbq_info import bbq_info
 from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.views import Compared, Section, View
 from fairness_tests.protocols.bbq.data import load_filtered
 from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table, prompt_text
 from fairness_tests.protocols.bbq.sample import consistency_sample, sample_record
@@ -50,6 +52,20 @@ class BBQFamily(Family):
     sample) they are taken from the full seeded sample first, so that a smoke run asks
     a part of what a full run asks (and replays from the same recordings), never
     another sample."""
+
+    card_rank = 40
+
+    @classmethod
+    def compare_sections(cls, entries: Sequence[Compared]) -> list[Section]:
+        return compare.sections(entries)
+
+    @classmethod
+    def card_results(cls, tables: Mapping[str, list[dict]]) -> list[View]:
+        return card.VIEWS
+
+    @classmethod
+    def card_summaries(cls, tables: Mapping[str, pd.DataFrame]) -> dict[str, Any]:
+        return card.summaries(tables)
 
     def __init__(self, config: AuditConfig):
         super().__init__(config)

@@ -4,12 +4,13 @@ lexical rubric (and a second one for scorer sensitivity), tabulated by the one g
 table builder (:func:`fairness_tests.metrics.generative_tables.generative_tables`)."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from fairness_tests.benchmarks.generative import gate
+from fairness_tests.benchmarks.generative import card, compare, gate
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.metrics.generative import with_cells
 from fairness_tests.models.requests.request import Request
@@ -17,6 +18,7 @@ from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, GatePa
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.generative_info import generative_info
 from fairness_tests.pipeline.scorers import score_generations
+from fairness_tests.pipeline.views import Compared, Section, View
 from fairness_tests.protocols.generative.grid import grid_hash
 from fairness_tests.protocols.generative.published import (
     PUBLISHED_SYSTEM_PROMPT,
@@ -53,6 +55,20 @@ def reduce_seeds(grid: pd.DataFrame, seeds: tuple[int, ...] | None,
 
 class GenerativeFamily(Family):
     """The grid of a run (after its reductions) and its rubrics."""
+
+    card_rank = 10
+
+    @classmethod
+    def compare_sections(cls, entries: Sequence[Compared]) -> list[Section]:
+        return compare.sections(entries)
+
+    @classmethod
+    def card_results(cls, tables: Mapping[str, list[dict]]) -> list[View]:
+        return card.VIEWS
+
+    @classmethod
+    def card_summaries(cls, tables: Mapping[str, pd.DataFrame]) -> dict[str, Any]:
+        return card.summaries(tables)
 
     def __init__(self, config: AuditConfig):
         super().__init__(config)

@@ -21,7 +21,8 @@ class Probe(Benchmark):
     name: ClassVar[str] = "probe"
     family = FamilySpec(name="probe", records="probe", metadata_key="counterfactual",
                         impl="fairness_tests.benchmarks.probe.family:ProbeFamily")
-    tables = ("counterfactual",)
+    listed = True                         # on every card: not in the default audit, but
+    tables = ("counterfactual",)          # one of the two protocols of the mission
     shown = (Shown("counterfactual", tables, "the counterfactual probe was not run"),)
 
     def requests(self, family: ProbeFamily) -> list[Request]:

@@ -2,13 +2,17 @@
 counterfactual consistency under the name-order and context-cue swaps."""
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 
 from fairness_tests.benchmarks.generative.family import reduce_seeds
+from fairness_tests.benchmarks.probe import card
 from fairness_tests.metrics import counterfactual as CF
 from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.benchmark import Asked, Family, Results
 from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.views import View
 from fairness_tests.protocols.generative import probe as P
 from fairness_tests.run.metadata import CounterfactualInfo
 from fairness_tests.scoring.verdict import classify, person_labels
@@ -19,6 +23,12 @@ DESCRIPTION = ("role-assignment probe (name order x paraphrase x context cue x d
 
 class ProbeFamily(Family):
     """The probe's grid (after the run's reductions) and its verdict classifier."""
+
+    card_rank = 20
+
+    @classmethod
+    def card_results(cls, tables: Mapping[str, list[dict]]) -> list[View]:
+        return card.VIEWS
 
     def __init__(self, config: AuditConfig):
         super().__init__(config)

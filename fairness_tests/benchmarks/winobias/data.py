@@ -127,8 +127,8 @@ class WinoBiasData:
 def _read(path: Path, sha: dict[str, str]) -> str:
     """The file's text (ASCII as released); its sha256 recorded in ``sha``."""
     if not path.is_file():
-        raise DataError(f"missing WinoBias file (run `fairness-tests data fetch {NAME}` or set "
-                        f"$FAIRNESS_WINOBIAS_DIR)", path=path)
+        raise DataError(f"missing WinoBias file (run `fairness-tests data fetch --benchmark "
+                        f"{NAME}` or set $FAIRNESS_WINOBIAS_DIR)", path=path)
     raw = path.read_bytes()
     sha[path.name] = hashlib.sha256(raw).hexdigest()
     try:

@@ -91,7 +91,7 @@ def read_tsv(path: Path, header: tuple[str, ...]) -> tuple[list[list[str]], str]
     the file and line otherwise."""
     if not path.is_file():
         raise DataError("Winogender file not found (fetch it: fairness-tests data fetch "
-                        "winogender, or set FAIRNESS_WINOGENDER_DIR)", path)
+                        "--benchmark winogender, or set FAIRNESS_WINOGENDER_DIR)", path)
     raw = path.read_bytes()
     rows = list(csv.reader(io.StringIO(raw.decode("utf-8")), delimiter="\t",
                            quoting=csv.QUOTE_NONE))

@@ -244,7 +244,10 @@ def _pct(x: Any) -> str:
 
 def card_lines() -> list[Shown]:
     """What the card lists under ``protocols_run`` or ``not_evaluated``: every registered
-    benchmark's declared lines (itself, then the analyses it brings), in registry order."""
+    benchmark's declared lines (itself, then the analyses it brings), in registry order.
+    A line is listed as not evaluated only for a benchmark that declares itself
+    ``disclosed`` (the default audit's, and the probe) or that the run asked: so a card
+    does not depend on which other benchmarks happen to be installed."""
     return [s for b in benchmarks() for s in b.shown]
 
 
@@ -252,7 +255,10 @@ def evaluation_protocol(f: RunFacts) -> dict[str, Any]:
     m = f.meta
     shown = card_lines()
     run = [s.what for s in shown if any(t in f.tables for t in s.tables)]
-    not_run = [{"what": s.what, "why": s.why} for s in shown if s.what not in run]
+    told = {s.what for b in benchmarks() if b.disclosed() or any(x.what in run for x in b.shown)
+            for s in b.shown}
+    not_run = [{"what": s.what, "why": s.why} for s in shown
+               if s.what not in run and s.what in told]
     if not len(f.verdicts):
         not_run.append({"what": "decision_rules",
                         "why": "the run has no verdicts: no decision rule was evaluated"})

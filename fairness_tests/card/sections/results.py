@@ -1,8 +1,10 @@
 """Section 6, metrics and decision rules: metric definitions, each decision rule's
 outcome, every verdict, and the results.
 
-The card never recomputes a metric: ``results.tables`` are the run's tables; the worst
-slice is a selection (the maximum row) of them; the protocol-dependence and seed-spread
+The card never recomputes a metric: ``results.tables`` are the run's tables; what a
+family adds beside them (:meth:`~fairness_tests.pipeline.benchmark.Family.card_summaries`:
+the generative audit's worst slice, a selection of its rows; BBQ's per-item consistency
+histograms) is computed from them; the protocol-dependence and seed-spread
 statements are the run's ``protocol_sensitivity`` and ``seed_spread`` rows put in words.
 A verdict is *protocol-dependent* only when protocol cells disagree beyond sampling
 noise (:mod:`fairness_tests.rules.protocol`); cells that disagree within noise are "not
@@ -13,14 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from fairness_tests.card.schema import metric_definitions
 from fairness_tests.card.sections.facts import RunFacts
-from fairness_tests.card.values import clean, finite, records
+from fairness_tests.card.values import finite, records
+from fairness_tests.core.registry import load
+from fairness_tests.pipeline.benchmark import families
 
-HIST_EDGES = [float(x) for x in range(0, 101, 10)]
 COMPARED_TEXT = {"value": "point estimate", "ci_low": "CI lower bound", "ci_high": "CI upper bound"}
 STATUSES = ("pass", "fail", "not_evaluable", "expected_fail")
 DISAGREEMENT_TEXT = {
@@ -177,48 +179,13 @@ def results(f: RunFacts) -> dict[str, Any]:
                                       if name != "consistency_items"}}
     if len(f.verdicts):
         res["verdict_counts"] = {s: int((f.verdicts["status"] == s).sum()) for s in STATUSES}
-    worst = worst_slices(f.tables)
-    if worst:
-        res["worst_slice"] = worst
-    if "consistency_items" in f.tables:
-        res["consistency_distribution"] = consistency_distribution(f.tables["consistency_items"])
+    for spec in families():
+        res.update(load(spec.impl).card_summaries(f.tables))
     if "protocol_sensitivity" in f.tables:
         res["protocol_dependence"] = protocol_dependence(f.tables["protocol_sensitivity"])
     if "seed_spread" in f.tables:
         res["seed_spread"] = seed_spread(f.tables["seed_spread"])
     return res
-
-
-def worst_slices(tables: dict) -> list[dict]:
-    """Selection only: the row with the largest value per metric (overall, and per
-    family from the slice x family table)."""
-    out = []
-    for name, keys, scope in (("generative_by_slice", ["metric"], None),
-                              ("generative_by_slice_family", ["metric", "family"], "family")):
-        t = tables.get(name)
-        if t is None or not len(t):
-            continue
-        t = t[pd.to_numeric(t["value"], errors="coerce").notna()]
-        for key, g in t.groupby(keys, sort=True):
-            top = g.sort_values(["value", "slice"], ascending=[False, True],
-                                kind="mergesort").iloc[0]
-            out.append(clean({"metric": str(key[0]),
-                              "scope": f"family {key[1]}" if scope else "overall",
-                              "slice": str(top["slice"]), "value": top["value"],
-                              "ci_low": top["ci_low"], "ci_high": top["ci_high"]}))
-    return out
-
-
-def consistency_distribution(items: pd.DataFrame) -> dict:
-    """Histogram (10-point bins, the last closed) of the per-item MFAA% and GTC%
-    (columns ``mfaa``, ``gtc`` of ``consistency_items``)."""
-    out = {}
-    for m in ("mfaa", "gtc"):
-        x = pd.to_numeric(items[m], errors="coerce").dropna().to_numpy(dtype=float)
-        counts, _ = np.histogram(x, bins=HIST_EDGES)
-        out[m] = {"bin_edges": HIST_EDGES, "counts": [int(c) for c in counts], "n": int(x.size),
-                  "mean": float(x.mean()) if x.size else None}
-    return out
 
 
 def protocol_dependence(table: pd.DataFrame) -> list[dict]:

@@ -27,18 +27,15 @@ by the BBQ authors' rule, and the log says so.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import tempfile
 import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from fairness_tests.core.errors import DataError
+from fairness_tests.core.fetching import download, failure, move_in, staging
 from fairness_tests.models.store.scrub import shown_url
 from fairness_tests.protocols.bbq.data import METADATA_PLACES
 from fairness_tests.protocols.bbq.official import (
@@ -83,7 +80,7 @@ def fetch(dest: str | Path, categories: tuple[str, ...] | None = None,
         raise DataError("--from: no such directory", path=source)
     names = [file_name(c) for c in resolve_categories(categories)] + [METADATA_FILE]
     out: dict[str, Installed] = {}
-    with _staging(dest) as stage:
+    with staging(dest) as stage:
         for name in names:
             ref = OFFICIAL[name]
             target = dest / ref.path
@@ -96,39 +93,8 @@ def fetch(dest: str | Path, categories: tuple[str, ...] | None = None,
                 else _download(name, base_url, stage / ref.path, timeout, log)
             if got is not None:
                 out[name] = got
-        _move_in(stage, dest)
+        move_in(stage, dest)
     return out
-
-
-@contextlib.contextmanager
-def _staging(dest: Path) -> Iterator[Path]:
-    """A new hidden folder beside ``dest`` (in its nearest existing ancestor: the same
-    file system, so the moves are renames), removed on the way out whatever happens:
-    a fetch that fails leaves nothing behind, not even ``dest``'s parents."""
-    base = dest.absolute().parent
-    while not base.is_dir():
-        base = base.parent
-    stage = Path(tempfile.mkdtemp(prefix=".fairness-tests-fetch-", dir=base))
-    try:
-        yield stage
-    finally:
-        if stage.exists():                      # not moved into place whole
-            shutil.rmtree(stage, ignore_errors=True)
-
-
-def _move_in(stage: Path, dest: Path) -> None:
-    """Every file fetched into ``stage`` moved into ``dest`` (made whole when it does not
-    exist: one rename; else file by file, each a rename)."""
-    if not any(p.is_file() for p in stage.rglob("*")):
-        return
-    if not dest.exists():
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(stage, dest)
-        return
-    for p in sorted(q for q in stage.rglob("*") if q.is_file()):
-        target = dest / p.relative_to(stage)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(p, target)
 
 
 def _put(part: Path, target: Path) -> tuple[str, str]:
@@ -170,15 +136,11 @@ def _download(name: str, base_url: str, target: Path, timeout: float,
               log: Log) -> Installed | None:
     ref = OFFICIAL[name]
     url = f"{base_url.rstrip('/')}/{ref.path}"
-    target.parent.mkdir(parents=True, exist_ok=True)
     part = target.with_name(target.name + ".part")
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp, open(part, "wb") as fh:
-            shutil.copyfileobj(resp, fh, 1 << 20)
+        download(url, part, timeout)
     except (urllib.error.URLError, OSError) as exc:
-        part.unlink(missing_ok=True)
-        why = (f"HTTP {exc.code} {exc.reason}" if isinstance(exc, urllib.error.HTTPError)
-               else str(getattr(exc, "reason", exc)))
+        why = failure(exc)
         if name == METADATA_FILE:
             log(f"{ref.path}: not installed ({why} from {shown_url(url)}); target_loc will be "
                 "derived by the BBQ authors' rule")

@@ -17,6 +17,9 @@ from pathlib import Path
 
 from fairness_tests.core.errors import ConfigError, suggest
 
+#: the registered benchmark whose data ``data fetch`` installs by this module's rules
+#: (``data fetch`` with no ``--benchmark``, or ``--benchmark`` this name)
+BENCHMARK = "bbq"
 COMMIT = "bea11bd97d79217245b5871acd247b9d6eb24598"
 BASE_URL = f"https://raw.githubusercontent.com/nyu-mll/BBQ/{COMMIT}"
 
