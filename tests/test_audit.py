@@ -74,3 +74,29 @@ def test_bad_rotations_value(tmp_path):
                                           "got 'some'"):
         run_audit(AuditConfig(rotations="some", store=str(tmp_path / "s.sqlite")))
     assert not (tmp_path / "s.sqlite").exists()
+
+
+def test_the_evaluation_date_is_the_latest_of_the_rows_the_run_asked(tmp_path, monkeypatch):
+    """A shared store holds other runs' rows of the same model: the run's date is that
+    of its own responses (2026-11-30), not of a later row it never asked (2026-12-05)."""
+    import datetime as dt  # noqa: PLC0415  the test's own arithmetic
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from fairness_tests.models.requests.request import Request, Response  # noqa: PLC0415
+    from fairness_tests.models.store.store import ResponseStore  # noqa: PLC0415
+    from fairness_tests.pipeline.audit import evaluation_date  # noqa: PLC0415
+
+    store = ResponseStore(tmp_path / "s.sqlite")
+    mine = Request(messages=(), backend="transformers", model="m", kind="loglikelihood",
+                   context="a", continuation=" b")
+    other = Request(messages=(), backend="transformers", model="m", kind="loglikelihood",
+                    context="a", continuation=" c")
+    day = {mine.key(): dt.datetime(2026, 11, 30, 12, tzinfo=dt.timezone.utc),
+           other.key(): dt.datetime(2026, 12, 5, 12, tzinfo=dt.timezone.utc)}
+    for req in (mine, other):
+        monkeypatch.setattr("time.time", lambda r=req: day[r.key()].timestamp())
+        store.put(req, Response(key=req.key(), logprob=-1.0))
+    assert evaluation_date(SimpleNamespace(store=store, keys=[mine.key()])) == "2026-11-30"
+    assert evaluation_date(SimpleNamespace(store=store, keys=[mine.key(), other.key()])) \
+        == "2026-12-05"
+    store.close()

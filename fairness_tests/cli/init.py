@@ -9,6 +9,8 @@ kept unless ``--force``)::
     tests/test_fairness.py                  pulls in the suite (fairness_tests.suite.everything)
     tests/__snapshots__/test_fairness/      the embedded model's reviewed drift snapshots
                                             (only for the embedded model)
+    benchmarks/README.md, benchmarks/*.yaml a team's own benchmarks (--benchmark FILE): how to
+                                            write one, and each registered benchmark's example
     fixtures/recordings/manifest.yaml       where the model's recordings will be listed
     fixtures/cards/<model>.yaml             what a run cannot know for its Fairness Card
                                             (not for the embedded model: the package has it)
@@ -30,6 +32,7 @@ from pathlib import Path
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.paths import data_path
 from fairness_tests.core.project import model_slug
+from fairness_tests.core.registry import load_all
 from fairness_tests.core.version import __version__
 from fairness_tests.pipeline.config import DEFAULT_MODEL
 from fairness_tests.pipeline.config_tools import InitConfig
@@ -121,6 +124,12 @@ def init_project(root: str | Path = ".", model: str = DEFAULT_MODEL,
     else:
         put(f"thresholds/models/{slug}.yaml", _override_text(model))
     put("tests/test_fairness.py", src=data_path("init", "test_fairness.py.tmpl"))
+    put("benchmarks/README.md", src=data_path("init", "benchmarks_README.md"))
+    for cls in load_all():                 # a benchmark's worked example (``example``)
+        example = cls.example
+        if example:
+            put(f"benchmarks/{Path(example).name}",
+                src=Path(str(importlib.resources.files(cls.__module__).joinpath(example))))
     if model == DEFAULT_MODEL:
         snaps = Path(str(importlib.resources.files("fairness_tests.suite")
                          / "__snapshots__" / "test_drift"))

@@ -21,7 +21,7 @@ from fairness_tests.models.requests import prompt_format as PF
 from fairness_tests.models.requests.repeat_modes import record
 from fairness_tests.pipeline.asker import Asker, check_live
 from fairness_tests.pipeline.batch_run import batch_report, check_batch, submit_all
-from fairness_tests.pipeline.benchmark import Asked, by_family
+from fairness_tests.pipeline.benchmark import Asked, by_family, extra_rules
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.configure import recorded_config, regen_command
 from fairness_tests.pipeline.stages import SILENT, Stages
@@ -55,7 +55,8 @@ def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None,
     config = config or AuditConfig()
     check_live(config)
     check_batch(config)
-    rules = rules if rules is not None else load_rules(config.thresholds, model=config.model)
+    rules = rules if rules is not None else load_rules(config.thresholds, model=config.model,
+                                                       extra=extra_rules(config))
     result = new_result(config)
     stages(f"audit of {config.model}: protocols {' '.join(config.protocols)}; opening the "
            "store and importing the recordings")
@@ -108,7 +109,7 @@ def _describe_asking(result: RunResult, config: AuditConfig, asker: Asker) -> No
                                          for p in ("bbq", "consistency"))
     meta.requests = dict(asker.counts)
     meta.store = display_path(asker.store.path)
-    meta.evaluation_date = evaluation_date(asker, config)
+    meta.evaluation_date = evaluation_date(asker)
     if config.export:
         n = asker.store.export_jsonl(config.export, keys=asker.keys)
         meta.notes.append(f"exported this run's {n} responses to "
@@ -163,11 +164,19 @@ def model_version(config: AuditConfig) -> str | None:
             f" ({pkg.MODEL_NAME}, sha256 {pkg.EXPECTED_SHA256})")
 
 
-def evaluation_date(asker: Asker, config: AuditConfig) -> str:
-    """The date the responses were recorded (latest row), so a replayed run has the
-    same date as the recording; today for an empty store."""
-    row = asker.store._execute("SELECT MAX(created_at) FROM responses WHERE model = ?",
-                               (config.model,)).fetchone()
-    if row and row[0]:
-        return _dt.datetime.fromtimestamp(float(row[0]), _dt.timezone.utc).date().isoformat()
+def evaluation_date(asker: Asker) -> str:
+    """The date the run's responses were recorded (the latest of the rows it asked, not of
+    every row of the model in the store: a shared store holds other runs' rows), so a
+    replayed run has the same date as its recording; today when none is stored."""
+    keys = list(dict.fromkeys(asker.keys))
+    latest = None
+    for i in range(0, len(keys), 500):
+        part = keys[i:i + 500]
+        row = asker.store._execute(
+            f"SELECT MAX(created_at) FROM responses WHERE key IN ({','.join('?' * len(part))})",
+            tuple(part)).fetchone()
+        if row and row[0] is not None:
+            latest = max(float(row[0]), latest if latest is not None else float(row[0]))
+    if latest is not None:
+        return _dt.datetime.fromtimestamp(latest, _dt.timezone.utc).date().isoformat()
     return _dt.date.today().isoformat()

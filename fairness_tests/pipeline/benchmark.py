@@ -21,6 +21,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fairness_tests.core.registry import REGISTRY, load
@@ -142,7 +143,9 @@ class Benchmark(ABC):
     default_recordings`); ``source``: ``"module:NAME"`` of its
     :class:`~fairness_tests.core.sources.DataSource` (what ``data fetch`` downloads);
     ``listed``: named on every card, as not evaluated when not asked (None: when
-    ``default``; :meth:`disclosed`)."""
+    ``default``; :meth:`disclosed`); ``reads_benchmark_file``: its items come from the
+    team's file ``--benchmark FILE`` (which then selects it); ``example``: a file beside
+    its module that ``init`` copies into a project's ``benchmarks/``."""
     name: ClassVar[str]
     family: ClassVar[FamilySpec]
     default: ClassVar[bool] = False
@@ -155,6 +158,8 @@ class Benchmark(ABC):
     recordings: ClassVar[Mapping[str, str]] = {}
     source: ClassVar[str | None] = None
     listed: ClassVar[bool | None] = None
+    reads_benchmark_file: ClassVar[bool] = False
+    example: ClassVar[str | None] = None
 
     @classmethod
     def disclosed(cls) -> bool:
@@ -208,6 +213,13 @@ class Family(ABC):
     def gate_parts(cls) -> list[GatePart]:
         """What the gate compares item by item in this family's records (none: the
         family is not gated; ``FamilySpec.gated`` says whether it is)."""
+        return []
+
+    @classmethod
+    def rule_documents(cls, config: AuditConfig) -> list[tuple[Path, dict[str, Any]]]:
+        """Decision rules a run of this family brings beside its ``rules`` file (e.g. a
+        team's benchmark file's own ``rules:``): ``(file, thresholds document)``, merged
+        after the thresholds in force (:func:`extra_rules`). Default: none."""
         return []
 
     @classmethod
@@ -301,3 +313,10 @@ def families() -> tuple[FamilySpec, ...]:
 def family_tables(family: FamilySpec) -> tuple[str, ...]:
     """The tables that show a family ran: its benchmarks' ``tables``, in registry order."""
     return tuple(dict.fromkeys(t for b in benchmarks() if b.family == family for t in b.tables))
+
+
+def extra_rules(config: AuditConfig) -> list[tuple[Path, dict[str, Any]]]:
+    """The rule documents the families of ``config``'s benchmarks bring
+    (``Family.rule_documents``), for :func:`fairness_tests.rules.thresholds.load_rules`."""
+    return [doc for family, _ in by_family(config.protocols)
+            for doc in family.rule_documents(config)]

@@ -33,6 +33,7 @@ from fairness_tests.models.requests.prompt_format import (
 from fairness_tests.pipeline.config_benchmarks import (
     BBQClusterOption,
     BenchmarkClusterOption,
+    BenchmarkFileOption,
     GenClusterOption,
 )
 from fairness_tests.pipeline.config_scorers import ScorerOptions
@@ -240,7 +241,7 @@ class ComparisonOptions(Checked):
 @dataclass(frozen=True, kw_only=True)
 class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, ScorerOptions,
                   AskingOptions, BatchOptions, StatsOptions, BBQClusterOption,
-                  GenClusterOption, BenchmarkClusterOption):
+                  GenClusterOption, BenchmarkClusterOption, BenchmarkFileOption):
     """Every choice of an audit. Recorded in the run's metadata and on the card."""
     protocols: tuple[str, ...] = opt(DEFAULT_PROTOCOLS, "protocols to run (the registry's: "
                                      f"{', '.join(BENCHMARK_NAMES)})", choices=BENCHMARK_NAMES,

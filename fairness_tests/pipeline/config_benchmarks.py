@@ -1,6 +1,10 @@
 """The options every benchmark family reads through the configuration spec
 (:mod:`fairness_tests.pipeline.config`): the resampling unit of its tables' intervals
-(``--cluster FAMILY=UNIT``, its ``FamilySpec.clusters``; the gate takes the same)."""
+(``--cluster FAMILY=UNIT``, its ``FamilySpec.clusters``; the gate takes the same), and
+``--benchmark FILE``: a team's own benchmark in one YAML file, read by the registered
+benchmarks that declare ``reads_benchmark_file``. A run given ``--benchmark FILE`` whose
+protocols name none of those (the default protocols, or a model's recording settings)
+asks those only; to run one beside others, name them all (``--protocols bbq templates``)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -8,7 +12,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fairness_tests.core.options import Checked, opt
-from fairness_tests.core.registry import cluster_choices, cluster_units, units_text
+from fairness_tests.core.registry import cluster_choices, cluster_units, load_all, units_text
+
+#: the registered benchmarks that read ``--benchmark FILE``
+FILE_BENCHMARKS: tuple[str, ...] = tuple(
+    b.name for b in load_all() if b.reads_benchmark_file)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,3 +48,19 @@ class BBQClusterOption(Checked):
 class GenClusterOption(Checked):
     gen_cluster: Literal["prompt", "row"] = opt(
         "prompt", "generative bootstrap unit: whole prompts or single generations")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchmarkFileOption(Checked):
+    """A team's own benchmark file (see the module docstring)."""
+    benchmark_file: str | None = opt(
+        None, "a team's own benchmark: a YAML file of templates, attribute lists and an "
+        "outcome (docs/benchmarks.md); without --protocols the run asks only it",
+        flag="--benchmark", pytest_name="benchmark", metavar="FILE", path=True, role="input")
+
+    def __post_init__(self) -> None:
+        protocols = getattr(self, "protocols", None)
+        given = (protocols,) if isinstance(protocols, str) else tuple(protocols or ())
+        if self.benchmark_file and FILE_BENCHMARKS and not set(FILE_BENCHMARKS) & set(given):
+            object.__setattr__(self, "protocols", FILE_BENCHMARKS)
+        super().__post_init__()

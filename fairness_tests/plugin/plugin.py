@@ -160,9 +160,12 @@ class FairnessSession:
     def rules(self, model: str):
         if model not in self._rules:
             from fairness_tests.core.errors import FairnessTestsError
+            from fairness_tests.pipeline.benchmark import extra_rules
             from fairness_tests.rules import load_rules
             try:
-                self._rules[model] = load_rules(self.settings.audit(model).thresholds, model)
+                config = self.settings.audit(model)
+                self._rules[model] = load_rules(config.thresholds, model,
+                                                extra=extra_rules(config))
             except FairnessTestsError as exc:
                 raise pytest.UsageError(str(exc)) from None
         return self._rules[model]

@@ -54,7 +54,7 @@ import re
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import yaml
 
@@ -438,8 +438,11 @@ def benchmark_rule_files() -> list[Path]:
     return out
 
 
-def load_rules(thresholds: str | Path | None = None, model: str | None = None) -> RuleSet:
-    """Load ``default.yaml`` and apply every override in ``models/`` whose model
+def load_rules(thresholds: str | Path | None = None, model: str | None = None,
+               extra: Sequence[tuple[Path, dict]] = ()) -> RuleSet:
+    """The registered benchmarks' own rules (:func:`benchmark_rule_files`), then
+    ``default.yaml``, then ``extra`` (``(file, thresholds document)``: a benchmark file's
+    own rules, ``Family.rule_documents``), then every override in ``models/`` whose model
     pattern matches ``model`` (all override files are validated either way)."""
     default_path, models_dir = _resolve(thresholds)
     rules: dict[str, Rule] = {}
@@ -457,6 +460,10 @@ def load_rules(thresholds: str | Path | None = None, model: str | None = None) -
     rules = _apply(doc, default_path, rules)
     drift = {**drift, **_drift(doc)}
     files.append(str(default_path))
+    for epath, edoc in extra:           # a benchmark file's own rules (already checked)
+        base_raw.update({item["id"]: item for _, item in _rule_items(edoc)})
+        rules = _apply(edoc, Path(epath), rules, optional=True)
+        files.append(str(epath))
     for opath in sorted(models_dir.glob("*.y*ml")) if models_dir and models_dir.is_dir() else []:
         # every override is validated against the defaults, whichever model is run
         odoc = _read(opath, "override_file", base_raw)
