@@ -78,7 +78,8 @@ def test_regression_fails_exactly_its_cell_and_exits_1(gated):
                and r["cell"] == "Race_x_gender/disambig")
     assert acc["n_clusters"] == 42 and acc["test"].startswith("cluster-robust Wald")
     assert {p.name for p in gated["dir"].iterdir()} == {"gate.csv", "gate.json", "gate.md",
-                                                        ".fairness-tests-output"}
+                                                        "explore", ".fairness-tests-output"}
+    assert (gated["dir"] / "explore" / "index.html").stat().st_size > 0
 
 
 def test_mode_override_and_text_format(runs, capsys):
@@ -253,6 +254,7 @@ def test_pytest_report_puts_the_gate_on_the_candidates_card(runs, tmp_path):
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTEST_XDIST_WORKER", "FAIRNESS_PYTEST_SESSION")}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    env["GITHUB_STEP_SUMMARY"] = str(tmp_path / "summary.md")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--pyargs", "fairness_tests.suite", "-q",
          "-p", "no:cacheprovider", "-m", "gate", "--fairness-run", str(runs["base"]),
@@ -268,6 +270,13 @@ def test_pytest_report_puts_the_gate_on_the_candidates_card(runs, tmp_path):
     assert g["baseline"] == base.metadata.model and g["failed"] is True
     gate_csv = next((tmp_path / "r").glob("gate-*.csv"))
     assert len(g["cells"]) == len(pd.read_csv(gate_csv))
+    # the run explorer of the candidate against the baseline, linked from its card and
+    # named in the step summary
+    explorer = tmp_path / "r" / slug / "explore" / "index.html"
+    assert explorer.is_file()
+    assert 'href="../explore/index.html"' in (tmp_path / "r" / slug / "card" / "card.html") \
+        .read_text()
+    assert f"{slug}/explore/index.html" in (tmp_path / "summary.md").read_text()
 
 
 # ----------------------------------------------------------------------------- issue 32

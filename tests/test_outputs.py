@@ -217,6 +217,7 @@ OVERLAP = {
     "card": ("card --run {in} --out {out}", "dir", "--out", "--run"),
     "card render": ("card render {in} --out {out}", "file", "--out", "CARD"),
     "compare": ("compare {other} {in} --out {out}", "dir", "--out", "RUN_DIR"),
+    "view": ("view {other} {in} --out {out}", "dir", "--out", "RUN_DIR"),
     "data fetch": ("data fetch --from {in} --categories Age --dest {out}", "dir", "--dest",
                    "--from"),
     "store export": ("store export {out} --store {in}", "file", "PATH", "--store"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from html import escape
 from pathlib import Path
 
 import yaml
@@ -59,12 +60,30 @@ def dump_yaml(card: dict) -> str:
 _atomic_write = atomic_write_text
 
 
+def explorer_link(kind: str, text: str, href: str) -> str:
+    """``text`` (card.md or card.html) with a link to the run explorer at ``href`` below
+    its title (the YAML, the record, is unchanged)."""
+    label = "Run explorer: the items behind each verdict"
+    if kind == "html":
+        link = (f'<p class="explorer"><a href="{escape(href, quote=True)}">{escape(label)}'
+                "</a></p>")
+        return text.replace("<main>", "<main>\n" + link, 1)
+    if kind == "md":
+        head, _, rest = text.partition("\n")
+        return f"{head}\n\n[{label}]({href})\n{rest}"
+    return text
+
+
 def render_card_files(card: dict, out_dir: str | os.PathLike,
-                      kinds: tuple[str, ...] = ("yaml", "md", "html")) -> dict[str, Path]:
-    """Write card.yaml, card.md and card.html (or the ``kinds`` asked) for a filled card."""
+                      kinds: tuple[str, ...] = ("yaml", "md", "html"),
+                      explorer: str | None = None) -> dict[str, Path]:
+    """Write card.yaml, card.md and card.html (or the ``kinds`` asked) for a filled card;
+    ``explorer``: the run explorer's address, linked from card.md and card.html."""
     out = Path(out_dir)
     render = {"yaml": dump_yaml, "md": render_markdown, "html": render_html}
     texts = {k: render[k](card) for k in kinds}
+    if explorer:
+        texts = {k: explorer_link(k, t, explorer) for k, t in texts.items()}
     tables = markdown_tables(card) if "md" in kinds else {}
     paths = {}
     for rel, text in tables.items():       # the CSV files card.md links, first
@@ -82,7 +101,8 @@ def render_card_files(card: dict, out_dir: str | os.PathLike,
 
 def write_cards(run: RunResult, out_dir: str | os.PathLike,
                 user_yaml: str | os.PathLike | dict | None = None,
-                gate: str | os.PathLike | dict | None = None) -> WrittenCard:
+                gate: str | os.PathLike | dict | None = None,
+                explorer: str | None = None) -> WrittenCard:
     """Fill, validate and write the card of ``run`` into ``out_dir``.
 
     ``user_yaml``: a path to the user YAML (or an already loaded dict, or None:
@@ -90,7 +110,8 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
     project or the package, :func:`default_user_yaml`).
     ``gate``: the record of ``fairness-tests gate`` with this run as the candidate
     (a dict, a ``gate.json`` or the directory ``gate --out`` wrote): the card's
-    upgrade-gate section.
+    upgrade-gate section. ``explorer``: the address of the run's explorer
+    (``fairness-tests view``), relative to ``out_dir`` or a URL, linked from the card.
     A bad user YAML raises :class:`ConfigError` naming its file, line and key
     before anything is written. A card that is merely incomplete is written and
     its ``report.missing`` lists what is missing. A structural problem in the
@@ -123,7 +144,7 @@ def write_cards(run: RunResult, out_dir: str | os.PathLike,
                 line = nearest_line(p.key, lines)
             raise ConfigError(f"{p.message} [{p.schema}]", path=source or "user YAML",
                               line=line, key=p.key)
-    paths = render_card_files(card, out_dir)
+    paths = render_card_files(card, out_dir, explorer=explorer)
     if report.errors:
         first = report.errors[0]
         raise ConfigError(f"the card written to {paths['yaml']} is invalid: {first.message} "

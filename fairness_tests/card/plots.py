@@ -37,7 +37,7 @@ POOLED = (None, "", "all", "nan", "None")
 
 def row_cell(row: dict, columns: tuple[str, ...]) -> str:
     """A table row's cell id as the rules name it: its grouping values in table order,
-    pooled ones ("all", empty) left out (:func:`fairness_tests.rules.evaluate._cell`)."""
+    pooled ones ("all", empty) left out (:func:`fairness_tests.rules.evaluate.cell_name`)."""
     parts = [str(row[c]) for c in columns if row.get(c) not in POOLED]
     return "/".join(parts) or "all"
 

@@ -28,6 +28,7 @@ from fairness_tests.core.exits import ExitCode, worst
 from fairness_tests.core.io import check_output, output_dir
 from fairness_tests.core.option_sources import cli_spelling
 from fairness_tests.core.options import Layer, specs
+from fairness_tests.explore.write import INDEX, bundle, write_explorer
 from fairness_tests.models.batch.batch import BatchPending
 from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.bbq_info import data_release_lines
@@ -42,6 +43,10 @@ from fairness_tests.report.verdicts import (
     verdict_exit,
     verdict_summary,
 )
+from fairness_tests.rules.thresholds import load_rules
+
+#: the folder of ``--out`` that holds the run explorer (``--explore``)
+EXPLORER = "explore"
 
 
 def register(subparsers) -> None:
@@ -79,8 +84,16 @@ def cmd_audit(command: AuditCommand) -> int:
     stages(f"writing the run and the card to {out}")
     with output_dir(out, force=command.force) as tmp:    # run/ and card/ swapped in together
         result.save(tmp / "run")
+        link = None
+        if command.explore:
+            stages("writing the run explorer")
+            result.source = out / "run"
+            (tmp / EXPLORER).mkdir()
+            write_explorer(tmp / EXPLORER, bundle([result], [load_rules(config.thresholds,
+                                                                        config.model)]))
+            link = f"../{EXPLORER}/{INDEX}"
         with output_dir(tmp / "card") as card_dir:
-            card = write_cards(result, card_dir, user_yaml=command.user_yaml)
+            card = write_cards(result, card_dir, user_yaml=command.user_yaml, explorer=link)
     stages("done")
     print(summary(result))
     for line in asking_lines(result.metadata):
@@ -94,6 +107,8 @@ def cmd_audit(command: AuditCommand) -> int:
         print(line)
     paths = ", ".join(str(out / "card" / p.name) for p in card.paths.values())
     print(f"\nrun: {out / 'run'}\ncard: {paths}")
+    if command.explore:
+        print(f"explorer: {out / EXPLORER / INDEX}")
     return exit_code(result.verdicts, result.metadata)
 
 

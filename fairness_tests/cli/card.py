@@ -57,7 +57,7 @@ def _write(c: CardConfig) -> int:
     check_user_yaml(c.user_yaml)
     run = RunResult.load(c.run, need_records=False)     # the card reads no per-item records
     with output_dir(c.out) as tmp:
-        written = write_cards(run, tmp, user_yaml=c.user_yaml, gate=c.gate)
+        written = write_cards(run, tmp, user_yaml=c.user_yaml, gate=c.gate, explorer=c.explorer)
     for kind in ("yaml", "md", "html"):
         print(Path(c.out) / written.paths[kind].name)
     if written.report.missing:

@@ -39,11 +39,15 @@ from fairness_tests.cli.command import add_command
 from fairness_tests.core.exits import ExitCode
 from fairness_tests.core.io import check_output, output_dir
 from fairness_tests.core.registry import cluster_units
+from fairness_tests.explore.write import bundle, write_explorer
 from fairness_tests.pipeline.config import GateConfig
 from fairness_tests.pipeline.gate import gate_runs
 from fairness_tests.pipeline.gate_report import write_report
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
+
+#: the folder of ``--out`` that holds the run explorer of the two runs
+EXPLORER = "explore"
 
 
 def register(subparsers) -> None:
@@ -57,12 +61,16 @@ def run(c: GateConfig) -> int:
         check_output(c.out)                    # before any work: a user's files stay
     base, cand = RunResult.load(c.baseline), RunResult.load(c.candidate)
     cluster = cluster_units(c.cluster)
+    rules = load_rules(c.thresholds, cand.metadata.model)
     report = gate_runs(base, cand, mode=c.mode, seed=c.seed, cluster=cluster, n_boot=c.n_boot,
-                       alpha=c.alpha, rules=load_rules(c.thresholds, cand.metadata.model),
-                       allow_protocol_change=c.allow_protocol_change)
+                       alpha=c.alpha, rules=rules, allow_protocol_change=c.allow_protocol_change)
     if c.out and len(report.table):
         with output_dir(c.out) as tmp:
             write_report(report, tmp)
+            (tmp / EXPLORER).mkdir()      # the run explorer of the two runs, this gate's table
+            write_explorer(tmp / EXPLORER, bundle(
+                [base, cand], [load_rules(c.thresholds, base.metadata.model), rules],
+                gates=[report]))
     if c.format == "json":
         sys.stdout.write(report.to_json())
     elif c.format == "md":

@@ -43,6 +43,7 @@ AREAS = [
     "fairness_tests.cli.init",
     "fairness_tests.cli.gate",
     "fairness_tests.cli.compare",
+    "fairness_tests.cli.view",
 ]
 
 

@@ -92,6 +92,39 @@ class GatePart:
     skipped: str = ""
 
 
+@dataclass(frozen=True)
+class ExploreView:
+    """How the run explorer (``fairness-tests view``) shows a family's records: the hook
+    :meth:`Family.explore`'s answer. ``frame``: the records as shown (the records as the
+    run stores them, plus any column the explorer needs: the metric tables' cell columns
+    where the records name them otherwise, the prompt text); ``key``: the columns that
+    identify one answer across two runs (empty: the first column when its values are
+    unique, else every column that is neither an outcome, the answer nor a text);
+    ``answer``: the column of the model's answer; ``text``: long text columns shown in
+    full; ``outcomes``: ``(label, column, nonzero)`` in order, the first whose column is
+    nonzero (``nonzero`` True) or zero (False) names an answer's outcome, else
+    ``otherwise`` (empty: every 0/1 column set, joined by "+"); ``correct``: the 0/1
+    column whose change is named "correct -> wrong"; ``cluster``: the column of the
+    template (the unit whose contribution to a paired difference is listed);
+    ``highlight``: ``{text column: the column of its marked spans}``, spans written
+    ``start:end:label`` separated by ";" (e.g. a rubric's hits in a generation);
+    ``first``: ``{column: value}`` of the rows an item's metrics count once (e.g. its
+    first answer, not its repeats: the rows a template's contribution to a paired
+    difference is computed on; empty: every row); ``notes``: what the explorer says
+    about this view (e.g. where the prompt text came from)."""
+    frame: pd.DataFrame
+    key: tuple[str, ...] = ()
+    answer: str | None = None
+    text: tuple[str, ...] = ()
+    outcomes: tuple[tuple[str, str, bool], ...] = ()
+    otherwise: str = ""
+    correct: str | None = None
+    cluster: str | None = None
+    highlight: Mapping[str, str] = field(default_factory=dict)
+    first: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
 class Benchmark(ABC):
     """A registered benchmark: its name, its declarations, its family and its requests.
 
@@ -242,6 +275,13 @@ class Family(ABC):
         the run's ``tables`` when the card is filled (``{results key: value}``; its views
         show them with ``View(source="results")``). Generic: nothing."""
         return {}
+
+    @classmethod
+    def explore(cls, records: pd.DataFrame, metadata: Any) -> ExploreView:
+        """How the run explorer shows this family's ``records`` of a run whose
+        ``metadata`` (:class:`~fairness_tests.run.metadata.RunMetadata`) is given. The
+        default: the records as stored, every declaration inferred from them."""
+        return ExploreView(frame=records)
 
 
 def by_family(names: Sequence[str]) -> Iterable[tuple[type[Family], list[Benchmark]]]:

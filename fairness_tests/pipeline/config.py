@@ -346,6 +346,8 @@ class OutputOptions(Checked):
                                 regen=False)
     quiet: bool = opt(False, "no progress lines on stderr", flag="-q", aliases=("--quiet",),
                       pytest=False, toml=False, regen=False)
+    explore: bool = opt(False, "also write explore/index.html, the run explorer, linked from "
+                        "the card", pytest=False, toml=False, regen=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -453,13 +455,11 @@ class GateConfig(StatsOptions, ComparisonOptions):
                         metavar="BASELINE_RUN", path=True, pytest=False, toml=False)
     candidate: str = opt(None, "run directory of the candidate", positional=True,
                          metavar="CANDIDATE_RUN", path=True, pytest=False, toml=False)
-    format: Literal["table", "md", "json"] = opt("table", "output format", pytest=False,
-                                                 toml=False)
-    out: str | None = opt(None, "write gate.csv, gate.json and gate.md here", metavar="DIR",
+    format: Literal["table", "md", "json"] = opt("table", "output format", pytest=False, toml=False)
+    out: str | None = opt(None, "write gate.csv, .json, .md and explore/ here", metavar="DIR",
                           path=True, pytest=False, toml=False, role="output_dir")
     mode: Literal["harm", "non_inferiority"] | None = opt(
-        None, "every cell in this mode (default: each rule's gate.mode, else harm)",
-        pytest=False)
+        None, "every cell in this mode (default: each rule's gate.mode, else harm)", pytest=False)
     cluster: tuple[str, ...] | None = opt(None, "resampling unit: FAMILY=UNIT, or UNIT for all "
                                           f"families with it ({units_text()}; default: the first)",
                                           pytest=False, metavar="[FAMILY=]UNIT")

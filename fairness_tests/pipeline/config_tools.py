@@ -88,6 +88,9 @@ class CardConfig(Checked):
     gate: str | None = opt(None, "the upgrade gate with this run as the candidate: gate.json "
                            "or the directory `fairness-tests gate --out` wrote", metavar="GATE",
                            path=True, pytest=False, toml=False)
+    explorer: str | None = opt(None, "link the card to this run explorer (`fairness-tests "
+                               "view --out`): its index.html, relative to --out or a URL, "
+                               "written as given", metavar="HREF", pytest=False, toml=False)
 
     def cross_check(self):
         for name in ("run", "out"):
@@ -142,6 +145,20 @@ class CompareConfig(ResampleOptions, ComparisonOptions):
         if self.names is not None and len(self.names.split(",")) != len(self.runs):
             yield "names", (f"gives {len(self.names.split(','))} name(s) for "
                             f"{len(self.runs)} run directories")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViewConfig(StatsOptions, ComparisonOptions):
+    """``fairness-tests view RUN_DIR... --out DIR``: the run explorer."""
+    runs: tuple[str, ...] = opt(None, "run directories: one, or a baseline then candidates",
+                                positional=True, metavar="RUN_DIR", path=True, pytest=False,
+                                toml=False)
+    out: str = opt(None, "where the explorer (index.html) is written", metavar="DIR",
+                   path=True, pytest=False, toml=False, role="output_dir")
+
+    def cross_check(self):
+        if not self.runs:
+            yield "runs", "give one run directory, or a baseline and candidates"
 
 
 # ----------------------------------------------------------------------------- set-up, store

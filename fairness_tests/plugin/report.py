@@ -15,6 +15,13 @@ from fairness_tests.plugin.parametrize import Verdict
 from fairness_tests.plugin.session import Unavailable
 
 ENV_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
+#: where a model's run explorer is written, in the report directory
+EXPLORER = "explore/index.html"
+
+
+def slug(model: str) -> str:
+    """A model id as the name of its folder in the report directory."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
 
 
 def junit_properties(param: Any) -> list[tuple[str, Any]]:
@@ -57,6 +64,11 @@ def step_summary(fs, gate_tables: dict[str, Any]) -> str:
                                                  "not_evaluable")), "",
                   markdown_table(v, ["rule", "cell", "value", "ci_low", "ci_high", "op",
                                      "bound", "status"]), ""]
+        if fs.settings.report_dir:
+            what = "each verdict's items" + (", the gate's changed answers"
+                                              if model in gate_tables else "")
+            parts += [f"Run explorer ({what}): `{Path(fs.settings.report_dir) / slug(model)}/"
+                      f"{EXPLORER}` in the uploaded report: open it in a browser", ""]
     for cand, t in gate_tables.items():
         parts += [f"## Fairness gate: {cand} vs {fs.settings.baseline}", ""]
         if isinstance(t, Unavailable):
@@ -76,12 +88,15 @@ def append_step_summary(fs, gate_tables: dict[str, Any]) -> None:
 
 
 def write_report(fs, out: Path, gate_tables: dict[str, Any]) -> None:
-    """Runs (with verdicts), the gate tables, a Fairness Card per model and, with two
+    """Runs (with verdicts), the gate tables, a run explorer (``<model>/explore/``: with a
+    baseline, the candidate's against it) and a Fairness Card linking it per model and, with two
     or more models, the comparison report (``compare/compare.{md,html,csv}``, the
     same as ``fairness-tests compare`` on the saved runs)."""
     from fairness_tests.card.files import write_cards
     from fairness_tests.compare import write_compare
     from fairness_tests.core.errors import FairnessTestsError
+    from fairness_tests.explore.write import bundle, write_explorer
+    from fairness_tests.rules.thresholds import load_rules
 
     out.mkdir(parents=True, exist_ok=True)
     all_verdicts = []
@@ -89,17 +104,30 @@ def write_report(fs, out: Path, gate_tables: dict[str, Any]) -> None:
     runs = {}
     for model in fs.models():
         run = fs.run(model)
-        slug = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
+        name = slug(model)
         if isinstance(run, Unavailable):
             notes.append(f"{model}: {run.reason}")
             continue
-        run.save(out / slug / "run")
+        run.save(out / name / "run")
         runs[model] = run
         all_verdicts.append(run.verdicts.assign(model=model))
         g = gate_tables.get(model)
+        g = None if g is None or isinstance(g, Unavailable) else g
+        base = fs.run(fs.settings.baseline) if g is not None else None
+        keys = ([fs.settings.baseline, model] if base is not None
+                and not isinstance(base, Unavailable) else [model])
+        pair = [fs.run(k) for k in keys]
+        rules = [load_rules(fs.settings.audit(k).thresholds, r.metadata.model)
+                 for k, r in zip(keys, pair, strict=True)]
+        (out / name / "explore").mkdir(parents=True, exist_ok=True)
         try:
-            write_cards(run, out / slug / "card",
-                        gate=None if g is None or isinstance(g, Unavailable) else g.to_dict())
+            write_explorer(out / name / "explore",
+                           bundle(pair, rules, gates=[g] if len(pair) > 1 else None))
+        except FairnessTestsError as exc:     # the runs and the card are kept
+            notes.append(f"{model}: run explorer not written: {exc}")
+        try:
+            write_cards(run, out / name / "card", explorer=f"../{EXPLORER}",
+                        gate=None if g is None else g.to_dict())
         except FairnessTestsError as exc:     # e.g. a bad user YAML: the runs are kept
             notes.append(f"{model}: card not written: {exc}")
     if all_verdicts:

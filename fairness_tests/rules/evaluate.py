@@ -140,7 +140,9 @@ def _abs_ci(lo: float, hi: float) -> tuple[float, float]:
     return min(abs(lo), abs(hi)), max(abs(lo), abs(hi))
 
 
-def _cell(row: pd.Series, cols: list[str]) -> str:
+def cell_name(row: pd.Series, cols: list[str]) -> str:
+    """A row's cell id: its values of ``cols`` but the pooled ones ("all", empty), joined
+    by "/" (``Race_x_SES/disambig``); "all" when every one is pooled."""
     parts = []
     for c in cols:
         v = row[c]
@@ -180,8 +182,9 @@ def _cells(rows: pd.DataFrame, rule: Rule, cols: list[str]) -> list[dict]:
     minimum = rule.minimum_n
     rows["_small"] = _small(rows["n"], minimum)
     if not rule.across:
-        return [dict(cell=_cell(r, cols), value=float(r["value"]), ci_low=float(r["ci_low"]),
-                     ci_high=float(r["ci_high"]), n=r["n"], note=r["note"], detail="",
+        return [dict(cell=cell_name(r, cols), value=float(r["value"]),
+                     ci_low=float(r["ci_low"]), ci_high=float(r["ci_high"]), n=r["n"],
+                     note=r["note"], detail="",
                      small=small_reason(r["n"], minimum) if r["_small"] else "")
                 for _, r in rows.iterrows()]
     keep = [c for c in cols if c != rule.across]
@@ -189,7 +192,7 @@ def _cells(rows: pd.DataFrame, rule: Rule, cols: list[str]) -> list[dict]:
     groups = rows.groupby(keep, sort=True, dropna=False) if keep else [((), rows)]
     for _, g in groups:
         first = g.iloc[0]
-        cell = _cell(first, keep)
+        cell = cell_name(first, keep)
         small = g[g["value"].notna() & g["_small"]]
         defined = g[g["value"].notna() & ~g["_small"]]
         undefined = len(g) - len(defined) - len(small)

@@ -65,6 +65,33 @@ def category_counts(texts: pd.Series, rubric: Rubric) -> pd.DataFrame:
     return pd.DataFrame(out, index=texts.index)
 
 
+def category_spans(text: str, rubric: Rubric,
+                   categories: tuple[str, ...] | None = None) -> list[tuple[int, int, str]]:
+    """Where each rubric category matches ``text``: ``(start, end, category)`` sorted by
+    start, by the rubric's semantics as :func:`category_counts` counts them (published:
+    each entry's occurrences, case-insensitive; strict: the category's pattern, a quoted
+    span blanked to spaces of its own length so that offsets stay the text's). Only the
+    ``categories`` named (default: all)."""
+    out: list[tuple[int, int, str]] = []
+    names = [n for n in rubric.categories if categories is None or n in categories]
+    if rubric.semantics == "published":
+        lower = text.lower()
+        for name in names:
+            for e in rubric.categories[name].entries:
+                pat = re.compile(e if "\\" in e else re.escape(e), re.IGNORECASE)
+                out += [(m.start(), m.end(), name) for m in pat.finditer(lower)
+                        if m.end() > m.start()]
+        return sorted(out)
+    norm = text.translate(QUOTE_TABLE)
+    unquoted = re.sub(QUOTED_SPAN, lambda m: " " * len(m.group(0)), norm)
+    for name in names:
+        cat = rubric.categories[name]
+        src = unquoted if cat.ignore_quoted else norm
+        out += [(m.start(), m.end(), name) for m in strict_category_pattern(cat).finditer(src)
+                if m.end() > m.start()]
+    return sorted(out)
+
+
 def score(records: pd.DataFrame, rubric: Rubric | str = "published") -> pd.DataFrame:
     """records (with ``output_text``, ``status``) -> records + :data:`SCORE_COLUMNS`.
     Error rows keep NaN scores (they are counted, never scored as text)."""

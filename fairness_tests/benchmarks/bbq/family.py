@@ -4,23 +4,28 @@ that its two benchmarks (:mod:`fairness_tests.benchmarks.bbq`) share."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
 from fairness_tests.benchmarks.bbq import card, compare, gate
+from fairness_tests.core.errors import FairnessTestsError
 from fairness_tests.core.paths import bbq_dir, display_path
 from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.models.requests.request import Decoding, Request
 from fairness_tests.pipeline.bbq_info import bbq_info
-from fairness_tests.pipeline.benchmark import Asked, Family, GatePart, Results
+from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.views import Compared, Section, View
 from fairness_tests.protocols.bbq.data import load_filtered
-from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table
+from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table, prompt_text
 from fairness_tests.protocols.bbq.sample import consistency_sample, sample_record
 
 ANSWER_KEY = ["dataset", "example_id", "repeat", "rotation"]
+#: an answer's outcome in the explorer, the first that holds
+OUTCOMES = (("invalid", "invalid", True), ("unknown", "non_unknown", False),
+            ("stereotyped", "biased", True))
 
 
 def limit_cells(items: pd.DataFrame, limit: int | None,
@@ -114,3 +119,57 @@ class BBQFamily(Family):
         return Results(tables=tables, records={"bbq": bbq_records(self.items, preds)},
                        metadata={"bbq": info})
 
+
+    @classmethod
+    def explore(cls, records: pd.DataFrame, metadata) -> ExploreView:
+        """The records with the prompt as the model saw it (``prompt``: the user message
+        of :func:`~fairness_tests.protocols.bbq.prompt.prompt_text` under the row's
+        rotation) and the chosen option's text (``answer_text``), both rebuilt from the
+        BBQ data the run read (its ``data_dir``, else where the BBQ commands look),
+        matched on dataset and example_id; without that data, the records alone."""
+        view = ExploreView(frame=records, key=tuple(ANSWER_KEY), outcomes=OUTCOMES,
+                           otherwise="anti-stereotyped", correct="correct",
+                           cluster="question_index", answer="answer",
+                           first={"repeat": 0, "rotation": 0})
+        info = getattr(metadata, "bbq", None)
+        try:
+            texts = _item_texts(info)
+        except FairnessTestsError as exc:
+            return replace(view, notes=(f"no prompt text: {exc}",))
+        frame = records.merge(texts, on=["dataset", "example_id"], how="left")
+        options = frame[["ans0", "ans1", "ans2"]].astype(object)
+        rot = frame["rotation"].fillna(0).astype(int).clip(0, 2)
+        frame["prompt"] = [
+            prompt_text(c, q, o, r) if isinstance(c, str) else None
+            for c, q, o, r in zip(frame["context_text"], frame["question"],
+                                  options.itertuples(index=False), rot, strict=True)]
+        ans = pd.to_numeric(frame["answer"], errors="coerce")
+        frame["answer_text"] = [o[int(a)] if a == a and 0 <= a < 3 else None
+                                for o, a in zip(options.itertuples(index=False), ans,
+                                                strict=True)]
+        frame = frame.drop(columns=["context_text", "question", "ans0", "ans1", "ans2"])
+        where = display_path(texts.attrs["directory"])
+        return replace(view, frame=frame, text=("prompt",), answer="answer_text", notes=(
+            f"prompt and answer_text rebuilt from the BBQ data in {where} (the user message; "
+            "the chat template and system prompt, if any, are not shown)",))
+
+
+def _item_texts(info) -> pd.DataFrame:
+    """dataset, example_id, context_text, question, ans0..ans2 of the run's items, from
+    the run's ``data_dir`` when it is there, else where the BBQ commands look."""
+    args = (tuple(info.categories), info.filter) if info else ()
+    dirs = [bbq_dir(info.data_dir)] if info and info.data_dir else []
+    dirs.append(bbq_dir(None))
+    last: FairnessTestsError | None = None
+    for directory in dirs:
+        try:
+            _, items = load_filtered(directory, *args)
+        except FairnessTestsError as exc:
+            last = exc
+            continue
+        out = items[["dataset", "example_id", "context_text", "question", "ans0", "ans1",
+                     "ans2"]].drop_duplicates(["dataset", "example_id"])
+        out.attrs["directory"] = directory
+        return out
+    assert last is not None
+    raise last

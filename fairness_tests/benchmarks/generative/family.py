@@ -12,8 +12,9 @@ import pandas as pd
 
 from fairness_tests.benchmarks.generative import card, compare, gate
 from fairness_tests.core.errors import ConfigError
+from fairness_tests.metrics.generative import with_cells
 from fairness_tests.models.requests.request import Request
-from fairness_tests.pipeline.benchmark import Asked, Family, GatePart, Results
+from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.generative_info import generative_info
 from fairness_tests.pipeline.scorers import score_generations
@@ -25,7 +26,16 @@ from fairness_tests.protocols.generative.published import (
 )
 from fairness_tests.protocols.generative.requests import grid_requests, records
 from fairness_tests.protocols.generative.suite import load_suite
+from fairness_tests.scoring.lexical import category_spans
 from fairness_tests.scoring.rubric import load_rubric
+
+#: the rubric categories the explorer marks in a generation, and an answer's outcome
+#: (the first that holds)
+MARKED = ("refusal", "deflection", "stereotype", "demeaning")
+OUTCOMES = (("failed", "is_error", True), ("refusal", "refusal", True),
+            ("demeaning", "demeaning", True), ("stereotype", "stereotype", True))
+KEY = ("prompt_family", "paraphrase_id", "occupation", "slice_gender", "slice_religion",
+       "temperature", "top_p", "seed")
 
 
 def reduce_seeds(grid: pd.DataFrame, seeds: tuple[int, ...] | None,
@@ -123,3 +133,27 @@ class GenerativeFamily(Family):
         c = self.config
         return grid_requests(self.grid, self.system, backend=c.backend_name(),
                              model=c.model, api_base=c.api_base)
+
+    @classmethod
+    def explore(cls, records: pd.DataFrame, metadata) -> ExploreView:
+        """The records with the tables' cell columns (``slice``, ``family``,
+        ``decoding``, and the bootstrap's ``prompt``: :func:`~fairness_tests.metrics.
+        generative.with_cells`) and ``hits``: where the run's rubric matched the
+        generation (``start:end:category`` separated by ";")."""
+        frame = with_cells(records)
+        info = getattr(metadata, "generative", None)
+        name = info.rubric if info and info.rubric else "published"
+        notes: tuple[str, ...] = ()
+        try:
+            rubric = load_rubric(name)
+        except ConfigError as exc:
+            rubric, notes = None, (f"no rubric hits marked: {exc}",)
+        if rubric is not None:
+            frame["hits"] = [";".join(f"{a}:{b}:{c}" for a, b, c in
+                                      category_spans(str(t), rubric, MARKED)) if t == t else ""
+                             for t in frame["output_text"]]
+            notes = (f"hits: the {rubric.name} rubric's {', '.join(MARKED)} matches",)
+        return ExploreView(frame=frame, key=KEY, answer="output_text",
+                           text=("prompt_text", "output_text"), outcomes=OUTCOMES,
+                           otherwise="answered", cluster="prompt",
+                           highlight={"output_text": "hits"}, notes=notes)
