@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the authors' lines, as they wrote them)
 """The KoBBQ authors' scoring, ported for the equality test (tests/test_kobbq.py): THEIR
 logic, not ours. Source: naver-ai/KoBBQ @ 0dd165aeaaacd1bd46c63513a9b2e9875eb6dce7,
 evaluation/5_evaluation.py (``get_df``, ``calculate_*``, ``evaluate_template``,

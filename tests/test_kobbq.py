@@ -100,7 +100,8 @@ def test_prompt_one_is_the_authors_text(kd):
     assert P.answer_format(P.prompt_row(kd.prompts, 5)) == ("답: (", ("A", "B", "C"))
     reqs = P.build_requests(kd.samples.iloc[:2], kd.prompts, 2)
     # order 0 shows (x0, x2, x1): choices ['손자', '할머니', '알 수 없음'], prompt 2's unknown
-    assert len(reqs) == 6 and reqs[0].meta["shown"] == ["손자", "보기 중 답을 찾을 수 없음", "할머니"]
+    assert len(reqs) == 6
+    assert reqs[0].meta["shown"] == ["손자", "보기 중 답을 찾을 수 없음", "할머니"]
     assert reqs[0].kind == "choice" and reqs[0].answer_prefix == "정답:"
 
 
@@ -222,7 +223,7 @@ def test_equal_to_the_authors_script_on_their_evaluation_file(kd, tmp_path):
     ref = REF.preprocess(SHARED / D.SAMPLES, UNK)
     preds = _fixed_predictions(kd, permuted=True)
     key = preds["sample_id"] + "-" + preds["permutation"].astype(str)
-    ref["prediction"] = ref["sample_id"].map(dict(zip(key, preds["prediction"])))
+    ref["prediction"] = ref["sample_id"].map(dict(zip(key, preds["prediction"], strict=True)))
     path = tmp_path / "KoBBQ_test_evaluation_1_m.tsv"
     ref.to_csv(path, sep="\t", index=False)
     theirs = _authors_rows(path)
@@ -245,7 +246,8 @@ def test_equal_on_the_test_file_itself_and_jsonl(kd, tmp_path):
     assert _compare(S.score(path, SHARED, n_boot=200), theirs) == 16
     jl = tmp_path / "p.jsonl"
     jl.write_text("".join(json.dumps({"sample_id": s, "prediction": p}, ensure_ascii=False)
-                          + "\n" for s, p in zip(preds["sample_id"], preds["prediction"])),
+                          + "\n" for s, p in zip(preds["sample_id"], preds["prediction"],
+                                                            strict=True)),
                   encoding="utf-8")
     assert S.score(jl, SHARED, n_boot=200)["kobbq"].equals(S.score(path, SHARED, n_boot=200)
                                                             ["kobbq"])
@@ -279,8 +281,7 @@ def test_gate_part_pairs_answers(kd):
     cand = base.copy()
     amb = cand["context_kind"] == "amb"
     cand.loc[amb, "prediction"] = [c[2] for c in cand.loc[amb, "choices"]]   # always unknown
-    from fairness_tests.benchmarks.kobbq.metrics import answer_flags
-    cand = answer_flags(cand, UNK)
+    cand = M.answer_flags(cand, UNK)
     cols = [*part.key, *part.by, *part.carry, *M.FLAGS]
     g = gate_table(base[cols], cand[cols], part.key, part.by, part.metrics(),
                    lambda m, k: GateSetting("harm", m.margin), cluster="template_id",

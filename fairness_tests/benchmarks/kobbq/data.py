@@ -124,7 +124,7 @@ def parse_samples(df: pd.DataFrame, path: Path) -> pd.DataFrame:
     choices = []
     for i, r in enumerate(df.itertuples(index=False), start=2):
         try:
-            c = ast.literal_eval(r.choices)
+            c = ast.literal_eval(str(r.choices))
         except (ValueError, SyntaxError):
             raise DataError(f"choices {r.choices!r} is not a list literal", path, i,
                             "choices") from None
@@ -135,7 +135,7 @@ def parse_samples(df: pd.DataFrame, path: Path) -> pd.DataFrame:
                 raise DataError(f"{key} {getattr(r, key)!r} is not one of the choices",
                                 path, i, key)
         choices.append(tuple(c))
-        parsed.append(parse_sample_id(r.sample_id, path, i))
+        parsed.append(parse_sample_id(str(r.sample_id), path, i))
     out["choices"] = choices
     extra = pd.DataFrame(parsed, index=out.index)
     return pd.concat([out, extra], axis=1)

@@ -61,11 +61,19 @@ def answers_frame(samples: pd.DataFrame, requests: list[Request],
 def flagged(samples: pd.DataFrame, ans: pd.DataFrame, unknown: str) -> pd.DataFrame:
     """``ans`` (``sample_id``, ``prediction``, ...) joined with its samples, the unknown
     choice replaced by ``unknown``, the flags added; in sample id x order order."""
-    s = samples.assign(choices=[P.with_unknown(c, unknown) for c in samples["choices"]],
+    choices = pd.Series([P.with_unknown(c, unknown) for c in samples["choices"]],
+                        index=samples.index, dtype=object)
+    s = samples.assign(choices=choices,
                        answer=[P.with_unknown([a], unknown)[0] for a in samples["answer"]])
     j = ans.merge(s.drop(columns=["prediction"]), on="sample_id", how="left",
                   validate="many_to_one")
     return M.answer_flags(j, unknown).sort_values(KEY).reset_index(drop=True)
+
+
+def mean_mass(flags: pd.DataFrame) -> float | None:
+    """The answers' mean ``letter_mass`` (None: no backend gave one)."""
+    m = pd.to_numeric(flags["letter_mass"], errors="coerce").dropna()
+    return round(float(m.mean()), 6) if len(m) else None
 
 
 class KoBBQFamily(Family):
@@ -97,12 +105,14 @@ class KoBBQFamily(Family):
             "kobbq_labels": M.kobbq_table(flags, "label_annotation", "label", self.cluster,
                                           c.n_boot, c.seed)}
         info = KoBBQInfo(
-            source=f"{D.REPO} @ {D.COMMIT}", warnings=list(D.WARNINGS), data_dir=display_path(self.data.directory), sha256=dict(self.data.sha256),
+            source=f"{D.REPO} @ {D.COMMIT}", warnings=list(D.WARNINGS),
+            data_dir=display_path(self.data.directory), sha256=dict(self.data.sha256),
             release=dict(self.data.release), prompt_id=self.prompt_id,
             prompt=P.query_text(self.row, "{context}", "{question}", ("{a}", "{b}", "{c}")),
             unknown=self.row["unknown"], answer_prefix=P.answer_format(self.row)[0],
             n_samples=len(self.samples), n_answers=len(flags),
-            n_failed=len(requests) - len(flags), limit=c.limit, cluster=self.cluster,
+            n_failed=len(requests) - len(flags), limit=c.limit,
+            mean_letter_mass=mean_mass(flags), cluster=self.cluster,
             n_boot=c.n_boot, seed=c.seed,
             subset="" if len(self.samples) == len(self.data.samples) else
             f"--limit {c.limit}: the first {c.limit} sample ids per category x context x "

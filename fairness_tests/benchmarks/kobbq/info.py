@@ -25,6 +25,8 @@ class KoBBQInfo:
     n_samples: int = 0
     n_answers: int = 0
     n_failed: int = 0
+    #: mean probability the model puts on the three answer letters (full vocabulary)
+    mean_letter_mass: float | None = None
     limit: int | None = None
     cluster: str = "template"
     n_boot: int = 0

@@ -138,8 +138,8 @@ def _cell_rows(g: pd.DataFrame, cell: Mapping[str, str], context: str, cluster: 
         e = est[name]
         note = "; ".join(x for x in (NOTES.get(name, ""),
                                      UNDEFINED if np.isnan(e.value) else "") if x)
-        rows.append(metric_row(name, e, n=int(g[den].sum()), note=note,
-                               **{**cell, "context": context}))
+        row = metric_row(name, e, n=int(g[den].sum()), note=note)
+        rows.append({**cell, "context": context, **row})
     return rows
 
 

@@ -100,14 +100,16 @@ def raw_to_prediction(raw: str, choices: Mapping[str, str]) -> str:
     ``{"A": text, "B": text, "C": text}`` lower-cased; returns a letter, or the reply
     (stripped of what the authors strip) when it names none (out of choice)."""
     try:
-        prediction = re.search(r'^\s*\(?(?P<raw>[^\.\n]*)\s*', raw).groupdict()['raw']  # type: ignore[union-attr]
+        found = re.search(r'^\s*\(?(?P<raw>[^\.\n]*)\s*', raw)
+        prediction = found.groupdict()['raw']  # type: ignore[union-attr]
     except Exception:
         prediction = ''
     prediction = prediction.replace('없습니다', '없음').replace('입니다', '')
     prediction_upper = prediction.upper()
     if prediction_upper and (prediction_upper[0] in choices.keys()):
         try:
-            choice = re.search(r'[:)]\s*(?P<choice>.*)\s*', prediction_upper).groupdict()['choice'].strip()  # type: ignore[union-attr]
+            found = re.search(r'[:)]\s*(?P<choice>.*)\s*', prediction_upper)
+            choice = found.groupdict()['choice'].strip()  # type: ignore[union-attr]
             if len(choice) == 0:
                 raise Exception
             if choices[prediction_upper[0]] == choice.lower():
@@ -152,7 +154,7 @@ def prediction_of(request: Request, response: Response) -> tuple[str | None, str
         k = int(np.argmax(np.asarray(lp, dtype=float)))
         return shown[k], LETTERS[k]
     raw = (response.text or "") if response.status == "ok" else ""
-    mapped = raw_to_prediction(raw, dict(zip(LETTERS, (s.lower() for s in shown))))
+    mapped = raw_to_prediction(raw, dict(zip(LETTERS, (s.lower() for s in shown), strict=True)))
     if mapped in LETTERS:
         return shown[LETTERS.index(mapped)], mapped
     return mapped, ""

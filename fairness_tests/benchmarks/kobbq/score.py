@@ -70,15 +70,16 @@ def _rows(path: Path) -> list[tuple[int, str, str]]:
     for col in ("sample_id", "prediction"):
         if col not in df:
             raise DataError(f"missing column {col}", path, 1)
-    return [(i, s, p) for i, (s, p) in enumerate(zip(df["sample_id"], df["prediction"]),
-                                                  start=2)]
+    pairs = zip(df["sample_id"], df["prediction"], strict=True)
+    return [(i, s, p) for i, (s, p) in enumerate(pairs, start=2)]
 
 
 def read_predictions(path: str | Path, samples: pd.DataFrame) -> pd.DataFrame:
     """``sample_id, permutation, prediction`` of a predictions file (module docstring)."""
     path = Path(path)
     known = set(samples["sample_id"])
-    rows, seen = [], {}
+    rows: list[dict] = []
+    seen: dict[tuple[str, int], int] = {}
     for line, sid, pred in _rows(path):
         base, k = split_id(sid, known, path, line)
         if (base, k) in seen:
