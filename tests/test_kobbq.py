@@ -22,6 +22,7 @@ from fairness_tests.core.errors import DataError
 from fairness_tests.metrics.gate import GateSetting, gate_table
 from fairness_tests.models.requests.request import Request, Response
 from tests import kobbq_authors_reference as REF
+from tests.helpers import run_cli
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks" / "kobbq"
 pytestmark = pytest.mark.skipif(not (SHARED / D.SAMPLES).is_file(),
@@ -292,3 +293,34 @@ def test_gate_part_pairs_answers(kd):
                       lambda m, k: GateSetting("harm", m.margin), cluster="template_id",
                       n_boot=200)
     assert (same["delta"] == 0).all()
+
+
+# ---------------------------------------------------------------- the recorded model, replayed
+RECORDING = Path(D.__file__).parent / "recordings" / "embedded-gemma-3-270m.jsonl.gz"
+
+
+@pytest.mark.skipif(not RECORDING.is_file(), reason="no KoBBQ recording")
+def test_replay_of_the_recorded_model(capfd, tmp_path, monkeypatch):
+    """The embedded model's recorded answers (prompt 1) replayed offline through
+    ``fairness-tests audit``: the tables, verdicts and card; twice, byte for byte; the
+    tables equal to the metrics recomputed from the run's records."""
+    monkeypatch.setenv("FAIRNESS_KOBBQ_DIR", str(SHARED))
+    outs = []
+    for k in (1, 2):
+        out = tmp_path / f"run{k}"
+        r = run_cli(capfd, "audit", "--protocols", "kobbq", "--limit", "3", "--n-boot", "200",
+                    "--store", str(tmp_path / f"s{k}.sqlite"), "--out", str(out))
+        assert r.returncode in (0, 1), r.stderr[-2000:]
+        assert "kobbq 432 (0 sent, 432 from the store, 0 failed)" in r.stdout
+        outs.append(out)
+    a, b = (o / "run" / "tables" / "kobbq.csv" for o in outs)
+    assert a.read_bytes() == b.read_bytes()
+    table = pd.read_csv(a, keep_default_na=False, na_values=[""])
+    records = pd.read_csv(outs[0] / "run" / "records" / "kobbq.csv.gz")
+    assert len(records) == 432 and (records["ooc"] == 0).all()
+    again = M.kobbq_table(records, n_boot=200)
+    assert np.allclose(table["value"], again["value"], equal_nan=True, atol=1e-12)
+    verdicts = pd.read_csv(outs[0] / "run" / "verdicts.csv")
+    assert {"kobbq_accuracy_floor_dis", "kobbq_diff_bias_amb_bound"} <= set(verdicts["rule"])
+    card = (outs[0] / "card" / "card.md").read_text(encoding="utf-8")
+    assert "kobbq_accuracy_floor_dis" in card and "kobbq/rules.yaml" in card
