@@ -322,5 +322,6 @@ def test_replay_of_the_recorded_model(capfd, tmp_path, monkeypatch):
     assert np.allclose(table["value"], again["value"], equal_nan=True, atol=1e-12)
     verdicts = pd.read_csv(outs[0] / "run" / "verdicts.csv")
     assert {"kobbq_accuracy_floor_dis", "kobbq_diff_bias_amb_bound"} <= set(verdicts["rule"])
-    card = (outs[0] / "card" / "card.md").read_text(encoding="utf-8")
+    card = (outs[0] / "card" / "card.yaml").read_text(encoding="utf-8")
     assert "kobbq_accuracy_floor_dis" in card and "kobbq/rules.yaml" in card
+    assert "tables/kobbq.csv" in (outs[0] / "card" / "card.md").read_text(encoding="utf-8")
