@@ -319,7 +319,18 @@ def test_replay_of_the_recorded_model(capfd, tmp_path, monkeypatch):
     records = pd.read_csv(outs[0] / "run" / "records" / "kobbq.csv.gz")
     assert len(records) == 432 and (records["ooc"] == 0).all()
     again = M.kobbq_table(records, n_boot=200)
-    assert np.allclose(table["value"], again["value"], equal_nan=True, atol=1e-12)
+    # the saved table: 10 significant digits
+    assert np.allclose(table["value"], again["value"], equal_nan=True, rtol=1e-9, atol=0)
+    # the model's own answers, in the authors' evaluation layout, scored by their script
+    ev = records.assign(sample_id=records["sample_id"] + "-" + records["permutation"].astype(str),
+                        choices=[str([x, y, z]) for x, y, z in
+                                 zip(records["shown_a"], records["shown_b"], records["shown_c"],
+                                     strict=True)])
+    ev[["sample_id", "label_annotation", "choices", "biased_answer", "answer",
+        "prediction"]].to_csv(tmp_path / "ev.tsv", sep="\t", index=False)
+    labels = M.kobbq_table(records, "label_annotation", "label", n_boot=200)
+    assert _compare({"kobbq": again, "kobbq_labels": labels},
+                    _authors_rows(tmp_path / "ev.tsv")) == 16
     verdicts = pd.read_csv(outs[0] / "run" / "verdicts.csv")
     assert {"kobbq_accuracy_floor_dis", "kobbq_diff_bias_amb_bound"} <= set(verdicts["rule"])
     card = (outs[0] / "card" / "card.yaml").read_text(encoding="utf-8")
