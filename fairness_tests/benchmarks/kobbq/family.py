@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from fairness_tests.benchmarks.kobbq import KoBBQ
 from fairness_tests.benchmarks.kobbq import data as D
 from fairness_tests.benchmarks.kobbq import metrics as M
 from fairness_tests.benchmarks.kobbq import prompt as P
@@ -77,13 +78,14 @@ def mean_mass(flags: pd.DataFrame) -> float | None:
 
 
 class KoBBQFamily(Family):
-    """The samples of a run and how a KoBBQ request is made (prompt 1)."""
+    """The samples of a run and how a KoBBQ request is made (prompt 1); the tables'
+    resampling unit is ``--cluster kobbq=template`` (the default) or ``kobbq=item``."""
 
     prompt_id = P.DEFAULT_PROMPT
-    cluster = "template"
 
     def __init__(self, config: AuditConfig):
         super().__init__(config)
+        self.cluster = config.cluster_of(KoBBQ.family.name)    # --cluster kobbq=item|template
         self.data = D.load()
         self.samples = limit_samples(self.data.samples, config.limit)
         self.row = P.prompt_row(self.data.prompts, self.prompt_id)
