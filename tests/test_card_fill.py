@@ -352,3 +352,15 @@ def test_user_yaml_from_environment(tmp_path, monkeypatch):
     assert written.report.complete and written.card["governance"]["owner"] == "Responsible-AI team"
     monkeypatch.delenv("FAIRNESS_CARD_USER_YAML")
     assert not write_cards(make_run(), tmp_path / "b").report.complete
+
+
+def test_a_benchmarks_warnings_are_carried_to_the_card():
+    """A benchmark's run metadata ``warnings`` (e.g. CrowS-Pairs' authors' caveat) are run
+    notes on the card, prefixed with the info's key, after the run's own notes."""
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from fairness_tests.card.sections.protocol import benchmark_warnings  # noqa: PLC0415
+    meta = SimpleNamespace(infos={"bbq": None, "crows_pairs": SimpleNamespace(
+        warnings=["noisy data", "masked-LM metric adapted"]), "x": SimpleNamespace()})
+    assert benchmark_warnings(meta) == ["crows_pairs: noisy data",
+                                        "crows_pairs: masked-LM metric adapted"]

@@ -251,6 +251,17 @@ def card_lines() -> list[Shown]:
     return [s for b in benchmarks() for s in b.shown]
 
 
+def benchmark_warnings(meta: Any) -> list[str]:
+    """What a benchmark's run metadata says a report must carry (its info's ``warnings``:
+    e.g. the data authors' own caveats), each prefixed with the info's key, in the
+    order the infos were registered."""
+    out = []
+    for key, info in meta.infos.items():
+        for w in getattr(info, "warnings", None) or ():
+            out.append(f"{key}: {w}")
+    return out
+
+
 def evaluation_protocol(f: RunFacts) -> dict[str, Any]:
     m = f.meta
     shown = card_lines()
@@ -264,8 +275,9 @@ def evaluation_protocol(f: RunFacts) -> dict[str, Any]:
                         "why": "the run has no verdicts: no decision rule was evaluated"})
     ep: dict[str, Any] = {"protocols_run": run, "not_evaluated": not_run,
                           "source": _source(f)}
-    if m.notes:
-        ep["run_notes"] = list(m.notes)
+    notes = list(m.notes) + benchmark_warnings(m)
+    if notes:
+        ep["run_notes"] = notes
     seeds, samples = [], []
     if f.bbq is not None:
         ep["bbq"] = _bbq(f)
