@@ -48,6 +48,7 @@ from transformers_server import serve
 from fairness_tests.card.schema import load_card
 from fairness_tests.cli.main import main
 from fairness_tests.core.locks import exclusive
+from fairness_tests.core.registry import BENCHMARK_NAMES
 from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.recordings import default_recordings
 from fairness_tests.run.result import RunResult
@@ -121,8 +122,9 @@ def main_job(tmp_path_factory, recorded_store) -> MainJob:
 @pytest.fixture(scope="session")
 def recorded_store(tmp_path_factory) -> Path:
     """A response store holding the embedded model's committed recordings (the files
-    its manifest lists), imported once per session. Read-only: ``warm_store`` copies."""
-    files = default_recordings(EMBEDDED)
+    its manifest lists, and every benchmark's own), imported once per session.
+    Read-only: ``warm_store`` copies."""
+    files = default_recordings(EMBEDDED, BENCHMARK_NAMES)
 
     def build(d: Path) -> None:
         with ResponseStore(d / "s.sqlite") as s:

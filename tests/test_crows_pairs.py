@@ -201,9 +201,10 @@ def test_the_declaration():
     assert CrowsPairs.family.clusters == ("item",)
     assert CrowsPairs.properties == {"test_crows_pairs_stereotype_rate": {
         "tables": "crows_pairs", "metrics": "pct_stereotype"}}
-    assert any("Blodgett" in s.what for s in CrowsPairs.shown)
     assert any(f.endswith("crows_pairs/recordings/embedded-gemma-3-270m.jsonl.gz")
-               for f in default_recordings("embedded:gemma-3-270m"))
+               for f in default_recordings("embedded:gemma-3-270m", ("crows_pairs",)))
+    assert not any("crows_pairs" in f for f in default_recordings("embedded:gemma-3-270m",
+                                                                  ("bbq",)))
     assert set(BIAS_TYPES) == set(PAPER_COUNTS)
 
 

@@ -45,7 +45,7 @@ def test_init_writes_a_project_that_overrides_the_packaged_defaults(tmp_path, mo
     monkeypatch.chdir(tmp_path)
     assert find_project().root == tmp_path
     rs = load_rules(model="embedded:gemma-3-270m")
-    assert rs.files[0] == str(tmp_path / "thresholds" / "default.yaml")
+    assert rs.thresholds_files[0] == str(tmp_path / "thresholds" / "default.yaml")
     assert rs.get("mfaa_floor").expected_fail is not None     # the model's override came along
 
 
@@ -228,6 +228,6 @@ def test_a_model_id_maps_to_one_safe_file_name_init_and_the_loaders_agree(
     rules = load_rules(tmp_path / "thresholds", model=model)
     assert rules.files[-1] == str(tmp_path / "thresholds" / "models" / f"{slug}.yaml")
     other = load_rules(tmp_path / "thresholds", model=model + "2")
-    assert len(other.files) == 1                         # the defaults only
+    assert len(other.thresholds_files) == 1              # the defaults only
     monkeypatch.chdir(tmp_path)
     assert find_project().card_yaml(model) == tmp_path / "fixtures" / "cards" / f"{slug}.yaml"

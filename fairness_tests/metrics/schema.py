@@ -93,6 +93,9 @@ TABLES: dict[str, Table] = {
     "scorer_agreement": Table(("scorer_a", "scorer_b", "label", "slice"),
                               frozenset({"raw_agreement", "kappa"})),
 }
+#: the tables declared here (the others are registered from their benchmark's folder,
+#: :func:`register_table`, and their own tests check that a run produces them)
+DECLARED_HERE = frozenset(TABLES)
 #: the tables only a run with several scorers (``--scorers a,b,...``) has
 SCORER_TABLES = ("generative_scorers", "generative_scorer_cells", "scorer_agreement")
 

@@ -110,13 +110,13 @@ def recording_settings(model: str, manifest: str | Path | None = None) -> dict[s
     return dict(rec.settings) if rec else {}
 
 
-def benchmark_recordings(model: str, names: tuple[str, ...] | None = None) -> tuple[str, ...]:
-    """The recordings the registered benchmarks ``names`` (all when None) ship for
-    ``model`` in their own folders (``Benchmark.recordings``: ``{model: file beside its
-    module}``), in registry order."""
+def benchmark_recordings(model: str, names: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The recordings the registered benchmarks ``names`` ship for ``model`` in their own
+    folders (``Benchmark.recordings``: ``{model: file beside its module}``), in registry
+    order."""
     out = []
     for cls in load_all():
-        if names is not None and cls.name not in names:
+        if cls.name not in names:
             continue
         name = getattr(cls, "recordings", {}).get(model)
         if name:
@@ -124,11 +124,10 @@ def benchmark_recordings(model: str, names: tuple[str, ...] | None = None) -> tu
     return tuple(dict.fromkeys(out))
 
 
-def default_recordings(model: str,
-                       names: tuple[str, ...] | None = None) -> tuple[str, ...]:
+def default_recordings(model: str, names: tuple[str, ...] = ()) -> tuple[str, ...]:
     """The files the manifest lists for ``model`` (none when it has no entry), then the
-    own recordings of it of the benchmarks ``names`` a run asks (all when None:
-    :func:`benchmark_recordings`)."""
+    own recordings of it of the benchmarks ``names`` a run asks
+    (:func:`benchmark_recordings`)."""
     rec = recording_for(model)
     listed = tuple(str(f) for f in rec.files) if rec else ()
     return listed + benchmark_recordings(model, names)

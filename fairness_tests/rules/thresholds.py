@@ -151,6 +151,13 @@ class RuleSet:
     model: str | None = None
     drift: dict[str, Tolerance] = field(default_factory=dict)
 
+    @property
+    def thresholds_files(self) -> list[str]:
+        """:attr:`files` but the benchmarks' own rules files: the thresholds in force and
+        the overrides applied."""
+        own = {r.source.rsplit(":", 1)[0] for r in self.rules if r.optional}
+        return [f for f in self.files if f not in own]
+
     def files_used(self, tables: Any) -> list[str]:
         """:attr:`files` but a benchmark's own rules file none of whose tables is in
         ``tables`` (a run's: that benchmark was not run)."""
