@@ -24,6 +24,7 @@ from fairness_tests.compare.tables import (
     model_sections,
 )
 from fairness_tests.core.fmt import shown_p
+from fairness_tests.core.registry import default_clusters
 from fairness_tests.pipeline import gate as G
 from fairness_tests.pipeline.gate import ProtocolChangeError
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED
@@ -101,7 +102,7 @@ def build_report(entries: list[Entry], *, allow_protocol_change: bool = False,
         sections.append(_pairwise_section(pairs, alpha))
     if len(ranks):
         sections.append(_ranking_section(ranks, names))
-    clusters = {**G.default_clusters(), **(cluster or {})}
+    clusters = {**default_clusters(), **(cluster or {})}
     method = [
         "Every per-model number is the run's own table row (tables/*.csv of its run "
         "directory), not recomputed; undefined values are n/a with the run's note, "

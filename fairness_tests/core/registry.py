@@ -85,6 +85,11 @@ def cluster_choices() -> dict[str, tuple[str, ...]]:
             if b.family.gated and b.family.clusters}
 
 
+def default_clusters() -> dict[str, str]:
+    """``{family: its default resampling unit}``: the first of its choices."""
+    return {name: choices[0] for name, choices in cluster_choices().items()}
+
+
 def units_text() -> str:
     """``"bbq=template|item; ..."``: every gated family's units, for help and errors."""
     return "; ".join(f"{f}={'|'.join(c)}" for f, c in cluster_choices().items())

@@ -23,7 +23,7 @@ from typing import ClassVar, Literal
 
 from fairness_tests.core.errors import ConfigError, suggest
 from fairness_tests.core.options import Checked, opt, specs
-from fairness_tests.core.registry import BENCHMARK_NAMES, cluster_units, load_all, units_text
+from fairness_tests.core.registry import BENCHMARK_NAMES, load_all, units_text
 from fairness_tests.models.requests.prompt_format import (
     DEFAULT_ANSWER_PREFIX,
     DEFAULT_PROMPT_FORMAT,
@@ -35,6 +35,7 @@ from fairness_tests.pipeline.config_benchmarks import (
     BenchmarkClusterOption,
     BenchmarkFileOption,
     GenClusterOption,
+    cluster_problems,
 )
 from fairness_tests.pipeline.config_scorers import ScorerOptions
 from fairness_tests.protocols.bbq.official import ALL, CATEGORIES
@@ -465,10 +466,7 @@ class GateConfig(StatsOptions, ComparisonOptions):
                                           pytest=False, metavar="[FAMILY=]UNIT")
 
     def cross_check(self) -> Iterable[tuple[str, str]]:
-        try:
-            cluster_units(self.cluster)
-        except ValueError as exc:
-            yield "cluster", str(exc)
+        yield from cluster_problems(self.cluster)
 
 
 #: every configuration class of an entry point (the ``[tool.fairness_tests]`` keys are

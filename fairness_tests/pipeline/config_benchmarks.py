@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fairness_tests.core.options import Checked, opt
-from fairness_tests.core.registry import cluster_choices, cluster_units, load_all, units_text
+from fairness_tests.core.registry import cluster_units, default_clusters, load_all, units_text
 
 #: the registered benchmarks that read ``--benchmark FILE``
 FILE_BENCHMARKS: tuple[str, ...] = tuple(
@@ -28,14 +28,19 @@ class BenchmarkClusterOption(Checked):
 
     def cluster_of(self, family: str) -> str:
         """The unit ``family``'s tables resample: ``--cluster``'s, else its first."""
-        chosen = cluster_units(self.cluster)
-        return chosen.get(family) or cluster_choices().get(family, ("item",))[0]
+        return {**default_clusters(), **cluster_units(self.cluster)}.get(family, "item")
 
     def cross_check(self) -> Iterable[tuple[str, str]]:
-        try:
-            cluster_units(self.cluster)
-        except ValueError as exc:
-            yield "cluster", str(exc)
+        yield from cluster_problems(self.cluster)
+
+
+def cluster_problems(values: Iterable[str] | None) -> Iterable[tuple[str, str]]:
+    """``("cluster", why)`` when ``--cluster`` values name an unknown family or unit, or
+    two units for one family (:func:`fairness_tests.core.registry.cluster_units`)."""
+    try:
+        cluster_units(values)
+    except ValueError as exc:
+        yield "cluster", str(exc)
 
 
 @dataclass(frozen=True, kw_only=True)

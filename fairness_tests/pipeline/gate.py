@@ -36,7 +36,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.core.registry import cluster_choices, load
+from fairness_tests.core.registry import cluster_choices, default_clusters, load
 from fairness_tests.metrics import gate as gm
 from fairness_tests.pipeline.benchmark import FamilySpec, GatePart, families
 from fairness_tests.pipeline.gate_pairs import candidate_pair, shared_protocols
@@ -45,11 +45,6 @@ from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT
 from fairness_tests.stats.significance import ALPHA, MODES, GateMode
-
-
-def default_clusters() -> dict[str, str]:
-    """``{family: its default resampling unit}``: the first of its choices."""
-    return {name: choices[0] for name, choices in cluster_choices().items()}
 
 
 @dataclass(frozen=True)
@@ -62,7 +57,7 @@ class Gated:
 
 def gated_parts(cluster: Mapping[str, str] | None = None) -> list[Gated]:
     """Every gated family's :class:`GatePart`, in registry order, with the cluster
-    column of ``cluster``'s unit for it (default: :func:`default_clusters`); an unknown
+    column of ``cluster``'s unit for it (default: each family's first unit); an unknown
     family or unit is a :class:`ConfigError` naming the choices."""
     choices = cluster_choices()
     clusters = {**default_clusters(), **(cluster or {})}
@@ -189,7 +184,7 @@ def gate_runs(baseline: RunResult, candidate: RunResult, *, mode: GateMode | Non
 
     ``mode``: "harm" | "non_inferiority" for every cell (default: each rule's
     ``gate.mode``, else harm); ``cluster``: ``{family: unit}`` among each family's
-    ``clusters`` (default: the first of each, :func:`default_clusters`); ``rules``: the
+    ``clusters`` (default: the first of each); ``rules``: the
     :class:`~fairness_tests.rules.thresholds.RuleSet` whose ``gate`` settings apply
     (default: the default thresholds for the candidate's model)."""
     if mode is not None and mode not in MODES:
