@@ -68,12 +68,20 @@ def _imports(path: Path, module: str, typing: bool = False) -> list[tuple[str, b
     return out
 
 
+#: a benchmark folder is a vertical slice: its modules of these names stand at that
+#: layer (its subcommands, ``Benchmark.commands``, are command-line code), the others
+#: at ``benchmarks``
+BENCHMARK_ROLES = {"cli": "cli"}
+
+
 def _layer(module: str) -> int:
     parts = module.split(".")
     if len(parts) == 1 or parts[1] in ROOT:
         return len(LAYERS) + 1
     if parts[1] in TOP:
         return len(LAYERS)
+    if parts[1] == "benchmarks" and len(parts) > 3 and parts[3] in BENCHMARK_ROLES:
+        return LAYERS.index(BENCHMARK_ROLES[parts[3]])
     return LAYERS.index(parts[1])
 
 

@@ -31,6 +31,7 @@ from fairness_tests.core.exits import ExitCode
 from fairness_tests.core.project import ENV_PROJECT_DIR
 from fairness_tests.core.version import __version__
 from fairness_tests.models.backends.cost import BudgetReached
+from fairness_tests.pipeline.benchmark import benchmarks
 
 # each module defines register(subparsers)
 AREAS = [
@@ -114,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for mod in AREAS:
         importlib.import_module(mod).register(sub)
+    for bench in benchmarks():
+        if bench.commands:
+            importlib.import_module(bench.commands).register(sub)
     return parser
 
 

@@ -145,7 +145,10 @@ class Benchmark(ABC):
     ``listed``: named on every card, as not evaluated when not asked (None: when
     ``default``; :meth:`disclosed`); ``reads_benchmark_file``: its items come from the
     team's file ``--benchmark FILE`` (which then selects it); ``example``: a file beside
-    its module that ``init`` copies into a project's ``benchmarks/``."""
+    its module that ``init`` copies into a project's ``benchmarks/``; ``commands``: the
+    module of its own subcommands (``fairness-tests NAME ...``, e.g. scoring predictions
+    made elsewhere): a ``register(subparsers)`` function, called while the command line
+    is built (:func:`fairness_tests.cli.main.build_parser`); None: it has none."""
     name: ClassVar[str]
     family: ClassVar[FamilySpec]
     default: ClassVar[bool] = False
@@ -160,6 +163,7 @@ class Benchmark(ABC):
     listed: ClassVar[bool | None] = None
     reads_benchmark_file: ClassVar[bool] = False
     example: ClassVar[str | None] = None
+    commands: ClassVar[str | None] = None
 
     @classmethod
     def disclosed(cls) -> bool:
