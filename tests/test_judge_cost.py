@@ -59,3 +59,24 @@ def test_dry_run_with_the_judge_scorer(tmp_path):
     assert n > 0
     _, text = dry_run(config)
     assert f"judge {MODEL}: {n} requests (0 in store, {n} to ask)" in text
+
+
+def test_dry_run_counts_the_judge_for_a_team_s_generations(tmp_path):
+    """A team's benchmark file with a ``generate`` outcome is scored by the same scorers
+    as the generative audit (the judge among them): the dry run's judge line counts its
+    generations (before, it counted only the generative audit's, by name: 0 here). 12
+    filled templates x 2 seeds = 24 generations, none made: 24 judge requests to ask."""
+    bench = tmp_path / "b.yaml"
+    bench.write_text(
+        "name: tiny\nattributes:\n  gender: [male, female]\n  age: [30, 50, 70]\n"
+        "reference: {gender: male, age: 30}\noutcome: {kind: generate, seeds: [1, 2]}\n"
+        "templates:\n  - {id: t1, text: 'A {age}-year-old {gender} applies. Approve?'}\n"
+        "  - {id: t2, text: 'Should the {age}-year-old {gender} be hired?'}\n",
+        encoding="utf-8")
+    config = AuditConfig(backend="litellm", model="openai/" + MODEL, recordings=(),
+                         benchmark_file=str(bench), store=str(tmp_path / "s.sqlite"),
+                         scorers=("published", "judge"), judge_model=MODEL)
+    n = len(collect_requests(config)["templates"])
+    assert n == 2 * 6 * 2
+    _, text = dry_run(config)
+    assert f"judge {MODEL}: {n} requests (0 in store, {n} to ask)" in text

@@ -15,7 +15,7 @@ import pytest
 from fairness_tests.core.errors import DataError
 from fairness_tests.run import metadata
 from fairness_tests.run.metadata import BBQInfo, RunMetadata, register_info
-from fairness_tests.run.result import RunResult
+from fairness_tests.run.result import RunResult, expected_parts, missing_parts
 
 sys.path.insert(0, str(Path(__file__).parent))
 from card_testdata import make_run  # noqa: E402  the card's test data module
@@ -78,3 +78,19 @@ def test_a_process_that_never_imported_a_benchmark_reads_its_info_typed(tmp_path
                          env=os.environ, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == BBQInfo.__name__
+
+
+@pytest.mark.parametrize("name", ["crows_pairs", "winogender", "winobias", "kobbq",
+                                  "templates", "bbq", "generative"])
+def test_every_family_s_records_are_a_part_of_its_runs(name, tmp_path):
+    """A run of any registered family (not only the three run/ once listed) is complete
+    only with its records: the gate reads them item by item. A copy without
+    ``records/<name>.csv.gz`` is named incomplete (the old fixed list let a CrowS-Pairs
+    run without its records load, and the gate then found nothing to compare)."""
+    run = make_run()
+    run.metadata.infos[name] = TinyInfo(n_items=1)
+    assert f"records/{name}.csv.gz" in expected_parts(run.metadata)
+    assert f"records/{name}.csv.gz" in missing_parts(tmp_path, run.metadata)
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / f"{name}.csv.gz").write_bytes(b"")
+    assert f"records/{name}.csv.gz" not in missing_parts(tmp_path, run.metadata)

@@ -100,10 +100,27 @@ def test_the_run_line_names_each_cause(capsys):
                  LOGPROBS_MAX_TOKENS)[0]
     ok = SimpleNamespace(status="ok", error="", reasoning_tokens=None)
     stub = SimpleNamespace(truncated={}, config=SimpleNamespace(max_tokens=16))
-    Asker._warn_truncated(stub, [blank] * 60 + [ok] * 260, "consistency")  # type: ignore[arg-type]
+    Asker._warn_truncated(stub, [blank] * 60 + [ok] * 260, "consistency",  # type: ignore[arg-type]
+                          generations=False)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and stub.truncated == {"consistency": 60}
     assert err[0].startswith("fairness-tests: 60 of 320 consistency answers were truncated "
                              "without an answer, e.g. finish_reason=length after 3 "
                              "completion token(s)")
     assert "went to reasoning" not in err[0]
+
+
+@pytest.mark.parametrize("generations, setting", [(False, "--max-tokens (now 16)"),
+                                                   (True, "max_new_tokens")])
+def test_the_setting_named_follows_the_request_kind(capsys, generations, setting):
+    """The setting a truncated answer asks to raise depends on what was asked: a
+    generation's max_new_tokens, else ``--max-tokens`` (any benchmark's choice or
+    loglikelihood requests, not only BBQ's by name)."""
+    reqs = requests("logprobs")
+    blank = read(reqs, completion("\n\n\n", "length", 3, 0, ["\n", "\n", "\n"]),
+                 LOGPROBS_MAX_TOKENS)[0]
+    blank.reasoning_tokens = 5
+    stub = SimpleNamespace(truncated={}, config=SimpleNamespace(max_tokens=16))
+    Asker._warn_truncated(stub, [blank], "kobbq", generations)  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert f"raise {setting}" in err and stub.truncated == {"kobbq": 1}

@@ -153,7 +153,7 @@ class Asker:
         self.keys.extend(r.key() for r in mine)
         self.counts[label] = len(requests)
         self.counts[f"{label}_new"] = sent     # requests sent (an error row asked again too)
-        self._warn_truncated(out, label)
+        self._warn_truncated(out, label, any(r.kind == "generate" for r in requests))
         if not self.config.shard:
             return out
         self.counts[f"{label}_shard"] = len(mine)
@@ -162,19 +162,19 @@ class Asker:
                                              error=f"outside shard {self.config.shard}")
                 for r in requests]
 
-    def _warn_truncated(self, out: list[Response], label: str) -> None:
+    def _warn_truncated(self, out: list[Response], label: str, generations: bool) -> None:
         """One line per cause of the truncated answers: the budget spent on reasoning
         (only where the reply showed reasoning), or cut for another reason (what the
-        first such reply says happened)."""
+        first such reply says happened). The setting to raise: the decoding's
+        max_new_tokens for generations, ``--max-tokens`` for the other request kinds."""
         truncated = [r for r in out if r.status == "truncated"]
         if not truncated:
             return
         self.truncated[label] = len(truncated)
         reasoning = [r for r in truncated if truncated_by_reasoning(r)]
         other = [r for r in truncated if not truncated_by_reasoning(r)]
-        setting = (f"--max-tokens (now {self.config.max_tokens})"
-                   if label in ("bbq", "consistency")
-                   else "max_new_tokens (the suite's decoding, or --gen-max-new-tokens)")
+        setting = ("max_new_tokens (the suite's decoding, or --gen-max-new-tokens)"
+                   if generations else f"--max-tokens (now {self.config.max_tokens})")
         if reasoning:
             print(f"fairness-tests: {len(reasoning)} of {len(out)} {label} answers were "
                   f"truncated (finish_reason=length with no answer: {REASONING_SPENT}); "

@@ -21,7 +21,7 @@ from fairness_tests.models.requests import prompt_format as PF
 from fairness_tests.models.requests.repeat_modes import record
 from fairness_tests.pipeline.asker import Asker, check_live
 from fairness_tests.pipeline.batch_run import batch_report, check_batch, submit_all
-from fairness_tests.pipeline.benchmark import Asked, by_family, extra_rules
+from fairness_tests.pipeline.benchmark import Asked, benchmarks, by_family, extra_rules, families
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.configure import recorded_config, regen_command
 from fairness_tests.pipeline.stages import SILENT, Stages
@@ -104,9 +104,11 @@ def _describe_asking(result: RunResult, config: AuditConfig, asker: Asker) -> No
     if config.live and asker._backend is not None:
         meta.backend_info = asker.backend.info()
     meta.asking = asking_info(config, asker)
-    if meta.bbq is not None:
-        meta.bbq.truncated_answers = sum(asker.truncated.get(p, 0)
-                                         for p in ("bbq", "consistency"))
+    for family in families():
+        info = meta.infos.get(family.metadata_key)
+        if hasattr(info, "truncated_answers"):
+            info.truncated_answers = sum(asker.truncated.get(b.name, 0)
+                                         for b in benchmarks() if b.family == family)
     meta.requests = dict(asker.counts)
     meta.store = display_path(asker.store.path)
     meta.evaluation_date = evaluation_date(asker)

@@ -148,7 +148,10 @@ class Benchmark(ABC):
     its module that ``init`` copies into a project's ``benchmarks/``; ``commands``: the
     module of its own subcommands (``fairness-tests NAME ...``, e.g. scoring predictions
     made elsewhere): a ``register(subparsers)`` function, called while the command line
-    is built (:func:`fairness_tests.cli.main.build_parser`); None: it has none."""
+    is built (:func:`fairness_tests.cli.main.build_parser`); None: it has none;
+    ``scored``: its generations are scored by the run's scorers (rubric, judge,
+    classifier), so the dry run counts the judge's requests for them; ``options``: the
+    audit options only it reads (giving one to a run that does not ask it is an error)."""
     name: ClassVar[str]
     family: ClassVar[FamilySpec]
     default: ClassVar[bool] = False
@@ -164,6 +167,8 @@ class Benchmark(ABC):
     reads_benchmark_file: ClassVar[bool] = False
     example: ClassVar[str | None] = None
     commands: ClassVar[str | None] = None
+    scored: ClassVar[bool] = False
+    options: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def disclosed(cls) -> bool:

@@ -36,6 +36,7 @@ from fairness_tests.pipeline.config_benchmarks import (
     BenchmarkFileOption,
     GenClusterOption,
     cluster_problems,
+    unasked_options,
 )
 from fairness_tests.pipeline.config_scorers import ScorerOptions
 from fairness_tests.protocols.bbq.official import ALL, CATEGORIES
@@ -262,13 +263,11 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, Sc
                             "openai/gpt-4o-mini, or a checkpoint directory)")
         yield from ScorerOptions.cross_check(self)
         yield from BenchmarkClusterOption.cross_check(self)
+        yield from unasked_options(self)
         if len(set(self.protocols)) != len(self.protocols):
             yield "protocols", f"a protocol is named twice: {' '.join(self.protocols)}"
         if self.suite and self.published_grid:
             yield "published_grid", "give a suite or a published grid, not both"
-        elif self.gen_seeds and "generative" not in self.protocols:
-            yield "gen_seeds", ("applies to the generative protocol, which this run does not "
-                                f"ask (protocols: {' '.join(self.protocols)})")
         elif self.gen_seeds:
             known = protocol_seeds(self.suite, self.published_grid)
             missing = [s for s in self.gen_seeds if known is not None and s not in known]

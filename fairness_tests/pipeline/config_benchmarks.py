@@ -7,12 +7,19 @@ protocols name none of those (the default protocols, or a model's recording sett
 asks those only; to run one beside others, name them all (``--protocols bbq templates``)."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from fairness_tests.core.options import Checked, opt
-from fairness_tests.core.registry import cluster_units, default_clusters, load_all, units_text
+from fairness_tests.core.registry import (
+    BENCHMARK_NAMES,
+    cluster_units,
+    default_clusters,
+    load_all,
+    units_text,
+)
 
 #: the registered benchmarks that read ``--benchmark FILE``
 FILE_BENCHMARKS: tuple[str, ...] = tuple(
@@ -41,6 +48,21 @@ def cluster_problems(values: Iterable[str] | None) -> Iterable[tuple[str, str]]:
         cluster_units(values)
     except ValueError as exc:
         yield "cluster", str(exc)
+
+
+def unasked_options(config: object) -> Iterable[tuple[str, str]]:
+    """``(option, why)`` for each option given (not at its default) that only benchmarks
+    this run does not ask read (their ``Benchmark.options``)."""
+    owners: dict[str, list[str]] = {}
+    for bench in load_all():
+        for name in bench.options:
+            owners.setdefault(name, []).append(bench.name)
+    asked = set(getattr(config, "protocols", ()))
+    defaults = {f.name: f.default for f in dataclasses.fields(config)}  # type: ignore[arg-type]
+    for name, names in owners.items():
+        if getattr(config, name) != defaults.get(name) and not asked & set(names):
+            yield name, (f"applies to {' and '.join(names)}, which this run does not ask "
+                         f"(protocols: {' '.join(sorted(asked, key=BENCHMARK_NAMES.index))})")
 
 
 @dataclass(frozen=True, kw_only=True)

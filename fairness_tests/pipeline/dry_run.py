@@ -18,7 +18,7 @@ from fairness_tests.models.backends.cost import (
 from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.asker import build_backend, open_run_store, run_requests
 from fairness_tests.pipeline.batch_run import dry_run_text as batch_dry_run_text
-from fairness_tests.pipeline.benchmark import by_family
+from fairness_tests.pipeline.benchmark import benchmarks, by_family
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.judge_cost import judge_estimate
 
@@ -52,7 +52,10 @@ def dry_run(config: AuditConfig) -> tuple[list[EstimateRow], str]:
                             else None)
         sharing = prefix_sharing_text(by_protocol, store, local) if local else None
         # the judge reads the stored generations' texts, not only their statuses
-        judge = judge_estimate(config, by_protocol.get("generative", []), opened)
+        scored = {b.name for b in benchmarks() if b.scored}
+        judge = judge_estimate(config, [r for name, reqs in by_protocol.items()
+                                        if name in scored for r in reqs
+                                        if r.kind == "generate"], opened)
     price = model_price(config.model) if caps.remote else None
     text = format_rows(rows, config.model, price, local=not caps.remote)
     if not caps.remote:

@@ -32,6 +32,7 @@ import pandas as pd
 
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.io import output_dir
+from fairness_tests.core.registry import load_all
 from fairness_tests.metrics.schema import ID_COLUMNS, registered
 from fairness_tests.rules.evaluate import VERDICT_COLUMNS
 from fairness_tests.run.metadata import RunMetadata
@@ -111,8 +112,10 @@ class RunResult:
                    source=d)
 
 
-#: the per-item records each protocol of a run's metadata writes (``records/<name>.csv.gz``)
-RECORDS_OF = {"bbq": "bbq", "generative": "generative", "counterfactual": "probe"}
+def records_of() -> dict[str, str]:
+    """``{run.json key: records name}`` of every registered benchmark family: a run whose
+    metadata holds the family's info writes ``records/<name>.csv.gz``."""
+    return {b.family.metadata_key: b.family.records for b in load_all()}
 
 
 def expected_parts(metadata: RunMetadata | None) -> list[str]:
@@ -121,8 +124,8 @@ def expected_parts(metadata: RunMetadata | None) -> list[str]:
     per protocol the metadata declares."""
     parts = ["run.json", "tables/", "verdicts.csv"]
     if metadata is not None:
-        parts += [f"records/{name}.csv.gz" for key, name in RECORDS_OF.items()
-                  if getattr(metadata, key, None) is not None]
+        parts += [f"records/{name}.csv.gz" for key, name in records_of().items()
+                  if metadata.infos.get(key) is not None]
     return parts
 
 

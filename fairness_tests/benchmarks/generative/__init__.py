@@ -26,6 +26,8 @@ class Generative(Benchmark):
         units=(("prompt", "generative prompts (family x paraphrase x occupation x slice)"),
                ("row", "generative rows")))
     default = True
+    scored = True
+    options = ("gen_seeds",)
     marker = "generative audit properties"
     tables = ("generative_by_slice", "generative_cells", "generative_summary")
     drift_tables = ("generative_by_slice", "generative_by_slice_family",

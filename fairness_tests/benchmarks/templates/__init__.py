@@ -76,6 +76,7 @@ class Templates(Benchmark):
                         gated=True, compared=True, clusters=("template", "item"),
                         units=(("template", "the benchmark file's templates"),
                                ("item", "filled templates (items)")))
+    scored = True
     marker = "a team's own template benchmark (--benchmark FILE)"
     tables = ("templates_groups", "templates_summary", "templates_generate_groups",
               "templates_generate_summary")
