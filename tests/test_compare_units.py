@@ -10,7 +10,10 @@ import pytest
 
 from fairness_tests.card import svg
 from fairness_tests.compare.pairwise import PAIR_COLUMNS, ranking, two_sided
+from fairness_tests.compare.report import _units
 from fairness_tests.compare.tables import fmt, fmt_ci, fmt_count_pct
+from fairness_tests.core.registry import default_clusters
+from fairness_tests.pipeline.benchmark import families
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 
@@ -93,3 +96,26 @@ def test_grouped_bars_one_bar_per_group_and_series():
     # domain 0..4 over 160 px: 0, 1, 2, 3, 4 -> 0, 40, 80, 120, 160
     assert heights == pytest.approx([0, 40, 80, 120, 160])
     assert len(root.findall(".//s:text[@class='legend']", NS)) == 3
+
+
+class _Ran:
+    """A compared model whose runs hold the families named (what ``_units`` reads)."""
+
+    def __init__(self, *names):
+        self.names = names
+
+    def run(self, family):
+        return object() if family in self.names else None
+
+
+def test_the_method_names_the_units_of_the_families_compared():
+    """The method line names what was resampled for the families the models' runs hold,
+    each in its family's own words (before: always "BBQ templates and generative
+    prompts", even for two CrowS-Pairs runs)."""
+    spec = {f.name: f for f in families()}
+    clusters = default_clusters()
+    got = _units([_Ran("crows_pairs"), _Ran("crows_pairs")], clusters)
+    assert got == spec["crows_pairs"].unit_text(clusters["crows_pairs"])
+    assert "BBQ" not in got and "generative" not in got
+    both = _units([_Ran("bbq"), _Ran("generative")], {**clusters, "bbq": "item"})
+    assert both == "BBQ items and " + spec["generative"].unit_text("prompt")

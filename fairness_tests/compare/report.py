@@ -26,6 +26,7 @@ from fairness_tests.compare.tables import (
 from fairness_tests.core.fmt import shown_p
 from fairness_tests.core.registry import default_clusters
 from fairness_tests.pipeline import gate as G
+from fairness_tests.pipeline.benchmark import families
 from fairness_tests.pipeline.gate import ProtocolChangeError
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED
 
@@ -109,7 +110,7 @@ def build_report(entries: list[Entry], *, allow_protocol_change: bool = False,
         "unbounded DF is UB.",
         f"Pairwise comparisons: the gate's paired statistics on the items both models "
         f"answered ({n_boot} paired resamples, seed {seed}, resampling "
-        f"{_unit(clusters['bbq'])} and {_unit(clusters['generative'])}, the same resamples "
+        f"{_units(entries, clusters)}, the same resamples "
         f"for both models); two-sided p from the gate's test at margin 0 (accuracy: the "
         f"score test on discordant items, McNemar's at margin 0, times the design effect; "
         f"other metrics: paired bootstrap z); Holm's procedure over all "
@@ -129,9 +130,12 @@ def build_report(entries: list[Entry], *, allow_protocol_change: bool = False,
                          footer="fairness-tests compare " + " ".join(names))
 
 
-def _unit(c: str) -> str:
-    return {"template": "BBQ templates", "item": "BBQ items",
-            "prompt": "generative prompts", "row": "generative rows"}[c]
+def _units(entries: list[Entry], clusters: dict[str, str]) -> str:
+    """What the pairwise resamples, in words: each gated family some model's runs hold,
+    its unit (:meth:`FamilySpec.unit_text`), joined with "and"."""
+    units = [spec.unit_text(clusters[spec.name]) for spec in families()
+             if spec.gated and any(e.run(spec.name) is not None for e in entries)]
+    return " and ".join(units) or "items"
 
 
 def _pairwise_section(pairs: pd.DataFrame, alpha: float) -> Section:

@@ -77,9 +77,11 @@ def verdict_summary(verdicts: pd.DataFrame | None) -> str:
 
 def judge_incomplete(metadata) -> str | None:
     """The judge's "incomplete: N of M judge requests ..." note when any judge request of
-    the run ended in an error (the scores lack them: the run is incomplete), else None."""
-    gen = getattr(metadata, "generative", None)
-    for s in getattr(gen, "scorers", None) or ():
+    the run ended in an error (the scores lack them: the run is incomplete), else None.
+    The scorers are those any benchmark's info lists (its ``scorers``)."""
+    scorers = [s for info in (getattr(metadata, "infos", None) or {}).values()
+               for s in getattr(info, "scorers", None) or ()]
+    for s in scorers:
         if s.get("kind") == "judge" and s.get("failed"):
             return next((n for n in s.get("notes") or () if n.startswith("incomplete:")),
                         f"incomplete: {s['failed']} judge requests ended in an error "
