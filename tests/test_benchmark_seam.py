@@ -33,7 +33,6 @@ ALIASES = frozenset({"counterfactual"})
 STILL_NAMING = frozenset({
     "card/layout.py",
     "card/sections/attributes.py",
-    "card/sections/protocol.py",
     "cli/bbq.py",
     "cli/generative.py",
     "core/paths.py",

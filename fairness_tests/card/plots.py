@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from fairness_tests.card.schema import metric_definitions
-from fairness_tests.card.values import finite
+from fairness_tests.core.fmt import finite
 from fairness_tests.pipeline.views import Heatmaps, Histograms, Panels
 
 OP_TEXT = {"<=": "\u2264", ">=": "\u2265"}

@@ -23,7 +23,8 @@ import math
 from html import escape
 from typing import Any
 
-from fairness_tests.card.values import finite, num
+from fairness_tests.card.values import num
+from fairness_tests.core.fmt import finite
 
 FONT = "font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif"
 INK = "#1f2933"

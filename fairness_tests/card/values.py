@@ -92,17 +92,6 @@ def ci(lo: Any, hi: Any, digits: int = 3) -> str:
     return f"[{num(lo, digits)}, {num(hi, digits)}]"
 
 
-def finite(x: Any) -> float | None:
-    """The float value of x when it is a finite number, else None."""
-    if isinstance(x, bool) or x is None or isinstance(x, str):
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
 def get_path(d: Any, path: str) -> Any:
     """``d["a"]["b"]`` for ``path`` "a.b"; None where a key is absent."""
     for part in path.split("."):

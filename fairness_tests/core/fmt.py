@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -78,3 +79,14 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]], rule: bool 
     if rule:
         lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def finite(x: Any) -> float | None:
+    """The float value of x when it is a finite number, else None."""
+    if isinstance(x, bool) or x is None or isinstance(x, str):
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None

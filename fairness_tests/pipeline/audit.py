@@ -106,7 +106,7 @@ def _describe_asking(result: RunResult, config: AuditConfig, asker: Asker) -> No
     meta.asking = asking_info(config, asker)
     for family in families():
         info = meta.infos.get(family.metadata_key)
-        if hasattr(info, "truncated_answers"):
+        if info is not None and hasattr(info, "truncated_answers"):
             info.truncated_answers = sum(asker.truncated.get(b.name, 0)
                                          for b in benchmarks() if b.family == family)
     meta.requests = dict(asker.counts)

@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from fairness_tests.core.registry import REGISTRY, load
 from fairness_tests.pipeline.stages import SILENT, Stages
-from fairness_tests.pipeline.views import Compared, Section, View, side_by_side, table_views
+from fairness_tests.pipeline.views import (
+    CardProtocol,
+    Compared,
+    Section,
+    View,
+    side_by_side,
+    table_views,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -284,6 +291,15 @@ class Family(ABC):
         the run's ``tables`` when the card is filled (``{results key: value}``; its views
         show them with ``View(source="results")``). Generic: nothing."""
         return {}
+
+    @classmethod
+    def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:
+        """Add the family's statements of how it asked and scored to ``protocol``, for the
+        run whose card facts are ``facts`` (:class:`fairness_tests.card.sections.facts.
+        RunFacts`: its metadata ``facts.meta``, tables, ``facts.asked``, and
+        ``facts.lack(path, section, hint)`` for a required fact the run lacks); called
+        for every family, in ``card_rank`` order. Default: nothing."""
+        return None
 
     @classmethod
     def explore(cls, records: pd.DataFrame, metadata: Any) -> ExploreView:

@@ -205,6 +205,39 @@ class View:
     statements: str = ""
 
 
+@dataclass
+class CardProtocol:
+    """The card's statements of how a run asked and scored, as the families fill them
+    (:meth:`fairness_tests.pipeline.benchmark.Family.card_protocol`, called in
+    ``card_rank`` order; the card writes them into its sections ``prompt_suite``,
+    ``decoding``, ``refusal_handling``, ``scorer`` and ``evaluation_protocol``).
+
+    ``suite``: ``prompt_suite`` (its ``families`` list and the family's own keys);
+    ``total_prompts``: the distinct prompts asked, summed over the families;
+    ``regimes``: ``decoding.regimes``; ``seeds_per_prompt``, ``post_processing``: the
+    first family's that sets them; ``refusal``: one sentence per family of
+    ``refusal_handling.refusal_definition`` (``refusal_fields``: its other keys);
+    ``scorer``: ``scorer``'s keys; its notes are each family's sentence of how its
+    answers were scored (``scorer_notes``), then the checks of the scorers (judges,
+    agreement, sensitivity: ``scorer_checks``); ``record``:
+    ``{run.json key: what evaluation_protocol records under it}``; ``seeds`` and
+    ``samples``: ``{family: its sentence of seed_policy / samples_per_prompt}`` (joined
+    in registry order)."""
+    suite: dict[str, Any] = field(default_factory=lambda: {"families": []})
+    total_prompts: int = 0
+    regimes: list[dict[str, Any]] = field(default_factory=list)
+    seeds_per_prompt: int | None = None
+    post_processing: str | None = None
+    refusal: list[str] = field(default_factory=list)
+    refusal_fields: dict[str, Any] = field(default_factory=dict)
+    scorer: dict[str, Any] = field(default_factory=lambda: {"type": "lexical-rule"})
+    scorer_notes: list[str] = field(default_factory=list)
+    scorer_checks: list[str] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)
+    seeds: dict[str, str] = field(default_factory=dict)
+    samples: dict[str, str] = field(default_factory=dict)
+
+
 def table_views(tables: Sequence[str]) -> list[View]:
     """The generic card views: for each table, a heading (its name) and the table."""
     return [View(t, f"res_{t}", t) for t in tables]

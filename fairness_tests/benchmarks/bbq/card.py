@@ -5,12 +5,16 @@ the per-item MFAA% and GTC% histograms, :func:`consistency_distribution`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from fairness_tests.pipeline.views import Histograms, Panels, View
+from fairness_tests.pipeline.bbq_info import data_release
+from fairness_tests.pipeline.views import CardProtocol, Histograms, Panels, View
+from fairness_tests.protocols.bbq.data import derived_target_note
+from fairness_tests.protocols.bbq.official import INTERSECTIONAL
 
 HIST_EDGES = [float(x) for x in range(0, 101, 10)]
 BBQ_PLOT_METRICS = ("accuracy", "s_amb", "s_dis", "acc_reinf", "acc_counter",
@@ -49,3 +53,128 @@ def consistency_distribution(items: pd.DataFrame) -> dict:
         out[m] = {"bin_edges": HIST_EDGES, "counts": [int(c) for c in counts], "n": int(x.size),
                   "mean": float(x.mean()) if x.size else None}
     return out
+
+
+# ---------------------------------------------------------------- the evaluation protocol
+
+ROTATIONS_TEXT = {"all": "all three cyclic option rotations of every item",
+                  "sample": "all three cyclic option rotations of the consistency sample",
+                  "none": "dataset option order only"}
+BBQ_NAME = "BBQ multiple choice (three options)"
+
+
+def card_protocol(f: Any, card: CardProtocol) -> None:
+    """BBQ's prompt (a family of the prompt suite), its decoding, what counts as invalid,
+    how answers were parsed, and its record (data hashes and release, filter, items,
+    rotations, consistency sample); ``total_prompts`` adds items x option orders
+    (:meth:`fairness_tests.pipeline.benchmark.Family.card_protocol`)."""
+    b = f.meta.bbq
+    if b is None:
+        return
+    _prompt(f, b, card)
+    _decoding(f, b, card)
+    card.refusal.append(
+        "BBQ: an answer that cannot be parsed as one of the three options is 'invalid': "
+        "counted as wrong and reported as invalid_rate, never dropped or coerced." if f.asked
+        else "BBQ: an answer the predictions file gives as null is 'invalid': counted as "
+        "wrong and reported as invalid_rate, never dropped; how the other tool turned the "
+        "model's text into an option (and what it did with refusals) is not known to this "
+        "run.")
+    card.scorer_notes.append(
+        "BBQ answers parsed by rule ('b', '(b)', 'B.', 'Answer: b' or the option's own text); "
+        "anything else is invalid." if f.asked else
+        "BBQ: the predictions file gives option indices (0, 1, 2 or null); fairness_tests "
+        "parsed no text.")
+    card.record["bbq"] = _record(f, b)
+    card.seeds["bbq"] = _seeds(f, b)
+    c = b.consistency
+    card.samples["bbq"] = (
+        f"BBQ: one answer per item ({b.n_items} items)"
+        + (f"; {c.repeats} repeated answers for each of the {c.n_items} consistency-sample "
+           "items" if c is not None else "")
+        + f"; {ROTATIONS_TEXT[b.rotations_mode]}.")
+
+
+def _prompt(f: Any, b: Any, card: CardProtocol) -> None:
+    i = len(card.suite["families"])
+    fam = {"id": "BBQ", "name": BBQ_NAME}
+    if b.prompt_description:
+        fam["description"] = b.prompt_description
+    elif not f.asked:
+        fam["description"] = (f"The answers are {f.scored_from()}; the prompt that "
+                              "produced them is not known to this run.")
+    if b.prompt_template:
+        fam["template"] = b.prompt_template
+    else:
+        f.lack(f"prompt_suite.families[{i}].template", "evaluation_protocol",
+               "run metadata bbq.prompt_template" if f.asked else f.unknown("the BBQ prompt"))
+    card.suite["families"].append(fam)
+    card.total_prompts += b.n_items * b.rotations
+
+
+def _decoding(f: Any, b: Any, card: CardProtocol) -> None:
+    reg = {"name": "bbq", "protocol": "bbq"}
+    for key, value in (("temperature", b.temperature), ("top_p", b.top_p),
+                       ("max_new_tokens", b.max_tokens)):
+        if value is not None:
+            reg[key] = value
+        elif key != "max_new_tokens":
+            f.lack(f"decoding.regimes[{len(card.regimes)}].{key}", "evaluation_protocol",
+                   f"run metadata bbq.{key}" if f.asked
+                   else f.unknown(f"the {key} the answers were sampled with"))
+    card.regimes.append(reg)
+    if card.seeds_per_prompt is None:
+        card.seeds_per_prompt = b.repeats
+    if card.post_processing is None:
+        card.post_processing = (
+            "The answer text is parsed as one of the three options; nothing else." if f.asked
+            else "Not known to this run: the predictions file gives option indices, not the "
+            "model's text.")
+
+
+def _record(f: Any, b: Any) -> dict[str, Any]:
+    """What ``evaluation_protocol.bbq`` records of the run."""
+    out: dict[str, Any] = {
+        "data_sha256": dict(sorted(b.sha256.items())), "official": b.official,
+        "data_release": {st.name: st.to_dict() for st in data_release(b)},
+        "filter": b.filter, "n_items": b.n_items, "n_answers": b.n_answers,
+        "invalid_answers": b.invalid_answers, "repeats": b.repeats, "rotations": b.rotations,
+        "rotations_mode": b.rotations_mode, "bootstrap": asdict(b.bootstrap)}
+    for key in ("data_dir", "option_order", "temperature", "limit"):
+        if getattr(b, key) is not None:
+            out[key] = getattr(b, key)
+    out.update(bbq_choices(b))
+    if f.asked:
+        out["seed"] = b.seed          # the answer-sampling seed (a scored run has none)
+    if b.consistency is not None:
+        c = b.consistency
+        out["consistency"] = {k: v for k, v in (("n_items", c.n_items), ("repeats", c.repeats),
+                                                ("seed", c.seed), ("per_cell", c.per_cell))
+                              if v is not None}
+    return out
+
+
+def bbq_choices(b: Any) -> dict[str, str]:
+    """What a BBQ run chose that the intersectional audit does not (the card says it):
+    the categories, target_loc derived by the BBQ authors' rule, their conventions."""
+    out = {}
+    if b.categories and tuple(b.categories) != INTERSECTIONAL:
+        out["categories"] = ", ".join(b.categories)
+    derived = derived_target_note(b.target_loc)
+    if derived:
+        out["target_loc"] = derived
+    if b.conventions != "project":
+        out["conventions"] = ("the BBQ authors' (unmatched answers and items without a "
+                              "target dropped; unknown from the chosen option's tag; "
+                              "name-proxy items as separate rows)")
+    return out
+
+
+def _seeds(f: Any, b: Any) -> str:
+    boot = (f"bootstrap {b.bootstrap.resamples} resamples, seed {b.bootstrap.seed}")
+    if not f.asked:
+        return f"BBQ: how the answers were sampled is not known to this run; {boot}."
+    cons = b.consistency
+    return (f"BBQ: answer sampling seed {b.seed}; {boot}"
+            + (f"; consistency sample drawn with seed {cons.seed}"
+               if cons is not None and cons.seed is not None else "") + ".")

@@ -17,7 +17,7 @@ from fairness_tests.models.requests.request import Decoding, Request
 from fairness_tests.pipeline.bbq_info import bbq_info
 from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
-from fairness_tests.pipeline.views import Compared, Section, View
+from fairness_tests.pipeline.views import CardProtocol, Compared, Section, View
 from fairness_tests.protocols.bbq.data import load_filtered
 from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table, prompt_text
 from fairness_tests.protocols.bbq.sample import consistency_sample, sample_record
@@ -58,6 +58,10 @@ class BBQFamily(Family):
     @classmethod
     def compare_sections(cls, entries: Sequence[Compared]) -> list[Section]:
         return compare.sections(entries)
+
+    @classmethod
+    def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:
+        card.card_protocol(facts, protocol)
 
     @classmethod
     def card_results(cls, tables: Mapping[str, list[dict]]) -> list[View]:

@@ -2,6 +2,16 @@
 <fairness_tests.pipeline.benchmark.Family.card_results>`): its table, under its name."""
 from __future__ import annotations
 
-from fairness_tests.pipeline.views import View
+from dataclasses import asdict
+from typing import Any
+
+from fairness_tests.pipeline.views import CardProtocol, View
 
 VIEWS = [View("Counterfactual probe", "res_counterfactual", "counterfactual")]
+
+
+def card_protocol(f: Any, card: CardProtocol) -> None:
+    """The probe's record under ``evaluation_protocol.counterfactual``: its run metadata
+    as recorded (:meth:`fairness_tests.pipeline.benchmark.Family.card_protocol`)."""
+    if f.meta.counterfactual is not None:
+        card.record["counterfactual"] = asdict(f.meta.counterfactual)

@@ -3,6 +3,7 @@ counterfactual consistency under the name-order and context-cue swaps."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -12,7 +13,7 @@ from fairness_tests.metrics import counterfactual as CF
 from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.benchmark import Asked, Family, Results
 from fairness_tests.pipeline.config import AuditConfig
-from fairness_tests.pipeline.views import View
+from fairness_tests.pipeline.views import CardProtocol, View
 from fairness_tests.protocols.generative import probe as P
 from fairness_tests.run.metadata import CounterfactualInfo
 from fairness_tests.scoring.verdict import classify, person_labels
@@ -25,6 +26,10 @@ class ProbeFamily(Family):
     """The probe's grid (after the run's reductions) and its verdict classifier."""
 
     card_rank = 20
+
+    @classmethod
+    def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:
+        card.card_protocol(facts, protocol)
 
     @classmethod
     def card_results(cls, tables: Mapping[str, list[dict]]) -> list[View]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from fairness_tests.pipeline.views import CardProtocol
 from fairness_tests.rules.evaluate import VERDICT_COLUMNS
 from fairness_tests.run.metadata import BBQInfo, GenerativeInfo, RunMetadata
 from fairness_tests.run.result import RunResult
@@ -22,6 +23,8 @@ class RunFacts:
     tables: dict[str, pd.DataFrame]
     verdicts: pd.DataFrame
     missing: list[tuple[str, str, str]] = field(default_factory=list)   # (field, section, hint)
+    #: the families' protocol statements (:func:`~.protocol.protocol_parts`, once per card)
+    protocol: CardProtocol | None = None
 
     @classmethod
     def of(cls, run: RunResult) -> "RunFacts":

@@ -19,7 +19,8 @@ import pandas as pd
 
 from fairness_tests.card.schema import metric_definitions
 from fairness_tests.card.sections.facts import RunFacts
-from fairness_tests.card.values import finite, records
+from fairness_tests.card.values import records
+from fairness_tests.core.fmt import finite
 from fairness_tests.core.registry import load
 from fairness_tests.pipeline.benchmark import families
 
