@@ -5,9 +5,11 @@ from typing import get_args, get_type_hints
 
 import pytest
 
+from fairness_tests.benchmarks.bbq import consistency
+from fairness_tests.benchmarks.bbq import tables as bbq_tables
 from fairness_tests.compare import report as compare_report
 from fairness_tests.compare import tables as compare_tables
-from fairness_tests.metrics import bbq_tables, consistency, generative, schema
+from fairness_tests.metrics import generative, schema
 from fairness_tests.metrics.schema import BBQCluster, GenerativeCluster
 from fairness_tests.models.requests.request import RepeatMode
 from fairness_tests.pipeline import gate

@@ -36,6 +36,8 @@ class BBQ(Benchmark):
     shown = (Shown("bbq", tables, "the run has no BBQ tables: the intersectional BBQ audit "
                    "was not run"),)
 
+    commands = "fairness_tests.benchmarks.bbq.cli"
+
     def requests(self, family: BBQFamily) -> list[Request]:
         rotations = family.config.rotations
         out = family.ask(family.items, (0, 1, 2) if rotations == "all" else (0,), 1)
