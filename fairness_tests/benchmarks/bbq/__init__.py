@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from fairness_tests.benchmarks.bbq.schema import COLUMN_VALUES, TABLES
+from fairness_tests.metrics.schema import register_table
 from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
 from fairness_tests.run.metadata import BBQInfo, register_info
 
@@ -14,6 +16,8 @@ if TYPE_CHECKING:
     from fairness_tests.benchmarks.bbq.family import BBQFamily
     from fairness_tests.models.requests.request import Request
 
+for _name, _table in TABLES.items():
+    register_table(_name, _table, values=COLUMN_VALUES[_name])
 #: what a run records about it, under run.json's "bbq" key
 register_info("bbq", BBQInfo)
 
