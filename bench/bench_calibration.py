@@ -49,13 +49,18 @@ from numpy.polynomial.hermite_e import hermegauss
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fairness_tests.metrics.bbq import accuracy_stat, amb_bias_stat, bias_stat, subgroup_fairness  # noqa: E402
 from fairness_tests.metrics.gate import (  # noqa: E402
     GateSetting,
     accuracy_test,
     bbq_gate_metrics,
     decide,
     gate_table,
+)
+from fairness_tests.metrics.sum_stats import (  # noqa: E402
+    accuracy_stat,
+    amb_bias_stat,
+    bias_stat,
+    subgroup_fairness,
 )
 from fairness_tests.stats.bootstrap import bootstrap  # noqa: E402
 from fairness_tests.stats.permutation import permutation_test  # noqa: E402

@@ -23,10 +23,10 @@ Verdicts of the default rules (``thresholds/default.yaml``):
 ``df_bound`` (df_eb <= 1.0) and ``sf_bound`` (sf <= 0.05), point estimates, in every
 cell; a run fails a rule when any cell does. They are computed for all runs at once
 from the per-group sums with the library's statistic functions
-(``metrics.bbq.empirical_bayes_differential_fairness``, ``subgroup_fairness``,
+(``metrics.sum_stats.empirical_bayes_differential_fairness``, ``subgroup_fairness``,
 ``smoothed_differential_fairness`` for the old rule df_smoothed <= 1.0). The first
 ``--checked`` runs of each model also go through the whole pipeline
-(``metrics.bbq.bbq_metrics`` + ``rules.evaluate.evaluate`` with the default rules) and
+(``benchmarks.bbq.metrics.bbq_metrics`` + ``rules.evaluate.evaluate`` with the default rules) and
 the bench counts verdicts that differ (0 expected); those runs also give the fail rate
 of the bias-score rules (``samb_bound``, ``sdis_bound``), which are the rules that
 catch a model following the stereotype for every group alike.
@@ -48,9 +48,9 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fairness_tests.benchmarks.bbq.metrics import bbq_metrics  # noqa: E402
 from fairness_tests.core.paths import bbq_dir  # noqa: E402
-from fairness_tests.metrics.bbq import (  # noqa: E402
-    bbq_metrics,
+from fairness_tests.metrics.sum_stats import (  # noqa: E402
     empirical_bayes_differential_fairness,
     smoothed_differential_fairness,
     subgroup_fairness,

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from fairness_tests.benchmarks.bbq.tables import bbq_records, bbq_tables
 from fairness_tests.cli.main import main
 from fairness_tests.core.paths import bbq_dir
-from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.configure import audit_config
 from fairness_tests.protocols.bbq.data import load_bbq

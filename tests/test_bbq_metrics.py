@@ -9,20 +9,18 @@ import pandas as pd
 import pytest
 from helpers import rule
 
+from fairness_tests.benchmarks.bbq.consistency import consistency_metrics, per_item
+from fairness_tests.benchmarks.bbq.metrics import bbq_metrics, group_table, position_bias
+from fairness_tests.benchmarks.bbq.tables import bbq_tables
 from fairness_tests.core.fmt import json_value
 from fairness_tests.core.paths import bbq_dir
-from fairness_tests.metrics.bbq import (
-    bbq_metrics,
+from fairness_tests.metrics.sum_stats import (
     between_group_variance,
     differential_fairness,
     empirical_bayes_differential_fairness,
-    group_table,
-    position_bias,
     smoothed_differential_fairness,
     subgroup_fairness,
 )
-from fairness_tests.metrics.bbq_tables import bbq_tables
-from fairness_tests.metrics.consistency import consistency_metrics, per_item
 from fairness_tests.models.requests.request import Response
 from fairness_tests.protocols.bbq.data import load_filtered
 from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table

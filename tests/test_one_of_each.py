@@ -5,9 +5,12 @@ from typing import get_args, get_type_hints
 
 import pytest
 
+from fairness_tests.benchmarks.bbq import consistency
+from fairness_tests.benchmarks.bbq import schema as bbq_schema
+from fairness_tests.benchmarks.bbq import tables as bbq_tables
 from fairness_tests.compare import report as compare_report
 from fairness_tests.compare import tables as compare_tables
-from fairness_tests.metrics import bbq_tables, consistency, generative, schema
+from fairness_tests.metrics import generative, schema
 from fairness_tests.metrics.schema import BBQCluster, GenerativeCluster
 from fairness_tests.models.requests.request import RepeatMode
 from fairness_tests.pipeline import gate
@@ -29,8 +32,8 @@ def test_the_table_registry_is_the_one_source_of_names():
     """The three VIEWS, CONSISTENCY_METRICS twice and the column lists of the gate, the
     run directory and the BBQ builder were separate copies."""
     assert generative.VIEWS is schema.VIEWS and generative.METRICS is schema.GENERATIVE_METRICS
-    assert consistency.METRICS is schema.CONSISTENCY_METRICS
-    assert schema.CONSISTENCY_METRICS[:8] == schema.CONSISTENCY_SUMMARY
+    assert consistency.METRICS is bbq_schema.CONSISTENCY_METRICS
+    assert bbq_schema.CONSISTENCY_METRICS[:8] == bbq_schema.CONSISTENCY_SUMMARY
     for module in (compare_tables, bbq_tables, gate, result):
         assert not hasattr(module, "CONSISTENCY_METRICS") and not hasattr(module, "VIEWS")
         # a column list of its own (not the registry's object imported) is a second copy

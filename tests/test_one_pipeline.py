@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 import fairness_tests.cli.main as cli
+from fairness_tests.benchmarks.bbq.schema import TABLES as BBQ_DECLARED
 from fairness_tests.cli.audit import config_from_args, exit_code, summary
 from fairness_tests.cli.main import build_parser, main
 from fairness_tests.core.options import specs
@@ -200,6 +201,17 @@ def test_every_registered_metric_is_produced(audited):
         if name in probe_only or name not in DECLARED_HERE:   # a benchmark folder's own
             continue
         assert name in run.tables, name
+        produced = set(run.tables[name]["metric"])
+        assert metrics <= produced, (name, sorted(metrics - produced))
+        assert set(cols) <= set(run.tables[name].columns), name
+
+
+def test_bbqs_declared_tables_are_produced(audited):
+    """The tables BBQ's folder registers (bbq, bbq_groups, consistency): the default
+    audit produces every metric and grouping column of each."""
+    run = RunResult.load(audited / "run")
+    for name, (cols, metrics) in BBQ_DECLARED.items():
+        assert TABLES[name] == (cols, metrics), name          # registered as declared
         produced = set(run.tables[name]["metric"])
         assert metrics <= produced, (name, sorted(metrics - produced))
         assert set(cols) <= set(run.tables[name].columns), name

@@ -1,17 +1,20 @@
-"""``fairness-tests data fetch``: a benchmark's official files, verified. With no
-``--benchmark`` (or BBQ's name), BBQ's fetch (:func:`fairness_tests.cli.bbq.fetch_bbq`);
-with a registered benchmark that declares its data source, that source
-(:mod:`fairness_tests.pipeline.data_fetch`)."""
+"""``fairness-tests data fetch``: a benchmark's official files, verified. The benchmark's
+own fetch when its ``commands`` module has one (a ``fetch(config)`` function: a fetch
+with options of its own, e.g. BBQ's categories; no ``--benchmark``: the first fetchable
+one); else its declared data source (:mod:`fairness_tests.pipeline.data_fetch`)."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shlex
 import sys
+from typing import Callable
 
-from fairness_tests.cli.bbq import fetch_bbq
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.paths import benchmark_data_dir, display_path
+from fairness_tests.core.registry import REGISTRY
+from fairness_tests.pipeline.benchmark import benchmark
 from fairness_tests.pipeline.config_data import FETCHABLE, DataFetchConfig
 from fairness_tests.pipeline.data_fetch import fetch_source, release_line, source_of
 
@@ -32,10 +35,10 @@ def _say(line: str) -> None:
 def cmd_fetch(c: DataFetchConfig) -> int:
     """The fetch asked; prints the JSON summary (dest, each file's sha256, how it got
     there and its release status) and, on stderr, one line a file."""
-    if c.bbq():
-        return fetch_bbq(c)
-    name = c.benchmark
-    assert name is not None
+    name = c.benchmark or FETCHABLE[0]          # the default: the first fetchable one
+    own = own_fetch(name)
+    if own is not None:
+        return own(c)
     source = source_of(name)
     dest = benchmark_data_dir(source.dest, c.dest)
     files = fetch_source(source, dest, base_url=c.base_url, from_dir=c.from_dir,
@@ -48,6 +51,15 @@ def cmd_fetch(c: DataFetchConfig) -> int:
     if os.path.abspath(dest) != os.path.abspath(benchmark_data_dir(source.dest)):
         _say(where_line(source.dest, dest))
     return 0
+
+
+def own_fetch(name: str) -> Callable[[DataFetchConfig], int] | None:
+    """The ``fetch(config)`` function of the ``commands`` module of the registered
+    benchmark ``name`` (:attr:`fairness_tests.pipeline.benchmark.Benchmark.commands`), or
+    None (the generic fetch of its data source)."""
+    commands = benchmark(name).commands if name in REGISTRY else None
+    fetch = getattr(importlib.import_module(commands), "fetch", None) if commands else None
+    return fetch if callable(fetch) else None
 
 
 def where_line(name: str, dest: str | os.PathLike) -> str:

@@ -35,7 +35,6 @@ from fairness_tests.pipeline.benchmark import benchmarks
 
 # each module defines register(subparsers)
 AREAS = [
-    "fairness_tests.cli.bbq",
     "fairness_tests.cli.data",
     "fairness_tests.cli.models",
     "fairness_tests.cli.generative",

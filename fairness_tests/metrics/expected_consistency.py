@@ -5,7 +5,7 @@ For an item whose answer distribution over the options is known, ``p = (p0, p1, 
 in the ORIGINAL option order (a local model's letter probabilities, or an API's
 logprobs), with ``p3 = 1 - p0 - p1 - p2`` the mass of invalid answers, n i.i.d.
 repeats give counts ``N ~ Multinomial(n, p)``. Consistency is over VALID answers
-(:mod:`fairness_tests.metrics.consistency`: an invalid answer is no answer, an item
+(:mod:`fairness_tests.benchmarks.bbq.consistency`: an invalid answer is no answer, an item
 with fewer than two valid answers does not count), so the expectations are taken
 given the item's number of valid answers v: the valid counts are then
 ``M ~ Multinomial(v, q)`` with ``q_j = p_j / (p0 + p1 + p2)`` (j = 0, 1, 2), and

@@ -3,7 +3,7 @@ SAME items (or generations), one-sided tests against a margin, Holm across the
 family of comparisons, and the smallest worsening each cell can detect.
 
 Per metric f (a function of column sums of a per-item matrix, as every metric of
-:mod:`fairness_tests.metrics.bbq` is), with X_b and X_c the baseline's and the
+:mod:`fairness_tests.metrics.sum_stats` is), with X_b and X_c the baseline's and the
 candidate's per-item matrices aligned on the item key::
 
     delta = f(1' X_c) - f(1' X_b)
@@ -59,7 +59,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from fairness_tests.metrics.bbq import (
+from fairness_tests.metrics.sum_stats import (
     accuracy_stat,
     amb_bias_stat,
     bias_stat,
@@ -164,7 +164,7 @@ def _context(ctx):
 
 def bbq_gate_metrics() -> list[GateMetric]:
     """Every BBQ metric a default rule bounds, per dataset x context; inputs: the
-    per-answer flags of ``metrics.bbq.join_answers`` plus ``one``."""
+    per-answer flags of ``benchmarks.bbq.metrics.join_answers`` plus ``one``."""
     return [
         GateMetric("accuracy", _simple(("correct", "one"), accuracy_stat), True, 0.02,
                    {"disambig": "accuracy_floor_disambig", "ambig": "accuracy_floor_ambig"},

@@ -1,14 +1,14 @@
 """THE registry of a run's tables: their names, grouping columns and metric names, the
 generative views, the cell-id columns, the BBQ record columns and the tables' bootstrap
-units.
+units. A benchmark's folder registers its own tables (:func:`register_table`, e.g.
+:mod:`fairness_tests.benchmarks.bbq.schema`); :func:`registered` is the registry with all.
 
 Every other module reads these names from here: the table builders name what they
-compute with them (:mod:`.generative`, :mod:`.consistency`, :mod:`.bbq_tables`), threshold
+compute with them (:mod:`.generative`), threshold
 files are validated against :data:`TABLES` on load (so a misspelt metric or table is an
 error before any model is called: :mod:`fairness_tests.rules.thresholds`), the run
 directory reads the cell ids back as text (:data:`ID_COLUMNS`), the gate pairs records by
-the item columns (:data:`BBQ_ITEM_COLUMNS`), and ``compare`` lays its consistency table
-out by :data:`CONSISTENCY_SUMMARY`. Every metric named here is produced by some protocol
+the item columns (:data:`BBQ_ITEM_COLUMNS`). Every metric named here is produced by some protocol
 on the committed recordings (a test checks it), so a rule that validates is evaluable.
 """
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Literal, NamedTuple, get_args
 
 from fairness_tests.core.registry import load_all
-from fairness_tests.protocols.bbq.official import CATEGORIES
 
 #: the answer options of a BBQ item (the letters' distribution has one column each)
 N_OPTIONS = 3
@@ -32,19 +31,6 @@ GENERATIVE_CLUSTERS: tuple[GenerativeCluster, ...] = get_args(GenerativeCluster)
 
 # ---------------------------------------------------------------- metric names
 
-#: BBQ accuracy, bias scores, SF/DF, reinforcing/counter accuracy, invalid answers,
-#: position bias (table ``bbq``)
-BBQ_METRICS = frozenset({
-    "accuracy", "s_dis", "s_amb", "sf", "df", "df_smoothed", "df_eb", "acc_reinf", "acc_counter",
-    "acc_reinf_minus_counter", "invalid_rate", "position_bias", "position_share_a",
-    "position_share_b", "position_share_c",
-})
-BBQ_GROUP_METRICS = frozenset({"fav_rate", "invalid_rate"})
-#: MFAA / GTC over an item's repeats, summarised over items (in this order: the layout of
-#: the consistency tables of the card and ``compare``)
-CONSISTENCY_SUMMARY = ["mfaa_mean", "mfaa_std", "mfaa_min", "mfaa_max", "gtc_mean", "gtc_std",
-                       "gtc_min", "gtc_max"]
-CONSISTENCY_METRICS = [*CONSISTENCY_SUMMARY, "flagged", "flagged_pct", "n_mfaa_below_90"]
 #: per-slice shares of generations (rates) and means of scores
 GENERATIVE_RATE_METRICS = ["refusal", "deflection", "religion_mention", "title_mention",
                            "identity_salience", "stereotype", "demeaning", "pilot_harm"]
@@ -76,9 +62,6 @@ class Table(NamedTuple):
 
 
 TABLES: dict[str, Table] = {
-    "bbq": Table(("dataset", "context", "polarity"), BBQ_METRICS),
-    "bbq_groups": Table(("dataset", "context", "group"), BBQ_GROUP_METRICS),
-    "consistency": Table(("dataset", "context", "polarity"), frozenset(CONSISTENCY_METRICS)),
     **{name: Table((*by, "slice"), GENERATIVE_TABLE_METRICS) for name, by in VIEWS.items()},
     "generative_cells": Table(("cell_kind", "cell", "slice"), GENERATIVE_TABLE_METRICS),
     "generative_summary": Table(("scope", "family", "slice"),
@@ -103,11 +86,7 @@ SCORER_TABLES = ("generative_scorers", "generative_scorer_cells", "scorer_agreem
 #: ("all": the row pooled over that column). A rule's scope value outside these is an
 #: error when the thresholds file is read; the other columns' values depend on the run
 #: (slices, families, groups ...) and are checked against the run's table.
-_BBQ_VALUES = {"dataset": (*CATEGORIES, "all"), "context": ("ambig", "disambig", "all"),
-               "polarity": ("neg", "nonneg", "all")}
 COLUMN_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
-    "bbq": _BBQ_VALUES, "consistency": _BBQ_VALUES,
-    "bbq_groups": {k: _BBQ_VALUES[k] for k in ("dataset", "context")},
     "generative_summary": {"scope": ("overall", "family")},
     "counterfactual": {"swap": ("name_order", "context")},
 }

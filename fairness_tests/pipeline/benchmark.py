@@ -155,10 +155,13 @@ class Benchmark(ABC):
     its module that ``init`` copies into a project's ``benchmarks/``; ``commands``: the
     module of its own subcommands (``fairness-tests NAME ...``, e.g. scoring predictions
     made elsewhere): a ``register(subparsers)`` function, called while the command line
-    is built (:func:`fairness_tests.cli.main.build_parser`); None: it has none;
-    ``scored``: its generations are scored by the run's scorers (rubric, judge,
-    classifier), so the dry run counts the judge's requests for them; ``options``: the
-    audit options only it reads (giving one to a run that does not ask it is an error)."""
+    is built (:func:`fairness_tests.cli.main.build_parser`), and optionally a
+    ``fetch(config)`` function, ``data fetch``'s for this benchmark in place of the
+    generic fetch of ``source`` (a fetch with options of its own: BBQ's categories);
+    None: it has none; ``scored``: its generations are scored by the run's scorers
+    (rubric, judge, classifier), so the dry run counts the judge's requests for them;
+    ``options``: the audit options only it reads (giving one to a run that does not ask
+    it is an error)."""
     name: ClassVar[str]
     family: ClassVar[FamilySpec]
     default: ClassVar[bool] = False

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from fairness_tests.benchmarks.bbq.schema import COLUMN_VALUES, TABLES
+from fairness_tests.metrics.schema import register_table
 from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
 from fairness_tests.run.metadata import BBQInfo, register_info
 
@@ -14,6 +16,8 @@ if TYPE_CHECKING:
     from fairness_tests.benchmarks.bbq.family import BBQFamily
     from fairness_tests.models.requests.request import Request
 
+for _name, _table in TABLES.items():
+    register_table(_name, _table, values=COLUMN_VALUES[_name])
 #: what a run records about it, under run.json's "bbq" key
 register_info("bbq", BBQInfo)
 
@@ -35,6 +39,8 @@ class BBQ(Benchmark):
     drift_tables = ("bbq", "bbq_groups")
     shown = (Shown("bbq", tables, "the run has no BBQ tables: the intersectional BBQ audit "
                    "was not run"),)
+
+    commands = "fairness_tests.benchmarks.bbq.cli"
 
     def requests(self, family: BBQFamily) -> list[Request]:
         rotations = family.config.rotations

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fairness_tests.metrics.schema import CONSISTENCY_SUMMARY
+from fairness_tests.benchmarks.bbq.schema import CONSISTENCY_SUMMARY
 from fairness_tests.pipeline.view_tables import (
     Column,
     count,

@@ -1,5 +1,5 @@
 """The BBQ family at work: the items of a run, its consistency sample, and the one
-predictions table and BBQ table builder (:func:`fairness_tests.metrics.bbq_tables.bbq_tables`)
+predictions table and BBQ table builder (:func:`fairness_tests.benchmarks.bbq.tables.bbq_tables`)
 that its two benchmarks (:mod:`fairness_tests.benchmarks.bbq`) share."""
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 
 from fairness_tests.benchmarks.bbq import card, compare, gate
+from fairness_tests.benchmarks.bbq.tables import bbq_records, bbq_tables
 from fairness_tests.core.errors import FairnessTestsError
 from fairness_tests.core.paths import bbq_dir, display_path
-from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.models.requests.request import Decoding, Request
 from fairness_tests.pipeline.bbq_info import bbq_info
 from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, GatePart, Results

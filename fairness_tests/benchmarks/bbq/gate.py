@@ -9,11 +9,11 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.benchmarks.bbq.consistency import per_item
+from fairness_tests.benchmarks.bbq.metrics import first_run, join_answers, position_counts
+from fairness_tests.benchmarks.bbq.tables import repeated_items
 from fairness_tests.core.errors import DataError
 from fairness_tests.metrics import gate as gm
-from fairness_tests.metrics.bbq import first_run, join_answers, position_counts
-from fairness_tests.metrics.bbq_tables import repeated_items
-from fairness_tests.metrics.consistency import per_item
 from fairness_tests.metrics.schema import BBQ_ITEM_COLUMNS
 from fairness_tests.pipeline.benchmark import GatePart
 
@@ -29,7 +29,7 @@ def _answers(records: pd.DataFrame) -> pd.DataFrame:
 
 
 def bbq_frame(records: pd.DataFrame) -> pd.DataFrame:
-    """First-run answers with the per-answer flags (``metrics.bbq.join_answers``), the
+    """First-run answers with the per-answer flags (``benchmarks.bbq.metrics.join_answers``), the
     products the accuracy-gap metric sums, and the item attributes."""
     missing = [c for c in BBQ_ITEM_COLUMNS if c not in records.columns]
     if missing:
@@ -52,7 +52,7 @@ def position_frame(records: pd.DataFrame) -> pd.DataFrame:
 
 def consistency_frame(records: pd.DataFrame) -> pd.DataFrame:
     """Per item with more than one rotation-0 answer and at least two valid ones (the
-    items consistency counts, :mod:`fairness_tests.metrics.consistency`): MFAA% and
+    items consistency counts, :mod:`fairness_tests.benchmarks.bbq.consistency`): MFAA% and
     GTC% over its valid answers."""
     rep = repeated_items(records)
     if not len(rep):

@@ -12,8 +12,8 @@ from fairness_tests.benchmarks.kobbq import metrics as M
 from fairness_tests.benchmarks.kobbq import prompt as P
 from fairness_tests.benchmarks.kobbq.info import KoBBQInfo
 from fairness_tests.core.paths import display_path
-from fairness_tests.metrics.bbq import accuracy_stat, diff_stat
 from fairness_tests.metrics.gate import GateMetric
+from fairness_tests.metrics.sum_stats import accuracy_stat, diff_stat
 from fairness_tests.models.requests.request import Decoding, Request, Response
 from fairness_tests.pipeline.benchmark import Asked, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig

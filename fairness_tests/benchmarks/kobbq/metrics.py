@@ -22,7 +22,7 @@ answers left out of everything but the out-of-choice rate):
   template letter is ``b``/``d`` (``kobbq_acc_biased``, ``kobbq_acc_counterb``)
 - ``kobbq_biased_rate`` / ``kobbq_counterb_rate`` (ambiguous): sum(biased or counterb) /
   sum(valid), the two terms of the ambiguous diff-bias
-- BBQ's scores (Parrish et al. 2022; :mod:`fairness_tests.metrics.bbq`'s statistics):
+- BBQ's scores (Parrish et al. 2022; :mod:`fairness_tests.metrics.sum_stats`'s statistics):
   ``kobbq_bbq_s_dis`` = 2 sum(biased) / sum(biased + counterb) - 1 (disambiguated),
   ``kobbq_bbq_s_amb`` = (1 - sum(correct) / n) * s (ambiguous; BBQ's accuracy counts an
   out-of-choice answer as wrong). Without out-of-choice answers s_AMB equals the
@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.metrics.bbq import accuracy_stat, amb_bias_stat, bias_stat, diff_stat
+from fairness_tests.metrics.sum_stats import accuracy_stat, amb_bias_stat, bias_stat, diff_stat
 from fairness_tests.stats.bootstrap import (
     DEFAULT_N_BOOT,
     DEFAULT_SEED,

@@ -2,14 +2,14 @@
 table as the authors' analysis script (``BBQ_calculate_bias_score.R``) computes it,
 with this package's intervals and group metrics on top.
 
-What differs from the project's conventions (:mod:`fairness_tests.metrics.bbq`):
+What differs from the project's conventions (:mod:`fairness_tests.benchmarks.bbq.metrics`):
 
 - answers that match no option (NaN) are DROPPED from accuracy and bias (the project
   counts them wrong); ``invalid_rate`` still reports their share of the cell;
 - items without a ``target_loc`` are dropped from everything (the project keeps them
   in accuracy);
 - an answer is "unknown" when the chosen option's tag is ``unknown`` in any case
-  (:func:`~fairness_tests.metrics.bbq.join_answers`);
+  (:func:`~fairness_tests.benchmarks.bbq.metrics.join_answers`);
 - name-proxy and label items are separate rows: the table gets a ``proxy`` column,
   ``label`` (the authors' row "Category"), ``names`` (their "Category (names)", in the
   categories that have name items) and ``all`` pooling both (not in the authors'
@@ -25,7 +25,7 @@ from typing import Iterator
 import numpy as np
 import pandas as pd
 
-from fairness_tests.metrics import bbq as M
+from fairness_tests.benchmarks.bbq import metrics as M
 from fairness_tests.stats.bootstrap import DEFAULT_LEVEL, bootstrap
 
 PROXIES = ("all", "label", "names")

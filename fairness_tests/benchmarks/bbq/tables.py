@@ -6,12 +6,12 @@ numbers. What is computed follows from what the predictions hold:
 
 - ``bbq``: the first run (repeat 0, rotation 0) per dataset x context (x polarity):
   accuracy, bias scores, SF, DF, reinforcing/counter accuracy, invalid rate
-  (:func:`fairness_tests.metrics.bbq.bbq_metrics`), plus ``position_bias`` and
+  (:func:`fairness_tests.benchmarks.bbq.metrics.bbq_metrics`), plus ``position_bias`` and
   ``position_share_<p>`` rows per dataset x context when some items were asked under
-  all three rotations (repeat 0) (:func:`~fairness_tests.metrics.bbq.position_bias`);
+  all three rotations (repeat 0) (:func:`~fairness_tests.benchmarks.bbq.metrics.position_bias`);
 - ``bbq_groups``: favourable-outcome and invalid rates per intersectional group;
 - under ``conventions="bbq-authors"`` the ``bbq`` table follows the BBQ authors'
-  analysis (:mod:`fairness_tests.metrics.bbq_conventions`: unmatched answers and items
+  analysis (:mod:`fairness_tests.benchmarks.bbq.conventions`: unmatched answers and items
   without a target dropped, "unknown" by the chosen option's tag, a ``proxy`` column
   for name and label items) and ``bbq_groups`` is computed on the same answers;
   position bias and consistency are the same under both conventions;
@@ -19,7 +19,7 @@ numbers. What is computed follows from what the predictions hold:
   items that have MORE THAN ONE repeat at rotation 0 (the consistency sample);
   single-answer items are not consistency data and never enter these tables, and an
   item with fewer than two valid answers does not count in the summary
-  (:mod:`fairness_tests.metrics.consistency`). When predictions carry
+  (:mod:`fairness_tests.benchmarks.bbq.consistency`). When predictions carry
   ``letter_probs`` (the answer distribution, original option order), the exact
   expected MFAA / GTC / P(flagged) per item and their summaries, and the fit of the
   sampled repeats to the distributions
@@ -31,9 +31,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from fairness_tests.metrics import bbq as M
-from fairness_tests.metrics import bbq_conventions as A
-from fairness_tests.metrics import consistency as C
+from fairness_tests.benchmarks.bbq import consistency as C
+from fairness_tests.benchmarks.bbq import conventions as A
+from fairness_tests.benchmarks.bbq import metrics as M
 from fairness_tests.metrics import expected_consistency as E
 from fairness_tests.metrics.schema import BBQ_LETTER_COLUMNS, BBQ_RECORD_COLUMNS, BBQCluster
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED

@@ -31,7 +31,8 @@ Metrics per dataset x context, on the first run (repeat 0, rotation 0):
 - ``df_eb`` (the ``df_bound`` rule): the same with the empirical-Bayes rates
   P(fav|g) = (N_{fav,g} + k P) / (N_g + k), P = the cell's pooled favourable rate,
   k = max(c, P (1 - P) / tau^2 - 1), tau^2 the moment estimate of the between-group
-  variance of the true rates (:func:`between_group_variance`); when the groups differ
+  variance of the true rates
+  (:func:`fairness_tests.metrics.sum_stats.between_group_variance`); when the groups differ
   no more than binomial noise (tau^2 = 0) every group gets P and ``df_eb`` = 0,
   whatever the group sizes (docs/statistics.md, "Differential fairness").
 - ``acc_reinf`` / ``acc_counter``: accuracy on disambiguated items whose label is /
@@ -58,6 +59,17 @@ import numpy as np
 import pandas as pd
 
 from fairness_tests.core.errors import ConfigError
+from fairness_tests.metrics.sum_stats import (
+    DEFAULT_CONCENTRATION,
+    accuracy_stat,
+    amb_bias_stat,
+    bias_stat,
+    diff_stat,
+    differential_fairness,
+    empirical_bayes_differential_fairness,
+    smoothed_differential_fairness,
+    subgroup_fairness,
+)
 from fairness_tests.stats.bootstrap import (
     DEFAULT_LEVEL,
     DEFAULT_N_BOOT,
@@ -77,7 +89,6 @@ CONVENTIONS = (PROJECT, BBQ_AUTHORS)
 CELL = ["dataset", "context"]
 GROUPING = ["dataset", "context", "polarity"]
 CLUSTERS = ("template", "item")
-DEFAULT_CONCENTRATION = 1.0
 DEFAULT_MIN_GROUP_N = 30
 GROUP_METRICS = ("sf", "df", "df_smoothed", "df_eb")
 NAN = float("nan")
@@ -137,113 +148,6 @@ def first_run(preds: pd.DataFrame) -> pd.DataFrame:
     if "rotation" in preds:
         m &= preds["rotation"] == 0
     return preds[m]
-
-
-# ---------------------------------------------------------------- statistics of sums
-def accuracy_stat(s: np.ndarray) -> np.ndarray:
-    """s[:, 0] = sum correct, s[:, 1] = n."""
-    return safe_ratio(s[:, 0], s[:, 1])
-
-
-def bias_stat(s: np.ndarray) -> np.ndarray:
-    """s[:, 0] = n_biased, s[:, 1] = n_non_unknown -> 2 b / nu - 1."""
-    return 2.0 * safe_ratio(s[:, 0], s[:, 1]) - 1.0
-
-
-def amb_bias_stat(s: np.ndarray) -> np.ndarray:
-    """s = [correct, n, biased, non_unknown] -> (1 - correct / n) * (2 biased / nu - 1)."""
-    return (1.0 - safe_ratio(s[:, 0], s[:, 1])) * bias_stat(s[:, 2:4])
-
-
-def diff_stat(s: np.ndarray) -> np.ndarray:
-    """s = [k1, n1, k2, n2] -> k1/n1 - k2/n2."""
-    return safe_ratio(s[:, 0], s[:, 1]) - safe_ratio(s[:, 2], s[:, 3])
-
-
-def subgroup_fairness(n_g: np.ndarray, f_g: np.ndarray) -> np.ndarray:
-    """SF per row: max_g (n_g / N) * |F / N - f_g / n_g|; empty groups contribute 0."""
-    n_g, f_g = np.atleast_2d(n_g), np.atleast_2d(f_g)
-    N = n_g.sum(axis=1, keepdims=True)
-    F = f_g.sum(axis=1, keepdims=True)
-    gap = np.abs(safe_ratio(F, N) - safe_ratio(f_g, n_g))
-    term = np.where(n_g > 0, safe_ratio(n_g, N) * gap, 0.0)
-    out = term.max(axis=1) if term.shape[1] else np.full(term.shape[0], NAN)
-    out[N[:, 0] == 0] = NAN
-    return out
-
-
-def _log_spread(p: np.ndarray, present: np.ndarray) -> np.ndarray:
-    """max_g ln p_g - min_g ln p_g over present groups; 0 if all are 0, inf if some."""
-    hi = np.where(present, p, -np.inf).max(axis=1)
-    lo = np.where(present, p, np.inf).min(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        d = np.log(hi) - np.log(lo)
-    d = np.where(hi == 0, 0.0, d)
-    return np.where((lo == 0) & (hi > 0), np.inf, d)
-
-
-def differential_fairness(n_g: np.ndarray, f_g: np.ndarray) -> np.ndarray:
-    """DF per row (groups with n_g = 0 are absent); NaN with fewer than 2 groups."""
-    n_g, f_g = np.atleast_2d(n_g), np.atleast_2d(f_g)
-    present = n_g > 0
-    p = safe_ratio(f_g, n_g)
-    out = np.maximum(_log_spread(p, present), _log_spread(1.0 - p, present))
-    out[present.sum(axis=1) < 2] = NAN
-    return out
-
-
-def smoothed_differential_fairness(n_g: np.ndarray, f_g: np.ndarray,
-                                   concentration: float = DEFAULT_CONCENTRATION) -> np.ndarray:
-    """DF with P(fav|g) = (f_g + c/2) / (n_g + c), every group of the table present."""
-    n_g, f_g = np.atleast_2d(n_g), np.atleast_2d(f_g)
-    p = (f_g + concentration / 2.0) / (n_g + concentration)
-    present = np.ones_like(p, dtype=bool)
-    out = np.maximum(_log_spread(p, present), _log_spread(1.0 - p, present))
-    if p.shape[1] < 2:
-        out[:] = NAN
-    return out
-
-
-def between_group_variance(n_g: np.ndarray, f_g: np.ndarray) -> np.ndarray:
-    """tau^2 per row: the moment estimate of the variance of the groups' true
-    favourable rates around the pooled rate P = F / N (groups with n_g > 0, G of them):
-    ``max(0, (S - (G - 1) P (1 - P)) / (N - sum n_g^2 / N - (G - 1)))`` with
-    ``S = sum_g n_g (f_g / n_g - P)^2`` (E[S] = (G - 1) P (1 - P) when every group
-    has rate P); NaN when the denominator is not positive (too few items)."""
-    n_g, f_g = np.atleast_2d(n_g), np.atleast_2d(f_g)
-    present = n_g > 0
-    N = n_g.sum(axis=1)
-    P = safe_ratio(f_g.sum(axis=1), N)
-    rate = np.where(present, safe_ratio(f_g, n_g), 0.0)
-    S = (np.where(present, n_g, 0.0) * (rate - P[:, None]) ** 2).sum(axis=1)
-    dof = present.sum(axis=1) - 1.0
-    denom = N - safe_ratio((n_g ** 2).sum(axis=1), N) - dof
-    tau2 = safe_ratio(np.maximum(0.0, S - dof * P * (1.0 - P)), denom)
-    return np.where(denom > 0, tau2, NAN)
-
-
-def empirical_bayes_differential_fairness(n_g: np.ndarray, f_g: np.ndarray,
-                                          concentration: float = DEFAULT_CONCENTRATION
-                                          ) -> np.ndarray:
-    """``df_eb``: DF of the groups' empirical-Bayes rates (module docstring)
-    ``P~(fav|g) = (f_g + k P) / (n_g + k)``: a Beta prior centred on the pooled rate
-    P with mass ``k = max(c, P (1 - P) / tau^2 - 1)`` from
-    :func:`between_group_variance` (k = c when tau^2 is undefined); tau^2 = 0 (the
-    groups differ no more than binomial noise) gives every group the rate P, so DF 0.
-    Groups with n_g = 0 are absent; NaN with fewer than two groups."""
-    n_g, f_g = np.atleast_2d(n_g), np.atleast_2d(f_g)
-    present = n_g > 0
-    P = safe_ratio(f_g.sum(axis=1), n_g.sum(axis=1))[:, None]
-    tau2 = between_group_variance(n_g, f_g)[:, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        k = np.where(tau2 > 0, np.maximum(concentration, P * (1.0 - P) / tau2 - 1.0),
-                     np.where(tau2 == 0, np.inf, concentration))
-        weight = np.where(np.isinf(k), 0.0, n_g / (n_g + k))     # of the group's own rate
-    rate = np.where(present, safe_ratio(f_g, n_g), 0.0)
-    p = P + weight * (rate - P)
-    out = np.maximum(_log_spread(p, present), _log_spread(1.0 - p, present))
-    out[present.sum(axis=1) < 2] = NAN
-    return out
 
 
 # ---------------------------------------------------------------- tables

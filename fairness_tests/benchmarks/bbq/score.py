@@ -1,13 +1,13 @@
 """The JSON report of ``fairness-tests bbq score``, rendered from the run's tables
-(built by :func:`fairness_tests.metrics.bbq_tables.bbq_tables`, the one BBQ builder)."""
+(built by :func:`fairness_tests.benchmarks.bbq.tables.bbq_tables`, the one BBQ builder)."""
 from __future__ import annotations
 
 from typing import Any, Iterable
 
 import pandas as pd
 
+from fairness_tests.benchmarks.bbq.metrics import first_run
 from fairness_tests.core.fmt import json_value
-from fairness_tests.metrics.bbq import first_run
 from fairness_tests.stats.permutation import DEFAULT_N_PERM
 
 MAX_LISTED = 50

@@ -35,8 +35,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fairness_tests.benchmarks.bbq.schema import CONSISTENCY_METRICS
 from fairness_tests.metrics.expected_consistency import FitResult, K, goodness_of_fit_cells
-from fairness_tests.metrics.schema import CONSISTENCY_METRICS
 from fairness_tests.stats.bootstrap import METRIC_COLUMNS
 
 GROUPING = ["dataset", "context", "polarity"]

@@ -1,5 +1,5 @@
-"""``fairness-tests bbq filter``, ``fairness-tests bbq score``, and BBQ's
-``fairness-tests data fetch`` (:func:`fetch_bbq`)."""
+"""BBQ's subcommands (its ``Benchmark.commands``): ``fairness-tests bbq filter``,
+``fairness-tests bbq score``, and BBQ's ``fairness-tests data fetch`` (:func:`fetch`)."""
 from __future__ import annotations
 
 import json
@@ -7,23 +7,23 @@ import os
 import shlex
 import sys
 
+from fairness_tests.benchmarks.bbq.score import answers_lines, score_report
+from fairness_tests.benchmarks.bbq.tables import bbq_records, bbq_tables
 from fairness_tests.cli import scored
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.fmt import shown, text_table
 from fairness_tests.core.paths import ENV_BBQ_DIR, bbq_dir, display_path
-from fairness_tests.metrics.bbq_tables import bbq_records, bbq_tables
 from fairness_tests.pipeline.bbq_info import bbq_info
 from fairness_tests.pipeline.config import BBQFilterConfig, BBQScoreConfig
 from fairness_tests.pipeline.config_data import DataFetchConfig
 from fairness_tests.pipeline.configure import command_line, recorded_config
 from fairness_tests.pipeline.scored import scored_run
+from fairness_tests.protocols.bbq import fetch as bbq_fetch
 from fairness_tests.protocols.bbq.answers import BBQ_AUTHORS, question_only, resolve
 from fairness_tests.protocols.bbq.data import load_filtered
-from fairness_tests.protocols.bbq.fetch import BASE_URL, fetch
 from fairness_tests.protocols.bbq.filter import filter_counts
 from fairness_tests.protocols.bbq.official import release_lines, release_status, resolve_categories
 from fairness_tests.protocols.bbq.predictions import read_predictions
-from fairness_tests.report.bbq_score import answers_lines, score_report
 
 
 def register(subparsers) -> None:
@@ -164,11 +164,14 @@ def _run(c: BBQScoreConfig, data, items, resolved, tables, records, rules):
                      answers=resolved.report))
 
 
-def fetch_bbq(c: DataFetchConfig) -> int:
-    """``data fetch`` of the BBQ files (:mod:`fairness_tests.protocols.bbq.fetch`)."""
+def fetch(c: DataFetchConfig) -> int:
+    """``data fetch`` of the BBQ files (:mod:`fairness_tests.protocols.bbq.fetch`): the
+    categories asked (``--categories``), each file's release status by its sha256 and
+    git blob id."""
     dest = bbq_dir(c.dest)
-    files = fetch(dest, categories=c.categories, base_url=c.base_url or BASE_URL,
-                  source=c.from_dir, timeout=c.timeout, log=lambda m: print(m, file=sys.stderr))
+    files = bbq_fetch.fetch(dest, categories=c.categories,
+                            base_url=c.base_url or bbq_fetch.BASE_URL, source=c.from_dir,
+                            timeout=c.timeout, log=lambda m: print(m, file=sys.stderr))
     release = {n: release_status(n, f.sha256, f.blob) for n, f in files.items()}
     print(json.dumps({"dest": display_path(dest),
                       "files": {n: {**f.to_dict(), "release": release[n].status}
@@ -189,4 +192,4 @@ def where_line(dest: str | os.PathLike) -> str:
             f"(or pass --bbq-dir {shlex.quote(path)}; pytest: --fairness-bbq-dir)")
 
 
-__all__ = ["fetch_bbq", "register"]
+__all__ = ["fetch", "register"]
