@@ -49,10 +49,10 @@ from numpy.polynomial.hermite_e import hermegauss
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fairness_tests.benchmarks.bbq.gate import bbq_gate_metrics  # noqa: E402
 from fairness_tests.metrics.gate import (  # noqa: E402
     GateSetting,
     accuracy_test,
-    bbq_gate_metrics,
     decide,
     gate_table,
 )

@@ -6,16 +6,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairness_tests.benchmarks.bbq.gate import KEY, bbq_frame
+from fairness_tests.benchmarks.bbq.gate import KEY, bbq_frame, bbq_gate_metrics
+from fairness_tests.benchmarks.generative.gate import generative_gate_metrics
 from fairness_tests.core.paths import bbq_dir
 from fairness_tests.metrics.gate import (
     AGREE,
     NOT_SHOWN,
+    GateMetric,
     GateSetting,
-    bbq_gate_metrics,
     decide,
     gate_table,
-    generative_gate_metrics,
 )
 from fairness_tests.metrics.schema import BBQ_ITEM_COLUMNS as ITEM_COLUMNS
 from fairness_tests.pipeline.gate_report import detectable_statement
@@ -289,3 +289,23 @@ def test_the_runs_agree_note_only_when_they_do(one_template):
     t = gate_records(rb, rc, cluster=None).set_index(["metric", "cell"])
     assert AGREE not in t.loc[("accuracy", "Race_x_SES/disambig"), "note"]
     assert AGREE in t.loc[("accuracy", "Race_x_SES/ambig"), "note"]
+
+
+# ---------------------------------------------------------------- wording
+
+def test_the_detectable_statement_is_worded_by_the_metric_declaration():
+    # issue 33: the wording is the metric's (GateMetric.worsening/scale/unit), not a
+    # table of names in the report; 0.0456 shown times 100 with one decimal is 4.6
+    row = dict(metric="toy_rate", cell="A/b", detectable=0.0456, note="", verdict="pass",
+               se=0.01, mode="harm")
+    declared = GateMetric("toy_rate", lambda g: None, False, 0.02, worsening="a rise of toy",
+                          scale=100, unit=" points")
+    assert detectable_statement(row, declared) == \
+        "this gate detects a rise of toy of at least 4.6 points in A/b (80% power)"
+    # a metric without wording (and a name no gated family declares): three decimals
+    assert detectable_statement(row) == \
+        "this gate detects a worsening of toy_rate of at least 0.046 in A/b (80% power)"
+    # a registered family's metric found by name: BBQ's accuracy, in points
+    acc = {**row, "metric": "accuracy"}
+    assert detectable_statement(acc) == \
+        "this gate detects an accuracy drop of at least 4.6 points in A/b (80% power)"

@@ -28,6 +28,7 @@ import pandas as pd
 
 from fairness_tests.core.exits import ExitCode
 from fairness_tests.core.fmt import json_value, shown, shown_p
+from fairness_tests.core.registry import load
 from fairness_tests.metrics import gate as gm
 from fairness_tests.pipeline.benchmark import families
 from fairness_tests.stats.significance import POWER
@@ -116,7 +117,9 @@ class GateReport:
     def detectable_statements(self) -> list[str]:
         """"this gate detects an accuracy drop of at least 3.1 points in
         Race_x_SES/disambig", one line per cell."""
-        return [detectable_statement(r) for r in self.table.to_dict(orient="records")]
+        metrics = gated_metrics() if len(self.table) else {}
+        return [detectable_statement(r, metrics.get(r["metric"]))
+                for r in self.table.to_dict(orient="records")]
 
     def to_dict(self) -> dict[str, Any]:
         rows = [{k: json_value(v) for k, v in r.items()}
@@ -190,34 +193,26 @@ def _p(x) -> str:
     return shown_p(x, undefined="-")
 
 
-# (phrase of a worsening, scale, unit) per gated metric
-_PHRASES = {
-    "accuracy": ("an accuracy drop", 100, " points"),
-    "abs_s_dis": ("an increase of |s_DIS|", 1, ""),
-    "abs_s_amb": ("an increase of |s_AMB|", 1, ""),
-    "abs_acc_reinf_minus_counter": ("an increase of the reinforcing/counter accuracy gap", 100,
-                                    " points"),
-    "sf": ("an increase of SF", 1, ""),
-    "df_smoothed": ("an increase of smoothed DF", 1, ""),
-    "df_eb": ("an increase of DF (empirical-Bayes rates)", 1, ""),
-    "invalid_rate": ("an increase of the invalid rate", 100, " points"),
-    "position_bias": ("an increase of position bias", 1, ""),
-    "mfaa_mean": ("a drop of mean MFAA", 1, " points"),
-    "gtc_mean": ("a drop of mean GTC", 1, " points"),
-    "refusal_gap": ("an increase of the refusal gap", 100, " points"),
-}
+def gated_metrics() -> dict[str, gm.GateMetric]:
+    """Every gated family's metrics (``Family.gate_parts``), by name, in registry order
+    (the first of a name, where two parts declare one)."""
+    out: dict[str, gm.GateMetric] = {}
+    for spec in families():
+        if spec.gated:
+            for part in load(spec.impl).gate_parts():
+                for m in part.metrics():
+                    out.setdefault(m.name, m)
+    return out
 
 
-def detectable_statement(r: dict) -> str:
+def detectable_statement(r: dict, metric: gm.GateMetric | None = None) -> str:
+    """What the gate row ``r`` can detect, worded by its metric's declaration
+    (:meth:`fairness_tests.metrics.gate.GateMetric.wording`; ``metric`` None: the gated
+    metric of the row's name, else the generic wording), or why it has no power figure."""
     name = r["metric"]
-    if name in _PHRASES:
-        what, scale, unit = _PHRASES[name]
-    elif name.startswith("worst_slice_"):
-        what, scale, unit = f"an increase of the worst-slice {name[12:]} rate", 100, " points"
-    elif name.startswith("disparity_"):
-        what, scale, unit = f"an increase of the slice disparity of {name[10:]}", 100, " points"
-    else:
-        what, scale, unit = f"a worsening of {name}", 1, ""
+    if metric is None:
+        metric = gated_metrics().get(name)
+    what, scale, unit = metric.wording() if metric is not None else gm.generic_wording(name)
     d = r["detectable"]
     if d is None or (isinstance(d, float) and math.isnan(d)):
         note = str(r.get("note") or "")
