@@ -107,6 +107,10 @@ def test_prompt_one_is_the_authors_text(kd):
     assert len(reqs) == 6
     assert reqs[0].meta["shown"] == ["손자", "보기 중 답을 찾을 수 없음", "할머니"]
     assert reqs[0].kind == "choice" and reqs[0].answer_prefix == "정답:"
+    # a prompt id the file lacks (a prompt file other than the official one): one line
+    with pytest.raises(DataError, match=r"^0_evaluation_prompts.tsv, key 'prompt_id': "
+                                        r"prompt_id 7 is not .* \(ids 1, 2, 3, 4, 5\)$"):
+        P.prompt_row(kd.prompts, 7)
 
 
 def test_raw_answers_by_the_authors_rule():
