@@ -238,6 +238,8 @@ KOBBQ_ROWS = [
       "KoBBQ file not found", "fairness-tests data fetch"),
     R("audit-kobbq-prompt", f"{AUD} --protocols kobbq --kobbq-prompt 6", 2, "--kobbq-prompt",
       "<= 5", env=KOBBQ_ENV),
+    R("audit-kobbq-prompt-unasked", f"{AUD} --protocols bbq --kobbq-prompt 2", 2,
+      "--kobbq-prompt", "applies to kobbq", "does not ask", env=KOBBQ_ENV),
 ]
 
 CLI_ROWS = [

@@ -58,6 +58,7 @@ class KoBBQ(Benchmark):
     recordings = {"embedded:gemma-3-270m": "recordings/embedded-gemma-3-270m.jsonl.gz"}
     source: ClassVar[str | None] = "fairness_tests.benchmarks.kobbq.data:SOURCE"
     commands: ClassVar[str | None] = "fairness_tests.benchmarks.kobbq.cli"
+    options: ClassVar[tuple[str, ...]] = ("kobbq_prompt",)
 
     def requests(self, family: KoBBQFamily) -> list[Request]:
         return family.requests()
