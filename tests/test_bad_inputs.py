@@ -152,6 +152,12 @@ FILES: dict[str, str] = {
     "pred_empty.jsonl": "",
     "pred_unknown_item.jsonl": jl(pred(example_id=99999999)),
     "pred_good.jsonl": jl(*(pred(example_id=i, answer=i % 3) for i in range(8, 40))),
+    # KoBBQ predictions (kobbq score)
+    "kobbq_nocol.tsv": "sample_id\tanswer\nage-001a-002-amb-bsd\tx\n",
+    "kobbq_dup.jsonl": jl(*[{"sample_id": "age-001a-002-amb-bsd", "prediction": "x"}] * 2),
+    "kobbq_json.jsonl": jl({"sample_id": "age-001a-002-amb-bsd", "prediction": "x"}, "{oops"),
+    "kobbq_unknown.jsonl": jl({"sample_id": "age-999a-1-amb-bsd", "prediction": "x"}),
+    "kobbq_good.jsonl": jl({"sample_id": "age-001a-002-amb-bsd", "prediction": "x"}),
     # cards
     "card_bad.yaml": "model_details: 3\n",
     "card_syntax.yaml": "a: [\n",
@@ -207,6 +213,34 @@ AUD = "audit --recordings --store {d}/s.sqlite --out {d}/out"
 OFFICIAL = REPO.parent / "shared" / "bbq_official"          # issue 32: outputs
 GS = "generative score --n-boot 100 --outputs"
 BS = "bbq score --n-boot 100 --predictions"
+KS = "kobbq score --n-boot 100"
+KOBBQ_DIR = REPO.parent / "shared" / "benchmarks" / "kobbq"
+KOBBQ_ENV = {"FAIRNESS_KOBBQ_DIR": str(KOBBQ_DIR)}
+#: kobbq score: its predictions files (the authors' TSV layout or JSONL) and options;
+#: asked only where the KoBBQ files are (../shared/benchmarks/kobbq)
+KOBBQ_ROWS = [
+    R("kobbq-missing-column", f"{KS} {{d}}/kobbq_nocol.tsv", 2, "kobbq_nocol.tsv", "line 1",
+      "key 'prediction'", "missing column prediction", env=KOBBQ_ENV),
+    R("kobbq-duplicate-id", f"{KS} {{d}}/kobbq_dup.jsonl", 2, "kobbq_dup.jsonl", "line 2",
+      "key 'sample_id'", "first on line 1", env=KOBBQ_ENV),
+    R("kobbq-not-json", f"{KS} {{d}}/kobbq_json.jsonl", 2, "kobbq_json.jsonl", "line 2",
+      "not JSON", env=KOBBQ_ENV),
+    R("kobbq-unknown-sample", f"{KS} {{d}}/kobbq_unknown.jsonl", 2, "line 1",
+      "age-999a-1-amb-bsd", "no KoBBQ test sample", env=KOBBQ_ENV),
+    R("kobbq-prompt-id", f"{KS} {{d}}/kobbq_good.jsonl --prompt-id 9", 2, "--prompt-id",
+      "<= 5", env=KOBBQ_ENV),
+    R("kobbq-prompt-id-0", f"{KS} {{d}}/kobbq_good.jsonl --prompt-id 0", 2, "--prompt-id",
+      ">= 1", env=KOBBQ_ENV),
+    R("kobbq-cluster", f"{KS} {{d}}/kobbq_good.jsonl --cluster prompt", 2, "--cluster",
+      "template, item", env=KOBBQ_ENV),
+    R("kobbq-nofile", f"{KS} {{d}}/nowhere.jsonl", 2, "nowhere.jsonl", env=KOBBQ_ENV),
+    R("kobbq-data-dir", f"{KS} {{d}}/kobbq_good.jsonl --data-dir {{d}}/nowhere", 2,
+      "KoBBQ file not found", "fairness-tests data fetch"),
+    R("audit-kobbq-prompt", f"{AUD} --protocols kobbq --kobbq-prompt 6", 2, "--kobbq-prompt",
+      "<= 5", env=KOBBQ_ENV),
+    R("audit-kobbq-prompt-unasked", f"{AUD} --protocols bbq --kobbq-prompt 2", 2,
+      "--kobbq-prompt", "applies to kobbq", "does not ask", env=KOBBQ_ENV),
+]
 
 CLI_ROWS = [
     # --- audit: every numeric option has a range (issue 22 section 2)
@@ -568,6 +602,7 @@ CLI_ROWS = [
       "bbq_run_notables", "missing tables/", stdout_empty=True),
     R("gate-nothing-compared", "gate {d}/bbq_run {d}/bbq_run_other --n-boot 100", 5,
       "nothing compared", "1 cluster (question_index)"),
+    *(KOBBQ_ROWS if (KOBBQ_DIR / "KoBBQ_test_samples.tsv").is_file() else []),
 ]
 
 #: pytest options and ini keys: (id, options, ini lines, words); usage errors exit 4

@@ -355,12 +355,15 @@ def test_user_yaml_from_environment(tmp_path, monkeypatch):
 
 
 def test_a_benchmarks_warnings_are_carried_to_the_card():
-    """A benchmark's run metadata ``warnings`` (e.g. CrowS-Pairs' authors' caveat) are run
-    notes on the card, prefixed with the info's key, after the run's own notes."""
+    """A benchmark's run metadata ``notes`` (e.g. the KoBBQ prompt asked) and ``warnings``
+    (e.g. CrowS-Pairs' authors' caveat) are run notes on the card, prefixed with the info's
+    key, notes first, after the run's own notes."""
     from types import SimpleNamespace  # noqa: PLC0415
 
     from fairness_tests.card.sections.protocol import benchmark_warnings  # noqa: PLC0415
     meta = SimpleNamespace(infos={"bbq": None, "crows_pairs": SimpleNamespace(
-        warnings=["noisy data", "masked-LM metric adapted"]), "x": SimpleNamespace()})
+        warnings=["noisy data", "masked-LM metric adapted"]), "x": SimpleNamespace(),
+        "kobbq": SimpleNamespace(notes=["asked with prompt 3"], warnings=["translated"])})
     assert benchmark_warnings(meta) == ["crows_pairs: noisy data",
-                                        "crows_pairs: masked-LM metric adapted"]
+                                        "crows_pairs: masked-LM metric adapted",
+                                        "kobbq: asked with prompt 3", "kobbq: translated"]

@@ -20,6 +20,7 @@ from fairness_tests.core.option_sources import (
 )
 from fairness_tests.core.options import Layer, OptionErrors, build, specs
 from fairness_tests.core.registry import BENCHMARK_NAMES
+from fairness_tests.pipeline.benchmark import benchmarks
 from fairness_tests.pipeline.config import COMMANDS, AuditConfig, PluginOptions
 from fairness_tests.pipeline.config_tools import TOOLS
 
@@ -41,7 +42,11 @@ def _commands() -> dict[type, list[str]]:
 
 
 COMMAND_WORDS = _commands()
-CLI_CLASSES = [c for c in (*COMMANDS, *TOOLS) if c is not PluginOptions]
+#: the configuration classes of the benchmarks' own commands (``Benchmark.commands``:
+#: ``fairness-tests NAME ...``), found on the command line
+BENCHMARK_CLASSES = [c for c, words in COMMAND_WORDS.items()
+                     if words[0] in {b.name for b in benchmarks() if b.commands}]
+CLI_CLASSES = [c for c in (*COMMANDS, *TOOLS) if c is not PluginOptions] + BENCHMARK_CLASSES
 
 
 def _bad_values(spec) -> list[object]:
@@ -79,6 +84,18 @@ CASES = [(cls, name, bad) for cls in CLI_CLASSES for name, s in specs(cls).items
 def test_every_command_class_is_a_subcommand():
     assert set(CLI_CLASSES) <= set(COMMAND_WORDS), set(CLI_CLASSES) - set(COMMAND_WORDS)
     assert len(CASES) > 60
+    assert [COMMAND_WORDS[c] for c in BENCHMARK_CLASSES] == [["kobbq", "score"]]
+
+
+def test_a_benchmark_commands_project_keys_are_known():
+    """The ``[tool.fairness_tests]`` keys are checked against the options of
+    :data:`COMMANDS` and ``TOOLS``: a benchmark's own command may read only keys those
+    know (its own options are command-line only), else a project's key for it would be
+    refused as unknown."""
+    known = {n for cls in (*COMMANDS, *TOOLS) for n, s in specs(cls).items() if s.option.toml}
+    for cls in BENCHMARK_CLASSES:
+        own = {n for n, s in specs(cls).items() if s.option.toml}
+        assert own <= known, (cls.__name__, own - known)
 
 
 @pytest.mark.parametrize("cls,name,bad", CASES,

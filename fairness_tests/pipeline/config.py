@@ -35,6 +35,7 @@ from fairness_tests.pipeline.config_benchmarks import (
     BenchmarkClusterOption,
     BenchmarkFileOption,
     GenClusterOption,
+    KoBBQPromptOption,
     cluster_problems,
     unasked_options,
 )
@@ -242,8 +243,8 @@ class ComparisonOptions(Checked):
 
 @dataclass(frozen=True, kw_only=True)
 class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, ScorerOptions,
-                  AskingOptions, BatchOptions, StatsOptions, BBQClusterOption,
-                  GenClusterOption, BenchmarkClusterOption, BenchmarkFileOption):
+                  AskingOptions, BatchOptions, StatsOptions, BBQClusterOption, GenClusterOption,
+                  BenchmarkClusterOption, BenchmarkFileOption, KoBBQPromptOption):
     """Every choice of an audit. Recorded in the run's metadata and on the card."""
     protocols: tuple[str, ...] = opt(DEFAULT_PROTOCOLS, "protocols to run (the registry's: "
                                      f"{', '.join(BENCHMARK_NAMES)})", choices=BENCHMARK_NAMES,
@@ -407,8 +408,7 @@ class BBQFilterConfig(BBQDataOptions):
     CLI_FLAGS: ClassVar[dict[str, tuple[str, ...]]] = {
         "bbq_dir": ("--data", "--bbq-dir"), "bbq_filter": ("--filter", "--bbq-filter"),
         "bbq_cluster": ("--cluster", "--bbq-cluster")}
-    format: Literal["table", "json"] = opt("table", "output format", pytest=False,
-                                           toml=False)
+    format: Literal["table", "json"] = opt("table", "output format", pytest=False, toml=False)
     require_official: bool = opt(False, "fail unless every file's sha256 is the official "
                                  "release's", pytest=False)
 

@@ -1,6 +1,7 @@
 """The options every benchmark family reads through the configuration spec
 (:mod:`fairness_tests.pipeline.config`): the resampling unit of its tables' intervals
-(``--cluster FAMILY=UNIT``, its ``FamilySpec.clusters``; the gate takes the same), and
+(``--cluster FAMILY=UNIT``, its ``FamilySpec.clusters``; the gate takes the same), the
+one KoBBQ asks (``--kobbq-prompt N``: which of its authors' five evaluation prompts), and
 ``--benchmark FILE``: a team's own benchmark in one YAML file, read by the registered
 benchmarks that declare ``reads_benchmark_file``. A run given ``--benchmark FILE`` whose
 protocols name none of those (the default protocols, or a model's recording settings)
@@ -75,6 +76,13 @@ class BBQClusterOption(Checked):
 class GenClusterOption(Checked):
     gen_cluster: Literal["prompt", "row"] = opt(
         "prompt", "generative bootstrap unit: whole prompts or single generations")
+
+
+@dataclass(frozen=True, kw_only=True)
+class KoBBQPromptOption(Checked):
+    kobbq_prompt: int = opt(
+        1, "KoBBQ: which of its authors' five evaluation prompts (0_evaluation_prompts.tsv) "
+        "is asked; the packaged recordings hold prompt 1 only", ge=1, le=5, metavar="N")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,9 +1,11 @@
 """KoBBQ (Jin et al., TACL 2024: Korean BBQ), declared: the authors' test split (2,280
-samples, 12 categories) asked with the authors' evaluation prompt 1 under the three
-circulant option orders of their preprocessing, scored as their evaluation script scores
+samples, 12 categories) asked with one of the authors' five evaluation prompts
+(``--kobbq-prompt``, default 1) under the three circulant option orders of their
+preprocessing, scored as their evaluation script scores
 it (accuracy in ambiguous and disambiguated contexts, the out-of-choice rate, the
 KoBBQ diff-bias scores), BBQ's s_DIS / s_AMB beside them; what computes is in
-:mod:`fairness_tests.benchmarks.kobbq.family`, imported when a run uses it."""
+:mod:`fairness_tests.benchmarks.kobbq.family`, imported when a run uses it; its own
+command, ``fairness-tests kobbq score``, in :mod:`fairness_tests.benchmarks.kobbq.cli`."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
@@ -36,7 +38,8 @@ register_info("kobbq", KoBBQInfo)
 
 
 class KoBBQ(Benchmark):
-    """Every test sample under the three option orders, prompt 1 (the authors' default)."""
+    """Every test sample under the three option orders, the prompt ``--kobbq-prompt``
+    (default 1, the authors' default)."""
     name: ClassVar[str] = "kobbq"
     family = FamilySpec(name="kobbq", impl="fairness_tests.benchmarks.kobbq.family:KoBBQFamily",
                         records="kobbq", metadata_key="kobbq", gated=True, compared=True,
@@ -54,6 +57,8 @@ class KoBBQ(Benchmark):
     }
     recordings = {"embedded:gemma-3-270m": "recordings/embedded-gemma-3-270m.jsonl.gz"}
     source: ClassVar[str | None] = "fairness_tests.benchmarks.kobbq.data:SOURCE"
+    commands: ClassVar[str | None] = "fairness_tests.benchmarks.kobbq.cli"
+    options: ClassVar[tuple[str, ...]] = ("kobbq_prompt",)
 
     def requests(self, family: KoBBQFamily) -> list[Request]:
         return family.requests()

@@ -1,7 +1,8 @@
 """The KoBBQ family at work: the test split's samples (``--limit N``: the first N sample ids
-per category x context x question type), their requests (prompt 1, the three circulant
-orders), the answers as the authors' evaluation file holds them, the metric tables,
-the per-answer records and the run metadata; and the gate's part."""
+per category x context x question type), their requests (the authors' evaluation prompt
+``--kobbq-prompt N``, default 1, under the three circulant orders), the answers as the
+authors' evaluation file holds them, the metric tables, the per-answer records and the
+run metadata; and the gate's part."""
 from __future__ import annotations
 
 import pandas as pd
@@ -78,14 +79,14 @@ def mean_mass(flags: pd.DataFrame) -> float | None:
 
 
 class KoBBQFamily(Family):
-    """The samples of a run and how a KoBBQ request is made (prompt 1); the tables'
-    resampling unit is ``--cluster kobbq=template`` (the default) or ``kobbq=item``."""
-
-    prompt_id = P.DEFAULT_PROMPT
+    """The samples of a run and how a KoBBQ request is made (the authors' prompt
+    ``--kobbq-prompt``, default 1); the tables' resampling unit is ``--cluster
+    kobbq=template`` (the default) or ``kobbq=item``."""
 
     def __init__(self, config: AuditConfig):
         super().__init__(config)
         self.cluster = config.cluster_of(KoBBQ.family.name)    # --cluster kobbq=item|template
+        self.prompt_id = config.kobbq_prompt
         self.data = D.load()
         self.samples = limit_samples(self.data.samples, config.limit)
         self.row = P.prompt_row(self.data.prompts, self.prompt_id)
@@ -110,6 +111,7 @@ class KoBBQFamily(Family):
             source=f"{D.REPO} @ {D.COMMIT}", warnings=list(D.WARNINGS),
             data_dir=display_path(self.data.directory), sha256=dict(self.data.sha256),
             release=dict(self.data.release), prompt_id=self.prompt_id,
+            notes=[f"asked with {P.prompt_note(self.prompt_id, self.row)}"],
             prompt=P.query_text(self.row, "{context}", "{question}", ("{a}", "{b}", "{c}")),
             unknown=self.row["unknown"], answer_prefix=P.answer_format(self.row)[0],
             n_samples=len(self.samples), n_answers=len(flags),

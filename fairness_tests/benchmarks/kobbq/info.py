@@ -9,8 +9,9 @@ class KoBBQInfo:
     """What a card discloses about a KoBBQ run: the data (authors' repository @ commit,
     where it was read, sha256 and release status per file), the prompt (id, text, the
     unknown expression, the answer prefix), how an answer is read, the counts, the
-    intervals' settings, the subset asked (empty: the whole test split) and the
-    authors' warnings."""
+    intervals' settings, the subset asked (empty: the whole test split), what the card's
+    run notes say about the protocol (``notes``: the prompt asked) and the authors'
+    warnings."""
     source: str = ""
     data_dir: str = ""
     sha256: dict[str, str] = field(default_factory=dict)
@@ -32,4 +33,5 @@ class KoBBQInfo:
     n_boot: int = 0
     seed: int = 0
     subset: str = ""
+    notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)

@@ -16,6 +16,12 @@ leading space (``" A"``; prompt 5's options are ``(A)``: the label then ``" ("``
 the bare letter). The authors decode greedily, so the answer is the most probable
 letter (the first on a tie); the letters' probabilities are recorded.
 
+The five prompts differ in their instruction, labels, answer label (``정답:`` for 1-2,
+``답:`` for 3-5) and unknown expression; prompts 3 and 4 label the options ``a``, ``b``,
+``c`` (the letters are then read as ``" a"``, ``" b"``, ``" c"``). The authors read every
+prompt's replies with the one parser, which upper-cases a reply first, so a lower-case
+letter is the same answer as its capital: each prompt's answer is ``A``, ``B`` or ``C``.
+
 Answers (``3_postprocess_predictions.py``, :func:`raw_to_prediction`): a reply is mapped
 to a letter by the authors' ``raw2prediction`` (ported line for line); a reply it maps
 to no letter is kept as it is and is *out of choice* (``4_predictions_to_evaluation``
@@ -29,7 +35,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from fairness_tests.benchmarks.kobbq.data import UNKNOWN
+from fairness_tests.benchmarks.kobbq.data import PROMPTS, UNKNOWN
+from fairness_tests.core.errors import DataError
 from fairness_tests.models.requests.request import Decoding, Request, Response, chat
 
 PERMUTATIONS = (0, 1, 2)
@@ -38,12 +45,20 @@ DEFAULT_PROMPT = 1
 
 
 def prompt_row(prompts: pd.DataFrame, prompt_id: int) -> Mapping[str, str]:
-    """The prompt file's row of ``prompt_id`` (a KeyError naming the ids there)."""
+    """The prompt file's row of ``prompt_id`` (a :class:`DataError` naming the file, the
+    key and the ids there)."""
     rows = prompts[prompts["prompt_id"] == prompt_id]
     if len(rows) != 1:
-        raise KeyError(f"prompt_id {prompt_id} is not in 0_evaluation_prompts.tsv "
-                       f"(ids {sorted(prompts['prompt_id'])})")
+        raise DataError(f"prompt_id {prompt_id} is not one prompt of the file (ids "
+                        f"{', '.join(map(str, sorted(prompts['prompt_id'])))})", PROMPTS,
+                        key="prompt_id")
     return rows.iloc[0].to_dict()
+
+
+def prompt_note(prompt_id: int, row: Mapping[str, str]) -> str:
+    """The card's line naming the prompt a run's answers are read under."""
+    return (f"the authors' evaluation prompt {prompt_id} of 5 (0_evaluation_prompts.tsv; "
+            f"answer label {row['answer']!r}, unknown choice {row['unknown']!r})")
 
 
 def with_unknown(texts: Sequence[str], unknown: str) -> tuple[str, ...]:

@@ -1,5 +1,5 @@
-"""Scoring KoBBQ predictions made elsewhere: ``python -m fairness_tests.benchmarks.kobbq.score
-FILE --out DIR [--prompt-id N] [--cluster template|item] [--data-dir DIR]``.
+"""Scoring KoBBQ predictions made elsewhere (the command is ``fairness-tests kobbq score
+FILE``, :mod:`fairness_tests.benchmarks.kobbq.cli`).
 
 FILE is one of:
 
@@ -14,15 +14,17 @@ A prediction is the chosen choice's text, as in the authors' files; anything els
 The samples' attributes (choices, answers, category, template) come from the official
 test file, the unknown choice written as the prompt's (``--prompt-id``, default 1:
 ``알 수 없음``, the data's own). Rows whose id is no test sample, or an id given twice,
-are an error naming the line. Writes ``kobbq.csv`` and ``kobbq_labels.csv``
-(the audit's tables) into DIR.
+are an error naming the line. :func:`scored` gives the audit's tables (``kobbq``,
+``kobbq_labels``), the per-answer records in the audit's columns (:func:`records`) and
+the run metadata (:func:`scored_info`).
 """
 from __future__ import annotations
 
-import argparse
+import csv
 import io
 import json
-import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -30,8 +32,10 @@ import pandas as pd
 from fairness_tests.benchmarks.kobbq import data as D
 from fairness_tests.benchmarks.kobbq import metrics as M
 from fairness_tests.benchmarks.kobbq import prompt as P
-from fairness_tests.benchmarks.kobbq.family import KEY, flagged
+from fairness_tests.benchmarks.kobbq.family import KEY, RECORD_COLUMNS, flagged
+from fairness_tests.benchmarks.kobbq.info import KoBBQInfo
 from fairness_tests.core.errors import DataError
+from fairness_tests.core.paths import display_path
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED
 
 UNPERMUTED = -1          # the order of a prediction made on the test file as it is
@@ -49,9 +53,21 @@ def split_id(sample_id: str, known: set[str], path: Path, line: int) -> tuple[st
                     "sample_id")
 
 
+def _text(path: Path) -> str:
+    """A UTF-8 file's text; missing, unreadable or not UTF-8: one line naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"not UTF-8 ({e.reason} at byte {e.start})", path) from None
+    except OSError as e:
+        raise DataError(f"cannot read the predictions file ({e.strerror})", path) from None
+
+
 def _rows(path: Path) -> list[tuple[int, str, str]]:
     """(line, sample_id, prediction) of a TSV or JSONL file."""
-    text = path.read_text(encoding="utf-8")
+    text = _text(path)
+    if not text.strip():
+        raise DataError("empty predictions file", path)
     if path.suffix in (".jsonl", ".json"):
         out = []
         for i, line in enumerate(text.splitlines(), start=1):
@@ -66,10 +82,16 @@ def _rows(path: Path) -> list[tuple[int, str, str]]:
             pred = obj["prediction"]
             out.append((i, str(obj["sample_id"]), "" if pred is None else str(pred)))
         return out
-    df = pd.read_csv(io.StringIO(text), sep="\t", dtype=str, keep_default_na=False)
+    try:
+        df = pd.read_csv(io.StringIO(text), sep="\t", dtype=str, keep_default_na=False,
+                         quoting=csv.QUOTE_MINIMAL)
+    except pd.errors.ParserError as e:
+        raise DataError(f"not a tab-separated file ({str(e).strip()})", path) from None
     for col in ("sample_id", "prediction"):
         if col not in df:
-            raise DataError(f"missing column {col}", path, 1)
+            raise DataError(f"missing column {col} (the header has "
+                            f"{', '.join(map(str, df.columns[:6]))}"
+                            f"{', ...' if len(df.columns) > 6 else ''})", path, 1, col)
     pairs = zip(df["sample_id"], df["prediction"], strict=True)
     return [(i, s, p) for i, (s, p) in enumerate(pairs, start=2)]
 
@@ -90,41 +112,71 @@ def read_predictions(path: str | Path, samples: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["sample_id", "permutation", "prediction"])
 
 
+@dataclass(frozen=True)
+class Scored:
+    """A predictions file scored: the data read, the prompt's row, the per-answer flags
+    (:func:`~fairness_tests.benchmarks.kobbq.family.flagged`) and the tables."""
+    data: D.KoBBQData
+    row: Mapping[str, str]
+    flags: pd.DataFrame
+    tables: dict[str, pd.DataFrame]
+
+
+def scored(path: str | Path, directory: str | Path | None = None,
+           prompt_id: int = P.DEFAULT_PROMPT, cluster: str = "template",
+           n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED) -> Scored:
+    """The audit's KoBBQ tables of a predictions file (module docstring), and what they
+    were computed from."""
+    data = D.load(directory)
+    row = P.prompt_row(data.prompts, prompt_id)
+    preds = read_predictions(path, data.samples)
+    flags = flagged(data.samples, preds, row["unknown"]).sort_values(KEY).reset_index(drop=True)
+    tables = {"kobbq": M.kobbq_table(flags, "category", "category", cluster, n_boot, seed),
+              "kobbq_labels": M.kobbq_table(flags, "label_annotation", "label", cluster,
+                                            n_boot, seed)}
+    return Scored(data, row, flags, tables)
+
+
 def score(path: str | Path, directory: str | Path | None = None,
           prompt_id: int = P.DEFAULT_PROMPT, cluster: str = "template",
           n_boot: int = DEFAULT_N_BOOT, seed: int = DEFAULT_SEED) -> dict[str, pd.DataFrame]:
     """The audit's KoBBQ tables of a predictions file."""
-    data = D.load(directory)
-    unknown = P.prompt_row(data.prompts, prompt_id)["unknown"]
-    preds = read_predictions(path, data.samples)
-    flags = flagged(data.samples, preds, unknown).sort_values(KEY).reset_index(drop=True)
-    return {"kobbq": M.kobbq_table(flags, "category", "category", cluster, n_boot, seed),
-            "kobbq_labels": M.kobbq_table(flags, "label_annotation", "label", cluster,
-                                          n_boot, seed)}
+    return scored(path, directory, prompt_id, cluster, n_boot, seed).tables
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fairness_tests.benchmarks.kobbq.score",
-                                 description=__doc__.split("\n\n")[0])
-    ap.add_argument("file")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--prompt-id", type=int, default=P.DEFAULT_PROMPT)
-    ap.add_argument("--cluster", choices=M.CLUSTERS, default="template")
-    ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--n-boot", type=int, default=DEFAULT_N_BOOT)
-    ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    a = ap.parse_args(argv)
-    try:
-        tables = score(a.file, a.data_dir, a.prompt_id, a.cluster, a.n_boot, a.seed)
-    except (DataError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, t in tables.items():
-        t.to_csv(out / f"{name}.csv", index=False, lineterminator="\n")
-    return 0
+def records(s: Scored, prompt_id: int) -> pd.DataFrame:
+    """The per-answer records in the audit's columns: the options as the predictions'
+    order showed them (order ``k``: :func:`~.prompt.permuted`; a prediction on the test
+    file as it is: the file's order), the letter of the predicted option ("" when it is
+    none of them); no letter probabilities (the predictions are texts), status ``ok``."""
+    f = s.flags
+    shown = [tuple(c) if k == UNPERMUTED else P.permuted(c, k)
+             for c, k in zip(f["choices"], f["permutation"], strict=True)]
+    letters = [P.LETTERS[x.index(p)] if p in x else ""
+               for x, p in zip(shown, f["prediction"], strict=True)]
+    out = f.assign(prompt_id=int(prompt_id), shown_a=[x[0] for x in shown],
+                   shown_b=[x[1] for x in shown], shown_c=[x[2] for x in shown],
+                   letter=letters, letter_probs=None, letter_mass=float("nan"), status="ok")
+    return out[RECORD_COLUMNS]
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def scored_info(s: Scored, prompt_id: int, cluster: str, n_boot: int,
+                seed: int) -> KoBBQInfo:
+    """The run metadata of a scored predictions file: the data, the prompt whose unknown
+    expression the answers were read with, the counts and the intervals' settings."""
+    n = s.flags["sample_id"].nunique()
+    total = len(s.data.samples)
+    return KoBBQInfo(
+        source=f"{D.REPO} @ {D.COMMIT}", warnings=list(D.WARNINGS),
+        data_dir=display_path(s.data.directory), sha256=dict(s.data.sha256),
+        release=dict(s.data.release), prompt_id=int(prompt_id),
+        prompt=P.query_text(s.row, "{context}", "{question}", ("{a}", "{b}", "{c}")),
+        unknown=s.row["unknown"], answer_prefix="",
+        answer_rule="the predictions file's text: a choice as shown, anything else out of "
+                    "choice (the authors' 5_evaluation.py)",
+        orders=("the predictions' own: ids ending -0/-1/-2 are the circulant orders of the "
+                "authors' 1_preprocess.py, a test sample's own id its file order"),
+        notes=[f"predictions made elsewhere, read with {P.prompt_note(prompt_id, s.row)}"],
+        n_samples=n, n_answers=len(s.flags), n_failed=0, cluster=cluster, n_boot=n_boot,
+        seed=seed, subset="" if n == total else
+        f"{n} of the {total} test samples have a prediction")

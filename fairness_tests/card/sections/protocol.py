@@ -98,12 +98,13 @@ def card_lines() -> list[Shown]:
 
 
 def benchmark_warnings(meta: Any) -> list[str]:
-    """What a benchmark's run metadata says a report must carry (its info's ``warnings``:
-    e.g. the data authors' own caveats), each prefixed with the info's key, in the
-    order the infos were registered."""
+    """What a benchmark's run metadata says a report must carry (its info's ``notes``:
+    a choice of its protocol, e.g. which of the authors' prompts was asked; then its
+    ``warnings``: e.g. the data authors' own caveats), each prefixed with the info's key,
+    in the order the infos were registered."""
     out = []
     for key, info in meta.infos.items():
-        for w in getattr(info, "warnings", None) or ():
+        for w in [*(getattr(info, "notes", None) or ()), *(getattr(info, "warnings", None) or ())]:
             out.append(f"{key}: {w}")
     return out
 
