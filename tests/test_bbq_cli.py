@@ -10,9 +10,8 @@ import pytest
 from helpers import RAN
 
 from fairness_tests.cli.main import main
-from fairness_tests.core.paths import bbq_dir
 from fairness_tests.plugin.session import made_lines
-from fairness_tests.protocols.bbq.data import derived_target_note, load_bbq
+from fairness_tests.protocols.bbq.data import bbq_dir, derived_target_note, load_bbq
 from fairness_tests.protocols.bbq.filter import filter_items
 
 SHARED = bbq_dir()

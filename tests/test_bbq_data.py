@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 
 from fairness_tests.core.errors import DataError
-from fairness_tests.core.paths import bbq_dir
-from fairness_tests.protocols.bbq.data import OFFICIAL_SHA256, load_bbq, load_filtered
+from fairness_tests.protocols.bbq.data import OFFICIAL_SHA256, bbq_dir, load_bbq, load_filtered
 from fairness_tests.protocols.bbq.filter import (
     filter_counts,
     filter_items,

@@ -13,7 +13,6 @@ from fairness_tests.benchmarks.bbq.consistency import consistency_metrics, per_i
 from fairness_tests.benchmarks.bbq.metrics import bbq_metrics, group_table, position_bias
 from fairness_tests.benchmarks.bbq.tables import bbq_tables
 from fairness_tests.core.fmt import json_value
-from fairness_tests.core.paths import bbq_dir
 from fairness_tests.metrics.sum_stats import (
     between_group_variance,
     differential_fairness,
@@ -22,7 +21,7 @@ from fairness_tests.metrics.sum_stats import (
     subgroup_fairness,
 )
 from fairness_tests.models.requests.request import Response
-from fairness_tests.protocols.bbq.data import load_filtered
+from fairness_tests.protocols.bbq.data import bbq_dir, load_filtered
 from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table
 from fairness_tests.rules.evaluate import evaluate
 from fairness_tests.rules.thresholds import load_rules

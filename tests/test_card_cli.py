@@ -19,7 +19,8 @@ from fairness_tests.cli.card import register  # noqa: E402
 from fairness_tests.cli.main import main  # noqa: E402
 from fairness_tests.core.io import OUTPUT_MARKER  # noqa: E402
 from fairness_tests.core.option_sources import from_namespace  # noqa: E402
-from fairness_tests.core.paths import DATA_DIR, bbq_dir, fairness_cards_dir  # noqa: E402
+from fairness_tests.core.paths import DATA_DIR, fairness_cards_dir  # noqa: E402
+from fairness_tests.protocols.bbq.data import bbq_dir  # noqa: E402
 
 EXAMPLE_USER = DATA_DIR / "card_user_example.yaml"
 

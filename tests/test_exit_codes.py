@@ -28,8 +28,7 @@ from helpers import finish, kill_after, run_cli
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.exits import ExitCode, worst
-from fairness_tests.core.paths import bbq_dir
-from fairness_tests.protocols.bbq.data import load_bbq
+from fairness_tests.protocols.bbq.data import bbq_dir, load_bbq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer, tiktoken_counter  # noqa: E402

@@ -8,7 +8,6 @@ import pytest
 
 from fairness_tests.benchmarks.bbq.gate import KEY, bbq_frame, bbq_gate_metrics
 from fairness_tests.benchmarks.generative.gate import generative_gate_metrics
-from fairness_tests.core.paths import bbq_dir
 from fairness_tests.metrics.gate import (
     AGREE,
     NOT_SHOWN,
@@ -19,7 +18,7 @@ from fairness_tests.metrics.gate import (
 )
 from fairness_tests.metrics.schema import BBQ_ITEM_COLUMNS as ITEM_COLUMNS
 from fairness_tests.pipeline.gate_report import detectable_statement
-from fairness_tests.protocols.bbq.data import load_bbq
+from fairness_tests.protocols.bbq.data import bbq_dir, load_bbq
 from fairness_tests.protocols.bbq.filter import filter_items
 from fairness_tests.stats.significance import cluster_paired_rate_test, mcnemar_p, paired_rate_test
 

@@ -23,8 +23,7 @@ from fairness_tests.cli.main import build_parser
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.io import OUTPUT_MARKER, check_output, foreign_entries, output_dir
 from fairness_tests.core.options import specs
-from fairness_tests.core.paths import bbq_dir
-from fairness_tests.protocols.bbq.data import load_bbq
+from fairness_tests.protocols.bbq.data import bbq_dir, load_bbq
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = bbq_dir()

@@ -19,7 +19,6 @@ import pytest
 
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import DataError
-from fairness_tests.core.paths import bbq_dir
 from fairness_tests.models.asking.progress import Progress
 from fairness_tests.models.asking.runner import ask
 from fairness_tests.models.backends import embedded as emb
@@ -31,7 +30,7 @@ from fairness_tests.models.requests.request import Decoding, Request, chat
 from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.configure import audit_config
 from fairness_tests.pipeline.dry_run import collect_requests, dry_run
-from fairness_tests.protocols.bbq.data import read_items
+from fairness_tests.protocols.bbq.data import bbq_dir, read_items
 from fairness_tests.protocols.bbq.prompt import build_requests
 
 SYSTEM = "Answer the multiple-choice question with the letter of the correct option."

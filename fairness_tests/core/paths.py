@@ -16,7 +16,6 @@ import importlib.resources
 import os
 from pathlib import Path
 
-ENV_BBQ_DIR = "FAIRNESS_BBQ_DIR"
 ENV_SHARED_DIR = "FAIRNESS_SHARED_DIR"
 ENV_STORE = "FAIRNESS_STORE"
 
@@ -39,14 +38,6 @@ def shared_dir() -> Path:
     """``$FAIRNESS_SHARED_DIR`` or ``../shared`` beside the current directory."""
     env = os.environ.get(ENV_SHARED_DIR)
     return Path(env) if env else Path.cwd().parent / "shared"
-
-
-def bbq_dir(explicit: str | os.PathLike | None = None) -> Path:
-    """The BBQ data directory: explicit argument, ``$FAIRNESS_BBQ_DIR``, or ``<shared>/bbq``."""
-    if explicit:
-        return Path(explicit)
-    env = os.environ.get(ENV_BBQ_DIR)
-    return Path(env) if env else shared_dir() / "bbq"
 
 
 def benchmark_data_dir(name: str, explicit: str | os.PathLike | None = None) -> Path:

@@ -296,6 +296,13 @@ class Family(ABC):
         return {}
 
     @classmethod
+    def data_notes(cls, info: Any) -> list[str]:
+        """What a pytest session's summary says of the data of a run whose info of this
+        family is ``info`` (not None), one line each (e.g. BBQ: each file official
+        release or not). Default: nothing."""
+        return []
+
+    @classmethod
     def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:
         """Add the family's statements of how it asked and scored to ``protocol``, for the
         run whose card facts are ``facts`` (:class:`fairness_tests.card.sections.facts.

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from fairness_tests.core.locks import exclusive as file_lock
-from fairness_tests.pipeline.bbq_info import data_release_lines
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.plugin.options import Settings
 from fairness_tests.run.result import RunResult
@@ -130,19 +129,20 @@ def _make(settings: Settings, model: str, config: AuditConfig, rules: Any,
 
 
 def _data_notes(result: Any) -> list[str]:
-    """What the summary says of the run's data: its BBQ files, official release or not
-    (:func:`~fairness_tests.pipeline.bbq_info.data_release_lines`), and a derived BBQ
-    target_loc (:func:`~fairness_tests.protocols.bbq.data.derived_target_note`)."""
-    from fairness_tests.protocols.bbq.data import derived_target_note
-    bbq = getattr(getattr(result, "metadata", None), "bbq", None)
-    note = derived_target_note(bbq.target_loc) if bbq is not None else None
-    return data_release_lines(bbq) + ([f"note: BBQ target_loc {note}"] if note else [])
+    """What the summary says of the run's data: each family's
+    (:meth:`~fairness_tests.pipeline.benchmark.Family.data_notes`, e.g. BBQ's files,
+    official release or not), in registry order."""
+    from fairness_tests.core.registry import load
+    from fairness_tests.pipeline.benchmark import families
+    infos = getattr(getattr(result, "metadata", None), "infos", None) or {}
+    return [line for spec in families() if infos.get(spec.metadata_key) is not None
+            for line in load(spec.impl).data_notes(infos[spec.metadata_key])]
 
 
 def made_lines(sdir: Path) -> list[str]:
     """One line per run made in the session (``sdir``): how, by which process, in how
     many seconds, and how many other processes read it; then its data notes
-    (:func:`_data_notes`: each BBQ file official release or not, a derived target)."""
+    (:func:`_data_notes`: e.g. each BBQ file official release or not)."""
     lines = []
     for made in sorted(sdir.glob("*/made-by.json")):
         m = json.loads(made.read_text())

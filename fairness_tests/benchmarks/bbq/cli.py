@@ -12,7 +12,7 @@ from fairness_tests.benchmarks.bbq.tables import bbq_records, bbq_tables
 from fairness_tests.cli import scored
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.fmt import shown, text_table
-from fairness_tests.core.paths import ENV_BBQ_DIR, bbq_dir, display_path
+from fairness_tests.core.paths import display_path
 from fairness_tests.pipeline.bbq_info import bbq_info
 from fairness_tests.pipeline.config import BBQFilterConfig, BBQScoreConfig
 from fairness_tests.pipeline.config_data import DataFetchConfig
@@ -20,7 +20,7 @@ from fairness_tests.pipeline.configure import command_line, recorded_config
 from fairness_tests.pipeline.scored import scored_run
 from fairness_tests.protocols.bbq import fetch as bbq_fetch
 from fairness_tests.protocols.bbq.answers import BBQ_AUTHORS, question_only, resolve
-from fairness_tests.protocols.bbq.data import load_filtered
+from fairness_tests.protocols.bbq.data import ENV_BBQ_DIR, bbq_dir, load_filtered
 from fairness_tests.protocols.bbq.filter import filter_counts
 from fairness_tests.protocols.bbq.official import release_lines, release_status, resolve_categories
 from fairness_tests.protocols.bbq.predictions import read_predictions

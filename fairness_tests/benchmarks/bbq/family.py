@@ -12,13 +12,13 @@ import pandas as pd
 from fairness_tests.benchmarks.bbq import card, compare, gate
 from fairness_tests.benchmarks.bbq.tables import bbq_records, bbq_tables
 from fairness_tests.core.errors import FairnessTestsError
-from fairness_tests.core.paths import bbq_dir, display_path
+from fairness_tests.core.paths import display_path
 from fairness_tests.models.requests.request import Decoding, Request
-from fairness_tests.pipeline.bbq_info import bbq_info
+from fairness_tests.pipeline.bbq_info import bbq_info, data_release_lines
 from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.views import CardProtocol, Compared, Section, View
-from fairness_tests.protocols.bbq.data import load_filtered
+from fairness_tests.protocols.bbq.data import bbq_dir, derived_target_note, load_filtered
 from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table, prompt_text
 from fairness_tests.protocols.bbq.sample import consistency_sample, sample_record
 
@@ -58,6 +58,15 @@ class BBQFamily(Family):
     @classmethod
     def compare_sections(cls, entries: Sequence[Compared]) -> list[Section]:
         return compare.sections(entries)
+
+    @classmethod
+    def data_notes(cls, info: Any) -> list[str]:
+        """Each BBQ file official release or not
+        (:func:`~fairness_tests.pipeline.bbq_info.data_release_lines`), and a target_loc
+        derived by the authors' rule (:func:`~fairness_tests.protocols.bbq.data.
+        derived_target_note`)."""
+        note = derived_target_note(info.target_loc)
+        return data_release_lines(info) + ([f"note: BBQ target_loc {note}"] if note else [])
 
     @classmethod
     def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:

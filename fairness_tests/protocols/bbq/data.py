@@ -40,7 +40,7 @@ import pandas as pd
 from fairness_tests.core.cache import cached, code_digest
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.io import json_lines
-from fairness_tests.core.paths import DATA_DIR, ENV_BBQ_DIR, display_path
+from fairness_tests.core.paths import DATA_DIR, display_path, shared_dir
 from fairness_tests.protocols.bbq import authors
 from fairness_tests.protocols.bbq.filter import filter_items
 from fairness_tests.protocols.bbq.official import (
@@ -55,6 +55,16 @@ from fairness_tests.protocols.bbq.official import (
     resolve_categories,
     verify,
 )
+
+ENV_BBQ_DIR = "FAIRNESS_BBQ_DIR"
+
+
+def bbq_dir(explicit: str | os.PathLike | None = None) -> Path:
+    """The BBQ data directory: explicit argument, ``$FAIRNESS_BBQ_DIR``, or ``<shared>/bbq``."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get(ENV_BBQ_DIR)
+    return Path(env) if env else shared_dir() / "bbq"
 
 #: the categories loaded when none are named (the intersectional audit)
 DATASETS = DEFAULT_CATEGORIES
