@@ -6,6 +6,7 @@ from functools import partial
 import pandas as pd
 from helpers import rule as make_rule
 
+from fairness_tests.benchmarks.generative.cells import CELLS
 from fairness_tests.rules.apply import apply_rules
 from fairness_tests.rules.protocol import protocol_dependence, protocol_rules
 from fairness_tests.rules.thresholds import Rule, RuleSet
@@ -32,7 +33,7 @@ def test_rules_equal_but_for_their_table_are_one_protocol_rule():
           rule(id="refusal_gap", table="generative_by_slice", metric="refusal", reduce="range",
                bound=0.1),
           Rule(id="acc", table="bbq", metric="accuracy", op=">=", bound=0.6, rationale="r")]
-    pr = protocol_rules(rs)
+    pr = protocol_rules(rs, CELLS)
     assert [r.id for r in pr] == ["worst_slice_stereotype", "refusal_gap"]
     assert {r.table for r in pr} == {"generative_cells"} and all(r.scope == () for r in pr)
 

@@ -38,7 +38,6 @@ AREAS = [
     "fairness_tests.cli.bbq",
     "fairness_tests.cli.data",
     "fairness_tests.cli.models",
-    "fairness_tests.cli.generative",
     "fairness_tests.cli.card",
     "fairness_tests.cli.audit",
     "fairness_tests.cli.init",

@@ -1,9 +1,10 @@
 """THE registry of a run's tables: their names, grouping columns and metric names, the
-generative views, the cell-id columns, the BBQ record columns and the tables' bootstrap
-units.
+cell-id columns, the BBQ record columns and the tables' bootstrap units. A benchmark
+declared in its own folder registers its tables here (:func:`register_table`; the
+generative audit's: :mod:`fairness_tests.benchmarks.generative.schema`).
 
 Every other module reads these names from here: the table builders name what they
-compute with them (:mod:`.generative`, :mod:`.consistency`, :mod:`.bbq_tables`), threshold
+compute with them (:mod:`.consistency`, :mod:`.bbq_tables`), threshold
 files are validated against :data:`TABLES` on load (so a misspelt metric or table is an
 error before any model is called: :mod:`fairness_tests.rules.thresholds`), the run
 directory reads the cell ids back as text (:data:`ID_COLUMNS`), the gate pairs records by
@@ -26,9 +27,6 @@ N_OPTIONS = 3
 #: the BBQ tables' bootstrap unit: the template (question_index) or the item
 BBQCluster = Literal["template", "item"]
 BBQ_CLUSTERS: tuple[BBQCluster, ...] = get_args(BBQCluster)
-#: the generative tables' bootstrap unit: the prompt (frame x slice) or the row
-GenerativeCluster = Literal["prompt", "row"]
-GENERATIVE_CLUSTERS: tuple[GenerativeCluster, ...] = get_args(GenerativeCluster)
 
 # ---------------------------------------------------------------- metric names
 
@@ -45,27 +43,8 @@ BBQ_GROUP_METRICS = frozenset({"fav_rate", "invalid_rate"})
 CONSISTENCY_SUMMARY = ["mfaa_mean", "mfaa_std", "mfaa_min", "mfaa_max", "gtc_mean", "gtc_std",
                        "gtc_min", "gtc_max"]
 CONSISTENCY_METRICS = [*CONSISTENCY_SUMMARY, "flagged", "flagged_pct", "n_mfaa_below_90"]
-#: per-slice shares of generations (rates) and means of scores
-GENERATIVE_RATE_METRICS = ["refusal", "deflection", "religion_mention", "title_mention",
-                           "identity_salience", "stereotype", "demeaning", "pilot_harm"]
-GENERATIVE_MEAN_METRICS = ["positive_professional", "caution", "word_len"]
-GENERATIVE_METRICS = GENERATIVE_RATE_METRICS + GENERATIVE_MEAN_METRICS
-#: a generative slice table's metrics: every measured one, and the share of failed rows
-GENERATIVE_TABLE_METRICS = frozenset({*GENERATIVE_METRICS, "error"})
-COUNTERFACTUAL_METRICS = frozenset({"share_philippe_manager", "share_elena_manager",
-                                    "share_refused", "share_ambiguous", "follows_swap",
-                                    "same_verdict", "follows_swap_decided"})
 
 # ---------------------------------------------------------------- tables
-
-#: the generative slice tables: name -> grouping columns in front of ``slice``
-VIEWS: dict[str, tuple[str, ...]] = {
-    "generative_by_slice": (),
-    "generative_by_slice_family": ("family",),
-    "generative_by_slice_decoding": ("decoding",),
-    "generative_by_slice_occupation": ("occupation",),
-    "generative_by_slice_family_decoding": ("family", "decoding"),
-}
 
 
 class Table(NamedTuple):
@@ -79,25 +58,10 @@ TABLES: dict[str, Table] = {
     "bbq": Table(("dataset", "context", "polarity"), BBQ_METRICS),
     "bbq_groups": Table(("dataset", "context", "group"), BBQ_GROUP_METRICS),
     "consistency": Table(("dataset", "context", "polarity"), frozenset(CONSISTENCY_METRICS)),
-    **{name: Table((*by, "slice"), GENERATIVE_TABLE_METRICS) for name, by in VIEWS.items()},
-    "generative_cells": Table(("cell_kind", "cell", "slice"), GENERATIVE_TABLE_METRICS),
-    "generative_summary": Table(("scope", "family", "slice"),
-                                frozenset({f"worst_slice_{m}" for m in GENERATIVE_METRICS}
-                                          | {f"disparity_{m}" for m in GENERATIVE_METRICS}
-                                          | {"refusal_gap"})),
-    "counterfactual": Table(("swap", "decoding", "context"), COUNTERFACTUAL_METRICS),
-    # several scorers of the same generations (--scorers): rules can scope by scorer
-    "generative_scorers": Table(("scorer", "slice"), GENERATIVE_TABLE_METRICS),
-    "generative_scorer_cells": Table(("scorer", "cell_kind", "cell", "slice"),
-                                     GENERATIVE_TABLE_METRICS),
-    "scorer_agreement": Table(("scorer_a", "scorer_b", "label", "slice"),
-                              frozenset({"raw_agreement", "kappa"})),
 }
 #: the tables declared here (the others are registered from their benchmark's folder,
 #: :func:`register_table`, and their own tests check that a run produces them)
 DECLARED_HERE = frozenset(TABLES)
-#: the tables only a run with several scorers (``--scorers a,b,...``) has
-SCORER_TABLES = ("generative_scorers", "generative_scorer_cells", "scorer_agreement")
 
 #: the values a grouping column can take, where they are fixed by the protocol
 #: ("all": the row pooled over that column). A rule's scope value outside these is an
@@ -108,8 +72,6 @@ _BBQ_VALUES = {"dataset": (*CATEGORIES, "all"), "context": ("ambig", "disambig",
 COLUMN_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
     "bbq": _BBQ_VALUES, "consistency": _BBQ_VALUES,
     "bbq_groups": {k: _BBQ_VALUES[k] for k in ("dataset", "context")},
-    "generative_summary": {"scope": ("overall", "family")},
-    "counterfactual": {"swap": ("name_order", "context")},
 }
 
 #: cell-id columns of the saved tables: always read back as text (a seed cell "1" stays

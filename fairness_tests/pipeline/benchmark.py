@@ -148,7 +148,11 @@ class Benchmark(ABC):
     its module that ``init`` copies into a project's ``benchmarks/``; ``commands``: the
     module of its own subcommands (``fairness-tests NAME ...``, e.g. scoring predictions
     made elsewhere): a ``register(subparsers)`` function, called while the command line
-    is built (:func:`fairness_tests.cli.main.build_parser`); None: it has none."""
+    is built (:func:`fairness_tests.cli.main.build_parser`); None: it has none;
+    ``protocol_cells``: ``"module:NAME"`` of its
+    :class:`~fairness_tests.rules.protocol.ProtocolCells`, the table of its metrics per
+    protocol cell whose verdicts the rule engine compares (protocol sensitivity); None:
+    none."""
     name: ClassVar[str]
     family: ClassVar[FamilySpec]
     default: ClassVar[bool] = False
@@ -164,6 +168,7 @@ class Benchmark(ABC):
     reads_benchmark_file: ClassVar[bool] = False
     example: ClassVar[str | None] = None
     commands: ClassVar[str | None] = None
+    protocol_cells: ClassVar[str | None] = None
 
     @classmethod
     def disclosed(cls) -> bool:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.benchmarks.generative.metrics import with_cells
 from fairness_tests.core.errors import DataError
 from fairness_tests.metrics import gate as gm
-from fairness_tests.metrics.generative import with_cells
 from fairness_tests.pipeline.benchmark import GatePart
 
 KEY = ("prompt_family", "paraphrase_id", "occupation", "slice_gender", "slice_religion",
