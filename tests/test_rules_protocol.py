@@ -8,7 +8,7 @@ from helpers import rule as make_rule
 
 from fairness_tests.benchmarks.generative.cells import CELLS
 from fairness_tests.rules.apply import apply_rules
-from fairness_tests.rules.protocol import protocol_dependence, protocol_rules
+from fairness_tests.rules.protocol import ProtocolCells, protocol_dependence, protocol_rules
 from fairness_tests.rules.thresholds import Rule, RuleSet
 
 NAN = float("nan")
@@ -85,3 +85,21 @@ def test_seeds_are_a_spread_not_protocol_cells():
     assert not out.tables["protocol_verdicts"]["cell"].str.startswith("seed").any()
     sp = out.tables["seed_spread"].iloc[0]
     assert (sp["value_min"], sp["value_max"], sp["n_seeds"]) == (0.094, 0.125, 2)
+
+
+def test_the_protocol_cells_are_what_a_benchmark_declares():
+    """The rule engine names no table: the cells a benchmark declares are the ones it
+    evaluates (here a made-up benchmark's), and with none declared it adds nothing."""
+    toy = ProtocolCells(table="toy_cells", sources=("toy_by_slice",), id_suffixes=("_per_x",))
+    t = cells({("overall", "all"): (0.01, 0.0, 0.03), ("x", "a"): (0.09, 0.07, 0.12)})
+    r = rule(id="worst_stereotype_per_x", table="toy_by_slice")
+    out = apply_rules({"toy_cells": t}, RuleSet(rules=[r]), cells=[toy])
+    v = out.tables["protocol_verdicts"]
+    assert set(v["rule"]) == {"worst_stereotype"}
+    assert dict(zip(v["cell"], v["status"], strict=True)) == {"overall": "pass", "x/a": "fail"}
+    assert out.tables["protocol_sensitivity"].iloc[0]["protocol_dependent"]
+    # no declaration: no protocol tables; the generative audit's does not take this rule
+    assert "protocol_verdicts" not in apply_rules({"toy_cells": t}, RuleSet(rules=[r]),
+                                                  cells=[]).tables
+    assert protocol_rules([r], CELLS) == []
+    assert [x.table for x in protocol_rules([r], toy)] == ["toy_cells"]
