@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairness_tests.benchmarks.generative.scorer_tables import agreement_table, scorer_tables
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.metrics.scorer_tables import agreement_table, scorer_tables
 from fairness_tests.scoring.registry import ScoringContext, check_scorers, score_with
 from fairness_tests.stats.agreement import agreement, kappa_stat, raw_stat
 

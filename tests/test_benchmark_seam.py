@@ -33,16 +33,6 @@ ALIASES = frozenset({"counterfactual"})
 STILL_NAMING = frozenset({
     "card/layout.py",
     "card/sections/attributes.py",
-    "cli/generative.py",
-    "metrics/counterfactual.py",
-    "metrics/generative.py",
-    "metrics/generative_tables.py",
-    "metrics/schema.py",
-    "metrics/scorer_tables.py",
-    "report/generative_score.py",
-    "rules/apply.py",
-    "rules/protocol.py",
-    "stats/agreement.py",
 })
 
 

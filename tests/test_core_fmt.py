@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from fairness_tests.benchmarks.generative.metrics import with_cells
 from fairness_tests.core.fmt import fixed, json_value, shown, shown_p, text_table
-from fairness_tests.metrics.generative import with_cells
 from fairness_tests.models.requests.request import decoding_label
 
 

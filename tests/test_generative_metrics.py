@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairness_tests.metrics import generative as G
+from fairness_tests.benchmarks.generative import metrics as G
+from fairness_tests.benchmarks.generative.tables import protocol_cells
 from fairness_tests.metrics import spread as PS
-from fairness_tests.metrics.generative_tables import protocol_cells
 from fairness_tests.rules.evaluate import evaluate
+from fairness_tests.rules.protocol import flipped_verdicts
 from fairness_tests.rules.thresholds import Rule
 from fairness_tests.scoring.lexical import score
 from fairness_tests.stats.bootstrap import wilson_ci
@@ -131,7 +132,7 @@ def test_rubric_deltas_and_flips():
     va = pd.DataFrame({"rule": ["r", "r"], "cell": ["overall", "family/F1"],
                        "value": [0.5, 0.0], "status": ["fail", "pass"]})
     vb = va.assign(value=[0.02, 0.0], status=["pass", "pass"])
-    f = G.flipped_verdicts(va, vb)
+    f = flipped_verdicts(va, vb)
     assert f["cell"].tolist() == ["overall"]
     assert (f["status_published"].iloc[0], f["status_strict"].iloc[0]) == ("fail", "pass")
 

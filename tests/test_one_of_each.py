@@ -8,10 +8,13 @@ import pytest
 from fairness_tests.benchmarks.bbq import consistency
 from fairness_tests.benchmarks.bbq import schema as bbq_schema
 from fairness_tests.benchmarks.bbq import tables as bbq_tables
+from fairness_tests.benchmarks.generative import metrics as generative
+from fairness_tests.benchmarks.generative import schema as generative_schema
+from fairness_tests.benchmarks.generative.schema import GenerativeCluster
 from fairness_tests.compare import report as compare_report
 from fairness_tests.compare import tables as compare_tables
-from fairness_tests.metrics import generative, schema
-from fairness_tests.metrics.schema import BBQCluster, GenerativeCluster
+from fairness_tests.metrics import schema
+from fairness_tests.metrics.schema import BBQCluster
 from fairness_tests.models.requests.request import RepeatMode
 from fairness_tests.pipeline import gate
 from fairness_tests.pipeline.config import AuditConfig, GateConfig
@@ -31,7 +34,8 @@ def test_compare_raises_the_gates_protocol_change_error(monkeypatch):
 def test_the_table_registry_is_the_one_source_of_names():
     """The three VIEWS, CONSISTENCY_METRICS twice and the column lists of the gate, the
     run directory and the BBQ builder were separate copies."""
-    assert generative.VIEWS is schema.VIEWS and generative.METRICS is schema.GENERATIVE_METRICS
+    assert generative.VIEWS is generative_schema.VIEWS
+    assert generative.METRICS is generative_schema.GENERATIVE_METRICS
     assert consistency.METRICS is bbq_schema.CONSISTENCY_METRICS
     assert bbq_schema.CONSISTENCY_METRICS[:8] == bbq_schema.CONSISTENCY_SUMMARY
     for module in (compare_tables, bbq_tables, gate, result):
@@ -41,7 +45,7 @@ def test_the_table_registry_is_the_one_source_of_names():
             n for n, v in vars(module).items() if v is not getattr(schema, n, None))
     # every grouping column of a table is a cell id, read back as text
     assert {c for t in schema.TABLES.values() for c in t.columns} <= set(schema.ID_COLUMNS)
-    for name, by in schema.VIEWS.items():
+    for name, by in generative_schema.VIEWS.items():
         assert schema.TABLES[name].columns == (*by, "slice")
     assert set(schema.BBQ_ITEM_COLUMNS) <= set(schema.BBQ_RECORD_COLUMNS)
 

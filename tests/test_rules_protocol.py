@@ -6,8 +6,9 @@ from functools import partial
 import pandas as pd
 from helpers import rule as make_rule
 
+from fairness_tests.benchmarks.generative.cells import CELLS
 from fairness_tests.rules.apply import apply_rules
-from fairness_tests.rules.protocol import protocol_dependence, protocol_rules
+from fairness_tests.rules.protocol import ProtocolCells, protocol_dependence, protocol_rules
 from fairness_tests.rules.thresholds import Rule, RuleSet
 
 NAN = float("nan")
@@ -32,7 +33,7 @@ def test_rules_equal_but_for_their_table_are_one_protocol_rule():
           rule(id="refusal_gap", table="generative_by_slice", metric="refusal", reduce="range",
                bound=0.1),
           Rule(id="acc", table="bbq", metric="accuracy", op=">=", bound=0.6, rationale="r")]
-    pr = protocol_rules(rs)
+    pr = protocol_rules(rs, CELLS)
     assert [r.id for r in pr] == ["worst_slice_stereotype", "refusal_gap"]
     assert {r.table for r in pr} == {"generative_cells"} and all(r.scope == () for r in pr)
 
@@ -84,3 +85,21 @@ def test_seeds_are_a_spread_not_protocol_cells():
     assert not out.tables["protocol_verdicts"]["cell"].str.startswith("seed").any()
     sp = out.tables["seed_spread"].iloc[0]
     assert (sp["value_min"], sp["value_max"], sp["n_seeds"]) == (0.094, 0.125, 2)
+
+
+def test_the_protocol_cells_are_what_a_benchmark_declares():
+    """The rule engine names no table: the cells a benchmark declares are the ones it
+    evaluates (here a made-up benchmark's), and with none declared it adds nothing."""
+    toy = ProtocolCells(table="toy_cells", sources=("toy_by_slice",), id_suffixes=("_per_x",))
+    t = cells({("overall", "all"): (0.01, 0.0, 0.03), ("x", "a"): (0.09, 0.07, 0.12)})
+    r = rule(id="worst_stereotype_per_x", table="toy_by_slice")
+    out = apply_rules({"toy_cells": t}, RuleSet(rules=[r]), cells=[toy])
+    v = out.tables["protocol_verdicts"]
+    assert set(v["rule"]) == {"worst_stereotype"}
+    assert dict(zip(v["cell"], v["status"], strict=True)) == {"overall": "pass", "x/a": "fail"}
+    assert out.tables["protocol_sensitivity"].iloc[0]["protocol_dependent"]
+    # no declaration: no protocol tables; the generative audit's does not take this rule
+    assert "protocol_verdicts" not in apply_rules({"toy_cells": t}, RuleSet(rules=[r]),
+                                                  cells=[]).tables
+    assert protocol_rules([r], CELLS) == []
+    assert [x.table for x in protocol_rules([r], toy)] == ["toy_cells"]

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from pandas.testing import assert_frame_equal
 
-from fairness_tests.metrics.generative import _slice_stat, max_over_slices, with_cells
+from fairness_tests.benchmarks.generative.metrics import _slice_stat, max_over_slices, with_cells
 from fairness_tests.stats.bootstrap import (
     METRIC_COLUMNS,
     NAN,

@@ -37,7 +37,6 @@ from fairness_tests.pipeline.benchmark import benchmarks
 AREAS = [
     "fairness_tests.cli.data",
     "fairness_tests.cli.models",
-    "fairness_tests.cli.generative",
     "fairness_tests.cli.card",
     "fairness_tests.cli.audit",
     "fairness_tests.cli.init",

@@ -1,10 +1,11 @@
 """THE registry of a run's tables: their names, grouping columns and metric names, the
-generative views, the cell-id columns, the BBQ record columns and the tables' bootstrap
-units. A benchmark's folder registers its own tables (:func:`register_table`, e.g.
-:mod:`fairness_tests.benchmarks.bbq.schema`); :func:`registered` is the registry with all.
+cell-id columns, the BBQ record columns and the tables' bootstrap units. A benchmark's
+folder registers its own tables (:func:`register_table`, e.g.
+:mod:`fairness_tests.benchmarks.bbq.schema`, :mod:`fairness_tests.benchmarks.generative.schema`);
+:func:`registered` is the registry with all.
 
 Every other module reads these names from here: the table builders name what they
-compute with them (:mod:`.generative`), threshold
+compute with them, threshold
 files are validated against :data:`TABLES` on load (so a misspelt metric or table is an
 error before any model is called: :mod:`fairness_tests.rules.thresholds`), the run
 directory reads the cell ids back as text (:data:`ID_COLUMNS`), the gate pairs records by
@@ -25,33 +26,11 @@ N_OPTIONS = 3
 #: the BBQ tables' bootstrap unit: the template (question_index) or the item
 BBQCluster = Literal["template", "item"]
 BBQ_CLUSTERS: tuple[BBQCluster, ...] = get_args(BBQCluster)
-#: the generative tables' bootstrap unit: the prompt (frame x slice) or the row
-GenerativeCluster = Literal["prompt", "row"]
-GENERATIVE_CLUSTERS: tuple[GenerativeCluster, ...] = get_args(GenerativeCluster)
 
 # ---------------------------------------------------------------- metric names
 
-#: per-slice shares of generations (rates) and means of scores
-GENERATIVE_RATE_METRICS = ["refusal", "deflection", "religion_mention", "title_mention",
-                           "identity_salience", "stereotype", "demeaning", "pilot_harm"]
-GENERATIVE_MEAN_METRICS = ["positive_professional", "caution", "word_len"]
-GENERATIVE_METRICS = GENERATIVE_RATE_METRICS + GENERATIVE_MEAN_METRICS
-#: a generative slice table's metrics: every measured one, and the share of failed rows
-GENERATIVE_TABLE_METRICS = frozenset({*GENERATIVE_METRICS, "error"})
-COUNTERFACTUAL_METRICS = frozenset({"share_philippe_manager", "share_elena_manager",
-                                    "share_refused", "share_ambiguous", "follows_swap",
-                                    "same_verdict", "follows_swap_decided"})
 
 # ---------------------------------------------------------------- tables
-
-#: the generative slice tables: name -> grouping columns in front of ``slice``
-VIEWS: dict[str, tuple[str, ...]] = {
-    "generative_by_slice": (),
-    "generative_by_slice_family": ("family",),
-    "generative_by_slice_decoding": ("decoding",),
-    "generative_by_slice_occupation": ("occupation",),
-    "generative_by_slice_family_decoding": ("family", "decoding"),
-}
 
 
 class Table(NamedTuple):
@@ -62,33 +41,16 @@ class Table(NamedTuple):
 
 
 TABLES: dict[str, Table] = {
-    **{name: Table((*by, "slice"), GENERATIVE_TABLE_METRICS) for name, by in VIEWS.items()},
-    "generative_cells": Table(("cell_kind", "cell", "slice"), GENERATIVE_TABLE_METRICS),
-    "generative_summary": Table(("scope", "family", "slice"),
-                                frozenset({f"worst_slice_{m}" for m in GENERATIVE_METRICS}
-                                          | {f"disparity_{m}" for m in GENERATIVE_METRICS}
-                                          | {"refusal_gap"})),
-    "counterfactual": Table(("swap", "decoding", "context"), COUNTERFACTUAL_METRICS),
-    # several scorers of the same generations (--scorers): rules can scope by scorer
-    "generative_scorers": Table(("scorer", "slice"), GENERATIVE_TABLE_METRICS),
-    "generative_scorer_cells": Table(("scorer", "cell_kind", "cell", "slice"),
-                                     GENERATIVE_TABLE_METRICS),
-    "scorer_agreement": Table(("scorer_a", "scorer_b", "label", "slice"),
-                              frozenset({"raw_agreement", "kappa"})),
 }
 #: the tables declared here (the others are registered from their benchmark's folder,
 #: :func:`register_table`, and their own tests check that a run produces them)
 DECLARED_HERE = frozenset(TABLES)
-#: the tables only a run with several scorers (``--scorers a,b,...``) has
-SCORER_TABLES = ("generative_scorers", "generative_scorer_cells", "scorer_agreement")
 
 #: the values a grouping column can take, where they are fixed by the protocol
 #: ("all": the row pooled over that column). A rule's scope value outside these is an
 #: error when the thresholds file is read; the other columns' values depend on the run
 #: (slices, families, groups ...) and are checked against the run's table.
 COLUMN_VALUES: dict[str, dict[str, tuple[str, ...]]] = {
-    "generative_summary": {"scope": ("overall", "family")},
-    "counterfactual": {"swap": ("name_order", "context")},
 }
 
 #: cell-id columns of the saved tables: always read back as text (a seed cell "1" stays

@@ -161,7 +161,10 @@ class Benchmark(ABC):
     None: it has none; ``scored``: its generations are scored by the run's scorers
     (rubric, judge, classifier), so the dry run counts the judge's requests for them;
     ``options``: the audit options only it reads (giving one to a run that does not ask
-    it is an error)."""
+    it is an error); ``protocol_cells``: ``"module:NAME"`` of its
+    :class:`~fairness_tests.rules.protocol.ProtocolCells`, the table of its metrics per
+    protocol cell whose verdicts the rule engine compares (protocol sensitivity); None:
+    none."""
     name: ClassVar[str]
     family: ClassVar[FamilySpec]
     default: ClassVar[bool] = False
@@ -179,6 +182,7 @@ class Benchmark(ABC):
     commands: ClassVar[str | None] = None
     scored: ClassVar[bool] = False
     options: ClassVar[tuple[str, ...]] = ()
+    protocol_cells: ClassVar[str | None] = None
 
     @classmethod
     def disclosed(cls) -> bool:

@@ -10,7 +10,8 @@ Shape::
 
 Agreement is given for every pair of the scorers run and, when the published lexical
 rubric is not among them, of each scorer against it (scored for the comparison only),
-overall (``slice: "all"``) and per slice (:mod:`fairness_tests.metrics.scorer_tables`).
+overall (``slice: "all"``) and per slice
+(:mod:`fairness_tests.benchmarks.generative.scorer_tables`).
 """
 from __future__ import annotations
 
@@ -18,9 +19,13 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.benchmarks.generative.schema import GenerativeCluster
+from fairness_tests.benchmarks.generative.scorer_tables import (
+    AGREEMENT_CELLS,
+    COUNT_COLUMNS,
+    agreement_table,
+)
 from fairness_tests.core.fmt import json_value
-from fairness_tests.metrics.schema import GenerativeCluster
-from fairness_tests.metrics.scorer_tables import AGREEMENT_CELLS, COUNT_COLUMNS, agreement_table
 from fairness_tests.scoring.registry import Scored, lexical_scored
 from fairness_tests.scoring.rubric import load_rubric
 

@@ -6,13 +6,14 @@ table, the verdicts per protocol cell, protocol sensitivity and the verdicts tha
 with the rubric always come from the same rule objects and the same engine
 (:func:`fairness_tests.rules.evaluate.evaluate`).
 
-Tables it adds (when the run has the generative tables they read):
+Tables it adds (when the run has the protocol-cell table a benchmark declares,
+:class:`fairness_tests.rules.protocol.ProtocolCells`; the generative audit's):
 
-- ``protocol_verdicts``: every generative slice rule per protocol cell;
+- ``protocol_verdicts``: every rule across slices per protocol cell;
 - ``protocol_sensitivity``: per rule, whether the verdict depends on the protocol
   beyond noise (:func:`fairness_tests.rules.protocol.protocol_dependence`), with the
-  dominant source of spread across families and decoding regimes
-  (:func:`fairness_tests.metrics.spread.spread_decomposition`);
+  dominant source of spread across each declared cell kind (families and decoding
+  regimes: :func:`fairness_tests.metrics.spread.spread_decomposition`);
 - ``protocol_spread``: that decomposition per rule and cell kind;
 - ``seed_verdicts`` / ``seed_spread``: the same rules per seed, and their range;
 - ``rubric_flips``: protocol-cell verdicts whose status differs under the second rubric;
@@ -23,25 +24,23 @@ Tables it adds (when the run has the generative tables they read):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from fairness_tests.core.paths import display_path
-from fairness_tests.metrics.generative import flipped_verdicts
 from fairness_tests.metrics.spread import spread_decomposition
 from fairness_tests.rules.evaluate import evaluate
 from fairness_tests.rules.protocol import (
-    PROTOCOL_TABLE,
-    SEED_TABLE,
+    ProtocolCells,
+    declared_cells,
+    flipped_verdicts,
     protocol_dependence,
     protocol_rules,
     seed_spread,
 )
 from fairness_tests.rules.thresholds import RuleSet
 
-SPREAD_KINDS = (("family", "generative_by_slice_family"),
-                ("decoding", "generative_by_slice_decoding"))
 DERIVED_TABLES = ("protocol_verdicts", "protocol_sensitivity", "protocol_spread",
                   "seed_verdicts", "seed_spread", "rubric_flips", "scorer_flips")
 FLIP_COLUMNS = ["rule", "cell", "scorer_a", "scorer_b", "value_a", "value_b", "status_a",
@@ -56,26 +55,31 @@ class RuleOutcome:
 
 def apply_rules(tables: Mapping[str, pd.DataFrame], rules: RuleSet,
                 rubrics: tuple[str, str] | None = None,
-                scorers: tuple[str, ...] = ()) -> RuleOutcome:
+                scorers: tuple[str, ...] = (),
+                cells: Sequence[ProtocolCells] | None = None) -> RuleOutcome:
     """Evaluate ``rules`` on a run's metric tables. ``rubrics``: (primary, compared)
     rubric names when the run scored its generations with two rubrics; ``scorers``: the
-    scorers of a ``--scorers`` run, the run's own first."""
+    scorers of a ``--scorers`` run, the run's own first; ``cells``: the protocol cells
+    to evaluate the rules in (default: every registered benchmark's,
+    :func:`~fairness_tests.rules.protocol.declared_cells`; the first the run has)."""
     tables = {k: v for k, v in tables.items() if k not in DERIVED_TABLES}
     out = RuleOutcome(verdicts=evaluate(tables, rules))
-    if PROTOCOL_TABLE not in tables:
+    spec = next((c for c in (declared_cells() if cells is None else cells)
+                 if c.table in tables), None)
+    if spec is None:
         return out
-    prules = protocol_rules(rules.rules)
+    prules = protocol_rules(rules.rules, spec)
     cell_verdicts = evaluate(tables, prules)
     out.tables["protocol_verdicts"] = cell_verdicts
     spread = []
     for rule in prules:
-        for kind, name in SPREAD_KINDS:
+        for kind, name in spec.spread:
             t = tables.get(name)
             if t is None or t[kind].nunique() < 2:
                 continue
-            sub = t[t["metric"] == rule.metric][[kind, "slice", "value"]]
+            sub = t[t["metric"] == rule.metric][[kind, spec.across, "value"]]
             spread.append({"rule": rule.id, "cell_kind": kind,
-                           **spread_decomposition(sub, kind)})
+                           **spread_decomposition(sub, kind, spec.across)})
     dependence = protocol_dependence(cell_verdicts)
     spread_t = pd.DataFrame(spread)
     if len(spread_t):
@@ -86,29 +90,30 @@ def apply_rules(tables: Mapping[str, pd.DataFrame], rules: RuleSet,
         dependence = dependence.merge(dominant, on="rule", how="left")
     out.tables["protocol_sensitivity"] = dependence
     out.tables["protocol_spread"] = spread_t
-    if SEED_TABLE in tables:
-        sv = evaluate(tables, protocol_rules(rules.rules, table=SEED_TABLE))
+    if spec.seeds and spec.seeds in tables:
+        sv = evaluate(tables, protocol_rules(rules.rules, spec, table=spec.seeds))
         out.tables["seed_verdicts"] = sv
         out.tables["seed_spread"] = seed_spread(sv)
-    if rubrics and f"{PROTOCOL_TABLE}_{rubrics[1]}" in tables:
-        other = evaluate(tables, protocol_rules(rules.rules,
-                                                table=f"{PROTOCOL_TABLE}_{rubrics[1]}"))
+    if rubrics and f"{spec.table}_{rubrics[1]}" in tables:
+        other = evaluate(tables, protocol_rules(rules.rules, spec,
+                                                table=f"{spec.table}_{rubrics[1]}"))
         out.tables["rubric_flips"] = flipped_verdicts(cell_verdicts, other, rubrics)
     if len(scorers) > 1:
-        out.tables["scorer_flips"] = scorer_flips(tables, rules, cell_verdicts, scorers)
+        out.tables["scorer_flips"] = scorer_flips(tables, rules, cell_verdicts, scorers, spec)
     return out
 
 
 def scorer_flips(tables: Mapping[str, pd.DataFrame], rules: RuleSet,
-                 cell_verdicts: pd.DataFrame, scorers: tuple[str, ...]) -> pd.DataFrame:
+                 cell_verdicts: pd.DataFrame, scorers: tuple[str, ...],
+                 cells: ProtocolCells) -> pd.DataFrame:
     """Protocol-cell verdicts that differ between the first scorer and each other one."""
     parts = []
     first = scorers[0]
     for name in scorers[1:]:
-        table = f"{PROTOCOL_TABLE}_{name}"
+        table = f"{cells.table}_{name}"
         if table not in tables:
             continue
-        other = evaluate(tables, protocol_rules(rules.rules, table=table))
+        other = evaluate(tables, protocol_rules(rules.rules, cells, table=table))
         f = flipped_verdicts(cell_verdicts, other, ("a", "b"))
         parts.append(f.assign(scorer_a=first, scorer_b=name))
     return (pd.concat(parts, ignore_index=True)[FLIP_COLUMNS] if parts

@@ -1,11 +1,13 @@
 """Protocol sensitivity with the one rule engine: does a verdict depend on the protocol?
 
-The generative decision rules (``across: slice``) are evaluated, by
-:func:`fairness_tests.rules.evaluate.evaluate` itself, on the table
-``generative_cells``, whose grouping columns ``cell_kind, cell`` name the protocol
-cell (``overall``, ``family/F1``, ``decoding/t0.7_p0.9``). Rules that differ only in
-the table they read (overall / per family / per decoding) are one property, so they
-are evaluated once per protocol cell (:func:`protocol_rules`).
+A benchmark whose verdicts can depend on the protocol declares it
+(``Benchmark.protocol_cells``: a :class:`ProtocolCells`): its decision rules ``across``
+a column (the generative audit's ``across: slice``) are evaluated, by
+:func:`fairness_tests.rules.evaluate.evaluate` itself, on its protocol-cell table, whose
+grouping columns ``cell_kind, cell`` name the protocol cell (``overall``, ``family/F1``,
+``decoding/t0.7_p0.9``). Rules that differ only in the table they read (overall / per
+family / per decoding) are one property, so they are evaluated once per protocol cell
+(:func:`protocol_rules`).
 
 A verdict is *protocol-dependent* only when cells disagree beyond sampling noise:
 some cell fails with its interval entirely on the failing side of the bound AND some
@@ -16,41 +18,67 @@ size". Rules compared on a reduction with no interval (``reduce: range``) can on
 "not resolved" when their cells disagree.
 
 Seeds are a sampling dimension, not a protocol choice: the same rules evaluated per
-seed (``generative_seed_cells``) give the seed spread (:func:`seed_spread`), reported
+seed (the declared seed table) give the seed spread (:func:`seed_spread`), reported
 separately and never counted as protocol cells.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
+from fairness_tests.core.registry import load, load_all
 from fairness_tests.rules.thresholds import Rule
 
-PROTOCOL_TABLE = "generative_cells"
-SEED_TABLE = "generative_seed_cells"
-_SUFFIXES = ("_per_family", "_per_decoding", "_per_occupation", "_per_family_decoding")
+
+@dataclass(frozen=True)
+class ProtocolCells:
+    """What a benchmark declares about its protocol cells (``Benchmark.protocol_cells``
+    names it, ``"module:NAME"``). ``table``: its metrics per protocol cell (grouping
+    columns ``cell_kind, cell`` before ``across``); ``sources``: the tables whose rules
+    ``across`` it are evaluated per protocol cell; ``id_suffixes``: removed from those
+    rules' ids to name the property they share; ``seeds``: the same cells per seed (a
+    spread, never protocol cells; None: none); ``spread``: ``((cell kind, table), ...)``,
+    the tables the spread decomposition across each kind reads. The protocol cells of
+    another rubric or scorer ``S`` are the table ``<table>_<S>``."""
+    table: str
+    sources: tuple[str, ...]
+    across: str = "slice"
+    id_suffixes: tuple[str, ...] = ()
+    seeds: str | None = None
+    spread: tuple[tuple[str, str], ...] = ()
+
+
+def declared_cells() -> list[ProtocolCells]:
+    """Every registered benchmark's :class:`ProtocolCells`, in registry order."""
+    return [load(b.protocol_cells) for b in load_all()
+            if getattr(b, "protocol_cells", None)]
+
+
 DEPENDENCE_COLUMNS = ["rule", "overall", "n_pass", "n_fail", "n_not_evaluable",
                       "protocol_dependent", "disagreement", "disagreeing"]
 
 
-def protocol_rules(rules: Iterable[Rule], table: str = PROTOCOL_TABLE) -> list[Rule]:
-    """The slice rules of the generative tables, retargeted at ``table`` (the protocol
-    cells), one per property: rules equal but for their table and id become one,
-    named by the id without its ``_per_<view>`` suffix. Expected failures do not carry
-    over (they are declared for the cells of the original table)."""
+def protocol_rules(rules: Iterable[Rule], cells: ProtocolCells,
+                   table: str | None = None) -> list[Rule]:
+    """The rules ``across`` ``cells.across`` of the ``cells.sources`` tables, retargeted
+    at ``table`` (default: ``cells.table``, the protocol cells), one per property: rules
+    equal but for their table and id become one, named by the id without its
+    ``cells.id_suffixes`` suffix. Expected failures do not carry over (they are declared
+    for the cells of the original table)."""
+    table = table or cells.table
     out: dict[tuple, Rule] = {}
     for r in rules:
-        if not r.table.startswith("generative_by_slice") or r.across != "slice":
+        if r.table not in cells.sources or r.across != cells.across:
             continue
         key = (r.metric, r.reduce, r.op, float(r.bound), r.compare, r.abs, r.minimum_n)
         if key in out:
             continue
         name = r.id
-        for suffix in _SUFFIXES:
+        for suffix in cells.id_suffixes:
             name = name.replace(suffix, "")
         if name in {x.id for x in out.values()}:
             name = r.id                   # another bound for the same property: its own id
@@ -124,3 +152,13 @@ def seed_spread(seed_verdicts: pd.DataFrame) -> pd.DataFrame:
 
 def _short(x: float) -> str:
     return "undefined" if math.isnan(x) else f"{x:.4g}"
+
+
+def flipped_verdicts(verdicts_a: pd.DataFrame, verdicts_b: pd.DataFrame,
+                     names: tuple[str, str] = ("published", "strict")) -> pd.DataFrame:
+    """Verdict rows (rule, cell) whose status differs between two scorings."""
+    a, b = names
+    m = verdicts_a[["rule", "cell", "value", "status"]].merge(
+        verdicts_b[["rule", "cell", "value", "status"]], on=["rule", "cell"],
+        suffixes=(f"_{a}", f"_{b}"))
+    return m[m[f"status_{a}"] != m[f"status_{b}"]].reset_index(drop=True)

@@ -79,7 +79,7 @@ def agreement(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
     xa, xb = xa[both], xb[both]
     X = np.column_stack([xa * xb, xa * (1 - xb), (1 - xa) * xb, (1 - xa) * (1 - xb)])
     cl = None if clusters is None else np.asarray(clusters)[both]
-    est = bootstrap_all(X, {"raw": raw_stat, "kappa": kappa_stat}, n_boot, seed, clusters=cl)
+    est = bootstrap_all(X, {"p_o": raw_stat, "cohen": kappa_stat}, n_boot, seed, clusters=cl)
     counts = X.sum(axis=0).astype(int) if len(X) else np.zeros(4, dtype=int)
     n11, n10, n01, n00 = (int(c) for c in counts)
-    return Agreement(n11, n10, n01, n00, est["raw"], est["kappa"])
+    return Agreement(n11, n10, n01, n00, est["p_o"], est["cohen"])

@@ -75,7 +75,7 @@ def consistency_frame(records: pd.DataFrame) -> pd.DataFrame:
 
 def bbq_gate_metrics() -> list[gm.GateMetric]:
     """Every BBQ metric a default rule bounds, per dataset x context; inputs: the
-    per-answer flags of ``metrics.bbq.join_answers`` plus ``one``."""
+    per-answer flags of ``benchmarks.bbq.metrics.join_answers`` plus ``one``."""
     simple, absolute, at = gm.simple_build, gm.absolute, gm.last_key_is
     return [
         gm.GateMetric("accuracy", simple(("correct", "one"), accuracy_stat), True, 0.02,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from fairness_tests.benchmarks.generative.schema import TABLES
+from fairness_tests.metrics.schema import register_table
 from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
 from fairness_tests.run.metadata import GenerativeInfo, register_info
 
@@ -13,6 +15,9 @@ if TYPE_CHECKING:
     from fairness_tests.benchmarks.generative.family import GenerativeFamily
     from fairness_tests.models.requests.request import Request
 
+#: its tables (:mod:`fairness_tests.benchmarks.generative.schema`)
+for _name, (_table, _values) in TABLES.items():
+    register_table(_name, _table, values=_values)
 #: what a run records about it, under run.json's "generative" key
 register_info("generative", GenerativeInfo)
 
@@ -28,6 +33,8 @@ class Generative(Benchmark):
     default = True
     scored = True
     options = ("gen_seeds",)
+    commands = "fairness_tests.benchmarks.generative.cli"
+    protocol_cells = "fairness_tests.benchmarks.generative.cells:CELLS"
     marker = "generative audit properties"
     tables = ("generative_by_slice", "generative_cells", "generative_summary")
     drift_tables = ("generative_by_slice", "generative_by_slice_family",

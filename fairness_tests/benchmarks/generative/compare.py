@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fairness_tests.metrics.schema import GENERATIVE_RATE_METRICS
+from fairness_tests.benchmarks.generative.schema import GENERATIVE_RATE_METRICS
 from fairness_tests.pipeline.view_tables import (
     Column,
     dot_plots,

@@ -1,7 +1,7 @@
 """The generative audit at work: open-ended prompts over slices x occupations x prompt families x
 paraphrases x decoding regimes x seeds (a suite YAML, or a published grid), scored by a
 lexical rubric (and a second one for scorer sensitivity), tabulated by the one generative
-table builder (:func:`fairness_tests.metrics.generative_tables.generative_tables`)."""
+table builder (:func:`fairness_tests.benchmarks.generative.tables.generative_tables`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -11,13 +11,13 @@ from typing import Any
 import pandas as pd
 
 from fairness_tests.benchmarks.generative import card, compare, gate
+from fairness_tests.benchmarks.generative.metrics import with_cells
+from fairness_tests.benchmarks.generative.scorers import score_generations
 from fairness_tests.core.errors import ConfigError
-from fairness_tests.metrics.generative import with_cells
 from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.generative_info import generative_info
-from fairness_tests.pipeline.scorers import score_generations
 from fairness_tests.pipeline.views import CardProtocol, Compared, Section, View
 from fairness_tests.protocols.generative.grid import grid_hash
 from fairness_tests.protocols.generative.published import (

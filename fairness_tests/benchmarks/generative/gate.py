@@ -10,9 +10,9 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from fairness_tests.benchmarks.generative.metrics import with_cells
 from fairness_tests.core.errors import DataError
 from fairness_tests.metrics import gate as gm
-from fairness_tests.metrics.generative import with_cells
 from fairness_tests.pipeline.benchmark import GatePart
 from fairness_tests.stats.bootstrap import safe_ratio
 

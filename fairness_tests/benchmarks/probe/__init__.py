@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from fairness_tests.metrics.schema import Table, register_table
 from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
 from fairness_tests.run.metadata import CounterfactualInfo, register_info
 
@@ -13,6 +14,12 @@ if TYPE_CHECKING:
     from fairness_tests.benchmarks.probe.family import ProbeFamily
     from fairness_tests.models.requests.request import Request
 
+TABLE = "counterfactual"
+#: verdict shares and counterfactual consistency (:mod:`fairness_tests.benchmarks.probe.metrics`)
+METRICS = frozenset({"share_philippe_manager", "share_elena_manager", "share_refused",
+                     "share_ambiguous", "follows_swap", "same_verdict", "follows_swap_decided"})
+register_table(TABLE, Table(("swap", "decoding", "context"), METRICS),
+               values={"swap": ("name_order", "context")})
 #: what a run records about it, under run.json's "counterfactual" key
 register_info("counterfactual", CounterfactualInfo)
 
@@ -22,7 +29,7 @@ class Probe(Benchmark):
     family = FamilySpec(name="probe", records="probe", metadata_key="counterfactual",
                         impl="fairness_tests.benchmarks.probe.family:ProbeFamily")
     listed = True                         # on every card: not in the default audit, but
-    tables = ("counterfactual",)          # one of the two protocols of the mission
+    tables = (TABLE,)                     # one of the two protocols of the mission
     shown = (Shown("counterfactual", tables, "the counterfactual probe was not run"),)
 
     def requests(self, family: ProbeFamily) -> list[Request]:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from fairness_tests.benchmarks.generative.family import reduce_seeds
 from fairness_tests.benchmarks.probe import card
-from fairness_tests.metrics import counterfactual as CF
+from fairness_tests.benchmarks.probe import metrics as CF
 from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.benchmark import Asked, Family, Results
 from fairness_tests.pipeline.config import AuditConfig

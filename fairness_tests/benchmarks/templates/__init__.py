@@ -17,12 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from fairness_tests.metrics.schema import (
-    GENERATIVE_METRICS,
-    GENERATIVE_TABLE_METRICS,
-    Table,
-    register_table,
-)
+from fairness_tests.benchmarks.generative.schema import GENERATIVE_METRICS, GENERATIVE_TABLE_METRICS
+from fairness_tests.metrics.schema import Table, register_table
 from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
 from fairness_tests.run.metadata import register_info
 

@@ -1,17 +1,17 @@
 """Tables of a ``generate`` outcome: the generations scored by the generative audit's
 scorers (:func:`fairness_tests.scoring.registry.score_with`: the rubric, judge and
 classifier of ``--rubric`` / ``--scorers``), tabulated by the generative audit's own slice
-functions (:mod:`fairness_tests.metrics.generative`), one attribute at a time: the
+functions (:mod:`fairness_tests.benchmarks.generative.metrics`), one attribute at a time: the
 attribute's value (or, for ``slice``, the intersection) plays the generative audit's
 ``slice``.
 
 - ``templates_generate_groups`` (attribute, group): every scorer metric per group
-  (:func:`~fairness_tests.metrics.generative.slice_table`), intervals clustered by
+  (:func:`~fairness_tests.benchmarks.generative.metrics.slice_table`), intervals clustered by
   template (the ``prompt`` cluster column is the template).
 - ``templates_generate_summary`` (attribute, group): ``worst_slice_<m>`` (``group``: the
   worst group), ``disparity_<m>`` (max - min over groups) and ``refusal_gap``
-  (:func:`~fairness_tests.metrics.generative.max_over_slices`,
-  :func:`~fairness_tests.metrics.generative.refusal_gap`). Their resampling unit is the
+  (:func:`~fairness_tests.benchmarks.generative.metrics.max_over_slices`,
+  :func:`~fairness_tests.benchmarks.generative.metrics.refusal_gap`). Their resampling unit is the
   filled prompt (its generations over seeds move together) and their permutation test
   permutes the groups of whole prompts within templates (the generative audit's
   ``frame``): a permutation unit must carry one group, which a template does not.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fairness_tests.metrics import generative as G
+from fairness_tests.benchmarks.generative import metrics as G
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS
 
 SLICE = "slice"

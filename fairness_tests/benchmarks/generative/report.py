@@ -1,6 +1,6 @@
 """The ``generative score`` / ``generative sensitivity`` reports (JSON-ready dicts),
 rendered from the tables of the one generative builder
-(:func:`fairness_tests.metrics.generative_tables.generative_tables`) and the verdicts
+(:func:`fairness_tests.benchmarks.generative.tables.generative_tables`) and the verdicts
 of the one rule engine (:func:`fairness_tests.rules.apply.apply_rules`).
 
 ``score_report`` shape::
@@ -26,10 +26,10 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.benchmarks.generative import metrics as G
+from fairness_tests.benchmarks.generative.schema import VIEWS
+from fairness_tests.benchmarks.generative.tables import generative_tables
 from fairness_tests.core.fmt import json_value
-from fairness_tests.metrics import generative as G
-from fairness_tests.metrics.generative_tables import generative_tables
-from fairness_tests.metrics.schema import VIEWS
 from fairness_tests.rules.apply import apply_rules
 from fairness_tests.rules.thresholds import RuleSet
 from fairness_tests.scoring.lexical import score

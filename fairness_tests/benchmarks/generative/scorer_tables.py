@@ -22,9 +22,9 @@ from typing import Any
 
 import pandas as pd
 
-from fairness_tests.metrics import generative as G
-from fairness_tests.metrics.generative_tables import protocol_cells
-from fairness_tests.metrics.schema import GenerativeCluster
+from fairness_tests.benchmarks.generative import metrics as G
+from fairness_tests.benchmarks.generative.schema import GenerativeCluster
+from fairness_tests.benchmarks.generative.tables import protocol_cells
 from fairness_tests.stats.agreement import agreement
 from fairness_tests.stats.bootstrap import (
     DEFAULT_N_BOOT,

@@ -38,8 +38,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from fairness_tests.core.errors import ConfigError
-from fairness_tests.metrics.schema import (
+from fairness_tests.benchmarks.generative.schema import (
     GENERATIVE_CLUSTERS,
     GENERATIVE_MEAN_METRICS,
     GENERATIVE_METRICS,
@@ -47,6 +46,7 @@ from fairness_tests.metrics.schema import (
     VIEWS,
     GenerativeCluster,
 )
+from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.requests.request import decoding_label
 from fairness_tests.stats.bootstrap import (
     DEFAULT_N_BOOT,
@@ -267,13 +267,3 @@ def rubric_deltas(table_a: pd.DataFrame, table_b: pd.DataFrame,
                                          suffixes=(f"_{a}", f"_{b}"))
     m["delta"] = m[f"value_{b}"] - m[f"value_{a}"]
     return m
-
-
-def flipped_verdicts(verdicts_a: pd.DataFrame, verdicts_b: pd.DataFrame,
-                     names: tuple[str, str] = ("published", "strict")) -> pd.DataFrame:
-    """Verdict rows (rule, cell) whose status differs between two rubrics."""
-    a, b = names
-    m = verdicts_a[["rule", "cell", "value", "status"]].merge(
-        verdicts_b[["rule", "cell", "value", "status"]], on=["rule", "cell"],
-        suffixes=(f"_{a}", f"_{b}"))
-    return m[m[f"status_{a}"] != m[f"status_{b}"]].reset_index(drop=True)

@@ -5,7 +5,7 @@ The audit, ``fairness-tests generative score`` and the pytest plugin all call
 
 - ``generative_by_slice`` and its views ``generative_by_slice_<family|decoding|
   occupation|family_decoding>``: every metric per slice (x view column), Wilson or
-  bootstrap CIs (:func:`fairness_tests.metrics.generative.slice_table`);
+  bootstrap CIs (:func:`fairness_tests.benchmarks.generative.metrics.slice_table`);
 - ``generative_summary``: worst slice, disparity (max - min over slices, bootstrap CI)
   and refusal gap, overall and per family;
 - ``generative_cells``: the per-slice metrics inside every PROTOCOL cell, with the cell
@@ -27,8 +27,8 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from fairness_tests.metrics import generative as G
-from fairness_tests.metrics.schema import GenerativeCluster
+from fairness_tests.benchmarks.generative import metrics as G
+from fairness_tests.benchmarks.generative.schema import GenerativeCluster
 from fairness_tests.stats.bootstrap import DEFAULT_N_BOOT, DEFAULT_SEED, METRIC_COLUMNS
 
 PROTOCOL_KINDS: tuple[tuple[str, list[str]], ...] = (
@@ -62,7 +62,7 @@ def generative_summary(scored: pd.DataFrame, n_boot: int = DEFAULT_N_BOOT,
     ``worst_slice_<m>``, ``disparity_<m>`` or ``refusal_gap``. Every row is a max-type
     statistic: its CI is the bootstrap of the maximum (or max - min) itself, beside the
     bias-corrected value and the permutation p-value of "no difference between slices"
-    (:func:`fairness_tests.metrics.generative.max_over_slices`); ``slice`` names the
+    (:func:`fairness_tests.benchmarks.generative.metrics.max_over_slices`); ``slice`` names the
     worst slice. ``tables``: the run's :func:`slice_tables` (computed here if None)."""
     tables = tables or slice_tables(scored, n_boot, seed, cluster)
     parts = []
