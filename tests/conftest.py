@@ -119,6 +119,31 @@ def main_job(tmp_path_factory, recorded_store) -> MainJob:
                    store=d / "store.sqlite")
 
 
+#: the lending example of the templates benchmark (its recorded answers are committed)
+LENDING = Path(__file__).resolve().parent.parent / "fairness_tests" / "benchmarks" / \
+    "templates" / "examples" / "lending.yaml"
+#: the benchmarks beside BBQ that ``benchmarks_job`` asks, and its argument list
+BESIDE_BBQ = ("crows_pairs", "winogender", "winobias", "kobbq", "templates")
+BENCHMARKS_ARGV = ("audit", "-q", "--protocols", *BESIDE_BBQ, "--benchmark", str(LENDING))
+
+
+@pytest.fixture(scope="session")
+def benchmarks_job(tmp_path_factory, recorded_store) -> Path:
+    """The run directory of ``fairness-tests audit --protocols crows_pairs winogender
+    winobias kobbq templates --benchmark <the lending example>``, replayed from the
+    committed recordings (a copy of ``recorded_store``) once per session, with the
+    defaults the pytest suite uses (tests/test_benchmark_drift.py checks the committed
+    drift snapshots against it; tests/test_benchmark_gate.py gates and compares it).
+    Read-only: a test that changes something copies it."""
+    def build(d: Path) -> None:
+        store = copy_store(recorded_store, d / "store.sqlite")
+        rc = main([*BENCHMARKS_ARGV, "--out", str(d / "report"), "--store", str(store)])
+        assert rc in (0, 1), f"the audit of the benchmarks exited {rc}"
+
+    d = once(tmp_path_factory, "benchmarks-job", {"argv": BENCHMARKS_ARGV}, build)
+    return d / "report" / "run"
+
+
 @pytest.fixture(scope="session")
 def recorded_store(tmp_path_factory) -> Path:
     """A response store holding the embedded model's committed recordings (the files

@@ -36,8 +36,11 @@ def test_init_writes_a_project_that_overrides_the_packaged_defaults(tmp_path, mo
     assert {"thresholds/default.yaml", "thresholds/models/embedded-gemma-3-270m.yaml",
             "tests/test_fairness.py", "pyproject.toml", ".github/workflows/fairness-gate.yml",
             ".gitignore"} <= names
-    snaps = [n for n in names if n.startswith("tests/__snapshots__/test_fairness/")]
-    assert len(snaps) == 6
+    snaps = {n for n in names if n.startswith("tests/__snapshots__/test_fairness/")}
+    # every reviewed snapshot of the package (the default run's and each benchmark's)
+    packaged = ROOT / "fairness_tests" / "suite" / "__snapshots__" / "test_drift"
+    assert snaps == {f"tests/__snapshots__/test_fairness/{p.name}"
+                     for p in packaged.glob("*.txt")} and len(snaps) > 6
     # copies, comments included
     assert (tmp_path / "thresholds" / "default.yaml").read_bytes() == \
         data_path("thresholds", "default.yaml").read_bytes()
