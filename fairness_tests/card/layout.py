@@ -23,6 +23,9 @@ from fairness_tests.card.blocks import (
     text,
 )
 from fairness_tests.card.layout_metrics import metrics_section
+from fairness_tests.core.registry import load
+from fairness_tests.pipeline.benchmark import families
+from fairness_tests.pipeline.views import ProtocolView
 
 
 def build(card: dict) -> list[Any]:
@@ -215,10 +218,8 @@ def _protocol(b: Builder, titles: dict) -> None:
               ("Total prompts", text(ps.get("total_prompts"))),
               ("Occupations", text(ps.get("occupations"))),
               ("Attribute insertion rule", text(ps.get("attribute_insertion_rule")))]
-    g = ep.get("generative") or {}
-    pairs += [("Generations", text(g.get("n_generations"))), ("Rubric", text(g.get("rubric"))),
-              ("Reductions from the default grid", text(g.get("reductions")) or
-               ("none" if "reductions" in g else ""))]
+    views = _protocol_views(ep)
+    pairs += [(k, text(v)) for view in views for k, v in view.summary]
     th = ep.get("thresholds") or {}
     pairs.append(("Threshold files", text(th.get("files"))))
     b.add(KV([(k, v) for k, v in pairs if v]))
@@ -236,20 +237,14 @@ def _protocol(b: Builder, titles: dict) -> None:
         if f.get("paraphrases"):
             b.add(Para(f"Paraphrases ({len(f['paraphrases'])})", "note"), Items(f["paraphrases"]))
     b.missing_under("prompt_suite")
-    bbq = ep.get("bbq") or {}
-    if bbq:
-        b.add(Heading(3, "BBQ data and settings", "bbq_protocol"))
-        _bbq_release_warning(b, bbq)
-        b.add(KV([(k, text(bbq[k])) for k in (
-            "data_dir", "categories", "filter", "target_loc", "conventions", "n_items",
-            "repeats", "rotations", "temperature", "seed", "bootstrap", "consistency",
-            "answer_parser") if k in bbq]))
-        sha = bbq.get("data_sha256") or {}
-        if sha:
-            rel = bbq.get("data_release") or {}
-            b.add(Table(["data file", "sha256", "release"],
-                        [[k, v, _release_cell(rel.get(k))] for k, v in sorted(sha.items())],
-                        caption="data version"))
+    for view in views:
+        if view.title:
+            b.add(Heading(3, view.title, view.anchor))
+            b.add(*(Para(w, "warn") for w in view.warnings))
+            b.add(KV([(k, text(v)) for k, v in view.pairs]))
+            if view.table is not None:
+                columns, rows, caption = view.table
+                b.add(Table(columns, rows, caption=caption))
     dec = card.get("decoding") or {}
     b.add(Heading(3, "Decoding", "decoding"))
     b.table(dec.get("regimes") or [], prefer=["protocol", "name", "temperature", "top_p",
@@ -266,32 +261,13 @@ def _protocol(b: Builder, titles: dict) -> None:
         ("Patterns", sc.get("patterns_file")), ("Scorer notes", sc.get("notes"))) if v]))
 
 
-OFFICIAL_RELEASE = "official release"
-
-
-def _release_cell(rel: dict | None) -> str:
-    """A data file's release status (``data_release``): ``official release``, or ``not
-    the official release`` with the file it claims to be and that file's digest."""
-    if not rel:
-        return "not recorded"
-    status = str(rel.get("status", ""))
-    if status == OFFICIAL_RELEASE or "claims" not in rel:
-        return status
-    official = (f"official sha256 {rel['official_sha256']}" if rel.get("official_sha256")
-                else f"official git blob id {rel.get('official_git_blob')}")
-    return f"{status} (claims to be {rel['claims']}; {official})"
-
-
-def _bbq_release_warning(b: Builder, bbq: dict) -> None:
-    """A warning at the top of the BBQ data section when any file read is not the
-    official release's."""
-    rel = bbq.get("data_release") or {}
-    bad = [n for n, r in sorted(rel.items()) if r.get("status") != OFFICIAL_RELEASE]
-    if bad:
-        b.add(Para(f"BBQ data is not the official release: {', '.join(bad)} (digests differ "
-                   "from the official BBQ release's files of the same names; see data version "
-                   "below). These results are not results on the published benchmark.",
-                   "warn"))
+def _protocol_views(ep: dict) -> list[ProtocolView]:
+    """Each family's view of its record under ``evaluation_protocol``
+    (:meth:`~fairness_tests.pipeline.benchmark.Family.protocol_view`), in ``card_rank``
+    order (then registry order), for the records the card holds."""
+    specs = sorted(enumerate(families()), key=lambda x: (load(x[1].impl).card_rank, x[0]))
+    return [load(spec.impl).protocol_view(ep[spec.metadata_key]) for _, spec in specs
+            if ep.get(spec.metadata_key)]
 
 
 def _governance(b: Builder, titles: dict) -> None:

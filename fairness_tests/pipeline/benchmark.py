@@ -29,6 +29,7 @@ from fairness_tests.pipeline.stages import SILENT, Stages
 from fairness_tests.pipeline.views import (
     CardProtocol,
     Compared,
+    ProtocolView,
     Section,
     View,
     side_by_side,
@@ -314,6 +315,15 @@ class Family(ABC):
         ``facts.lack(path, section, hint)`` for a required fact the run lacks); called
         for every family, in ``card_rank`` order. Default: nothing."""
         return None
+
+    @classmethod
+    def protocol_view(cls, record: Mapping[str, Any]) -> ProtocolView:
+        """How the card shows the family's ``record`` (what :meth:`card_protocol` wrote
+        under ``evaluation_protocol``). Generic: a subsection of its name with every
+        field of the record."""
+        name = cls.family_spec().name
+        return ProtocolView(title=f"{name}: data and settings", anchor=f"{name}_protocol",
+                            pairs=tuple(sorted(record.items())))
 
     @classmethod
     def explore(cls, records: pd.DataFrame, metadata: Any) -> ExploreView:

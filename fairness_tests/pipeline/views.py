@@ -222,7 +222,9 @@ class CardProtocol:
     agreement, sensitivity: ``scorer_checks``); ``record``:
     ``{run.json key: what evaluation_protocol records under it}``; ``seeds`` and
     ``samples``: ``{family: its sentence of seed_policy / samples_per_prompt}`` (joined
-    in registry order)."""
+    in registry order); ``slices``: ``protected_attributes.slices`` (each with its
+    ``protocol``); ``operationalisation``: one sentence per family of how its protected
+    attributes are put into the prompts."""
     suite: dict[str, Any] = field(default_factory=lambda: {"families": []})
     total_prompts: int = 0
     regimes: list[dict[str, Any]] = field(default_factory=list)
@@ -236,6 +238,25 @@ class CardProtocol:
     record: dict[str, Any] = field(default_factory=dict)
     seeds: dict[str, str] = field(default_factory=dict)
     samples: dict[str, str] = field(default_factory=dict)
+    slices: list[dict[str, str]] = field(default_factory=list)
+    operationalisation: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ProtocolView:
+    """How the card shows a family's record under ``evaluation_protocol``
+    (:meth:`fairness_tests.pipeline.benchmark.Family.protocol_view`): ``summary``:
+    ``(label, value)`` pairs added to the protocol's summary list; a subsection
+    ``title`` (anchor ``anchor``; none when the title is empty) showing ``warnings``
+    first, then ``pairs``, then ``table`` (``(columns, rows, caption)``; None: no table).
+    Values are the record's; the card formats them (a pair whose value formats empty is
+    left out of the summary)."""
+    summary: tuple[tuple[str, Any], ...] = ()
+    title: str = ""
+    anchor: str = ""
+    warnings: tuple[str, ...] = ()
+    pairs: tuple[tuple[str, Any], ...] = ()
+    table: tuple[list[str], list[list[Any]], str] | None = None
 
 
 def table_views(tables: Sequence[str]) -> list[View]:

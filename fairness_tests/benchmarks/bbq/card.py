@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 
 from fairness_tests.pipeline.bbq_info import data_release
-from fairness_tests.pipeline.views import CardProtocol, Histograms, Panels, View
+from fairness_tests.pipeline.views import CardProtocol, Histograms, Panels, ProtocolView, View
 from fairness_tests.protocols.bbq.data import derived_target_note
-from fairness_tests.protocols.bbq.official import INTERSECTIONAL
+from fairness_tests.protocols.bbq.official import INTERSECTIONAL, OFFICIAL_RELEASE
 
 HIST_EDGES = [float(x) for x in range(0, 101, 10)]
 BBQ_PLOT_METRICS = ("accuracy", "s_amb", "s_dis", "acc_reinf", "acc_counter",
@@ -68,9 +68,18 @@ def card_protocol(f: Any, card: CardProtocol) -> None:
     how answers were parsed, and its record (data hashes and release, filter, items,
     rotations, consistency sample); ``total_prompts`` adds items x option orders
     (:meth:`fairness_tests.pipeline.benchmark.Family.card_protocol`)."""
+    groups = f.tables.get("bbq_groups")
+    if groups is not None:
+        pairs = zip(groups["dataset"].astype(str), groups["group"].astype(str), strict=True)
+        card.slices += [{"protocol": "bbq", "dataset": ds, "group": grp}
+                        for ds, grp in sorted(set(pairs))]
     b = f.meta.bbq
     if b is None:
         return
+    card.operationalisation.append(
+        "Intersectional BBQ: the group is the intersectional identity (race x gender or race "
+        "x SES) of the item's stereotyped individual, parsed from BBQ's answer_info tags "
+        f"(e.g. 'F-Black' -> Black, F); item filter: {b.filter}.")
     _prompt(f, b, card)
     _decoding(f, b, card)
     card.refusal.append(
@@ -178,3 +187,38 @@ def _seeds(f: Any, b: Any) -> str:
     return (f"BBQ: answer sampling seed {b.seed}; {boot}"
             + (f"; consistency sample drawn with seed {cons.seed}"
                if cons is not None and cons.seed is not None else "") + ".")
+
+
+def protocol_view(record: Mapping[str, Any]) -> ProtocolView:
+    """BBQ's data and settings on the card: a warning when a data file read is not the
+    official release's, the settings, and each data file's sha256 and release status."""
+    rel = record.get("data_release") or {}
+    bad = [n for n, r in sorted(rel.items()) if r.get("status") != OFFICIAL_RELEASE]
+    warnings = ((f"BBQ data is not the official release: {', '.join(bad)} (digests differ "
+                 "from the official BBQ release's files of the same names; see data version "
+                 "below). These results are not results on the published benchmark.",)
+                if bad else ())
+    sha = record.get("data_sha256") or {}
+    table = ((["data file", "sha256", "release"],
+              [[k, v, _release_cell(rel.get(k))] for k, v in sorted(sha.items())],
+              "data version") if sha else None)
+    return ProtocolView(
+        title="BBQ data and settings", anchor="bbq_protocol", warnings=warnings,
+        pairs=tuple((k, record[k]) for k in (
+            "data_dir", "categories", "filter", "target_loc", "conventions", "n_items",
+            "repeats", "rotations", "temperature", "seed", "bootstrap", "consistency",
+            "answer_parser") if k in record),
+        table=table)
+
+
+def _release_cell(rel: Mapping[str, Any] | None) -> str:
+    """A data file's release status (``data_release``): ``official release``, or ``not
+    the official release`` with the file it claims to be and that file's digest."""
+    if not rel:
+        return "not recorded"
+    status = str(rel.get("status", ""))
+    if status == OFFICIAL_RELEASE or "claims" not in rel:
+        return status
+    official = (f"official sha256 {rel['official_sha256']}" if rel.get("official_sha256")
+                else f"official git blob id {rel.get('official_git_blob')}")
+    return f"{status} (claims to be {rel['claims']}; {official})"

@@ -17,7 +17,7 @@ from fairness_tests.models.requests.request import Decoding, Request
 from fairness_tests.pipeline.bbq_info import bbq_info, data_release_lines
 from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
-from fairness_tests.pipeline.views import CardProtocol, Compared, Section, View
+from fairness_tests.pipeline.views import CardProtocol, Compared, ProtocolView, Section, View
 from fairness_tests.protocols.bbq.data import bbq_dir, derived_target_note, load_filtered
 from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table, prompt_text
 from fairness_tests.protocols.bbq.sample import consistency_sample, sample_record
@@ -67,6 +67,10 @@ class BBQFamily(Family):
         derived_target_note`)."""
         note = derived_target_note(info.target_loc)
         return data_release_lines(info) + ([f"note: BBQ target_loc {note}"] if note else [])
+
+    @classmethod
+    def protocol_view(cls, record: Mapping[str, Any]) -> ProtocolView:
+        return card.protocol_view(record)
 
     @classmethod
     def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from fairness_tests.core.fmt import finite
 from fairness_tests.models.requests.request import decoding_label
-from fairness_tests.pipeline.views import CardProtocol, Heatmaps, Panels, View
+from fairness_tests.pipeline.views import CardProtocol, Heatmaps, Panels, ProtocolView, View
 
 #: the rates' panel order (other rates follow by name)
 RATE_METRICS_ORDER = ("stereotype", "demeaning", "pilot_harm", "refusal", "deflection",
@@ -77,6 +77,7 @@ def card_protocol(f: Any, card: CardProtocol) -> None:
     g = f.meta.generative
     if g is None:
         return
+    _attributes(f, g, card)
     _suite(f, g, card)
     _decoding(f, g, card)
     where = g.rubric_file or "fairness_tests/data/rubrics"
@@ -95,6 +96,28 @@ def card_protocol(f: Any, card: CardProtocol) -> None:
         f"Generative: {len(g.seeds)} sample(s) per prompt and decoding regime; seeds are a "
         "sampling dimension, reported as a spread (results.seed_spread), never counted as "
         "protocol cells.")
+
+
+def _attributes(f: Any, g: Any, card: CardProtocol) -> None:
+    """Its slices: the attribute combinations the suite declares, or (a run scored from
+    someone's generations has no suite) the slice labels its outputs carry."""
+    if g.slices:
+        card.slices += [{"protocol": "generative", **{k: str(v) for k, v in s.items()}}
+                        for s in g.slices]
+    elif "generative_by_slice" in f.tables:
+        card.slices += [{"protocol": "generative", "slice": sid} for sid in
+                        sorted(f.tables["generative_by_slice"]["slice"].astype(str).unique())]
+    if g.insertion_rule:
+        card.operationalisation.append(
+            "Generative audit: the attributes appear verbatim in the prompt, inserted as "
+            f"{g.insertion_rule!r}; no post-hoc demographic inference.")
+    else:
+        card.operationalisation.append(
+            "Generative audit: the slices are the attribute labels the outputs carry; how "
+            "the attributes were put into the prompts is not recorded.")
+        f.lack("prompt_suite.attribute_insertion_rule", "protected_attributes",
+               "run metadata generative.insertion_rule" if f.asked
+               else f.unknown("the attribute insertion rule"))
 
 
 def _suite(f: Any, g: Any, card: CardProtocol) -> None:
@@ -225,3 +248,13 @@ def _record(f: Any, g: Any) -> dict[str, Any]:
     if f.asked:                    # reductions of this package's grid: none for someone's outputs
         out["reductions"] = list(g.reductions)
     return out
+
+
+def protocol_view(record: Mapping[str, Any]) -> ProtocolView:
+    """The generative audit's record on the card: three lines of the protocol's summary
+    (generations, rubric, the reductions from the default grid: "none" when the run
+    made none), no subsection of its own."""
+    reductions = record.get("reductions") or ("none" if "reductions" in record else None)
+    return ProtocolView(summary=(("Generations", record.get("n_generations")),
+                                 ("Rubric", record.get("rubric")),
+                                 ("Reductions from the default grid", reductions)))

@@ -18,7 +18,7 @@ from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.generative_info import generative_info
-from fairness_tests.pipeline.views import CardProtocol, Compared, Section, View
+from fairness_tests.pipeline.views import CardProtocol, Compared, ProtocolView, Section, View
 from fairness_tests.protocols.generative.grid import grid_hash
 from fairness_tests.protocols.generative.published import (
     PUBLISHED_SYSTEM_PROMPT,
@@ -61,6 +61,10 @@ class GenerativeFamily(Family):
     @classmethod
     def compare_sections(cls, entries: Sequence[Compared]) -> list[Section]:
         return compare.sections(entries)
+
+    @classmethod
+    def protocol_view(cls, record: Mapping[str, Any]) -> ProtocolView:
+        return card.protocol_view(record)
 
     @classmethod
     def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:

@@ -13,7 +13,7 @@ from fairness_tests.benchmarks.probe import metrics as CF
 from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.benchmark import Asked, Family, Results
 from fairness_tests.pipeline.config import AuditConfig
-from fairness_tests.pipeline.views import CardProtocol, View
+from fairness_tests.pipeline.views import CardProtocol, ProtocolView, View
 from fairness_tests.protocols.generative import probe as P
 from fairness_tests.run.metadata import CounterfactualInfo
 from fairness_tests.scoring.verdict import classify, person_labels
@@ -26,6 +26,12 @@ class ProbeFamily(Family):
     """The probe's grid (after the run's reductions) and its verdict classifier."""
 
     card_rank = 20
+
+    @classmethod
+    def protocol_view(cls, record: Mapping[str, Any]) -> ProtocolView:
+        """Nothing beyond the card's results table: the probe's record stays in
+        card.yaml (the rendered card shows its settings through its results)."""
+        return ProtocolView()
 
     @classmethod
     def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:
