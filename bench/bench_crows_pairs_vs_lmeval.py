@@ -1,9 +1,9 @@
-"""CrowS-Pairs: `fairness-tests audit --live --protocols crows_pairs` against
+"""CrowS-Pairs: `fairness-tests audit --live --benchmarks crows_pairs` against
 lm-evaluation-harness's own ``crows_pairs_english`` task, side by side.
 
 Same pairs, same weights, same threads, in one script:
 
-1. ours: ``python -m fairness_tests.cli.main audit --live --protocols crows_pairs
+1. ours: ``python -m fairness_tests.cli.main audit --live --benchmarks crows_pairs
    [--limit N]`` on a fresh store (answering time from its progress lines: model ready to
    the last answer), its per-pair records read back from the run directory;
 2. lm-eval 0.4.13 (optional: skipped with a message without it), in a child process:
@@ -69,8 +69,8 @@ def lmeval_worker(a) -> int:
 
 
 def run_ours(work: Path, limit: int, threads: int) -> tuple[pd.DataFrame, dict]:
-    """A fresh-store ``audit --live --protocols crows_pairs``; its records and timings."""
-    cmd = [sys.executable, "-m", "fairness_tests.cli.main", "audit", "--live", "--protocols",
+    """A fresh-store ``audit --live --benchmarks crows_pairs``; its records and timings."""
+    cmd = [sys.executable, "-m", "fairness_tests.cli.main", "audit", "--live", "--benchmarks",
            "crows_pairs", "--recordings", "--store", str(work / "store.sqlite"),
            "--out", str(work / "ours"), *(["--limit", str(limit)] if limit else [])]
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads),

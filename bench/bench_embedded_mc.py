@@ -2,7 +2,7 @@
 
 Runs the command a user runs, as a subprocess, on a fresh store with no recordings:
 
-    python -m fairness_tests.cli.main audit --live --protocols bbq --rotations none --limit 30 \\
+    python -m fairness_tests.cli.main audit --live --benchmarks bbq --rotations none --limit 30 \\
         --batch-size B --recordings --store <tmp> --out <tmp>
 
 (240 intersectional BBQ items: the first 30 per dataset x context x polarity) once per
@@ -16,9 +16,9 @@ worked, the tokens computed against the tokens in the prompts (the backend's own
 and the forward-pass time (the sum of the recorded latencies). Nothing is timed in tests.
 
     python bench/bench_embedded_mc.py [--batch-sizes 8,16,32] [--limit 30] [--threads 2]
-        [--workers 1,auto] [--rotations none] [--protocols bbq] [--keep DIR]
+        [--workers 1,auto] [--rotations none] [--benchmarks bbq] [--keep DIR]
 
-``--protocols bbq consistency --rotations sample`` measures the consistency sample with
+``--benchmarks bbq consistency --rotations sample`` measures the consistency sample with
 its option rotations (1344 prompts, each asked 20 times at rotation 0).
 """
 from __future__ import annotations
@@ -89,7 +89,7 @@ def run_audit(batch_size: int | None, workdir: Path, *, limit: int | None = 30, 
         if p.exists():
             p.unlink()
     cmd = [sys.executable, "-m", "fairness_tests.cli.main", "audit", "--live",
-           "--protocols", *protocols, "--rotations", rotations,
+           "--benchmarks", *protocols, "--rotations", rotations,
            *(["--batch-size", str(batch_size)] if batch_size else []),
            *(["--workers", str(workers)] if workers else []),
            "--recordings", "--store", str(store),
@@ -173,12 +173,12 @@ def main() -> int:
                     help="comma-separated --workers values to alternate per batch size "
                          "(e.g. 1,auto); default: the audit's own (auto)")
     ap.add_argument("--rotations", default="none", choices=("none", "sample", "all"))
-    ap.add_argument("--protocols", nargs="+", default=["bbq"])
+    ap.add_argument("--benchmarks", nargs="+", default=["bbq"])
     ap.add_argument("--keep", default=None, help="keep stores and runs in this directory")
     ap.add_argument("--quiet", action="store_true", help="do not echo the progress lines")
     a = ap.parse_args()
     sizes = [int(x) for x in a.batch_sizes.split(",") if x.strip()]
-    print(f"# audit --live --protocols {' '.join(a.protocols)} --rotations {a.rotations} "
+    print(f"# audit --live --benchmarks {' '.join(a.benchmarks)} --rotations {a.rotations} "
           f"--limit {a.limit}; {a.threads} threads; load average {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(a.keep) if a.keep else Path(tmp)
@@ -187,7 +187,7 @@ def main() -> int:
         for b in sizes:
             for w in [x.strip() for x in a.workers.split(",") if x.strip()] or [None]:
                 runs.append(run_audit(b, work, limit=a.limit, threads=a.threads,
-                                      rotations=a.rotations, protocols=tuple(a.protocols),
+                                      rotations=a.rotations, benchmarks=tuple(a.benchmarks),
                                       echo=not a.quiet, workers=w))
                 print(describe(runs[-1]) + f"  [load average {os.getloadavg()[0]:.2f}]",
                       flush=True)

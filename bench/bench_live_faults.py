@@ -4,7 +4,7 @@ names, and the base model over ``/v1/completions`` in two prompt formats. The fi
 docs/api_models.md ("When the server misbehaves").
 
 Each scenario runs the command a user runs (``python -m fairness_tests audit`` as a
-subprocess, fresh store) with ``--protocols consistency --limit 1 --repeats 5``: 8 items
+subprocess, fresh store) with ``--benchmarks consistency --limit 1 --repeats 5``: 8 items
 (1 per dataset x context x polarity cell) x 5 repeats = 40 answers from 8 prompts, and
 prints the exit code, the requests the server saw, the ``fairness-tests:`` lines of
 stderr, the summary's last lines, what ``run.json`` records (requests, repeat mode,
@@ -89,7 +89,7 @@ def run(name: str, work: Path) -> dict:
     out = work / name
     cmd = [sys.executable, "-m", "fairness_tests", "audit", "--live", "--backend", "litellm",
            "--model", model, "--api-base", base, "--store", str(out / "s.sqlite"),
-           "--recordings", "--protocols", "consistency", "--limit", "1", "--repeats", "5",
+           "--recordings", "--benchmarks", "consistency", "--limit", "1", "--repeats", "5",
            "--n-boot", "100", "--out", str(out / "report"), *extra]
     t0 = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT,

@@ -2,7 +2,7 @@
 OpenAI-compatible server: requests, input tokens and wall time, on the 448-item
 sample and on all 8,112 items, and the dry-run estimate against the counted truth.
 
-The path a user runs: ``fairness-tests audit --live --protocols consistency
+The path a user runs: ``fairness-tests audit --live --benchmarks consistency
 --repeat-mode M --consistency-items S`` (in-process ``cli.main``, default
 concurrency 8) into a fresh SQLite store, against ``tests/fault_server.py`` run as
 its own process (the toy letter model, tokens counted with tiktoken o200k_base and
@@ -76,7 +76,7 @@ class Server:
 
 def args_for(url: str, store: Path, mode: str, items: str) -> list[str]:
     return ["--backend", "litellm", "--model", MODEL, "--api-base", url, "--store", str(store),
-            "--recordings", "--protocols", "consistency", "--repeats", "20",
+            "--recordings", "--benchmarks", "consistency", "--repeats", "20",
             "--repeat-mode", mode, "--consistency-items", items]
 
 
@@ -88,7 +88,7 @@ def one(mode: str, items: str, batch: bool = False) -> dict:
             store = Path(d) / "store.sqlite"
             argv = args_for(server.url, store, mode, items)
             config = audit_config(
-                model=MODEL, backend="litellm", protocols=["consistency"], repeats=20,
+                model=MODEL, backend="litellm", benchmarks=["consistency"], repeats=20,
                 store=str(store), api_base=server.url, repeat_mode=mode,
                 consistency_items=items, recordings=())
             t0 = time.perf_counter()

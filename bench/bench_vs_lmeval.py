@@ -2,7 +2,7 @@
 
 Same items, same weights, same threads, in one script and one process tree:
 
-1. ours: `python -m fairness_tests.cli.main audit --live --protocols bbq --rotations none
+1. ours: `python -m fairness_tests.cli.main audit --live --benchmarks bbq --rotations none
    --limit 30` on a fresh store (240 intersectional BBQ items), as
    ``bench_embedded_mc.py`` runs it (answering time from its progress lines);
 2. lm-eval 0.4.13 (``pip install lm-eval==0.4.13``; an optional dependency of this

@@ -124,12 +124,12 @@ LENDING = Path(__file__).resolve().parent.parent / "fairness_tests" / "benchmark
     "templates" / "examples" / "lending.yaml"
 #: the benchmarks beside BBQ that ``benchmarks_job`` asks, and its argument list
 BESIDE_BBQ = ("crows_pairs", "winogender", "winobias", "kobbq", "templates")
-BENCHMARKS_ARGV = ("audit", "-q", "--protocols", *BESIDE_BBQ, "--benchmark", str(LENDING))
+BENCHMARKS_ARGV = ("audit", "-q", "--benchmarks", *BESIDE_BBQ, "--benchmark", str(LENDING))
 
 
 @pytest.fixture(scope="session")
 def benchmarks_job(tmp_path_factory, recorded_store) -> Path:
-    """The run directory of ``fairness-tests audit --protocols crows_pairs winogender
+    """The run directory of ``fairness-tests audit --benchmarks crows_pairs winogender
     winobias kobbq templates --benchmark <the lending example>``, replayed from the
     committed recordings (a copy of ``recorded_store``) once per session, with the
     defaults the pytest suite uses (tests/test_benchmark_drift.py checks the committed

@@ -55,7 +55,7 @@ def make_runs(d: Path, store: Path | None = None) -> dict:
     """Baseline and candidate saved in ``d`` (the audit replays into ``store``, default
     ``d/store.sqlite``). Built once per test session: the ``gate_runs`` fixture."""
     base = run_audit(audit_config(store=str(store or d / "store.sqlite"),
-                                         protocols=["bbq", "consistency"], n_boot=200))
+                                         benchmarks=["bbq", "consistency"], n_boot=200))
     base = dataclasses.replace(base, metadata=dataclasses.replace(base.metadata, model=BASE))
     cand, n_flipped = degraded(base)
     out = {"n_flipped": n_flipped}

@@ -53,7 +53,7 @@ def quiet(monkeypatch):
 def audit(server, tmp_path, *extra, store="s.sqlite", out="report", model=MODEL):
     return main(["audit", "--live", "--backend", "litellm", "--model", model,
                  "--api-base", server.url, "--store", str(tmp_path / store), "--recordings",
-                 "--protocols", "consistency", *SMALL, "--repeats", str(REPEATS),
+                 "--benchmarks", "consistency", *SMALL, "--repeats", str(REPEATS),
                  "--n-boot", "100", "--out", str(tmp_path / out), *extra])
 
 
@@ -169,7 +169,7 @@ def test_dry_run_counts_match_what_the_server_then_counts(tmp_path, capsys):
     """The dry run's calls and input tokens equal the server's own count of a live run,
     for every repeat mode; its output tokens bound the billed ones. The server counts
     tokens the way OpenAI does (3 per message + role + content, 3 to prime)."""
-    common = ["--backend", "litellm", "--model", MODEL, "--protocols", "consistency",
+    common = ["--backend", "litellm", "--model", MODEL, "--benchmarks", "consistency",
               *SMALL, "--repeats", str(REPEATS), "--recordings", "--n-boot", "100"]
     for mode in ("calls", "n", "logprobs"):
         store = tmp_path / f"{mode}.sqlite"

@@ -5,7 +5,7 @@ has no price for is "unknown" in the summary, ``run.json`` and the card, never 0
 consistency-only run is labelled ``consistency`` in its progress lines and ``run.json``;
 ``backend_info.model`` names the model; no unclosed-session warning.
 
-Counts by hand: ``--protocols consistency --categories Race_x_SES --limit 1 --repeats 5``
+Counts by hand: ``--benchmarks consistency --categories Race_x_SES --limit 1 --repeats 5``
 asks 1 item per context x polarity cell of one dataset = 2 x 2 = 4 items, 5 repeats
 each: 20 requests (at least 20: the progress bar is shown; what is checked does not
 depend on the count beyond that)."""
@@ -35,7 +35,7 @@ def letters(prompt: str) -> dict[str, float]:
 def audit(server, tmp_path, *extra, out="report", model=UNPRICED):
     return main(["audit", "--live", "--backend", "litellm", "--model", model,
                  "--api-base", server.url, "--store", str(tmp_path / "s.sqlite"),
-                 "--recordings", "--protocols", "consistency", "--categories",
+                 "--recordings", "--benchmarks", "consistency", "--categories",
                  "Race_x_SES", "--limit", "1", "--repeats", "5", "--n-boot", "100",
                  "--out", str(tmp_path / out), "--force", *extra])
 

@@ -5,7 +5,7 @@ asks again), the dry run, ``run.json`` and the card; bad combinations are one li
 exit 2. Against the loopback server's base model (tests/fault_server.py: a completion
 that runs on unless the prompt ends with ``"("`` and ``stop`` cuts it).
 
-Counts by hand: ``--protocols consistency --categories Race_x_SES --limit 1 --repeats 2``
+Counts by hand: ``--benchmarks consistency --categories Race_x_SES --limit 1 --repeats 2``
 asks the consistency sample of 1 item per context x polarity cell of one dataset =
 2 x 2 = 4 items, 2 repeats each: 8 requests (what is checked does not depend on the
 count)."""
@@ -41,7 +41,7 @@ def quiet(monkeypatch):
 def audit(server, tmp_path, *extra, out="report", model=BASE):
     return main(["audit", "--live", "--backend", "litellm", "--model", model,
                  "--api-base", server.url, "--store", str(tmp_path / "s.sqlite"),
-                 "--recordings", "--protocols", "consistency", "--categories",
+                 "--recordings", "--benchmarks", "consistency", "--categories",
                  "Race_x_SES", "--limit", "1", "--repeats", "2", "--temperature", "0",
                  "--n-boot", "100", "--out", str(tmp_path / out), "--force", *extra])
 
@@ -103,7 +103,7 @@ def test_the_format_and_prefix_are_in_the_keys(tmp_path):
         assert all(h.body["prompt"].endswith("assistant: " + custom) for h in s.hits)
         cfg = AuditConfig(live=True, backend="litellm", model=BASE, api_base=s.url,
                           store=str(tmp_path / "s.sqlite"), recordings=(),
-                          protocols=("consistency",), categories=("Race_x_SES",),
+                          benchmarks=("consistency",), categories=("Race_x_SES",),
                           limit=1, repeats=2, temperature=0.0,
                           answer_prefix=custom)
         rows, _ = dry_run(cfg)
@@ -151,7 +151,7 @@ def test_chat_prefill_for_a_provider_litellm_does_not_know_to_continue_is_exit_2
     before any request, one line naming the option, no run written."""
     with FaultServer(answers=letters) as s:
         rc = main(["audit", "--live", "--model", "openai/m", "--api-base", s.url,
-                   "--prompt-format", "chat-prefill", "--protocols", "consistency", "-q",
+                   "--prompt-format", "chat-prefill", "--benchmarks", "consistency", "-q",
                    "--limit", "1", "--repeats", "1", "--recordings", "--store",
                    str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "r")])
         assert len(s.hits) == 0

@@ -29,9 +29,9 @@ def test_display_path_never_shows_this_machine(tmp_path, monkeypatch):
 def test_regen_command_names_only_what_differs_from_the_defaults():
     assert regen_command(AuditConfig()) == "fairness-tests audit"
     cmd = regen_command(AuditConfig(live=True, model="openai/gpt-4o-mini", backend="litellm",
-                                    protocols=("bbq", "generative"), gen_seeds=(1, 2),
+                                    benchmarks=("bbq", "generative"), gen_seeds=(1, 2),
                                     repeats=5))
-    assert cmd == ("fairness-tests audit --protocols bbq generative --model openai/gpt-4o-mini "
+    assert cmd == ("fairness-tests audit --benchmarks bbq generative --model openai/gpt-4o-mini "
                    "--backend litellm --live --repeats 5 --gen-seeds 1 2")
 
 
@@ -44,8 +44,8 @@ def test_backend_is_inferred_from_the_model():
 
 def test_bad_options_are_errors():
     with pytest.raises(ConfigError, match=re.escape(
-            f"protocols=: must be one of {', '.join(BENCHMARK_NAMES)}, got 'vibes'")):
-        audit_config(protocols=["bbq", "vibes"])
+            f"benchmarks=: must be one of {', '.join(BENCHMARK_NAMES)}, got 'vibes'")):
+        audit_config(benchmarks=["bbq", "vibes"])
     with pytest.raises(ConfigError, match=r"temprature=: unknown option \(did you mean "
                                           r"'temperature'\?\)"):
         audit_config(temprature=0.5)
@@ -63,7 +63,7 @@ def test_a_bad_threshold_file_fails_before_any_model_is_asked(tmp_path):
 
 
 def test_replay_of_nothing_says_how_to_record(tmp_path):
-    cfg = AuditConfig(store=str(tmp_path / "s.sqlite"), recordings=(), protocols=("bbq",),
+    cfg = AuditConfig(store=str(tmp_path / "s.sqlite"), recordings=(), benchmarks=("bbq",),
                       model="openai/gpt-4o-mini", limit=1, n_boot=100)
     with pytest.raises(MissingResponsesError, match="fairness-tests audit --live"):
         run_audit(cfg)

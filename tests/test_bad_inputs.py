@@ -236,16 +236,16 @@ KOBBQ_ROWS = [
     R("kobbq-nofile", f"{KS} {{d}}/nowhere.jsonl", 2, "nowhere.jsonl", env=KOBBQ_ENV),
     R("kobbq-data-dir", f"{KS} {{d}}/kobbq_good.jsonl --data-dir {{d}}/nowhere", 2,
       "KoBBQ file not found", "fairness-tests data fetch"),
-    R("audit-kobbq-prompt", f"{AUD} --protocols kobbq --kobbq-prompt 6", 2, "--kobbq-prompt",
+    R("audit-kobbq-prompt", f"{AUD} --benchmarks kobbq --kobbq-prompt 6", 2, "--kobbq-prompt",
       "<= 5", env=KOBBQ_ENV),
-    R("audit-kobbq-prompt-unasked", f"{AUD} --protocols bbq --kobbq-prompt 2", 2,
+    R("audit-kobbq-prompt-unasked", f"{AUD} --benchmarks bbq --kobbq-prompt 2", 2,
       "--kobbq-prompt", "applies to kobbq", "does not ask", env=KOBBQ_ENV),
 ]
 
 CLI_ROWS = [
     # --- audit: every numeric option has a range (issue 22 section 2)
-    R("repeats-0", f"{AUD} --protocols consistency --repeats 0", 2, "--repeats", ">= 1"),
-    R("repeats-neg", f"{AUD} --protocols consistency --repeats -3", 2, "--repeats", ">= 1"),
+    R("repeats-0", f"{AUD} --benchmarks consistency --repeats 0", 2, "--repeats", ">= 1"),
+    R("repeats-neg", f"{AUD} --benchmarks consistency --repeats -3", 2, "--repeats", ">= 1"),
     R("n-boot-0", f"{AUD} --n-boot 0", 2, "--n-boot", ">= 100"),
     R("n-boot-neg", f"{AUD} --n-boot -1", 2, "--n-boot", ">= 100"),
     R("n-boot-99", f"{AUD} --n-boot 99", 2, "--n-boot", ">= 100"),
@@ -263,13 +263,13 @@ CLI_ROWS = [
     R("temperature-nan", f"{AUD} --temperature nan", 2, "--temperature", "finite"),
     R("temperature-inf", f"{AUD} --temperature inf", 2, "--temperature", "finite"),
     R("seed-neg", f"{AUD} --seed -1", 2, "--seed", ">= 0"),
-    R("gen-seeds-0", f"{AUD} --protocols generative --gen-seeds 0 -1", 2, "--gen-seeds",
+    R("gen-seeds-0", f"{AUD} --benchmarks generative --gen-seeds 0 -1", 2, "--gen-seeds",
       ">= 1"),
-    R("gen-seeds-unrecorded", f"{AUD} --protocols generative --gen-seeds 6", 2,
+    R("gen-seeds-unrecorded", f"{AUD} --benchmarks generative --gen-seeds 6", 2,
       "--gen-seeds", "6", "not in the protocol", "1, 2, 3, 4, 5"),
-    R("gen-seeds-one-bad", f"{AUD} --protocols generative --gen-seeds 1 6", 2,
+    R("gen-seeds-one-bad", f"{AUD} --benchmarks generative --gen-seeds 1 6", 2,
       "--gen-seeds", "6", "not in the protocol"),
-    R("gen-seeds-no-generative", f"{AUD} --protocols bbq --gen-seeds 1", 2, "--gen-seeds",
+    R("gen-seeds-no-generative", f"{AUD} --benchmarks bbq --gen-seeds 1", 2, "--gen-seeds",
       "applies to generative, which this run does not ask (protocols: bbq)"),
     R("gen-limit-0", f"{AUD} --gen-limit 0", 2, "--gen-limit", ">= 1"),
     R("gen-max-new-tokens-0", f"{AUD} --gen-max-new-tokens 0", 2, "--gen-max-new-tokens",
@@ -280,8 +280,8 @@ CLI_ROWS = [
     R("rpm-neg", f"{AUD} --model openai/x --rpm -5", 2, "--rpm", "> 0"),
     R("tpm-0", f"{AUD} --model openai/x --tpm 0", 2, "--tpm", "> 0"),
     # --- audit: choices, combinations, misleading advice
-    R("protocol-typo", f"{AUD} --protocols bbqq", 2, "--protocols", "did you mean 'bbq'"),
-    R("protocol-twice", f"{AUD} --protocols bbq bbq", 2, "--protocols", "twice"),
+    R("protocol-typo", f"{AUD} --benchmarks bbqq", 2, "--benchmarks", "did you mean 'bbq'"),
+    R("protocol-twice", f"{AUD} --benchmarks bbq bbq", 2, "--benchmarks", "twice"),
     R("backend-typo", f"{AUD} --backend litelm", 2, "--backend", "did you mean 'litellm'"),
     R("model-typo", f"{AUD} --model embedded:gemma-3-207m", 2, "--model",
       "embedded:gemma-3-270m", "unknown embedded model"),
@@ -300,19 +300,19 @@ CLI_ROWS = [
     R("suite-and-grid", f"{AUD} --suite {{d}}/suite_syntax.yaml --published-grid "
       "{d}/grid_bad.csv", 2, "--published-grid", "not both"),
     R("unknown-flag", f"{AUD} --n-bot 100", 2, "--n-bot", "unrecognized"),
-    R("bbq-dir-missing", f"{AUD} --protocols bbq --bbq-dir {{d}}/nowhere", 2,
+    R("bbq-dir-missing", f"{AUD} --benchmarks bbq --bbq-dir {{d}}/nowhere", 2,
       "BBQ data not found", "fairness-tests data fetch", "FAIRNESS_BBQ_DIR"),
-    R("bbq-dir-file", f"{AUD} --protocols bbq --bbq-dir {{d}}/a_file.txt", 2,
+    R("bbq-dir-file", f"{AUD} --benchmarks bbq --bbq-dir {{d}}/a_file.txt", 2,
       "a_file.txt", "fairness-tests data fetch"),
-    R("suite-placeholder", f"{AUD} --protocols generative --suite {{d}}/suite_placeholder.yaml",
+    R("suite-placeholder", f"{AUD} --benchmarks generative --suite {{d}}/suite_placeholder.yaml",
       2, "suite_placeholder.yaml", "{JOB}"),
-    R("suite-syntax", f"{AUD} --protocols generative --suite {{d}}/suite_syntax.yaml", 2,
+    R("suite-syntax", f"{AUD} --benchmarks generative --suite {{d}}/suite_syntax.yaml", 2,
       "suite_syntax.yaml", "line"),
-    R("suite-missing", f"{AUD} --protocols generative --suite {{d}}/nowhere.yaml", 2,
+    R("suite-missing", f"{AUD} --benchmarks generative --suite {{d}}/nowhere.yaml", 2,
       "nowhere.yaml"),
-    R("published-grid-bad", f"{AUD} --protocols generative --published-grid {{d}}/grid_bad.csv",
+    R("published-grid-bad", f"{AUD} --benchmarks generative --published-grid {{d}}/grid_bad.csv",
       2, "grid_bad.csv", "line 1", "columns"),
-    R("rubric-missing", f"{AUD} --protocols generative --rubric {{d}}/nowhere.yaml", 2,
+    R("rubric-missing", f"{AUD} --benchmarks generative --rubric {{d}}/nowhere.yaml", 2,
       "nowhere.yaml"),
     R("thresholds-missing", f"{AUD} --thresholds {{d}}/nowhere.yaml", 2, "nowhere.yaml",
       "cannot read thresholds file"),
@@ -555,7 +555,7 @@ CLI_ROWS = [
     R("answer-prefix-chat", "audit --dry-run --store {d}/s.sqlite --model openai/gpt-4o-mini "
       "--prompt-format chat --answer-prefix Réponse:(", 2, "--answer-prefix", "unused",
       "'chat'", "chat-prefill"),
-    R("audit-user-yaml-first", f"{AUD} --protocols consistency --user-yaml "
+    R("audit-user-yaml-first", f"{AUD} --benchmarks consistency --user-yaml "
       "{d}/user_key.yaml", 2, "--user-yaml", "user_key.yaml", "intended_usee",
       stdout_empty=True),
     # --- issue 32: newcomer
@@ -613,7 +613,7 @@ PYTEST_ROWS = [
     ("repeats", ["--fairness-repeats", "0"], "", ("--fairness-repeats", ">= 1")),
     ("model-typo", ["--fairness-model", "embedded:gemma-3-207m"], "",
      ("--fairness-model", "embedded:gemma-3-270m")),
-    ("protocol-typo", ["--fairness-protocol", "bbqq"], "", ("--fairness-protocol",
+    ("protocol-typo", ["--fairness-benchmarks", "bbqq"], "", ("--fairness-benchmarks",
                                                              "did you mean 'bbq'")),
     ("temperature", ["--fairness-temperature", "-1"], "", ("--fairness-temperature",
                                                             ">= 0")),
@@ -764,7 +764,7 @@ def test_python_api(i):
 
 def test_an_unrecorded_seed_is_an_error_in_python_too(tmp_path):
     with pytest.raises(FairnessTestsError, match="gen_seeds=: seed.s. 6 not in the protocol"):
-        run_audit(audit_config(protocols=["generative"], gen_seeds=[6], recordings=[],
+        run_audit(audit_config(benchmarks=["generative"], gen_seeds=[6], recordings=[],
                                store=str(tmp_path / "s.sqlite")))
 
 

@@ -53,7 +53,7 @@ def quiet(monkeypatch):
 
 def argv(server, tmp_path, *extra, store="s.sqlite", out="report", model=MODEL):
     return ["audit", "--live", "--backend", "litellm", "--model", model, "--api-base",
-            server.url, "--store", str(tmp_path / store), "--recordings", "--protocols",
+            server.url, "--store", str(tmp_path / store), "--recordings", "--benchmarks",
             "consistency", *SMALL, "--repeats", str(REPEATS), "--n-boot", "100",
             "--out", str(tmp_path / out), *extra]
 
@@ -142,7 +142,7 @@ def test_every_request_goes_through_one_batch_a_rerun_asks_nothing_and_replays_a
     assert rows(tmp_path / "d.sqlite") == rows(tmp_path / "s.sqlite")
     assert run_files(tmp_path, "direct") == run_files(tmp_path, "report")
     replay = ["audit", "--model", MODEL, "--backend", "litellm", "--store",
-              str(tmp_path / "s.sqlite"), "--recordings", "--protocols", "consistency",
+              str(tmp_path / "s.sqlite"), "--recordings", "--benchmarks", "consistency",
               *SMALL, "--repeats", str(REPEATS), "--n-boot", "100",
               "--repeat-mode", mode, "--out", str(tmp_path / "replay")]
     assert main(replay) in RAN
@@ -168,7 +168,7 @@ def test_text_completion_endpoint_and_its_replay(tmp_path):
 # ----------------------------------------------------------------------------- the dry run
 
 def test_dry_run_prices_the_batch_at_half_the_direct_cost(tmp_path, capsys):
-    rc = main(["audit", "--dry-run", "--batch", "--model", MODEL, "--protocols", "consistency",
+    rc = main(["audit", "--dry-run", "--batch", "--model", MODEL, "--benchmarks", "consistency",
                *SMALL, "--repeats", str(REPEATS), "--store", str(tmp_path / "s.sqlite"),
                "--recordings"])
     out = capsys.readouterr().out
@@ -188,7 +188,7 @@ def test_dry_run_prices_the_batch_at_half_the_direct_cost(tmp_path, capsys):
 
 def test_dry_run_says_when_the_batch_price_is_unknown(tmp_path, capsys):
     rc = main(["audit", "--dry-run", "--batch", "--model", "openai/some-unpriced-model",
-               "--protocols", "consistency", *SMALL, "--repeats", "2", "--store",
+               "--benchmarks", "consistency", *SMALL, "--repeats", "2", "--store",
                str(tmp_path / "s.sqlite"), "--recordings"])
     out = capsys.readouterr().out
     assert rc == 0 and "batch price: unknown" in out
@@ -206,7 +206,7 @@ def test_a_provider_without_a_usable_batch_api_is_one_line_at_the_start(tmp_path
                                                                          model, words):
     with BatchServer() as s:
         rc = main(["audit", "--live", "--batch", "--backend", "litellm", "--model", model,
-                   "--store", str(tmp_path / "s.sqlite"), "--recordings", "--protocols",
+                   "--store", str(tmp_path / "s.sqlite"), "--recordings", "--benchmarks",
                    "consistency", "--limit", "1", "--out", str(tmp_path / "r")])
         assert s.hits == [] and s.files_uploaded == 0
     err = capsys.readouterr().err

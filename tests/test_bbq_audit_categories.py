@@ -35,7 +35,7 @@ def quiet(monkeypatch):
 def audit(url, tmp_path, out, *extra):
     return main(["audit", "--live", "--backend", "litellm", "--model", "openai/gpt-4o-mini",
                  "--api-base", url, "--store", str(tmp_path / f"{out}.sqlite"), "--recordings",
-                 "--protocols", "bbq", "--rotations", "none", "--categories", *CATS,
+                 "--benchmarks", "bbq", "--rotations", "none", "--categories", *CATS,
                  "--bbq-dir", str(OFFICIAL_DIR), "--limit", str(LIMIT), "--n-boot", "100",
                  "--out", str(tmp_path / out), *extra])
 

@@ -181,7 +181,7 @@ def test_the_audit_with_bbq_dir_says_official_release_and_its_card_has_no_warnin
     with FaultServer(answers=lambda prompt: {"a": 1.0}) as s:
         r = run_cli(capfd, "audit", "--live", "--backend", "litellm", "--model",
                     "openai/gpt-4o-mini", "--api-base", s.url, "--store",
-                    str(tmp_path / "s.sqlite"), "--protocols", "bbq", "--rotations", "none",
+                    str(tmp_path / "s.sqlite"), "--benchmarks", "bbq", "--rotations", "none",
                     "--categories", CAT, "--bbq-dir", str(OFFICIAL_DIR), "--limit", "1",
                     "--n-boot", "100", "--out", str(tmp_path / "out"))
     assert r.returncode in (0, 1, 5), r.stderr
@@ -210,7 +210,7 @@ def test_the_pytest_plugin_says_official_release(pytester, monkeypatch, tmp_path
     args = [f"--rootdir={pytester.path}", "--fairness-live", "--fairness-model",
             "text-completion-openai/base-x", f"--fairness-store={tmp_path / 's.sqlite'}",
             f"--fairness-bbq-dir={OFFICIAL_DIR}", "--fairness-categories", CAT,
-            "--fairness-protocol", "bbq", "--fairness-limit", "1", "--fairness-rotations",
+            "--fairness-benchmarks", "bbq", "--fairness-limit", "1", "--fairness-rotations",
             "none", "--fairness-n-boot", "100", "-p", "no:cacheprovider", "-p", "no:randomly"]
     with FaultServer(base_model=True, answers=lambda p: {"a": 0.6, "b": 0.3, "c": 0.1}) as s:
         r = pytester.runpytest_subprocess(*args, f"--fairness-api-base={s.url}", timeout=600)

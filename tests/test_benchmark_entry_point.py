@@ -8,7 +8,7 @@ protocols-run lines and schema, ``compare``'s families, the gate's records and t
 drift tables. Loading its declarations imports no pandas.
 
 Run in a fresh interpreter so that what is computed when the package is imported (the
-default ``--protocols``, its choices) sees the distribution as an installed one would.
+default ``--benchmarks``, its choices) sees the distribution as an installed one would.
 A benchmark of another distribution asked end to end (audit, pytest, gate, card,
 compare): tests/test_outside_benchmark.py. Its compare section and card result view by the
 generic layouts: tests/test_benchmark_views.py."""
@@ -24,7 +24,7 @@ import pytest
 
 from fairness_tests.core.registry import REGISTRY
 from fairness_tests.pipeline.benchmark import families
-from fairness_tests.pipeline.config import DEFAULT_PROTOCOLS
+from fairness_tests.pipeline.config import DEFAULT_BENCHMARKS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,7 +56,7 @@ import json, sys
 from types import SimpleNamespace
 from fairness_tests.pipeline.benchmark import benchmark, families
 from fairness_tests.core.registry import REGISTRY
-from fairness_tests.pipeline.config import AuditConfig, DEFAULT_PROTOCOLS
+from fairness_tests.pipeline.config import AuditConfig, DEFAULT_BENCHMARKS
 from fairness_tests.plugin.plugin import markers
 light = "pandas" not in sys.modules
 from fairness_tests.card.schema import protocols_run_enum, validate_card
@@ -83,8 +83,8 @@ print(json.dumps({
     "class": benchmark("toybench").__name__,
     "families": [f.name for f in families()],
     "family_class": [c.__name__ for c, _ in by_family(["toybench"])],
-    "default": list(DEFAULT_PROTOCOLS),
-    "config": list(AuditConfig(protocols=("toybench",)).protocols),
+    "default": list(DEFAULT_BENCHMARKS),
+    "config": list(AuditConfig(benchmarks=("toybench",)).protocols),
     "markers": markers(),
     "card_lines": [s.what for s in card_lines()],
     "enum": protocols_run_enum(),
@@ -130,7 +130,7 @@ def test_its_declarations_are_read_without_pandas(seen):
 
 
 def test_the_default_audit_and_the_configuration_take_it(seen):
-    assert seen["default"] == [*DEFAULT_PROTOCOLS, "toybench"]
+    assert seen["default"] == [*DEFAULT_BENCHMARKS, "toybench"]
     assert seen["config"] == ["toybench"]
 
 

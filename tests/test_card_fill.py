@@ -279,7 +279,7 @@ def small_audit(recorded_store, tmp_path_factory):
     store of them, tests/conftest.py): 4 BBQ items per dataset x context x polarity, the
     first 64 rows of the generative grid."""
     store = copy_store(recorded_store, tmp_path_factory.mktemp("small_audit") / "s.sqlite")
-    return run_audit(audit_config(protocols=["bbq", "generative"], limit=4, gen_limit=64,
+    return run_audit(audit_config(benchmarks=["bbq", "generative"], limit=4, gen_limit=64,
                                          n_boot=100, rotations="none", store=str(store)))
 
 

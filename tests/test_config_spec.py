@@ -23,6 +23,7 @@ from fairness_tests.core.registry import BENCHMARK_NAMES
 from fairness_tests.pipeline.benchmark import benchmarks
 from fairness_tests.pipeline.config import COMMANDS, AuditConfig, PluginOptions
 from fairness_tests.pipeline.config_tools import TOOLS
+from fairness_tests.pipeline.configure import command_config
 
 
 def _commands() -> dict[type, list[str]]:
@@ -46,7 +47,8 @@ COMMAND_WORDS = _commands()
 #: ``fairness-tests NAME ...``), found on the command line
 BENCHMARK_CLASSES = [c for c, words in COMMAND_WORDS.items()
                      if words[0] in {b.name for b in benchmarks() if b.commands}]
-CLI_CLASSES = [c for c in (*COMMANDS, *TOOLS) if c is not PluginOptions] + BENCHMARK_CLASSES
+CLI_CLASSES = list(dict.fromkeys(
+    [c for c in (*COMMANDS, *TOOLS) if c is not PluginOptions] + BENCHMARK_CLASSES))
 
 
 def _bad_values(spec) -> list[object]:
@@ -84,7 +86,10 @@ CASES = [(cls, name, bad) for cls in CLI_CLASSES for name, s in specs(cls).items
 def test_every_command_class_is_a_subcommand():
     assert set(CLI_CLASSES) <= set(COMMAND_WORDS), set(CLI_CLASSES) - set(COMMAND_WORDS)
     assert len(CASES) > 60
-    assert [COMMAND_WORDS[c] for c in BENCHMARK_CLASSES] == [["kobbq", "score"]]
+    words = [COMMAND_WORDS[c] for c in BENCHMARK_CLASSES]
+    assert {w[0] for w in words} == {b.name for b in benchmarks() if b.commands}
+    assert {("bbq", "score"), ("kobbq", "score"), ("generative", "score")} <= set(map(tuple,
+                                                                                    words))
 
 
 def test_a_benchmark_commands_project_keys_are_known():
@@ -174,9 +179,9 @@ def test_a_pyproject_table_value_is_checked_like_the_command_line():
 
 def test_every_problem_of_a_command_line_in_one_line(capsys):
     assert main(["audit", "--n-boot", "-5", "--workers", "0", "--repeats", "0",
-                 "--protocols", "bbq", "vibes", "--temperature", "nan"]) == 2
+                 "--benchmarks", "bbq", "vibes", "--temperature", "nan"]) == 2
     err = capsys.readouterr().err
-    assert err == (f"fairness-tests: error: --protocols: must be one of "
+    assert err == (f"fairness-tests: error: --benchmarks: must be one of "
                    f"{', '.join(BENCHMARK_NAMES)}, got 'vibes'; --temperature: must be a "
                    "finite number, got 'nan'; --repeats: must be >= 1, got 0; --workers: "
                    "must be >= 1, got 0; --n-boot: must be >= 100, got -5\n")
@@ -203,3 +208,14 @@ def test_defaults_are_valid_and_numbers_are_converted_once():
     assert (c.n_boot, c.temperature, c.gen_seeds, c.workers, c.live) == \
         (300, 0.5, (1, 2), "auto", True)
     assert math.isclose(AuditConfig(temperature=1).temperature, 1.0)
+
+
+@pytest.mark.parametrize("given", [["crows_pairs,winobias"], ["crows_pairs", "winobias"],
+                                   ["crows_pairs,", "winobias"]])
+def test_a_list_of_fixed_words_takes_commas_or_spaces(given):
+    """``--benchmarks crows_pairs,winobias`` (the issue's spelling) is
+    ``--benchmarks crows_pairs winobias``; an unknown word in a comma list is still named."""
+    args = build_parser().parse_args(["audit", "--benchmarks", *given])
+    assert command_config(AuditConfig, args).benchmarks == ("crows_pairs", "winobias")
+    with pytest.raises(ConfigError, match="got 'winobiass'"):
+        AuditConfig(benchmarks=("crows_pairs,winobiass",))

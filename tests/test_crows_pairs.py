@@ -218,7 +218,7 @@ def test_replay_of_the_recording_writes_tables_verdicts_and_the_warning(tmp_path
     outs = []
     for name in ("a", "b"):
         out = tmp_path / name
-        rc = main(["audit", "--protocols", "crows_pairs", "--recordings", str(RECORDING),
+        rc = main(["audit", "--benchmarks", "crows_pairs", "--recordings", str(RECORDING),
                    "--store", str(tmp_path / f"{name}.sqlite"), "--out", str(out), "-q"])
         assert rc in (0, 1)
         outs.append(out)
@@ -253,7 +253,7 @@ needs_lmeval = pytest.mark.skipif(importlib.util.find_spec("lm_eval") is None,
 def replay(tmp_path: Path, *args: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """An offline audit of CrowS-Pairs from the recording: its records and table."""
     out = tmp_path / "o"
-    rc = main(["audit", "--protocols", "crows_pairs", "--recordings", str(RECORDING),
+    rc = main(["audit", "--benchmarks", "crows_pairs", "--recordings", str(RECORDING),
                "--store", str(tmp_path / "s.sqlite"), "--out", str(out), "-q", *args])
     assert rc in (0, 1, 5)
     return (pd.read_csv(out / "run" / "records" / "crows_pairs.csv.gz"),

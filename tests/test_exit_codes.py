@@ -159,7 +159,7 @@ def test_usage_error_is_one_line_exit_2(cli):
 
 def test_replay_miss_exit_3(tmp_path, cli):
     """Nothing recorded (no recordings imported into a new store): replay misses."""
-    r = cli("audit", "--protocols", "bbq", "--limit", "1", "--rotations", "none", "-q",
+    r = cli("audit", "--benchmarks", "bbq", "--limit", "1", "--rotations", "none", "-q",
            "--recordings", "--store", str(tmp_path / "s.sqlite"), "--out",
            str(tmp_path / "o"), "--n-boot", "100")
     assert r.returncode == 3, r.stdout + r.stderr
@@ -173,7 +173,7 @@ def test_replay_miss_exit_3(tmp_path, cli):
 def _live(cli, server, tmp_path, *extra: str, out: str = "o") -> subprocess.CompletedProcess:
     return cli("audit", "--live", "--backend", "litellm", "--model", "openai/gpt-4o-mini",
               "--api-base", server.url, "--store", str(tmp_path / "s.sqlite"), "--recordings",
-              "--protocols", "bbq", "--limit", "1", "--rotations", "none", "--n-boot", "100",
+              "--benchmarks", "bbq", "--limit", "1", "--rotations", "none", "--n-boot", "100",
               "--out", str(tmp_path / out), *extra)
 
 
@@ -186,7 +186,7 @@ def test_budget_exit_4(tmp_path, cli):
                      chat_overhead=True) as s:
         r = cli("audit", "--live", "--backend", "litellm", "--model", "openai/gpt-4o-mini",
                "--api-base", s.url, "--store", str(tmp_path / "s.sqlite"), "--recordings",
-               "--protocols", "consistency", "--limit", "1", "--repeats", "5", "--n-boot",
+               "--benchmarks", "consistency", "--limit", "1", "--repeats", "5", "--n-boot",
                "100", "--max-cost", "0.0003", "--batch-size", "1", "--out", str(tmp_path / "o"))
         assert 0 < len(s.hits) < 40
     assert r.returncode == 4, r.stdout + r.stderr
@@ -290,7 +290,7 @@ def test_ctrl_c_exit_130_one_line_and_the_old_output_whole(predictions, tmp_path
     assert first.returncode == 0
     for _attempt in range(5):
         before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
-        p = subprocess.Popen([sys.executable, "-m", "fairness_tests", "audit", "--protocols",
+        p = subprocess.Popen([sys.executable, "-m", "fairness_tests", "audit", "--benchmarks",
                               "generative", "--n-boot", "100",
                               "--store", str(warm_store), "--out", str(out)],
                              cwd=ROOT, env=env(), preexec_fn=_default_sigint,
@@ -338,7 +338,7 @@ def _one_error_line(p: subprocess.CompletedProcess, *words: str) -> None:
 #: pytest in a repository ``fairness-tests init`` made (its fairness suite, no BBQ data):
 #: the options of each session
 PYTEST_CASES = {
-    "bad_protocol": lambda d: ["--fairness-protocol", "bbqq"],
+    "bad_protocol": lambda d: ["--fairness-benchmarks", "bbqq"],
     "store_is_a_directory": lambda d: ["--fairness-store", str(d / "sdir")],
     "no_bbq_data": lambda d: ["--fairness-bbq-dir", str(d / "none")],
     "bbq_file_missing": lambda d: ["--fairness-bbq-dir", str(d / "bbq")],
@@ -366,7 +366,7 @@ def pytest_runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
 
 
 def test_pytest_bad_protocol_is_one_error_line_exit_4(pytest_runs):
-    _one_error_line(pytest_runs["bad_protocol"], "--fairness-protocol", "bbq")
+    _one_error_line(pytest_runs["bad_protocol"], "--fairness-benchmarks", "bbq")
 
 
 @pytest.mark.parametrize("case", ["store_is_a_directory", "no_bbq_data", "bbq_file_missing"])

@@ -47,7 +47,7 @@ def small_run(tmp_path_factory, recorded_store) -> Path:
         rules.mkdir()
         shutil.copy(data_path("thresholds", "default.yaml"), rules / "default.yaml")
         store = copy_store(recorded_store, d / "s.sqlite")
-        rc = main(["audit", "-q", "--protocols", "bbq", "generative", "--limit", "30",
+        rc = main(["audit", "-q", "--benchmarks", "bbq", "generative", "--limit", "30",
                    "--gen-seeds", "1", "--n-boot", "200", "--thresholds", str(rules),
                    "--store", str(store), "--explore", "--out", str(d / "report")])
         assert rc == 1, rc

@@ -192,7 +192,7 @@ def test_audit_with_several_scorers_and_a_judge(tmp_path):
     published and strict rubrics and the loopback judge; a replay (no --live) of the
     same run asks the judge nothing."""
     with FaultServer(reply=rule) as server:
-        kw = dict(protocols=["generative"], gen_limit=24, n_boot=100,
+        kw = dict(benchmarks=["generative"], gen_limit=24, n_boot=100,
                   store=str(tmp_path / "store.sqlite"), scorers=("published,strict", "judge"),
                   judge_model="judge-model", judge_api_base=server.url)
         run = run_audit(audit_config(live=True, **kw))
@@ -243,7 +243,7 @@ def test_failed_judge_requests_make_the_audit_incomplete(tmp_path, capsys, monke
     monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
     monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
     with FaultServer(default="401") as server:
-        rc = main(["audit", "--protocols", "generative", "--gen-limit", "8", "--n-boot", "100",
+        rc = main(["audit", "--benchmarks", "generative", "--gen-limit", "8", "--n-boot", "100",
                    "--store", str(tmp_path / "s.sqlite"), "--scorers", "published,judge",
                    "--judge-model", "judge-model", "--judge-api-base", server.url, "--live",
                    "--out", str(tmp_path / "out")])     # the generations from the recordings

@@ -53,7 +53,7 @@ def test_dry_run_with_the_judge_scorer(tmp_path):
     the stored generations' texts (AttributeError: no get_many). Store empty: every
     generation is still to make, so each is one judge request (K = 1) still to ask."""
     config = AuditConfig(backend="litellm", model="openai/" + MODEL, recordings=(),
-                         protocols=("generative",), limit=2, store=str(tmp_path / "s.sqlite"),
+                         benchmarks=("generative",), limit=2, store=str(tmp_path / "s.sqlite"),
                          scorers=("published", "judge"), judge_model=MODEL)
     n = len(collect_requests(config)["generative"])
     assert n > 0

@@ -148,7 +148,7 @@ def test_the_audit_asks_the_prompt_it_is_told(kd, pid, monkeypatch):
     label and letters, its unknown expression; answered correctly, every answer counts as
     correct under that unknown; the run metadata and the card's note name the prompt."""
     monkeypatch.setenv("FAIRNESS_KOBBQ_DIR", str(SHARED))
-    fam = KoBBQFamily(AuditConfig(protocols=("kobbq",), kobbq_prompt=pid, limit=1))
+    fam = KoBBQFamily(AuditConfig(benchmarks=("kobbq",), kobbq_prompt=pid, limit=1))
     reqs = fam.requests()
     row = kd.prompts[kd.prompts["prompt_id"] == pid].iloc[0]
     assert len(reqs) == 3 * len(fam.samples) == 3 * 12 * 2 * 2
@@ -185,7 +185,7 @@ def test_a_prompt_the_recordings_lack_is_reported_missing(capfd, tmp_path, monke
     """The packaged recordings hold prompt 1: a replay asking prompt 2 names the missing
     responses (exit 3), as for any request the store lacks."""
     monkeypatch.setenv("FAIRNESS_KOBBQ_DIR", str(SHARED))
-    r = run_cli(capfd, "audit", "--protocols", "kobbq", "--limit", "1", "--kobbq-prompt", "2",
+    r = run_cli(capfd, "audit", "--benchmarks", "kobbq", "--limit", "1", "--kobbq-prompt", "2",
                 "--n-boot", "200", "--store", str(tmp_path / "s.sqlite"), "--out",
                 str(tmp_path / "out"))
     assert r.returncode == 3, r.stderr[-2000:]
@@ -504,7 +504,7 @@ def test_replay_of_the_recorded_model(capfd, tmp_path, monkeypatch):
     outs = []
     for k in (1, 2):
         out = tmp_path / f"run{k}"
-        r = run_cli(capfd, "audit", "--protocols", "kobbq", "--limit", "3", "--n-boot", "200",
+        r = run_cli(capfd, "audit", "--benchmarks", "kobbq", "--limit", "3", "--n-boot", "200",
                     "--store", str(tmp_path / f"s{k}.sqlite"), "--out", str(out))
         assert r.returncode in (0, 1), r.stderr[-2000:]
         assert "kobbq 432 (0 sent, 432 from the store, 0 failed)" in r.stdout

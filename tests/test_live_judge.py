@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.skipif(any(importlib.util.find_spec(m) is None
 def test_the_embedded_model_judges_and_a_rerun_asks_nothing(tmp_path):
     # two short generations (16 new tokens, not the suite's 160) are enough to judge:
     # what is checked is the judging path and its store, not what the texts say
-    cfg = AuditConfig(protocols=("generative",), gen_limit=2, gen_max_new_tokens=16,
+    cfg = AuditConfig(benchmarks=("generative",), gen_limit=2, gen_max_new_tokens=16,
                       n_boot=100, store=str(tmp_path / "s.sqlite"), progress=False,
                       scorers=("published", "judge"), judge_model="embedded:gemma-3-270m",
                       judge_max_tokens=32, live=True)

@@ -99,7 +99,7 @@ def test_audit_through_the_served_base_model_answers_bbq_with_letters(server, tm
     monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
     model = f"text-completion-openai/{server['model_dir']}"
     main(["audit", "--live", "--model", model, "--api-base", server["api_base"],
-          "--store", str(tmp_path / "s.sqlite"), "--recordings", "--protocols", "bbq",
+          "--store", str(tmp_path / "s.sqlite"), "--recordings", "--benchmarks", "bbq",
           "--categories", "Race_x_SES", "--limit", "2", "--rotations", "none",
           "--temperature", "0", "--n-boot", "100", "--prompt-format", fmt,
           "--out", str(tmp_path / "r")])

@@ -27,7 +27,7 @@ pytestmark = [_needs_local, pytest.mark.live_model, pytest.mark.slow]
 def smoke(tmp_path_factory):
     d = tmp_path_factory.mktemp("smoke")
     cfg = AuditConfig(live=True, store=str(d / "store.sqlite"), recordings=(),
-                      protocols=("bbq", "consistency", "generative", "probe"),
+                      benchmarks=("bbq", "consistency", "generative", "probe"),
                       limit=1, per_cell=1, repeats=3, gen_limit=4, gen_max_new_tokens=4,
                       n_boot=100, progress=False)   # each new token is a forward pass
     first = run_audit(cfg)

@@ -171,7 +171,7 @@ def test_a_batch_connection_error_names_the_url_without_its_token(tmp_path, capf
     port = closed_port()
     p = run_cli(capfd, "audit", "--live", "--backend", "litellm", "--model",
                 "openai/gpt-4o-mini", "--api-base", f"http://127.0.0.1:{port}/v1?token=SECRET",
-                "--store", str(tmp_path / "s.sqlite"), "--protocols", "consistency",
+                "--store", str(tmp_path / "s.sqlite"), "--benchmarks", "consistency",
                 "--categories", "Race_x_SES", "--limit", "1", "--repeats", "5", "--batch",
                 "--bbq-dir", str(bbq), "--out", str(tmp_path / "out"), "-q")
     assert p.returncode == 2, p.stderr

@@ -119,7 +119,7 @@ def test_custom_thresholds_reach_the_protocol_verdicts(tmp_path, warm_store):
         "    bound: 0.05", "  - id: worst_slice_stereotype_per_decoding\n"
         "    table: generative_by_slice_decoding\n    metric: stereotype\n    across: slice\n"
         "    reduce: max\n    op: \"<=\"\n    bound: 0.001"))
-    run = run_audit(audit_config(protocols=["generative"], thresholds=str(strict),
+    run = run_audit(audit_config(benchmarks=["generative"], thresholds=str(strict),
                                         store=str(warm_store)))
     pv = run.tables["protocol_verdicts"]
     cell = pv[(pv["rule"] == "worst_slice_stereotype_per_decoding")
@@ -135,7 +135,7 @@ def test_regen_command_parses_back_into_an_equal_config(tmp_path):
     (but for where results are stored, which changes no number)."""
     config = audit_config(
         model="openai/gpt-4o-mini", backend="litellm", live=True,
-        protocols=["bbq", "generative", "probe"],
+        benchmarks=["bbq", "generative", "probe"],
         repeats=5, per_cell=10, thresholds="thresholds", bbq_dir="../shared/bbq",
         compare_rubric=None, temperature=0.7, gen_seeds=(1, 2), n_boot=500, seed=3,
         rotations="all", limit=7, rubric="strict", store=str(tmp_path / "x.sqlite"),
@@ -185,7 +185,7 @@ def test_export_writes_only_this_runs_rows(tmp_path, capsys, warm_store):
     every recording)."""
     out = tmp_path / "report"
     export = tmp_path / "this-run.jsonl"
-    rc = main(["audit", "--protocols", "generative", "--gen-seeds", "1", "--store",
+    rc = main(["audit", "--benchmarks", "generative", "--gen-seeds", "1", "--store",
                str(warm_store), "--out", str(out), "--export", str(export)])
     assert rc == 0
     capsys.readouterr()

@@ -168,7 +168,7 @@ def test_audit_and_generative_out_refuse_a_users_folder_before_any_work(tmp_path
     """Defect: audit --out D wrote into D/run/ beside the user's files, generative score
     --out deleted them. Refused first: nothing is asked, nothing written."""
     mine = user_folder(tmp_path)
-    refused(ft("audit", "--protocols", "bbq", "--limit", "1", "--out", str(mine),
+    refused(ft("audit", "--benchmarks", "bbq", "--limit", "1", "--out", str(mine),
                "--store", str(tmp_path / "s.sqlite")), mine)
     assert not (tmp_path / "s.sqlite").exists()
     outputs = tmp_path / "outputs.jsonl"

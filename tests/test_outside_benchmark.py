@@ -61,7 +61,7 @@ def world(tmp_path_factory) -> dict:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
     runs = {}
     for kind in MODELS:
-        out = _run([py, "-m", "fairness_tests.cli.main", "audit", "--live", "--protocols",
+        out = _run([py, "-m", "fairness_tests.cli.main", "audit", "--live", "--benchmarks",
                     "toybench", "--model", str(base / kind), "--store",
                     str(base / "store.sqlite"), "--out", str(base / f"run-{kind}")], base, env)
         assert out.returncode in (0, 1), out.stderr[-3000:]

@@ -102,7 +102,7 @@ def test_options_and_markers_are_registered(project):
     r = project.runpytest("--help")
     out = r.stdout.str()
     for opt in ("--fairness-model", "--fairness-backend", "--fairness-replay", "--fairness-live",
-                "--fairness-bbq-dir", "--fairness-protocol", "--fairness-repeats",
+                "--fairness-bbq-dir", "--fairness-benchmarks", "--fairness-repeats",
                 "--fairness-thresholds", "--fairness-baseline-model", "--fairness-report",
                 "--fairness-api-base", "--fairness-n-boot", "--fairness-seed"):
         assert opt in out

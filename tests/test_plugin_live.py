@@ -49,7 +49,7 @@ def test_live_pytest_smoke_with_a_limit_asks_a_handful(pytester, monkeypatch, tm
     # paths as --opt=PATH and --rootdir: pytest infers no rootdir from an option's value
     args = [f"--rootdir={pytester.path}", "--fairness-live", "--fairness-model", BASE,
             f"--fairness-store={store}", f"--fairness-bbq-dir={ROOT.parent / 'shared' / 'bbq'}",
-            "--fairness-protocol", "bbq", "--fairness-protocol", "consistency",
+            "--fairness-benchmarks", "bbq", "--fairness-benchmarks", "consistency",
             "--fairness-limit", "1", "--fairness-repeats", "2", "--fairness-rotations",
             "none", "--fairness-n-boot", "100",
             "-p", "no:cacheprovider", "-p", "no:randomly", "-rs"]
@@ -69,7 +69,7 @@ def test_live_pytest_smoke_with_a_limit_asks_a_handful(pytester, monkeypatch, tm
                       .read_text())
     assert meta["requests"] == {"bbq": 8, "bbq_new": 8, "consistency": 16,
                                 "consistency_new": 8}
-    assert meta["config"]["limit"] == 1 and meta["config"]["protocols"] == ["bbq",
+    assert meta["config"]["limit"] == 1 and meta["config"]["benchmarks"] == ["bbq",
                                                                            "consistency"]
     assert meta["backend_info"]["model"] == BASE
     assert meta["asking"]["prompt"]["used"] == "completion-plain"

@@ -123,14 +123,14 @@ def test_manifest_lists_the_files_each_model_replays_and_only_those(empty_cwd):
         recordings:
           - model: a
             files: [a.jsonl.gz]
-            settings: {protocols: [bbq]}
+            settings: {benchmarks: [bbq]}
           - model: b
             files: [b.jsonl.gz]
         """))
     assert default_recordings("a") == (str(rec / "a.jsonl.gz"),)
     assert default_recordings("b") == (str(rec / "b.jsonl.gz"),)
     assert default_recordings("c") == ()
-    assert recording_settings("a") == {"protocols": ("bbq",)}
+    assert recording_settings("a") == {"benchmarks": ("bbq",)}
     # the package's entry for the embedded model is still there behind the project's
     assert default_recordings(EMBEDDED) == (
         str(data_path("recordings", "embedded-gemma-3-270m.jsonl.gz")),)

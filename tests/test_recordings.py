@@ -45,7 +45,7 @@ def test_manifest_settings_drive_replay(manifest):
     assert entry["model"] == "embedded:gemma-3-270m"
     cfg = audit_config()
     assert cfg.gen_seeds is None and cfg.gen_max_new_tokens == 96
-    assert set(cfg.protocols) == {"bbq", "consistency", "generative", "probe"}
+    assert set(cfg.benchmarks) == {"bbq", "consistency", "generative", "probe"}
     # an explicit option wins over the recorded settings
     assert audit_config(gen_max_new_tokens=160).gen_max_new_tokens == 160
     assert recording_settings("some/other-model") == {}

@@ -82,7 +82,7 @@ def test_temperature_1_from_yaml_replays_the_committed_recordings(warm_store):
     requests (made with 1.0), so replay serves them instead of missing every one."""
     t = yaml.safe_load("temperature: 1")["temperature"]
     assert type(t) is int
-    cfg = audit_config(protocols=["bbq"], temperature=t, rotations="none", limit=1,
+    cfg = audit_config(benchmarks=["bbq"], temperature=t, rotations="none", limit=1,
                               n_boot=100, store=str(warm_store))
     result = run_audit(cfg)                       # replay: a miss would raise
     assert result.metadata.requests["bbq"] > 0 and len(result.tables["bbq"]) > 0
@@ -105,7 +105,7 @@ def test_a_port_change_keeps_the_recording(tmp_path):
     and the tables are the same."""
     store = tmp_path / "s.sqlite"
     args = ["audit", "--live", "--backend", "litellm", "--model", "openai/fault-model",
-            "--protocols", "bbq", "--rotations", "none", "--limit", "1", "--n-boot", "100",
+            "--benchmarks", "bbq", "--rotations", "none", "--limit", "1", "--n-boot", "100",
             "--recordings", "--store", str(store)]
     with FaultServer() as first:
         assert main(args + ["--api-base", first.url, "--out", str(tmp_path / "a")]) in RAN
@@ -237,7 +237,7 @@ def test_a_changed_chat_template_stops_the_audit_by_name(tmp_path, monkeypatch, 
     makes the committed recordings stale: the audit says so, exit code 3."""
     monkeypatch.setattr(emb, "GEMMA_CHAT_TEMPLATE",
                         emb.GEMMA_CHAT_TEMPLATE.replace("<end_of_turn>", "<eot>"))
-    rc = main(["audit", "--protocols", "bbq", "--rotations", "none", "--limit", "1",
+    rc = main(["audit", "--benchmarks", "bbq", "--rotations", "none", "--limit", "1",
                "--n-boot", "100", "--store", str(tmp_path / "s.sqlite"),
                "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err

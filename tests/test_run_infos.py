@@ -94,3 +94,14 @@ def test_every_family_s_records_are_a_part_of_its_runs(name, tmp_path):
     (tmp_path / "records").mkdir()
     (tmp_path / "records" / f"{name}.csv.gz").write_bytes(b"")
     assert f"records/{name}.csv.gz" not in missing_parts(tmp_path, run.metadata)
+
+
+def test_a_run_json_of_the_old_option_name_reads_back():
+    """Runs written before the option was renamed (``config.protocols``) read back with
+    it as ``config.benchmarks``; a run of the new name is unchanged."""
+    d = make_run().metadata.to_dict()
+    d["config"] = {"protocols": ["bbq", "consistency"], "n_boot": 200}
+    back = RunMetadata.from_dict(json.loads(json.dumps(d)))
+    assert back.config == {"benchmarks": ["bbq", "consistency"], "n_boot": 200}
+    d["config"] = {"benchmarks": ["kobbq"]}
+    assert RunMetadata.from_dict(d).config == {"benchmarks": ["kobbq"]}

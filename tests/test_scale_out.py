@@ -75,7 +75,7 @@ def test_rpm_holds_across_three_processes(tmp_path):
     # on a loaded machine), so they are known to run at once
     with FaultServer(together=(3, lambda body: body.get("seed"))) as srv:
         # three audits with other seeds: other keys, so each asks all of its requests
-        run_all([audit_cmd(srv.url, store, tmp_path / f"o{k}", "--protocols", "bbq",
+        run_all([audit_cmd(srv.url, store, tmp_path / f"o{k}", "--benchmarks", "bbq",
                            "--categories", "Race_x_SES", "--rotations", "none",
                            "--limit", "4", "--seed", str(k), "--rpm", str(RPM))
                  for k in range(3)])
@@ -101,7 +101,7 @@ def test_rpm_holds_across_three_processes(tmp_path):
 
 @pytest.mark.timeout(480)                    # finish_all's bound (400 s) and the rest
 def test_three_shards_merged_equal_one_unsharded_run(tmp_path):
-    protocol = ["--protocols", "bbq", "consistency", "generative", "probe", "--categories",
+    protocol = ["--benchmarks", "bbq", "consistency", "generative", "probe", "--categories",
                 "Race_x_SES", "--limit", "1", "--repeats", "3", "--gen-limit", "6"]
     # the three shard processes and the unsharded run (in this process: not what is
     # tested here) at once, each against its own server, which counts what it was asked

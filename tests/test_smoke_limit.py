@@ -53,7 +53,7 @@ def test_limit_2_replays_the_shipped_recordings(store, tmp_path, monkeypatch):
     below the one minimum size (30; the largest, the pooled consistency cell, holds 16
     items), so nothing is judged: exit 5, never a verdict on 4 items."""
     monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
-    rc = audit(store, tmp_path / "o", "--protocols", "bbq", "consistency", "--limit", "2")
+    rc = audit(store, tmp_path / "o", "--benchmarks", "bbq", "consistency", "--limit", "2")
     assert rc == 5
     records = pd.read_csv(tmp_path / "o" / "run" / "records" / "bbq.csv.gz")
     assert records[["dataset", "example_id"]].drop_duplicates().shape[0] == 16
@@ -72,7 +72,7 @@ def test_one_template_is_not_evaluable_not_a_failure(store, tmp_path, monkeypatc
     interval rules are not evaluable and say why (today: sdis_bound failed on [1, 1]).
     Every cell is also below the minimum size: nothing is judged, exit 5."""
     monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
-    rc = audit(store, tmp_path / "o", "--protocols", "bbq", "--limit", "1",
+    rc = audit(store, tmp_path / "o", "--benchmarks", "bbq", "--limit", "1",
                "--rotations", "none")
     assert rc == 5
     v = verdicts(tmp_path / "o")

@@ -435,9 +435,9 @@ def test_gate_pairs_items_and_sees_a_widened_disparity(tmp_path):
 
 def test_benchmark_option_asks_the_file_benchmark_only():
     c = AuditConfig(benchmark_file=str(EXAMPLE))
-    assert c.protocols == ("templates",)
-    both = AuditConfig(benchmark_file=str(EXAMPLE), protocols=("bbq", "templates"))
-    assert both.protocols == ("bbq", "templates")
+    assert c.benchmarks == ("templates",)
+    both = AuditConfig(benchmark_file=str(EXAMPLE), benchmarks=("bbq", "templates"))
+    assert both.benchmarks == ("bbq", "templates")
     assert "templates" not in AuditConfig().protocols
 
 

@@ -367,7 +367,7 @@ def test_the_dry_run_plans_exactly_the_tokens_a_run_computes():
 
 @pytest.mark.live_model
 def test_the_audit_dry_run_states_the_prefix_sharing_of_a_local_model(tmp_path, capsys):
-    rc = main(["audit", "--dry-run", "--protocols", "bbq", "--rotations", "none", "--limit", "1",
+    rc = main(["audit", "--dry-run", "--benchmarks", "bbq", "--rotations", "none", "--limit", "1",
                "--store", str(tmp_path / "s.sqlite"), "--recordings"])
     out = capsys.readouterr().out
     assert rc == 0 and "prefix sharing" in out
@@ -384,7 +384,7 @@ def test_a_local_models_dry_run_shows_no_api_request_shapes(tmp_path, capsys):
     """A local model's dry run has no repeat-mode rows, no litellm token estimate and
     no price line (it printed the `n` and `logprobs` rows and a tiktoken estimate);
     its rows carry the prompt tokens by the model's own tokenizer."""
-    config = audit_config(protocols=["bbq"], rotations="none", limit=1,
+    config = audit_config(benchmarks=["bbq"], rotations="none", limit=1,
                                  store=str(tmp_path / "s.sqlite"), recordings=[])
     rows, text = dry_run(config)
     assert [(r.protocol, r.repeat_mode) for r in rows] == [("bbq", "calls")]

@@ -374,7 +374,7 @@ def test_replay_of_the_recordings_writes_tables_verdicts_and_card(tmp_path):
     the table is the one its records give (recomputed here from the written records),
     and the pooled pro/anti accuracies are the records' plain means."""
     out = tmp_path / "r"
-    rc = main(["audit", "-q", "--protocols", "winobias", "--out", str(out),
+    rc = main(["audit", "-q", "--benchmarks", "winobias", "--out", str(out),
                "--store", str(tmp_path / "s.sqlite"), "--n-boot", "200"])
     assert rc in (0, 1), rc
     run = out / "run"

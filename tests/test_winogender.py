@@ -266,7 +266,7 @@ def test_replay_of_the_recordings_writes_tables_verdicts_and_card(tmp_path, capf
     outs = []
     for i in range(2):
         out = tmp_path / f"r{i}"
-        got = run_cli(capfd, "audit", "-q", "--protocols", "winogender",
+        got = run_cli(capfd, "audit", "-q", "--benchmarks", "winogender",
                       "--store", str(tmp_path / f"s{i}.sqlite"), "--out", str(out))
         assert got.returncode in (0, 1), got.stderr[-2000:]
         outs.append(out / "run")
@@ -306,7 +306,7 @@ def test_equal_to_lm_evaluation_harness_on_a_subset(tmp_path, capfd):
     from fairness_tests.benchmarks.winogender import lmeval as L  # noqa: PLC0415
     from fairness_tests.models.backends import embedded as emb  # noqa: PLC0415
 
-    got = run_cli(capfd, "audit", "-q", "--live", "--protocols", "winogender", "--limit", "2",
+    got = run_cli(capfd, "audit", "-q", "--live", "--benchmarks", "winogender", "--limit", "2",
                   "--recordings", "--store", str(tmp_path / "s.sqlite"),
                   "--out", str(tmp_path / "ours"))
     assert got.returncode in (0, 1, 5), got.stderr[-2000:]
@@ -339,7 +339,7 @@ def test_lm_evals_tasks_on_the_recorded_answers_give_our_table(tmp_path, capfd):
 
     from fairness_tests.benchmarks.winogender import lmeval as L  # noqa: PLC0415
 
-    got = run_cli(capfd, "audit", "-q", "--protocols", "winogender",
+    got = run_cli(capfd, "audit", "-q", "--benchmarks", "winogender",
                   "--store", str(tmp_path / "s.sqlite"), "--out", str(tmp_path / "ours"))
     assert got.returncode in (0, 1), got.stderr[-2000:]
     rec = pd.read_csv(tmp_path / "ours" / "run" / "records" / "winogender.csv.gz")

@@ -56,7 +56,7 @@ def ini_lines(model: str) -> list[str]:
         'fairness_store = ".fairness/store.sqlite"',
         "# a model whose responses are not recorded fails (record with --fairness-live)",
         'fairness_on_missing = "fail"',
-        "# also: fairness_backend, fairness_repeats, fairness_protocol, fairness_report,",
+        "# also: fairness_backend, fairness_repeats, fairness_benchmarks, fairness_report,",
         "#       fairness_baseline_model (see `pytest --help`, group \"fairness\")",
     ]
 

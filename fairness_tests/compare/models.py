@@ -21,7 +21,7 @@ PLACEHOLDER = "unknown"      # what a score command names a model it was not tol
 
 def compared() -> tuple[FamilySpec, ...]:
     """The benchmark families ``compare`` has sections for (``FamilySpec.compared``), in
-    registry order: a comparison's "protocols" are these families' names."""
+    registry order: a comparison's "benchmarks" are these families' names."""
     return tuple(f for f in families() if f.compared)
 
 

@@ -196,6 +196,9 @@ def convert(value: Any, k: Kind, o: Option) -> Any:
         items = [value] if isinstance(value, (str, int, float)) else value
         if not isinstance(items, (list, tuple)):
             raise ValueError(f"must be a list, got {value!r}")
+        if k.choices or o.choices:      # a list of fixed words: "a,b" is "a b" too
+            items = [x for item in items
+                     for x in (item.split(",") if isinstance(item, str) else (item,)) if x != ""]
         out = tuple(_one(x, k, o) for x in items)
         if not out and not o.empty_ok:
             raise ValueError("must not be empty")

@@ -98,7 +98,7 @@ class Asker:
         self.fallback: RepeatModeUnsupported | None = None
         self.truncated: dict[str, int] = {}
         self.store = open_run_store(config)
-        recordings = default_recordings(config.model, config.protocols) \
+        recordings = default_recordings(config.model, config.benchmarks) \
             if config.recordings is None else config.recordings
         self.imported = 0
         for rec in recordings:

@@ -58,14 +58,14 @@ def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None,
     rules = rules if rules is not None else load_rules(config.thresholds, model=config.model,
                                                        extra=extra_rules(config))
     result = new_result(config)
-    stages(f"audit of {config.model}: protocols {' '.join(config.protocols)}; opening the "
+    stages(f"audit of {config.model}: benchmarks {' '.join(config.benchmarks)}; opening the "
            "store and importing the recordings")
     asker = Asker(config)
     stages(f"store {display_path(asker.store.path)}: {len(asker.store)} responses "
            f"({asker.imported} new from the recordings)")
     try:
         submit_all(config, asker)          # --batch: every protocol's jobs side by side
-        for family_cls, protocols in by_family(config.protocols):
+        for family_cls, protocols in by_family(config.benchmarks):
             names = "/".join(p.name for p in protocols)
             stages(f"{names}: loading the items")
             family = family_cls(config)

@@ -47,7 +47,7 @@ def submit_all(config: AuditConfig, asker: Any) -> None:
         return
     backend: BatchBackend = asker.backend
     jobs = []
-    for family_cls, protocols in by_family(config.protocols):
+    for family_cls, protocols in by_family(config.benchmarks):
         family = family_cls(config)
         for p in protocols:
             requests = run_requests(p.requests(family), config)
@@ -113,7 +113,7 @@ def dry_run_text(rows: list[EstimateRow], config: AuditConfig) -> str:
                                 f"output tokens ({price.discount} off the direct price)"
                                 if price else "unknown (no batch price in litellm's local "
                                 "cost map and no documented discount for this provider)")]
-    head = f"{'protocol':12} {'mode':9} {'lines':>8} {'direct USD':>12} {'batch USD':>12}"
+    head = f"{'benchmark':12} {'mode':9} {'lines':>8} {'direct USD':>12} {'batch USD':>12}"
     lines += [head, "-" * len(head)]
     for r in rows:
         if not r.selected:

@@ -136,7 +136,7 @@ class ExploreView:
 class Benchmark(ABC):
     """A registered benchmark: its name, its declarations, its family and its requests.
 
-    ``default``: the default audit (no ``--protocols``) runs it; ``marker``: the text
+    ``default``: the default audit (no ``--benchmarks``) runs it; ``marker``: the text
     of its pytest marker (``None``: no marker); ``tables``: the metric tables that show
     it ran (compare, a run's contents); ``drift_tables``: the tables the suite's drift
     test snapshots; ``shown``: its lines on the card (itself first, then the analyses it
@@ -367,5 +367,5 @@ def family_tables(family: FamilySpec) -> tuple[str, ...]:
 def extra_rules(config: AuditConfig) -> list[tuple[Path, dict[str, Any]]]:
     """The rule documents the families of ``config``'s benchmarks bring
     (``Family.rule_documents``), for :func:`fairness_tests.rules.thresholds.load_rules`."""
-    return [doc for family, _ in by_family(config.protocols)
+    return [doc for family, _ in by_family(config.benchmarks)
             for doc in family.rule_documents(config)]

@@ -52,7 +52,7 @@ MIN_N_BOOT = 100
 
 Backend = Literal["transformers", "litellm"]
 #: the benchmarks an audit runs when none is named: those that declare ``default``
-DEFAULT_PROTOCOLS: tuple[str, ...] = tuple(b.name for b in load_all() if b.default)
+DEFAULT_BENCHMARKS: tuple[str, ...] = tuple(b.name for b in load_all() if b.default)
 API = "API models (litellm)"
 LOCAL = "local models (transformers)"
 
@@ -246,9 +246,10 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, Sc
                   AskingOptions, BatchOptions, StatsOptions, BBQClusterOption, GenClusterOption,
                   BenchmarkClusterOption, BenchmarkFileOption, KoBBQPromptOption):
     """Every choice of an audit. Recorded in the run's metadata and on the card."""
-    protocols: tuple[str, ...] = opt(DEFAULT_PROTOCOLS, "protocols to run (the registry's: "
+    benchmarks: tuple[str, ...] = opt(DEFAULT_BENCHMARKS, "benchmarks to run, space- or "
+                                      "comma-separated (the registry's: "
                                      f"{', '.join(BENCHMARK_NAMES)})", choices=BENCHMARK_NAMES,
-                                     pytest_name="protocol", metavar="PROTOCOL")
+                                      metavar="BENCHMARK")
     progress: bool | None = opt(None, "progress lines on stderr (default: on a terminal or "
                                 "in CI)", negative="quiet", cli=False, pytest=False,
                                 toml=False, regen=False)
@@ -265,8 +266,8 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, Sc
         yield from ScorerOptions.cross_check(self)
         yield from BenchmarkClusterOption.cross_check(self)
         yield from unasked_options(self)
-        if len(set(self.protocols)) != len(self.protocols):
-            yield "protocols", f"a protocol is named twice: {' '.join(self.protocols)}"
+        if len(set(self.benchmarks)) != len(self.benchmarks):
+            yield "benchmarks", f"a benchmark is named twice: {' '.join(self.benchmarks)}"
         if self.suite and self.published_grid:
             yield "published_grid", "give a suite or a published grid, not both"
         elif self.gen_seeds:
@@ -354,7 +355,7 @@ class OutputOptions(Checked):
 @dataclass(frozen=True, kw_only=True)
 class AuditCommand(AuditConfig, OutputOptions):
     """``fairness-tests audit``: the audit and what the command writes."""
-    dry_run: bool = opt(False, "print the requests, tokens and cost per protocol; ask "
+    dry_run: bool = opt(False, "print the requests, tokens and cost per benchmark; ask "
                         "nothing", pytest=False, toml=False, regen=False)
 
     def cross_check(self) -> Iterable[tuple[str, str]]:

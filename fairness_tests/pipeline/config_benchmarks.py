@@ -4,8 +4,8 @@
 one KoBBQ asks (``--kobbq-prompt N``: which of its authors' five evaluation prompts), and
 ``--benchmark FILE``: a team's own benchmark in one YAML file, read by the registered
 benchmarks that declare ``reads_benchmark_file``. A run given ``--benchmark FILE`` whose
-protocols name none of those (the default protocols, or a model's recording settings)
-asks those only; to run one beside others, name them all (``--protocols bbq templates``)."""
+benchmarks name none of those (the default benchmarks, or a model's recording settings)
+asks those only; to run one beside others, name them all (``--benchmarks bbq templates``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -58,12 +58,12 @@ def unasked_options(config: object) -> Iterable[tuple[str, str]]:
     for bench in load_all():
         for name in bench.options:
             owners.setdefault(name, []).append(bench.name)
-    asked = set(getattr(config, "protocols", ()))
+    asked = set(getattr(config, "benchmarks", ()))
     defaults = {f.name: f.default for f in dataclasses.fields(config)}  # type: ignore[arg-type]
     for name, names in owners.items():
         if getattr(config, name) != defaults.get(name) and not asked & set(names):
             yield name, (f"applies to {' and '.join(names)}, which this run does not ask "
-                         f"(protocols: {' '.join(sorted(asked, key=BENCHMARK_NAMES.index))})")
+                         f"(benchmarks: {' '.join(sorted(asked, key=BENCHMARK_NAMES.index))})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,12 +90,12 @@ class BenchmarkFileOption(Checked):
     """A team's own benchmark file (see the module docstring)."""
     benchmark_file: str | None = opt(
         None, "a team's own benchmark: a YAML file of templates, attribute lists and an "
-        "outcome (docs/benchmarks.md); without --protocols the run asks only it",
+        "outcome (docs/benchmarks.md); without --benchmarks the run asks only it",
         flag="--benchmark", pytest_name="benchmark", metavar="FILE", path=True, role="input")
 
     def __post_init__(self) -> None:
-        protocols = getattr(self, "protocols", None)
-        given = (protocols,) if isinstance(protocols, str) else tuple(protocols or ())
+        names = getattr(self, "benchmarks", None)
+        given = (names,) if isinstance(names, str) else tuple(names or ())
         if self.benchmark_file and FILE_BENCHMARKS and not set(FILE_BENCHMARKS) & set(given):
-            object.__setattr__(self, "protocols", FILE_BENCHMARKS)
+            object.__setattr__(self, "benchmarks", FILE_BENCHMARKS)
         super().__post_init__()

@@ -35,7 +35,7 @@ def shared_protocols(baseline: RunResult, candidate: RunResult,
             raise ConfigError(f"--cluster {unit} is a {proto} resampling unit, but the runs "
                               f"share no {proto} records ({runs})")
     if not shared:
-        raise ConfigError(f"nothing to gate: {runs}; gate two runs of the same protocol")
+        raise ConfigError(f"nothing to gate: {runs}; gate two runs of the same benchmark")
     return shared
 
 

@@ -327,11 +327,16 @@ _FIELD_KEYS = frozenset(f.name for f in dataclasses.fields(RunMetadata)
 
 def _renamed(d: dict[str, Any]) -> dict[str, Any]:
     """``d`` with the keys older writers of version 2 spelled otherwise: the litellm
-    backend's ``backend_info.litellm_version`` is ``backend_info.version``."""
+    backend's ``backend_info.litellm_version`` is ``backend_info.version``; the option
+    ``config.protocols`` is ``config.benchmarks``."""
     info = d.get("backend_info")
     if isinstance(info, dict) and "litellm_version" in info and "version" not in info:
         info = {("version" if k == "litellm_version" else k): v for k, v in info.items()}
-        return {**d, "backend_info": info}
+        d = {**d, "backend_info": info}
+    config = d.get("config")
+    if isinstance(config, dict) and "protocols" in config and "benchmarks" not in config:
+        config = {("benchmarks" if k == "protocols" else k): v for k, v in config.items()}
+        d = {**d, "config": config}
     return d
 
 

@@ -88,7 +88,7 @@ class BBQFamily(Family):
         super().__init__(config)
         self.data, items = load_filtered(bbq_dir(config.bbq_dir), config.categories,
                                          config.bbq_filter)
-        wants_sample = "consistency" in config.protocols or config.rotations == "sample"
+        wants_sample = "consistency" in config.benchmarks or config.rotations == "sample"
         sample = consistency_sample(items, per_cell=config.per_cell, seed=config.seed) \
             if wants_sample else items.iloc[:0]
         self.items = limit_cells(items, config.limit, sample)

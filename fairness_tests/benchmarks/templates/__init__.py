@@ -92,7 +92,7 @@ class Templates(Benchmark):
     #: its worked example (beside this module), which ``fairness-tests init`` copies into a
     #: project's ``benchmarks/``
     example: ClassVar[str] = "examples/lending.yaml"
-    #: reads ``--benchmark FILE`` (a run with it and without ``--protocols`` asks this one)
+    #: reads ``--benchmark FILE`` (a run with it and without ``--benchmarks`` asks this one)
     reads_benchmark_file: ClassVar[bool] = True
 
     def requests(self, family: TemplatesFamily) -> list[Request]:
