@@ -15,7 +15,7 @@ worst slice, disparity, refusal gap). ``attribute`` is one of the file's attribu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fairness_tests.benchmarks.generative.schema import GENERATIVE_METRICS, GENERATIVE_TABLE_METRICS
 from fairness_tests.metrics.schema import Table, register_table
@@ -94,6 +94,13 @@ class Templates(Benchmark):
     example: ClassVar[str] = "examples/lending.yaml"
     #: reads ``--benchmark FILE`` (a run with it and without ``--protocols`` asks this one)
     reads_benchmark_file: ClassVar[bool] = True
+
+    @classmethod
+    def drift_qualifier(cls, metadata: Any) -> str:
+        """The benchmark file's ``name:`` (its run's info), ``""`` for a run without it:
+        each team's file keeps drift snapshots of its own."""
+        info = metadata.infos.get(cls.family.metadata_key)
+        return str(info.name) if info is not None else ""
 
     def requests(self, family: TemplatesFamily) -> list[Request]:
         return family.requests()
