@@ -42,8 +42,8 @@ register_table("templates_generate_summary", Table(_COLUMNS, frozenset(
 class TemplatesInfo:
     """What a card discloses about a team's benchmark: the file (name, path, sha256), its
     outcome and how the prompt is built, the design (attributes, reference groups,
-    templates, items, requests), the statistics, the answers' statuses and the run's
-    reductions."""
+    templates, items, requests), the statistics, the answers' statuses, the run's
+    reductions and a generate outcome's scorers."""
     name: str
     description: str
     file: str
@@ -59,6 +59,10 @@ class TemplatesInfo:
     status_counts: dict[str, int]
     reductions: list[str] = field(default_factory=list)
     rules_in_file: int = 0
+    #: a generate outcome's scorers when ``--scorers`` names them, as the generative
+    #: audit records its own (name, kind, model, ...; a judge's failed requests, first
+    #: error and notes: :func:`fairness_tests.report.verdicts.judge_incomplete`)
+    scorers: list[dict] = field(default_factory=list)
 
 
 #: what a run records about it, under run.json's "templates" key
