@@ -18,6 +18,7 @@ from fairness_tests.cli.init import init_project
 from fairness_tests.cli.main import main
 from fairness_tests.core.paths import data_path
 from fairness_tests.core.project import find_project
+from fairness_tests.protocols.bbq.data import bbq_dir
 from fairness_tests.rules import load_rules
 
 if sys.version_info >= (3, 11):
@@ -118,8 +119,7 @@ def test_pytest_in_an_initialised_empty_directory_replays_and_passes(tmp_path, c
     assert main(["init", "--dir", str(repo)]) == 0
     assert "fairness-tests data fetch --dest .fairness/bbq" in capsys.readouterr().out
     copy = tmp_path / "bbqcopy"
-    shutil.copytree(__import__("fairness_tests.core.paths", fromlist=["bbq_dir"]).bbq_dir(),
-                    copy)
+    shutil.copytree(bbq_dir(), copy)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for name in ("FAIRNESS_PYTEST_SESSION", "PYTEST_XDIST_WORKER", "FAIRNESS_BBQ_DIR"):
         env.pop(name, None)
@@ -176,7 +176,7 @@ def test_xdist_workers_make_the_run_once_with_the_outcomes_of_one_process(tmp_pa
     repo.mkdir()
     assert main(["init", "--dir", str(repo)]) == 0
     env = {**os.environ, "PYTHONPATH": str(ROOT), "FAIRNESS_BBQ_DIR": str(
-        __import__("fairness_tests.core.paths", fromlist=["bbq_dir"]).bbq_dir().resolve())}
+        bbq_dir().resolve())}
     for k in ("FAIRNESS_PYTEST_SESSION", "PYTEST_XDIST_WORKER", "FAIRNESS_PROGRESS"):
         env.pop(k, None)
     # a smoke run that replays (as tests/test_card_fill.py's small audit): the BBQ and
