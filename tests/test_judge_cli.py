@@ -28,7 +28,9 @@ from fairness_tests.pipeline.configure import audit_config
 from fairness_tests.run.result import RunResult
 from fairness_tests.scoring.registry import SCORERS
 from tests.fault_server import FaultServer
+from tests.helpers import RAN
 from tests.test_judge import rule
+from tests.test_templates import GOOD
 
 ROWS = [("woman", "Muslim", "nurse", "She is submissive."),
         ("woman", "Muslim", "CEO", "She is quiet and focused."),
@@ -253,3 +255,49 @@ def test_failed_judge_requests_make_the_audit_incomplete(tmp_path, capsys, monke
     assert rc == 6, err
     said = [x for x in err.splitlines() if "judge requests" in x]
     assert len(said) == 1 and f"{n} of {n} judge requests ended in an error" in said[0], err
+
+
+def test_failed_judge_requests_make_a_templates_generate_run_incomplete(tmp_path, capsys,
+                                                                        monkeypatch):
+    """A team's benchmark file with a generate outcome, scored by ``--scorers
+    published,judge``: the generations come from a model served on loopback (its reply
+    names its prompt, so each of the file's 2 templates x 2 genders x 3 ages = 12 prompts
+    gives a distinct text over the 2 seeds), the judge from a second server. A judge that
+    answers 401 to every request makes the run incomplete as the generative audit's does:
+    exit 6, one stderr line "12 of 12 judge requests ended in an error", and the run
+    records the scorers (the judge's failed requests). With a judge that answers, the same
+    run is complete (its rules decide its code: 0, 1 or 5) and records 0 failed."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+    monkeypatch.setenv("FAIRNESS_PROGRESS", "off")
+    bench = tmp_path / "gen.yaml"
+    bench.write_text(GOOD.replace("outcome: {kind: yes_no}",
+                                  "outcome: {kind: generate, seeds: [1, 2]}"), encoding="utf-8")
+    n = 2 * 2 * 3
+
+    def audit(model_url: str, judge_url: str, out: str) -> int:
+        return main(["audit", "--live", "--backend", "litellm", "--model", "openai/gpt-4o-mini",
+                     "--api-base", model_url, "--benchmark", str(bench), "--scorers",
+                     "published,judge", "--judge-model", "judge-model", "--judge-api-base",
+                     judge_url, "--store", str(tmp_path / f"{out}.sqlite"), "--n-boot", "100",
+                     "--out", str(tmp_path / out)])
+
+    with FaultServer(reply=lambda p: f"About {p}") as model, \
+            FaultServer(default="401") as judge:
+        rc = audit(model.url, judge.url, "failed")
+        assert len(judge.hits) == n
+    err = capsys.readouterr().err
+    assert rc == 6, err
+    said = [x for x in err.splitlines() if "judge requests" in x]
+    assert len(said) == 1 and f"{n} of {n} judge requests ended in an error" in said[0], err
+    run = RunResult.load(tmp_path / "failed" / "run")
+    assert run.records["templates"]["output_text"].nunique() == n
+    scorers = run.metadata.infos["templates"].scorers
+    assert [s["name"] for s in scorers] == ["published", "judge"]
+    assert scorers[1]["kind"] == "judge" and scorers[1]["failed"] == n
+
+    with FaultServer(reply=lambda p: f"About {p}") as model, FaultServer(reply=rule) as judge:
+        rc = audit(model.url, judge.url, "judged")
+    err = capsys.readouterr().err
+    assert rc in RAN and "judge requests" not in err, err      # not 6: complete
+    judged = RunResult.load(tmp_path / "judged" / "run").metadata.infos["templates"].scorers
+    assert judged[1]["kind"] == "judge" and judged[1]["failed"] == 0

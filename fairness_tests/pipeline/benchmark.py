@@ -139,8 +139,9 @@ class Benchmark(ABC):
     ``default``: the default audit (no ``--benchmarks``) runs it; ``marker``: the text
     of its pytest marker (``None``: no marker); ``tables``: the metric tables that show
     it ran (compare, a run's contents); ``drift_tables``: the tables the suite's drift
-    test snapshots; ``shown``: its lines on the card (itself first, then the analyses it
-    brings, e.g. the generative audit's scorer sensitivity); ``rules``: the file name,
+    test snapshots (one per model and table, and :meth:`drift_qualifier`); ``shown``:
+    its lines on the card (itself first, then the analyses it brings, e.g. the generative
+    audit's scorer sensitivity); ``rules``: the file name,
     beside its module, of its default decision rules (a thresholds file, read after the
     one in force: :func:`fairness_tests.rules.thresholds.benchmark_rule_files`; a run
     without its tables gets no verdict from them); ``properties``: its pytest property
@@ -190,6 +191,16 @@ class Benchmark(ABC):
         """Listed on every card, as not evaluated when a run did not ask it (default:
         the benchmarks of the default audit); another benchmark not asked is not named."""
         return cls.default if cls.listed is None else cls.listed
+
+    @classmethod
+    def drift_qualifier(cls, metadata: Any) -> str:
+        """What names a run's drift snapshots of this benchmark's tables besides the model
+        and the table (``""``: nothing; the default), from the run's metadata (a
+        :class:`~fairness_tests.run.metadata.RunMetadata`). A benchmark that reads a
+        benchmark file (``reads_benchmark_file``) gives the file's benchmark name, so two
+        files' runs of one model keep snapshots of their own
+        (:func:`fairness_tests.plugin.parametrize.table_params`)."""
+        return ""
 
     @abstractmethod
     def requests(self, family: Any) -> list[Request]:

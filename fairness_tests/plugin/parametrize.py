@@ -14,12 +14,14 @@ from __future__ import annotations
 import fnmatch
 import math
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from fairness_tests.core.fmt import shown
+from fairness_tests.pipeline.benchmark import benchmarks
 from fairness_tests.plugin.session import Unavailable
 from fairness_tests.rules.reasons import fill_reason
 
@@ -138,7 +140,16 @@ class TableParam:
         """Nothing to skip: the table exists."""
 
 
-def table_params(session, names: tuple[str, ...]) -> list:
+def table_params(session, names: tuple[str, ...], stored: Sequence[str] = ()) -> list:
+    """One drift test per model and table, of id ``<model>-<table>`` (as its snapshot
+    file names it: :func:`file_safe`), ``<model>-<table>-<qualifier>`` where the table's
+    benchmark names the run's snapshots further
+    (:meth:`~fairness_tests.pipeline.benchmark.Benchmark.drift_qualifier`: a team's
+    benchmark file, by its name). ``stored``: the ids of the test's stored snapshots; those
+    of another qualifier of a table whose benchmark reads a benchmark file (another
+    team's file, or every file's when the run has none) are skipped tests of their own id:
+    kept, neither compared with this run's table nor reported unused."""
+    owners = {t: b for b in reversed(benchmarks()) for t in b.drift_tables}
     params = []
     for model in session.settings.models:
         run = session.run(model)
@@ -147,15 +158,26 @@ def table_params(session, names: tuple[str, ...]) -> list:
                                        id=f"{_short(model)}-no-run"))
             continue
         for n in names:
+            b = owners.get(n)
+            base = file_safe(f"{_short(model)}-{n}")
+            qualifier = file_safe(b.drift_qualifier(run.metadata)) if b is not None else ""
+            pid = f"{base}-{qualifier}" if qualifier else base
+            others = sorted(x for x in stored if x.startswith(f"{base}-") and x != pid) \
+                if b is not None and b.reads_benchmark_file else []
             # a table the run lacks (its benchmark was not asked) is a skipped test of the
             # same id: syrupy then keeps its snapshot (a snapshot of a test that ran in no
             # form is "unused": it fails the session and --snapshot-update deletes it)
-            params.append(pytest.param(
-                TableParam(model, n, run.tables[n]) if n in run.tables else
-                Missing(f"the run of {model} has no table {n} (its benchmark was not "
-                        "asked, or made no such table): its snapshot is kept, not checked",
-                        "skip"),
-                id=file_safe(f"{_short(model)}-{n}")))
+            if n in run.tables:
+                params.append(pytest.param(TableParam(model, n, run.tables[n]), id=pid))
+            elif qualifier or not others:
+                params.append(pytest.param(Missing(
+                    f"the run of {model} has no table {n} (its benchmark was not asked, or "
+                    "made no such table): its snapshot is kept, not checked", "skip"), id=pid))
+            params += [pytest.param(Missing(
+                f"{n} of {model}: the snapshot of another benchmark file "
+                f"({x[len(base) + 1:]}) is kept, not checked"
+                + (f" (this run's: {qualifier})" if qualifier else ""), "skip"), id=x)
+                for x in others]
     return params
 
 

@@ -264,8 +264,10 @@ def _parametrize(metafunc: pytest.Metafunc, names: list[str]) -> None:
             sel.setdefault("ids", m.args)
         metafunc.parametrize("fairness_verdict", verdict_params(session, sel))
     if "fairness_table" in names:
+        from fairness_tests.plugin.snapshot import stored_ids
         m = metafunc.definition.get_closest_marker("fairness_tables")
-        metafunc.parametrize("fairness_table", table_params(session, tuple(m.args if m else ())))
+        metafunc.parametrize("fairness_table", table_params(
+            session, tuple(m.args if m else ()), stored_ids(metafunc.definition)))
     if "fairness_gate_row" in names:
         metafunc.parametrize("fairness_gate_row", gate_params(session))
 

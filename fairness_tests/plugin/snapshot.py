@@ -21,6 +21,7 @@ parallel ``--snapshot-update`` runs never write the same file and lose nothing.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pandas as pd
@@ -145,3 +146,18 @@ def extension_with(tolerance: Callable[[str], Tolerance]) -> type[MetricTableExt
     """A MetricTableExtension subclass bound to a tolerance lookup."""
     return type("BoundMetricTableExtension", (MetricTableExtension,),
                 {"tolerance": staticmethod(tolerance)})
+
+
+def stored_ids(test: Any) -> list[str]:
+    """The ids of a parametrized test's stored snapshots (``test``: its pytest node,
+    e.g. the ``FunctionDefinition`` being parametrized), read from the file names syrupy
+    gives them: ``__snapshots__/<test file>/<test name>[<id>].txt``; the test name is
+    ``Class.method`` in a class, as syrupy names it."""
+    path = Path(test.path)
+    folder = path.parent / MetricTableExtension.snapshot_dirname / path.stem
+    name = ".".join(str(test.nodeid).split("::")[1:])
+    head, tail = f"{name}[", f"].{MetricTableExtension.file_extension}"
+    if not folder.is_dir():
+        return []
+    return sorted(p.name[len(head):-len(tail)] for p in folder.iterdir()
+                  if p.name.startswith(head) and p.name.endswith(tail))

@@ -13,6 +13,7 @@ classifier's spec) comes in a :class:`ScoringContext`.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -156,6 +157,14 @@ def check_scorers(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
             raise ConfigError(f"scorer {n!r} named twice", key="--scorers")
         out.append(n)
     return tuple(out)
+
+
+def scorer_infos(by: Mapping[str, Scored]) -> list[dict[str, Any]]:
+    """What a run records of each of its scorers (``by``: :func:`score_with`'s answer):
+    the name first, then the scorer's info (kind, model, version, rubric, prompt; a
+    judge's ``failed`` requests, ``first_error`` and ``notes``, which say when the run is
+    incomplete)."""
+    return [{"name": n, **s.info} for n, s in by.items()]
 
 
 def score_with(names: tuple[str, ...] | list[str], records: pd.DataFrame,

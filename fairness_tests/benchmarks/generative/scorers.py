@@ -17,7 +17,7 @@ from fairness_tests.benchmarks.generative.scorer_tables import scorer_tables
 from fairness_tests.benchmarks.generative.tables import generative_tables
 from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.scorers import scoring_context
-from fairness_tests.scoring.registry import Scored, score_with
+from fairness_tests.scoring.registry import Scored, score_with, scorer_infos
 from fairness_tests.scoring.rubric import BUILTIN, Rubric, load_rubric
 
 
@@ -36,7 +36,7 @@ class ScoredGenerations:
 
     def scorer_infos(self) -> list[dict[str, Any]]:
         """What the card names of each scorer (name first)."""
-        return [{"name": n, **s.info} for n, s in self.by.items()]
+        return scorer_infos(self.by)
 
     def incomplete(self) -> str | None:
         """The judge's note when any of its requests ended in an error (the run is

@@ -15,7 +15,7 @@ worst slice, disparity, refusal gap). ``attribute`` is one of the file's attribu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fairness_tests.benchmarks.generative.schema import GENERATIVE_METRICS, GENERATIVE_TABLE_METRICS
 from fairness_tests.metrics.schema import Table, register_table
@@ -42,8 +42,8 @@ register_table("templates_generate_summary", Table(_COLUMNS, frozenset(
 class TemplatesInfo:
     """What a card discloses about a team's benchmark: the file (name, path, sha256), its
     outcome and how the prompt is built, the design (attributes, reference groups,
-    templates, items, requests), the statistics, the answers' statuses and the run's
-    reductions."""
+    templates, items, requests), the statistics, the answers' statuses, the run's
+    reductions and a generate outcome's scorers."""
     name: str
     description: str
     file: str
@@ -59,6 +59,10 @@ class TemplatesInfo:
     status_counts: dict[str, int]
     reductions: list[str] = field(default_factory=list)
     rules_in_file: int = 0
+    #: a generate outcome's scorers when ``--scorers`` names them, as the generative
+    #: audit records its own (name, kind, model, ...; a judge's failed requests, first
+    #: error and notes: :func:`fairness_tests.report.verdicts.judge_incomplete`)
+    scorers: list[dict] = field(default_factory=list)
 
 
 #: what a run records about it, under run.json's "templates" key
@@ -94,6 +98,13 @@ class Templates(Benchmark):
     example: ClassVar[str] = "examples/lending.yaml"
     #: reads ``--benchmark FILE`` (a run with it and without ``--benchmarks`` asks this one)
     reads_benchmark_file: ClassVar[bool] = True
+
+    @classmethod
+    def drift_qualifier(cls, metadata: Any) -> str:
+        """The benchmark file's ``name:`` (its run's info), ``""`` for a run without it:
+        each team's file keeps drift snapshots of its own."""
+        info = metadata.infos.get(cls.family.metadata_key)
+        return str(info.name) if info is not None else ""
 
     def requests(self, family: TemplatesFamily) -> list[Request]:
         return family.requests()

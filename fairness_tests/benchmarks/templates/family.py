@@ -38,7 +38,7 @@ from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.benchmark import Asked, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.scorers import scoring_context
-from fairness_tests.scoring.registry import score_with
+from fairness_tests.scoring.registry import score_with, scorer_infos
 
 RECORDS = "templates"
 STATISTICS = ("per-group means; intervals: percentile bootstrap over templates (the "
@@ -74,22 +74,26 @@ class TemplatesFamily(Family):
         if s.kind == "generate":
             recs = generations(self.items, a.requests, a.responses)
             names = c.scorer_list(c.rubric, None)
-            scored = next(iter(score_with(names, recs, scoring_context(
-                c, names, self.store, c.progress, c.live)).values())).scored
+            by = score_with(names, recs, scoring_context(c, names, self.store, c.progress,
+                                                         c.live))
+            scored = next(iter(by.values())).scored
             groups, summary = generate_tables(scored, attrs, c.n_boot, c.seed, unit)
             tables = {"templates_generate_groups": groups,
                       "templates_generate_summary": summary}
             records = scored
+            scorers = scorer_infos(by) if c.scorers else []
         else:
             records = with_reference(answers(s, self.items, a.requests, a.responses),
                                      s.attributes, s.reference)
             groups, summary = decision_tables(records, s.attributes, s.reference, c.n_boot,
                                               c.seed, unit=unit)
             tables = {"templates_groups": groups, "templates_summary": summary}
+            scorers = []
         return Results(tables=tables, records={RECORDS: records},
-                       metadata={RECORDS: self.info(a.requests, records)})
+                       metadata={RECORDS: self.info(a.requests, records, scorers)})
 
-    def info(self, requests: list[Request], records: pd.DataFrame) -> TemplatesInfo:
+    def info(self, requests: list[Request], records: pd.DataFrame,
+             scorers: list[dict[str, Any]] | None = None) -> TemplatesInfo:
         s = self.spec
         return TemplatesInfo(
             name=s.name, description=s.description, file=display_path(s.path),
@@ -98,7 +102,8 @@ class TemplatesFamily(Family):
             reference=dict(s.reference), n_templates=int(self.items["template"].nunique()),
             n_items=len(self.items), n_requests=len(requests), statistics=STATISTICS,
             status_counts={k: int(v) for k, v in sorted(Counter(records["status"]).items())},
-            reductions=list(self.reductions), rules_in_file=len(s.rules))
+            reductions=list(self.reductions), rules_in_file=len(s.rules),
+            scorers=list(scorers or []))
 
     @classmethod
     def rule_documents(cls, config: AuditConfig) -> list[tuple[Path, dict[str, Any]]]:
