@@ -43,7 +43,13 @@ class TemplatesInfo:
     """What a card discloses about a team's benchmark: the file (name, path, sha256), its
     outcome and how the prompt is built, the design (attributes, reference groups,
     templates, items, requests), the statistics, the answers' statuses and the run's
-    reductions."""
+    reductions; ``templates``: ``[{id, prompt}]``, each template as the model is asked
+    it (its ``{slots}`` unfilled: for yes/no the context the continuations are scored
+    after, for a choice the user message with its options; a generation's user message,
+    ``system_prompt`` beside it); ``decoding``: the requests' temperature, top_p and
+    max_new_tokens (a choice or a generation; empty for yes/no, which samples nothing);
+    ``seeds``: a generation's; ``n_prompts``: the distinct prompts asked, seeds not
+    counted (None: not recorded)."""
     name: str
     description: str
     file: str
@@ -59,6 +65,11 @@ class TemplatesInfo:
     status_counts: dict[str, int]
     reductions: list[str] = field(default_factory=list)
     rules_in_file: int = 0
+    templates: list[dict[str, str]] = field(default_factory=list)
+    system_prompt: str | None = None
+    decoding: dict[str, float | int] = field(default_factory=dict)
+    seeds: list[int] = field(default_factory=list)
+    n_prompts: int | None = None
 
 
 #: what a run records about it, under run.json's "templates" key
@@ -94,6 +105,7 @@ class Templates(Benchmark):
     example: ClassVar[str] = "examples/lending.yaml"
     #: reads ``--benchmark FILE`` (a run with it and without ``--protocols`` asks this one)
     reads_benchmark_file: ClassVar[bool] = True
+    card_schema: ClassVar[str | None] = "card_schema.yaml"
 
     def requests(self, family: TemplatesFamily) -> list[Request]:
         return family.requests()

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fairness_tests.card.sections.asking import asking
 from fairness_tests.card.schema import record_schemas
+from fairness_tests.card.sections.asking import asking
 from fairness_tests.card.sections.facts import RunFacts
 from fairness_tests.core.fmt import finite
 from fairness_tests.core.registry import load
