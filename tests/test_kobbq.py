@@ -13,12 +13,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.linalg
+import yaml
 
 from fairness_tests.benchmarks.kobbq import data as D
 from fairness_tests.benchmarks.kobbq import metrics as M
 from fairness_tests.benchmarks.kobbq import prompt as P
 from fairness_tests.benchmarks.kobbq import score as S
 from fairness_tests.benchmarks.kobbq.family import KoBBQFamily, flagged, limit_samples
+from fairness_tests.card.schema import validate_card
 from fairness_tests.core.errors import DataError
 from fairness_tests.metrics.gate import GateSetting, gate_table
 from fairness_tests.models.requests.request import Request, Response
@@ -416,6 +418,15 @@ def test_the_command_judges_perfect_and_biased_answers(kd, tmp_path, capfd):
     assert c.returncode == 0, c.stderr
     card = (tmp_path / "card" / "card.yaml").read_text(encoding="utf-8")
     assert "read with the authors'' evaluation prompt 1 of 5" in card
+    # the card states the prompt the predictions are read as answering; how they were
+    # decoded and how many prompts produced them is not known to a scored run: missing
+    filled = yaml.safe_load(card)
+    assert validate_card(filled).valid
+    assert filled["evaluation_protocol"]["kobbq"]["prompt_id"] == 1
+    assert [f["id"] for f in filled["prompt_suite"]["families"]] == ["kobbq-prompt-1"]
+    missing = {m["field"] for m in filled["missing_fields"]}
+    assert {"prompt_suite.total_prompts", "decoding.regimes[0].temperature",
+            "decoding.regimes[0].top_p"} <= missing
 
 
 def test_the_prompt_id_names_the_unknown_answer(kd, tmp_path, capfd):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +40,46 @@ CARD_VERSION = "0.1.0"
 def load_schema(name: str) -> dict:
     """One schema file of ``data/card_schema`` as a dict (``core``, ``llm``, ``fairness_tests``);
     in ours, what ``evaluation_protocol.protocols_run`` may list is the registry's
-    (:func:`protocols_run_enum`)."""
+    (:func:`protocols_run_enum`), and each benchmark family's record under
+    ``evaluation_protocol`` is the schema its benchmark declares (:func:`record_schemas`):
+    a key no registered benchmark declares is refused (``additionalProperties: false``)."""
     path = SCHEMA_DIR / f"{name}.yaml"
     schema = load_yaml(path.read_text(encoding="utf-8"))
     if name == "fairness_tests":
         ep = schema["properties"]["evaluation_protocol"]["properties"]
         ep["protocols_run"]["items"]["enum"] = protocols_run_enum()
+        for key, (fragment, where) in record_schemas().items():
+            if key in ep:
+                raise ConfigError(f"evaluation_protocol.{key} is a key of the card schema "
+                                  "itself: a benchmark family's run.json key may not be it",
+                                  path=where, key="card_schema")
+            ep[key] = fragment
     return schema
+
+
+@lru_cache(maxsize=None)
+def record_schemas() -> dict[str, tuple[dict, Path]]:
+    """``{run.json key: (the JSON schema of what the card records under
+    evaluation_protocol.<key>, its file)}``: each registered benchmark's ``card_schema``
+    (a YAML file beside its module) under its family's ``metadata_key``, in registry
+    order. Two benchmarks that declare different schemas for one key are an error naming
+    both files."""
+    out: dict[str, tuple[dict, Path]] = {}
+    for b in benchmarks():
+        if not b.card_schema:
+            continue
+        where = Path(str(resources.files(b.__module__).joinpath(b.card_schema)))
+        fragment = parse(read_text(where), where)
+        if not isinstance(fragment, dict):
+            raise ConfigError("a benchmark's card schema must be a mapping (a JSON schema)",
+                              path=where)
+        key = b.family.metadata_key
+        if key in out and out[key][0] != fragment:
+            raise ConfigError(f"evaluation_protocol.{key} has two schemas: {out[key][1]} and "
+                              "this file (one benchmark of a family declares card_schema)",
+                              path=where, key="card_schema")
+        out.setdefault(key, (fragment, where))
+    return out
 
 
 def protocols_run_enum() -> list[str]:

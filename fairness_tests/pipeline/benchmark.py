@@ -166,7 +166,11 @@ class Benchmark(ABC):
     it is an error); ``protocol_cells``: ``"module:NAME"`` of its
     :class:`~fairness_tests.rules.protocol.ProtocolCells`, the table of its metrics per
     protocol cell whose verdicts the rule engine compares (protocol sensitivity); None:
-    none."""
+    none; ``card_schema``: the file name, beside its module, of the JSON schema (YAML) of
+    what its family records on the card under ``evaluation_protocol.<metadata_key>``
+    (:meth:`Family.card_protocol`), merged into the card schema where it is loaded
+    (:func:`fairness_tests.card.schema.load_schema`); None: its family records nothing
+    there (one benchmark of a family declares it)."""
     name: ClassVar[str]
     family: ClassVar[FamilySpec]
     default: ClassVar[bool] = False
@@ -185,6 +189,7 @@ class Benchmark(ABC):
     scored: ClassVar[bool] = False
     options: ClassVar[tuple[str, ...]] = ()
     protocol_cells: ClassVar[str | None] = None
+    card_schema: ClassVar[str | None] = None
 
     @classmethod
     def disclosed(cls) -> bool:
@@ -324,7 +329,9 @@ class Family(ABC):
         run whose card facts are ``facts`` (:class:`fairness_tests.card.sections.facts.
         RunFacts`: its metadata ``facts.meta``, tables, ``facts.asked``, and
         ``facts.lack(path, section, hint)`` for a required fact the run lacks); called
-        for every family, in ``card_rank`` order. Default: nothing."""
+        for every family, in ``card_rank`` order. What it records under
+        ``protocol.record[<metadata_key>]`` needs the schema one of its benchmarks
+        declares (``Benchmark.card_schema``). Default: nothing."""
         return None
 
     @classmethod

@@ -41,6 +41,7 @@ class BBQ(Benchmark):
                    "was not run"),)
 
     commands = "fairness_tests.benchmarks.bbq.cli"
+    card_schema = "card_schema.yaml"      # its family's record on the card
 
     def requests(self, family: BBQFamily) -> list[Request]:
         rotations = family.config.rotations

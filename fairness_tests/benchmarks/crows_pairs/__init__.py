@@ -46,6 +46,7 @@ class CrowsPairs(Benchmark):
                                                        "metrics": "pct_stereotype"}}
     recordings = {"embedded:gemma-3-270m": "recordings/embedded-gemma-3-270m.jsonl.gz"}
     source = "fairness_tests.benchmarks.crows_pairs.data:SOURCE"
+    card_schema = "card_schema.yaml"
 
     def requests(self, family: CrowsPairsFamily) -> list[Request]:
         return family.requests()

@@ -14,10 +14,12 @@ are fixed, so one recording serves every such run.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
-from fairness_tests.benchmarks.crows_pairs import NAME, TABLE
+from fairness_tests.benchmarks.crows_pairs import NAME, TABLE, card
 from fairness_tests.benchmarks.crows_pairs.data import (
     ADAPTATION,
     CSV_NAME,
@@ -34,6 +36,7 @@ from fairness_tests.core.paths import display_path
 from fairness_tests.models.requests.request import Decoding, Request, Response
 from fairness_tests.pipeline.benchmark import Asked, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.views import CardProtocol
 from fairness_tests.run.metadata import Bootstrap
 
 SIDES = ("more", "less")
@@ -104,7 +107,8 @@ def pair_records(pairs: tuple[Pair, ...], requests: list[Request],
 
 
 def crows_info(data: CrowsData, pairs: tuple[Pair, ...], records: pd.DataFrame, n_requests: int,
-               n_boot: int, seed: int, limit: int | None, unit: str = "item") -> CrowsPairsInfo:
+               n_boot: int, seed: int, limit: int | None, unit: str = "item",
+               n_prompts: int | None = None) -> CrowsPairsInfo:
     """The run metadata of a CrowS-Pairs run."""
     ok = records[records["valid"]]
     warnings = [WARNING]
@@ -121,7 +125,7 @@ def crows_info(data: CrowsData, pairs: tuple[Pair, ...], records: pd.DataFrame, 
         n_requests=n_requests, invalid_pairs=int((~records["valid"]).sum()), requests=REQUESTS,
         adaptation=ADAPTATION, reference=REFERENCE,
         bootstrap=Bootstrap(resamples=n_boot, seed=seed, cluster=unit, method=INTERVALS),
-        limit=limit or None, warnings=warnings)
+        limit=limit or None, warnings=warnings, n_prompts=n_prompts)
 
 
 class CrowsPairsFamily(Family):
@@ -143,8 +147,14 @@ class CrowsPairsFamily(Family):
         records = pair_records(self.pairs, a.requests, a.responses)
         table = crows_table(records, n_boot=c.n_boot, seed=c.seed)
         info = crows_info(self.data, self.pairs, records, len(a.requests), c.n_boot, c.seed,
-                          c.limit, c.cluster_of(NAME))
+                          c.limit, c.cluster_of(NAME),
+                          len({q.prompt_key() for q in a.requests}))
         return Results(tables={TABLE: table}, records={NAME: records}, metadata={NAME: info})
+
+    @classmethod
+    def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:
+        """CrowS-Pairs' prompt, decoding, invalid pairs, scoring and record (:mod:`.card`)."""
+        card.card_protocol(facts, protocol)
 
     @classmethod
     def gate_parts(cls) -> list[GatePart]:

@@ -12,7 +12,8 @@ from fairness_tests.run.metadata import Bootstrap
 class CrowsPairsInfo:
     """``release``: "official release" or "not the official release" (the csv's sha256
     against the recorded one); ``counts``: valid pairs per bias type; ``requests``: how a
-    sentence is scored; ``warnings``: the authors' data-reliability warning (and any
+    sentence is scored; ``n_prompts``: the distinct prompts asked (None: a run written
+    before it was recorded); ``warnings``: the authors' data-reliability warning (and any
     limitation of the run), for the card; ``reference``: the definitions it equals."""
     data_dir: str | None
     source: str
@@ -29,3 +30,5 @@ class CrowsPairsInfo:
     bootstrap: Bootstrap
     limit: int | None = None
     warnings: list[str] = field(default_factory=list)
+    #: distinct prompts asked (sentences: a sentence two pairs share is asked once)
+    n_prompts: int | None = None

@@ -35,6 +35,7 @@ class Generative(Benchmark):
     options = ("gen_seeds",)
     commands = "fairness_tests.benchmarks.generative.cli"
     protocol_cells = "fairness_tests.benchmarks.generative.cells:CELLS"
+    card_schema = "card_schema.yaml"
     marker = "generative audit properties"
     tables = ("generative_by_slice", "generative_cells", "generative_summary")
     drift_tables = ("generative_by_slice", "generative_by_slice_family",

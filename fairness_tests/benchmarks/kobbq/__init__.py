@@ -59,6 +59,7 @@ class KoBBQ(Benchmark):
     source: ClassVar[str | None] = "fairness_tests.benchmarks.kobbq.data:SOURCE"
     commands: ClassVar[str | None] = "fairness_tests.benchmarks.kobbq.cli"
     options: ClassVar[tuple[str, ...]] = ("kobbq_prompt",)
+    card_schema: ClassVar[str | None] = "card_schema.yaml"
 
     def requests(self, family: KoBBQFamily) -> list[Request]:
         return family.requests()

@@ -5,9 +5,11 @@ authors' evaluation file holds them, the metric tables, the per-answer records a
 run metadata; and the gate's part."""
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
-from fairness_tests.benchmarks.kobbq import KoBBQ
+from fairness_tests.benchmarks.kobbq import KoBBQ, card
 from fairness_tests.benchmarks.kobbq import data as D
 from fairness_tests.benchmarks.kobbq import metrics as M
 from fairness_tests.benchmarks.kobbq import prompt as P
@@ -18,6 +20,7 @@ from fairness_tests.metrics.sum_stats import accuracy_stat, diff_stat
 from fairness_tests.models.requests.request import Decoding, Request, Response
 from fairness_tests.pipeline.benchmark import Asked, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.views import CardProtocol
 
 KEY = ["sample_id", "permutation"]
 CELL = ["category", "context_kind", "question_type"]
@@ -117,12 +120,18 @@ class KoBBQFamily(Family):
             n_samples=len(self.samples), n_answers=len(flags),
             n_failed=len(requests) - len(flags), limit=c.limit,
             mean_letter_mass=mean_mass(flags), cluster=self.cluster,
-            n_boot=c.n_boot, seed=c.seed,
+            n_boot=c.n_boot, seed=c.seed, n_prompts=len({q.prompt_key() for q in requests}),
+            temperature=DECODING.temperature, top_p=DECODING.top_p,
             subset="" if len(self.samples) == len(self.data.samples) else
             f"--limit {c.limit}: the first {c.limit} sample ids per category x context x "
             "question type")
         return Results(tables=tables, records={"kobbq": flags[RECORD_COLUMNS]},
                        metadata={"kobbq": info})
+
+    @classmethod
+    def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:
+        """KoBBQ's prompt, decoding, out-of-choice answers, parser and record (:mod:`.card`)."""
+        card.card_protocol(facts, protocol)
 
     @classmethod
     def gate_parts(cls) -> list[GatePart]:

@@ -35,3 +35,8 @@ class KoBBQInfo:
     subset: str = ""
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    #: the distinct prompts asked (None: not asked by this run, or not recorded)
+    n_prompts: int | None = None
+    #: the decoding of the requests (the letters' softmax temperature; None: not asked)
+    temperature: float | None = None
+    top_p: float | None = None

@@ -31,6 +31,7 @@ class Probe(Benchmark):
     listed = True                         # on every card: not in the default audit, but
     tables = (TABLE,)                     # one of the two protocols of the mission
     shown = (Shown("counterfactual", tables, "the counterfactual probe was not run"),)
+    card_schema = "card_schema.yaml"
 
     def requests(self, family: ProbeFamily) -> list[Request]:
         return family.requests()

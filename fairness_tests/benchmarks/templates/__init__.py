@@ -42,8 +42,14 @@ register_table("templates_generate_summary", Table(_COLUMNS, frozenset(
 class TemplatesInfo:
     """What a card discloses about a team's benchmark: the file (name, path, sha256), its
     outcome and how the prompt is built, the design (attributes, reference groups,
-    templates, items, requests), the statistics, the answers' statuses, the run's
-    reductions and a generate outcome's scorers."""
+    templates, items, requests), the statistics, the answers' statuses and the run's
+    reductions; ``templates``: ``[{id, prompt}]``, each template as the model is asked
+    it (its ``{slots}`` unfilled: for yes/no the context the continuations are scored
+    after, for a choice the user message with its options; a generation's user message,
+    ``system_prompt`` beside it); ``decoding``: the requests' temperature, top_p and
+    max_new_tokens (a choice or a generation; empty for yes/no, which samples nothing);
+    ``seeds``: a generation's; ``n_prompts``: the distinct prompts asked, seeds not
+    counted (None: not recorded); ``scorers``: a generate outcome's scorers."""
     name: str
     description: str
     file: str
@@ -63,6 +69,11 @@ class TemplatesInfo:
     #: audit records its own (name, kind, model, ...; a judge's failed requests, first
     #: error and notes: :func:`fairness_tests.report.verdicts.judge_incomplete`)
     scorers: list[dict] = field(default_factory=list)
+    templates: list[dict[str, str]] = field(default_factory=list)
+    system_prompt: str | None = None
+    decoding: dict[str, float | int] = field(default_factory=dict)
+    seeds: list[int] = field(default_factory=list)
+    n_prompts: int | None = None
 
 
 #: what a run records about it, under run.json's "templates" key
@@ -98,6 +109,7 @@ class Templates(Benchmark):
     example: ClassVar[str] = "examples/lending.yaml"
     #: reads ``--benchmark FILE`` (a run with it and without ``--benchmarks`` asks this one)
     reads_benchmark_file: ClassVar[bool] = True
+    card_schema: ClassVar[str | None] = "card_schema.yaml"
 
     @classmethod
     def drift_qualifier(cls, metadata: Any) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from fairness_tests.benchmarks.templates import Templates, TemplatesInfo
+from fairness_tests.benchmarks.templates import Templates, TemplatesInfo, card
 from fairness_tests.benchmarks.templates.generate import generate_tables
 from fairness_tests.benchmarks.templates.metrics import (
     SLICE,
@@ -24,6 +24,7 @@ from fairness_tests.benchmarks.templates.prompt import (
     build_requests,
     generations,
     seeds,
+    template_prompt,
 )
 from fairness_tests.benchmarks.templates.spec import (
     DISCRIM_ANSWER_PREFIX,
@@ -38,6 +39,7 @@ from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.benchmark import Asked, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.scorers import scoring_context
+from fairness_tests.pipeline.views import CardProtocol
 from fairness_tests.scoring.registry import score_with, scorer_infos
 
 RECORDS = "templates"
@@ -103,7 +105,19 @@ class TemplatesFamily(Family):
             n_items=len(self.items), n_requests=len(requests), statistics=STATISTICS,
             status_counts={k: int(v) for k, v in sorted(Counter(records["status"]).items())},
             reductions=list(self.reductions), rules_in_file=len(s.rules),
-            scorers=list(scorers or []))
+            scorers=list(scorers or []),
+            templates=[{"id": tid, "prompt": template_prompt(s, text)}
+                       for tid, text in s.templates],
+            system_prompt=s.outcome.get("system_prompt") if s.kind == "generate" else None,
+            decoding=_decoding(requests) if s.kind != "yes_no" else {},
+            seeds=list(seeds(s)) if s.kind == "generate" else [],
+            n_prompts=len({q.prompt_key() for q in requests}))
+
+    @classmethod
+    def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:
+        """The benchmark file's templates, decoding, invalid items, scoring and record
+        (:mod:`.card`)."""
+        card.card_protocol(facts, protocol)
 
     @classmethod
     def rule_documents(cls, config: AuditConfig) -> list[tuple[Path, dict[str, Any]]]:
@@ -140,6 +154,14 @@ class TemplatesFamily(Family):
                          metrics=gate_metrics, cluster_columns={"template": "template",
                                                                 "item": None},
                          carry=("template", "group", "is_reference"))]
+
+
+def _decoding(requests: list[Request]) -> dict[str, float | int]:
+    """The requests' decoding (one for every request of a file), as the card states it."""
+    if not requests:
+        return {}
+    d = requests[0].decoding
+    return {"temperature": d.temperature, "top_p": d.top_p, "max_new_tokens": d.max_tokens}
 
 
 def _prompt_note(s: Spec) -> str:

@@ -60,6 +60,16 @@ def choice_text(spec: Spec, text: str) -> str:
                       spec.outcome.get("instruction", CHOICE_INSTRUCTION)])
 
 
+def template_prompt(spec: Spec, text: str) -> str:
+    """A template as the model is asked it, its ``{slots}`` unfilled: the context of a
+    yes/no item, the user message of a choice, the user message of a generation."""
+    if spec.kind == "yes_no":
+        return yes_no_context(spec, text)
+    if spec.kind == "choice":
+        return choice_text(spec, text)
+    return text
+
+
 def seeds(spec: Spec) -> tuple[int, ...]:
     """A generate outcome's seeds (one when the file gives none)."""
     return tuple(spec.outcome.get("seeds") or (1,))

@@ -47,6 +47,7 @@ class WinoBias(Benchmark):
     }
     recordings = {"embedded:gemma-3-270m": "recordings/embedded-gemma-3-270m.jsonl.gz"}
     source = "fairness_tests.benchmarks.winobias.data:SOURCE"
+    card_schema = "card_schema.yaml"
 
     def requests(self, family: WinoBiasFamily) -> list[Request]:
         return family.requests()

@@ -3,15 +3,19 @@ per-sentence records and the gate's part (the pro - anti gap and the accuracy pe
 paired item by item between two runs, resampling templates)."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
+from fairness_tests.benchmarks.winobias import card
 from fairness_tests.benchmarks.winobias import data as D
 from fairness_tests.benchmarks.winobias.info import WinoBiasInfo
 from fairness_tests.benchmarks.winobias.metrics import TABLE, winobias_table
 from fairness_tests.benchmarks.winobias.prompt import (
     DESCRIPTION,
     PROMPT_ID,
+    TEMPLATE,
     answers_table,
     build_requests,
 )
@@ -20,6 +24,7 @@ from fairness_tests.metrics.gate import GateMetric
 from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.benchmark import Asked, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.views import CardProtocol
 from fairness_tests.stats.bootstrap import safe_ratio
 
 RECORD_COLUMNS = [*D.ITEM_COLUMNS, "context", "prompt", "logprob_first", "logprob_second",
@@ -72,9 +77,15 @@ class WinoBiasFamily(Family):
             n_sentences=len(answers), n_pairs=int((sizes == 2).sum()),
             n_unpaired=int((sizes == 1).sum()), n_invalid=int((~answers["valid"]).sum()),
             cluster=c.cluster_of("winobias"), n_boot=c.n_boot, seed=c.seed, limit=c.limit,
-            warnings=list(WARNINGS))
+            warnings=list(WARNINGS), sha256=dict(self.data.sha256), prompt_template=TEMPLATE,
+            n_prompts=len({q.prompt_key() for q in a.requests}))
         return Results(tables={TABLE: table}, records={"winobias": answers},
                        metadata={"winobias": info})
+
+    @classmethod
+    def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:
+        """WinoBias' prompt, decoding, invalid sentences, scoring and record (:mod:`.card`)."""
+        card.card_protocol(facts, protocol)
 
     @classmethod
     def gate_parts(cls) -> list[GatePart]:

@@ -12,7 +12,11 @@ class WinoBiasInfo:
     ``n_sentences`` asked, ``n_pairs`` (templates with both twins asked),
     ``n_unpaired`` (sentences that are their own cluster); ``n_invalid``; ``cluster``:
     the tables' bootstrap unit; ``n_boot``, ``seed``; ``limit``: sentences per split x
-    type x stereotype (lines 1..N; None: all); ``warnings``: what the report must carry."""
+    type x stereotype (lines 1..N; None: all); ``warnings``: what the report must carry;
+    ``sha256``: ``{file: sha256}`` of every file read; ``prompt_template``: the context
+    asked (``{sentence}``, ``{Pronoun}``); ``n_prompts``: the distinct prompts asked,
+    context and continuation (a sentence two files share is asked once; None: not
+    recorded)."""
     source: str
     data_dir: str
     release: dict[str, str]
@@ -30,3 +34,6 @@ class WinoBiasInfo:
     seed: int
     limit: int | None = None
     warnings: list[str] = field(default_factory=list)
+    sha256: dict[str, str] = field(default_factory=dict)
+    prompt_template: str = ""
+    n_prompts: int | None = None

@@ -48,6 +48,7 @@ class Winogender(Benchmark):
     }
     recordings = {"embedded:gemma-3-270m": "recordings/embedded-gemma-3-270m.jsonl.gz"}
     source = "fairness_tests.benchmarks.winogender.data:SOURCE"
+    card_schema = "card_schema.yaml"
 
     def requests(self, family: WinogenderFamily) -> list[Request]:
         return family.requests()

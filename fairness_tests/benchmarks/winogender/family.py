@@ -2,9 +2,12 @@
 and run metadata from the answers (:mod:`.metrics`)."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
+from fairness_tests.benchmarks.winogender import card
 from fairness_tests.benchmarks.winogender import data as D
 from fairness_tests.benchmarks.winogender import metrics as M
 from fairness_tests.benchmarks.winogender import prompt as P
@@ -14,6 +17,7 @@ from fairness_tests.core.paths import benchmark_data_dir, display_path
 from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.benchmark import Asked, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
+from fairness_tests.pipeline.views import CardProtocol
 from fairness_tests.run.metadata import Bootstrap
 
 RECORD_COLUMNS = ["sentid", "template", "occupation", "participant", "gender", "pronoun",
@@ -59,9 +63,10 @@ class WinogenderFamily(Family):
                   "winogender_occupations": M.correlation_table(df, self.data.stats,
                                                                 c.n_boot, c.seed)}
         return Results(tables=tables, records={"winogender": records(df, status)},
-                       metadata={"winogender": self.info(df)})
+                       metadata={"winogender": self.info(df, len({q.prompt_key()
+                                                                  for q in a.requests}))})
 
-    def info(self, df: pd.DataFrame) -> WinogenderInfo:
+    def info(self, df: pd.DataFrame, n_prompts: int | None = None) -> WinogenderInfo:
         c, d = self.config, self.data
         counts = {g: int((df["gender"] == g).sum()) for g in D.GENDERS}
         counts["gotcha"] = int(df["gotcha"].sum())
@@ -73,7 +78,12 @@ class WinogenderFamily(Family):
             n_answers=int(df["valid"].sum()), invalid_answers=int((~df["valid"]).sum()),
             bootstrap=Bootstrap(resamples=c.n_boot, seed=c.seed, cluster=c.cluster_of("winogender"),
                                 method="percentile bootstrap"),
-            limit=c.limit, warnings=[D.WARNING])
+            limit=c.limit, warnings=[D.WARNING], prompt_id=P.PROMPT_ID, n_prompts=n_prompts)
+
+    @classmethod
+    def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:
+        """Winogender's prompt, decoding, invalid sentences, scoring and record (:mod:`.card`)."""
+        card.card_protocol(facts, protocol)
 
     @classmethod
     def gate_parts(cls) -> list[GatePart]:

@@ -12,7 +12,9 @@ class WinogenderInfo:
     commit), the question (``prompt``: lm-eval's task, ``prompt_template``), what was
     asked (``n_items`` sentences, ``counts`` per gender and gotcha, ``limit``: a smoke
     run's templates per answer), the answers (``n_answers`` valid, ``invalid_answers``),
-    how intervals were computed, and the authors' ``warnings`` for the report."""
+    how intervals were computed, and the authors' ``warnings`` for the report;
+    ``prompt_id``: the prompt's id (the records' ``prompt_id``); ``n_prompts``: the
+    distinct prompts asked, context and continuation (None: not recorded)."""
     data_dir: str | None
     repository: str
     commit: str
@@ -30,3 +32,5 @@ class WinogenderInfo:
     bootstrap: Bootstrap
     limit: int | None = None
     warnings: list[str] = field(default_factory=list)
+    prompt_id: str = ""
+    n_prompts: int | None = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fairness_tests.card.schema import record_schemas
 from fairness_tests.card.sections.asking import asking
 from fairness_tests.card.sections.facts import RunFacts
 from fairness_tests.core.fmt import finite
@@ -26,12 +27,22 @@ RETENTION = "kept-and-scored"
 def protocol_parts(f: RunFacts) -> CardProtocol:
     """Every family's statements of how the run asked and scored
     (:meth:`fairness_tests.pipeline.benchmark.Family.card_protocol`), in ``card_rank``
-    order (then registry order); computed once per card (the sections below read it)."""
+    order (then registry order); computed once per card (the sections below read it). A
+    family's record under ``evaluation_protocol`` needs the schema a benchmark of it
+    declares (``Benchmark.card_schema``): a record without one is a ``LookupError``
+    naming the family and the key (its card would not validate)."""
     if f.protocol is None:
         card = CardProtocol()
         ranked = sorted(enumerate(families()), key=lambda x: (load(x[1].impl).card_rank, x[0]))
+        declared = record_schemas()
         for _, spec in ranked:
             load(spec.impl).card_protocol(f, card)
+            for key in card.record:
+                if key not in declared:
+                    raise LookupError(
+                        f"benchmark family {spec.name!r} records evaluation_protocol.{key} "
+                        "on the card, but no registered benchmark declares its schema "
+                        "(Benchmark.card_schema: a YAML file beside its module)")
         f.protocol = card
     return f.protocol
 
