@@ -72,7 +72,12 @@ def drift_session(project, run: Path, *args: str):
                              "--fairness-run", str(run), "-v", "-rs", *args)
 
 
-def test_the_committed_snapshots_hold_for_the_replayed_benchmarks(project, benchmarks_job):
+def test_the_committed_snapshots_hold_for_the_replayed_benchmarks(project, benchmarks_job,
+                                                                  monkeypatch):
+    # the inner session is a controller of its own, also when this test runs in an xdist
+    # worker (whose variables would make syrupy leave out its summary line)
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)
     present = [t for b in BESIDE_BBQ for t in own_tables(b, benchmarks_job)]
     assert all(own_tables(b, benchmarks_job) for b in BESIDE_BBQ)   # each has a table
     for t in present:                                              # committed, one each

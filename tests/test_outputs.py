@@ -212,6 +212,7 @@ OVERLAP = {
                   "--predictions"),
     "generative score": ("generative score --n-boot 100 --outputs {in} --out {out}", "file",
                          "--out", "--outputs"),
+    "kobbq score": ("kobbq score --n-boot 100 {in} --out {out}", "file", "--out", "FILE"),
     "gate": ("gate {in} {other} --out {out}", "dir", "--out", "BASELINE_RUN"),
     "card": ("card --run {in} --out {out}", "dir", "--out", "--run"),
     "card render": ("card render {in} --out {out}", "file", "--out", "CARD"),
