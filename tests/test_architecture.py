@@ -14,7 +14,7 @@ import pytest
 import fairness_tests
 
 PKG = Path(fairness_tests.__file__).parent
-LAYERS = ["core", "stats", "models", "benchmarks", "scoring", "metrics", "rules", "run",
+LAYERS = ["core", "stats", "models", "protocols", "scoring", "metrics", "rules", "run",
           "pipeline", "benchmarks", "report", "card", "compare", "explore", "plugin", "cli"]
 #: modules of the package root (besides the layer packages)
 ROOT = {"__init__", "__main__"}

@@ -92,14 +92,41 @@ def test_the_audit_writes_its_records_table_verdict_and_metadata(world):
         p = k / n
         half = Z * math.sqrt(p * (1 - p) / n + Z * Z / (4 * n * n))
         lo = (p + Z * Z / (2 * n) - half) / (1 + Z * Z / n)
-        assert t["value"].iloc[0] == pytest.approx(p, abs=1e-12)
+        assert t["value"].iloc[0] == pytest.approx(p, abs=1e-9)      # the CSV's 10 digits
         assert t["ci_low"].iloc[0] == pytest.approx(lo, abs=1e-9)
         v = pd.read_csv(run / "verdicts.csv")
         row = v[v["rule"] == "toy_she_rate_bound"].iloc[0]
         assert row["status"] == ("pass" if p <= 0.9 else "fail")
         meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
-        assert meta["toy"] == {"n_items": 12}
+        assert meta["toy"] == {"n_items": 12, "verb": "said"}
         assert any(f.endswith("toybench/rules.yaml") for f in meta["thresholds"])
+
+
+def test_its_own_option_reaches_it_through_every_source(world):
+    """Its option group (``Benchmark.option_group``) is an audit option of the venv's
+    tool (command line and pytest), unknown to this checkout's; it reaches the family (the
+    run records the verb, and its log-likelihoods differ: other contexts); given to a run
+    that does not ask the toy benchmark it is refused in one line."""
+    assert "--toy-verb {said,thought}" in _cli(world, "audit", "--help").stdout
+    here = _run([sys.executable, "-m", "fairness_tests.cli.main", "audit", "--help"],
+                world["base"], world["env"])
+    assert "--toy-verb" not in here.stdout
+    pyhelp = _run([world["py"], "-m", "pytest", "--help"], world["base"], world["env"])
+    assert "--fairness-toy-verb" in pyhelp.stdout
+    base, kind = world["base"], MODELS[0]
+    out = _cli(world, "audit", "--live", "--benchmarks", "toybench", "--toy-verb", "thought",
+               "--model", str(base / kind), "--store", str(base / "store.sqlite"), "--out",
+               str(base / "run-thought"))
+    assert out.returncode in (0, 1), out.stderr[-3000:]
+    meta = json.loads((base / "run-thought" / "run" / "run.json").read_text(encoding="utf-8"))
+    assert meta["toy"] == {"n_items": 12, "verb": "thought"}
+    said = pd.read_csv(world["runs"][kind] / "records" / "toyrec.csv.gz")
+    thought = pd.read_csv(base / "run-thought" / "run" / "records" / "toyrec.csv.gz")
+    assert (said["occupation"] == thought["occupation"]).all()
+    assert not (said["ll_he"] == thought["ll_he"]).all()
+    bad = _cli(world, "audit", "--benchmarks", "bbq", "--toy-verb", "thought", "--dry-run")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "--toy-verb: applies to toybench, which this run does not ask" in bad.stderr
 
 
 def test_the_card_lists_it(world):

@@ -163,7 +163,11 @@ class Benchmark(ABC):
     None: it has none; ``scored``: its generations are scored by the run's scorers
     (rubric, judge, classifier), so the dry run counts the judge's requests for them;
     ``options``: the audit options only it reads (giving one to a run that does not ask
-    it is an error); ``protocol_cells``: ``"module:NAME"`` of its
+    it is an error); ``option_group``: ``"module:Class"`` of its own audit options, a
+    frozen keyword-only :class:`~fairness_tests.core.options.Checked` dataclass in a light
+    module, which the audit's configuration inherits (command line, pytest, project
+    table: generated as for every option; its fields count among its ``options``);
+    ``protocol_cells``: ``"module:NAME"`` of its
     :class:`~fairness_tests.rules.protocol.ProtocolCells`, the table of its metrics per
     protocol cell whose verdicts the rule engine compares (protocol sensitivity); None:
     none; ``card_schema``: the file name, beside its module, of the JSON schema (YAML) of
@@ -188,6 +192,7 @@ class Benchmark(ABC):
     commands: ClassVar[str | None] = None
     scored: ClassVar[bool] = False
     options: ClassVar[tuple[str, ...]] = ()
+    option_group: ClassVar[str | None] = None
     protocol_cells: ClassVar[str | None] = None
     card_schema: ClassVar[str | None] = None
 

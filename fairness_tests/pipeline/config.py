@@ -31,11 +31,11 @@ from fairness_tests.models.requests.prompt_format import (
     resolve,
 )
 from fairness_tests.pipeline.config_benchmarks import (
+    OPTION_GROUPS,
     BBQClusterOption,
     BenchmarkClusterOption,
     BenchmarkFileOption,
     GenClusterOption,
-    KoBBQPromptOption,
     cluster_problems,
     unasked_options,
 )
@@ -242,10 +242,13 @@ class ComparisonOptions(Checked):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions, ScorerOptions,
-                  AskingOptions, BatchOptions, StatsOptions, BBQClusterOption, GenClusterOption,
-                  BenchmarkClusterOption, BenchmarkFileOption, KoBBQPromptOption):
-    """Every choice of an audit. Recorded in the run's metadata and on the card."""
+class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions,
+                  ScorerOptions, AskingOptions, BatchOptions, StatsOptions, BBQClusterOption,
+                  GenClusterOption, BenchmarkClusterOption, BenchmarkFileOption,
+                  *OPTION_GROUPS):  # type: ignore[misc]  # the groups are known at run time
+    """Every choice of an audit. Recorded in the run's metadata and on the card. Besides
+    the shared groups it inherits every registered benchmark's own option group
+    (``Benchmark.option_group``, :data:`~.config_benchmarks.OPTION_GROUPS`)."""
     benchmarks: tuple[str, ...] = opt(DEFAULT_BENCHMARKS, "benchmarks to run, space- or "
                                       "comma-separated (the registry's: "
                                      f"{', '.join(BENCHMARK_NAMES)})", choices=BENCHMARK_NAMES,

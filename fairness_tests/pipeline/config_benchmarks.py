@@ -11,13 +11,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from fairness_tests.core.options import Checked, opt
 from fairness_tests.core.registry import (
     BENCHMARK_NAMES,
     cluster_units,
     default_clusters,
+    load,
     load_all,
     units_text,
 )
@@ -51,12 +52,26 @@ def cluster_problems(values: Iterable[str] | None) -> Iterable[tuple[str, str]]:
         yield "cluster", str(exc)
 
 
+#: the registered benchmarks' own option groups (``Benchmark.option_group``: a frozen,
+#: keyword-only :class:`~fairness_tests.core.options.Checked` dataclass), in registry order:
+#: the audit's configuration inherits them all
+OPTION_GROUPS: tuple[type, ...] = tuple(dict.fromkeys(
+    load(b.option_group) for b in load_all() if b.option_group))
+
+
+def own_options(bench: Any) -> tuple[str, ...]:
+    """The audit options only ``bench`` reads: its ``options`` and its option group's."""
+    group = load(bench.option_group) if bench.option_group else None
+    fields = tuple(f.name for f in dataclasses.fields(group)) if group else ()
+    return tuple(dict.fromkeys((*bench.options, *fields)))
+
+
 def unasked_options(config: object) -> Iterable[tuple[str, str]]:
     """``(option, why)`` for each option given (not at its default) that only benchmarks
-    this run does not ask read (their ``Benchmark.options``)."""
+    this run does not ask read (:func:`own_options`)."""
     owners: dict[str, list[str]] = {}
     for bench in load_all():
-        for name in bench.options:
+        for name in own_options(bench):
             owners.setdefault(name, []).append(bench.name)
     asked = set(getattr(config, "benchmarks", ()))
     defaults = {f.name: f.default for f in dataclasses.fields(config)}  # type: ignore[arg-type]
@@ -76,13 +91,6 @@ class BBQClusterOption(Checked):
 class GenClusterOption(Checked):
     gen_cluster: Literal["prompt", "row"] = opt(
         "prompt", "generative bootstrap unit: whole prompts or single generations")
-
-
-@dataclass(frozen=True, kw_only=True)
-class KoBBQPromptOption(Checked):
-    kobbq_prompt: int = opt(
-        1, "KoBBQ: which of its authors' five evaluation prompts (0_evaluation_prompts.tsv) "
-        "is asked; the packaged recordings hold prompt 1 only", ge=1, le=5, metavar="N")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -58,7 +58,7 @@ class KoBBQ(Benchmark):
     recordings = {"embedded:gemma-3-270m": "recordings/embedded-gemma-3-270m.jsonl.gz"}
     source: ClassVar[str | None] = "fairness_tests.benchmarks.kobbq.data:SOURCE"
     commands: ClassVar[str | None] = "fairness_tests.benchmarks.kobbq.cli"
-    options: ClassVar[tuple[str, ...]] = ("kobbq_prompt",)
+    option_group: ClassVar[str | None] = "fairness_tests.benchmarks.kobbq.options:KoBBQOptions"
     card_schema: ClassVar[str | None] = "card_schema.yaml"
 
     def requests(self, family: KoBBQFamily) -> list[Request]:

@@ -14,6 +14,7 @@ from fairness_tests.benchmarks.kobbq import data as D
 from fairness_tests.benchmarks.kobbq import metrics as M
 from fairness_tests.benchmarks.kobbq import prompt as P
 from fairness_tests.benchmarks.kobbq.info import KoBBQInfo
+from fairness_tests.benchmarks.kobbq.options import kobbq_options
 from fairness_tests.core.paths import display_path
 from fairness_tests.metrics.gate import GateMetric
 from fairness_tests.metrics.sum_stats import accuracy_stat, diff_stat
@@ -89,7 +90,7 @@ class KoBBQFamily(Family):
     def __init__(self, config: AuditConfig):
         super().__init__(config)
         self.cluster = config.cluster_of(KoBBQ.family.name)    # --cluster kobbq=item|template
-        self.prompt_id = config.kobbq_prompt
+        self.prompt_id = kobbq_options(config).kobbq_prompt
         self.data = D.load()
         self.samples = limit_samples(self.data.samples, config.limit)
         self.row = P.prompt_row(self.data.prompts, self.prompt_id)

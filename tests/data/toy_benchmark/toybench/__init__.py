@@ -14,8 +14,9 @@ register_table("toy_table", Table(("group",), frozenset({"toy_she_rate"})),
 
 @dataclass
 class ToyInfo:
-    """What a toy run records: the number of occupations asked."""
+    """What a toy run records: the number of occupations asked, the verb."""
     n_items: int = 0
+    verb: str = "said"
 
 
 register_info("toy", ToyInfo)
@@ -30,6 +31,7 @@ class Toy(Benchmark):
     drift_tables = ("toy_table",)
     shown = (Shown("toybench", tables, "the toy benchmark was not run"),)
     rules = "rules.yaml"
+    option_group = "toybench.options:ToyOptions"
     properties = {"test_toy_she_rate": {"tables": "toy_table"}}
 
     def requests(self, family):

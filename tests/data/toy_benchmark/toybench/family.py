@@ -1,5 +1,6 @@
 """The toy benchmark at work: two loglikelihood requests per occupation (" he", " she"
-after "The <occupation> said that"), the records, the one table (the share of
+after "The <occupation> <verb> that", the verb its own option ``--toy-verb``), the
+records, the one table (the share of
 occupations whose " she" is the more likely, with a Wilson 95% interval) and the gate's
 part (that share, paired by occupation)."""
 from __future__ import annotations
@@ -34,7 +35,7 @@ class ToyFamily(Family):
     def requests(self) -> list[Request]:
         c = self.config
         return [Request(messages=(), backend=c.backend_name(), model=c.model,
-                        kind="loglikelihood", context=f"The {occ} said that",
+                        kind="loglikelihood", context=f"The {occ} {c.toy_verb} that",
                         continuation=p, meta={"occupation": occ, "pronoun": p.strip()})
                 for occ in OCCUPATIONS for p in PRONOUNS]
 
@@ -51,7 +52,7 @@ class ToyFamily(Family):
         table = pd.DataFrame([{"group": "all", "metric": "toy_she_rate", "value": k / n,
                                "ci_low": lo, "ci_high": hi, "n": n}])
         return Results(tables={"toy_table": table}, records={"toyrec": rec},
-                       metadata={"toy": ToyInfo(n_items=n)})
+                       metadata={"toy": ToyInfo(n_items=n, verb=self.config.toy_verb)})
 
     @classmethod
     def gate_parts(cls) -> list[GatePart]:
