@@ -270,7 +270,7 @@ CLI_ROWS = [
     R("gen-seeds-one-bad", f"{AUD} --benchmarks generative --gen-seeds 1 6", 2,
       "--gen-seeds", "6", "not in the protocol"),
     R("gen-seeds-no-generative", f"{AUD} --benchmarks bbq --gen-seeds 1", 2, "--gen-seeds",
-      "applies to generative, which this run does not ask (protocols: bbq)"),
+      "applies to generative, which this run does not ask (benchmarks: bbq)"),
     R("gen-limit-0", f"{AUD} --gen-limit 0", 2, "--gen-limit", ">= 1"),
     R("gen-max-new-tokens-0", f"{AUD} --gen-max-new-tokens 0", 2, "--gen-max-new-tokens",
       ">= 1"),

@@ -84,7 +84,7 @@ print(json.dumps({
     "families": [f.name for f in families()],
     "family_class": [c.__name__ for c, _ in by_family(["toybench"])],
     "default": list(DEFAULT_BENCHMARKS),
-    "config": list(AuditConfig(benchmarks=("toybench",)).protocols),
+    "config": list(AuditConfig(benchmarks=("toybench",)).benchmarks),
     "markers": markers(),
     "card_lines": [s.what for s in card_lines()],
     "enum": protocols_run_enum(),

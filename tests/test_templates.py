@@ -438,7 +438,7 @@ def test_benchmark_option_asks_the_file_benchmark_only():
     assert c.benchmarks == ("templates",)
     both = AuditConfig(benchmark_file=str(EXAMPLE), benchmarks=("bbq", "templates"))
     assert both.benchmarks == ("bbq", "templates")
-    assert "templates" not in AuditConfig().protocols
+    assert "templates" not in AuditConfig().benchmarks
 
 
 def test_init_gives_a_project_a_place_for_its_own_benchmarks(tmp_path):
