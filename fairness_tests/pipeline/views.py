@@ -241,6 +241,37 @@ class CardProtocol:
     slices: list[dict[str, str]] = field(default_factory=list)
     operationalisation: list[str] = field(default_factory=list)
 
+    def add_family(self, facts: Any, family: dict[str, Any], template: str | None,
+                   missing: str) -> None:
+        """A family of the prompt suite, with its ``template`` (None: listed as
+        missing, ``missing`` saying where the run would have recorded it)."""
+        if template:
+            family["template"] = template
+        else:
+            facts.lack(f"prompt_suite.families[{len(self.suite['families'])}].template",
+                       "evaluation_protocol", missing)
+        self.suite["families"].append(family)
+
+    def add_prompts(self, facts: Any, n: int | None, missing: str) -> None:
+        """``n`` distinct prompts into ``total_prompts`` (None: listed as missing)."""
+        if n is not None:
+            self.total_prompts += n
+        else:
+            facts.lack("prompt_suite.total_prompts", "evaluation_protocol", missing)
+
+    def reads_loglikelihoods(self, key: str, name: str, of: str) -> None:
+        """The decoding of a benchmark that reads log-likelihoods (of ``of``): nothing
+        sampled (temperature 1 and top_p 1: the model's unscaled softmax), one answer
+        per prompt, no post-processing of text."""
+        self.regimes.append({
+            "name": f"{key}-loglikelihood", "protocol": key, "temperature": 1.0,
+            "top_p": 1.0, "sampling": f"none: the log-likelihood of {of} under the model's "
+            "unscaled softmax (temperature 1, full vocabulary); nothing is generated"})
+        if self.seeds_per_prompt is None:
+            self.seeds_per_prompt = 1
+        if self.post_processing is None:
+            self.post_processing = f"None: {name} reads log-likelihoods, not text."
+
 
 @dataclass(frozen=True)
 class ProtocolView:

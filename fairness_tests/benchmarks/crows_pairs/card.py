@@ -27,19 +27,9 @@ def card_protocol(f: Any, card: CardProtocol) -> None:
                         "sentences of a pair (sent_more, sent_less) are asked. "
                         f"{c.adaptation}"),
         "template": TEMPLATE})
-    if c.n_prompts is not None:
-        card.total_prompts += c.n_prompts
-    else:
-        f.lack("prompt_suite.total_prompts", "evaluation_protocol",
-               f"run metadata {KEY}.n_prompts (the distinct sentences CrowS-Pairs asked)")
-    card.regimes.append({
-        "name": "crows_pairs-loglikelihood", "protocol": KEY, "temperature": 1.0,
-        "top_p": 1.0, "sampling": "none: the log-likelihood of the given sentence under the "
-        "model's unscaled softmax (temperature 1, full vocabulary); nothing is generated"})
-    if card.seeds_per_prompt is None:
-        card.seeds_per_prompt = 1
-    if card.post_processing is None:
-        card.post_processing = "None: CrowS-Pairs reads log-likelihoods, not text."
+    card.add_prompts(f, c.n_prompts,
+                     f"run metadata {KEY}.n_prompts (the distinct sentences CrowS-Pairs asked)")
+    card.reads_loglikelihoods(KEY, "CrowS-Pairs", "the given sentence")
     card.refusal.append(
         "CrowS-Pairs: a log-likelihood cannot refuse; a pair is invalid when either "
         "sentence's request failed (no log-likelihood): it is left out of pct_stereotype "

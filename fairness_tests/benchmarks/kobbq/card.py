@@ -54,19 +54,11 @@ def _prompt(f: Any, k: Any, card: CardProtocol) -> None:
             f"The answers are predictions made elsewhere ({f.meta.source.file}), read as "
             f"answers to this prompt (--prompt-id {k.prompt_id}); whether they were made "
             "with it is not known to this run.")
-    if k.prompt:
-        fam["template"] = k.prompt
-    else:
-        f.lack(f"prompt_suite.families[{len(card.suite['families'])}].template",
-               "evaluation_protocol", f"run metadata {KEY}.prompt")
-    card.suite["families"].append(fam)
-    if k.n_prompts is not None:
-        card.total_prompts += k.n_prompts
-    else:
-        f.lack("prompt_suite.total_prompts", "evaluation_protocol",
-               f"run metadata {KEY}.n_prompts (the distinct prompts KoBBQ asked)" if f.asked
-               else "the prompts that produced KoBBQ predictions made elsewhere: not known "
-               "to a scored run")
+    card.add_family(f, fam, k.prompt, f"run metadata {KEY}.prompt")
+    card.add_prompts(f, k.n_prompts,
+                     f"run metadata {KEY}.n_prompts (the distinct prompts KoBBQ asked)" if f.asked
+                     else "the prompts that produced KoBBQ predictions made elsewhere: not "
+                     "known to a scored run")
 
 
 def _decoding(f: Any, k: Any, card: CardProtocol) -> None:

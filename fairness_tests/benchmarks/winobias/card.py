@@ -24,25 +24,11 @@ def card_protocol(f: Any, card: CardProtocol) -> None:
     fam = {"id": w.prompt_id, "name": "WinoBias coreference (log-likelihood choice)",
            "description": (f"{w.prompt}. Each sentence is two loglikelihood requests sharing "
                            "the context, one per occupation it names.")}
-    if w.prompt_template:
-        fam["template"] = w.prompt_template + CONTINUATION
-    else:
-        f.lack(f"prompt_suite.families[{len(card.suite['families'])}].template",
-               "evaluation_protocol", f"run metadata {KEY}.prompt_template")
-    card.suite["families"].append(fam)
-    if w.n_prompts is not None:
-        card.total_prompts += w.n_prompts
-    else:
-        f.lack("prompt_suite.total_prompts", "evaluation_protocol",
-               f"run metadata {KEY}.n_prompts (the distinct prompts WinoBias asked)")
-    card.regimes.append({
-        "name": "winobias-loglikelihood", "protocol": KEY, "temperature": 1.0,
-        "top_p": 1.0, "sampling": "none: the log-likelihood of each occupation under the "
-        "model's unscaled softmax (temperature 1, full vocabulary); nothing is generated"})
-    if card.seeds_per_prompt is None:
-        card.seeds_per_prompt = 1
-    if card.post_processing is None:
-        card.post_processing = "None: WinoBias reads log-likelihoods, not text."
+    card.add_family(f, fam, w.prompt_template and w.prompt_template + CONTINUATION,
+                    f"run metadata {KEY}.prompt_template")
+    card.add_prompts(f, w.n_prompts,
+                     f"run metadata {KEY}.n_prompts (the distinct prompts WinoBias asked)")
+    card.reads_loglikelihoods(KEY, "WinoBias", "each occupation")
     card.refusal.append(
         "WinoBias: a log-likelihood cannot refuse; a sentence is invalid when either of its "
         "two requests failed (no log-likelihood): it has no answer, counts as not correct "
