@@ -211,3 +211,12 @@ def transformers_server(tmp_path_factory):
     shared by the live-server modules: ``{"api_base", "model_dir", "log"}``."""
     with serve(tmp_path_factory.mktemp("serve")) as info:
         yield info
+
+
+@pytest.fixture
+def own_controller(monkeypatch):
+    """An in-process pytester session that is a controller of its own, also when the test
+    runs in an xdist worker: the worker's variables would make plugins (syrupy) behave as
+    in a worker, e.g. leave out the snapshot summary line."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)

@@ -59,7 +59,7 @@ def drift_id(table: str) -> str:
 
 
 @pytest.fixture
-def project(pytester):
+def project(pytester, own_controller):
     """A project importing the packaged suite, with every packaged snapshot beside it."""
     pytester.makepyfile(test_fairness="from fairness_tests.suite.test_drift import *  "
                                       "# noqa: F401,F403\n")
@@ -72,12 +72,7 @@ def drift_session(project, run: Path, *args: str):
                              "--fairness-run", str(run), "-v", "-rs", *args)
 
 
-def test_the_committed_snapshots_hold_for_the_replayed_benchmarks(project, benchmarks_job,
-                                                                  monkeypatch):
-    # the inner session is a controller of its own, also when this test runs in an xdist
-    # worker (whose variables would make syrupy leave out its summary line)
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(name, raising=False)
+def test_the_committed_snapshots_hold_for_the_replayed_benchmarks(project, benchmarks_job):
     present = [t for b in BESIDE_BBQ for t in own_tables(b, benchmarks_job)]
     assert all(own_tables(b, benchmarks_job) for b in BESIDE_BBQ)   # each has a table
     for t in present:                                              # committed, one each

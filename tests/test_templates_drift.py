@@ -61,7 +61,7 @@ def snapshot(pytester, table: str, qualifier: str) -> Path:
 
 
 @pytest.fixture
-def project(pytester):
+def project(pytester, own_controller):
     """A project importing the packaged suite, every packaged snapshot beside it (as
     ``fairness-tests init`` writes it)."""
     pytester.makepyfile(test_fairness="from fairness_tests.suite.test_drift import *  "
