@@ -220,3 +220,24 @@ def own_controller(monkeypatch):
     in a worker, e.g. leave out the snapshot summary line."""
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
+
+
+#: the packaged drift snapshots
+SNAPSHOTS = (Path(__file__).resolve().parents[1] / "fairness_tests" / "suite" / "__snapshots__"
+             / "test_drift")
+
+
+@pytest.fixture
+def drift_project(pytester, own_controller):
+    """A project importing the packaged suite's drift test, every packaged snapshot beside
+    it (as ``fairness-tests init`` writes it)."""
+    pytester.makepyfile(test_fairness="from fairness_tests.suite.test_drift import *  "
+                                      "# noqa: F401,F403\n")
+    shutil.copytree(SNAPSHOTS, pytester.path / "__snapshots__" / "test_fairness")
+    return pytester
+
+
+def drift_session(project, run: Path, *args: str):
+    """The drift test of ``project`` on the embedded model's ``run``, verbose."""
+    return project.runpytest("-p", "no:cacheprovider", "--fairness-model", EMBEDDED,
+                             "--fairness-run", str(run), "-v", "-rs", *args)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import BESIDE_BBQ, EMBEDDED, LENDING
+from conftest import BESIDE_BBQ, EMBEDDED, LENDING, SNAPSHOTS, drift_session
 from fairness_tests.pipeline.benchmark import benchmarks
 from fairness_tests.rules import load_rules
 from fairness_tests.suite.properties import drift_tables
@@ -33,8 +33,6 @@ pytestmark = [
         reason="../shared/benchmarks/<name> not present"),
 ]
 
-SNAPSHOTS = (Path(__file__).resolve().parents[1] / "fairness_tests" / "suite" / "__snapshots__"
-             / "test_drift")
 #: how far a value is moved: beyond every tolerance the chosen metric has (checked)
 SHIFT = 0.25
 
@@ -58,27 +56,13 @@ def drift_id(table: str) -> str:
     return f"test_metric_table_drift[{EMBEDDED.replace(':', '')}-{table}{q}]"
 
 
-@pytest.fixture
-def project(pytester, own_controller):
-    """A project importing the packaged suite, with every packaged snapshot beside it."""
-    pytester.makepyfile(test_fairness="from fairness_tests.suite.test_drift import *  "
-                                      "# noqa: F401,F403\n")
-    shutil.copytree(SNAPSHOTS, pytester.path / "__snapshots__" / "test_fairness")
-    return pytester
-
-
-def drift_session(project, run: Path, *args: str):
-    return project.runpytest("-p", "no:cacheprovider", "--fairness-model", EMBEDDED,
-                             "--fairness-run", str(run), "-v", "-rs", *args)
-
-
-def test_the_committed_snapshots_hold_for_the_replayed_benchmarks(project, benchmarks_job):
+def test_the_committed_snapshots_hold_for_the_replayed_benchmarks(drift_project, benchmarks_job):
     present = [t for b in BESIDE_BBQ for t in own_tables(b, benchmarks_job)]
     assert all(own_tables(b, benchmarks_job) for b in BESIDE_BBQ)   # each has a table
     for t in present:                                              # committed, one each
         assert (SNAPSHOTS / f"{drift_id(t)}.txt").is_file(), t
     # under xdist, as the README's test command runs the suite
-    r = drift_session(project, benchmarks_job, "-n", "2", "-p", "no:benchmark")
+    r = drift_session(drift_project, benchmarks_job, "-n", "2", "-p", "no:benchmark")
     r.assert_outcomes(passed=len(present), skipped=len(drift_tables()) - len(present))
     out = r.stdout.str()
     for t in present:
@@ -87,7 +71,7 @@ def test_the_committed_snapshots_hold_for_the_replayed_benchmarks(project, bench
     assert "unused" not in out
     # nothing rewritten: the copies are still the packaged files
     for p in SNAPSHOTS.glob("*.txt"):
-        assert (project.path / "__snapshots__" / "test_fairness" / p.name).read_bytes() == \
+        assert (drift_project.path / "__snapshots__" / "test_fairness" / p.name).read_bytes() == \
             p.read_bytes()
 
 
@@ -114,14 +98,14 @@ def _move_one_value(table_csv: Path) -> tuple[str, float, float]:
 
 
 @pytest.mark.parametrize("name", BESIDE_BBQ)
-def test_a_moved_value_fails_its_tables_drift_test_only(name, project, benchmarks_job,
+def test_a_moved_value_fails_its_tables_drift_test_only(name, drift_project, benchmarks_job,
                                                         tmp_path):
     run = tmp_path / "run"
     shutil.copytree(benchmarks_job, run)
     table = own_tables(name, run)[0]
     metric, _, new = _move_one_value(run / "tables" / f"{table}.csv")
     present = [t for b in BESIDE_BBQ for t in own_tables(b, run)]
-    r = drift_session(project, run)
+    r = drift_session(drift_project, run)
     r.assert_outcomes(passed=len(present) - 1, failed=1,
                       skipped=len(drift_tables()) - len(present))
     out = r.stdout.str()
@@ -131,5 +115,5 @@ def test_a_moved_value_fails_its_tables_drift_test_only(name, project, benchmark
                for line in out.splitlines()), out[-4000:]
     # a failure rewrites nothing
     snap = SNAPSHOTS / f"{drift_id(table)}.txt"
-    assert (project.path / "__snapshots__" / "test_fairness" / snap.name).read_bytes() == \
+    assert (drift_project.path / "__snapshots__" / "test_fairness" / snap.name).read_bytes() == \
         snap.read_bytes()

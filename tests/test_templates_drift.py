@@ -10,12 +10,9 @@ both, gap 0) and read by the packaged drift test through ``--fairness-run``."""
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 
-import pytest
-
-from conftest import EMBEDDED
+from conftest import EMBEDDED, SNAPSHOTS, drift_session
 from fairness_tests.benchmarks.templates.family import TemplatesFamily
 from fairness_tests.models.requests.request import Response
 from fairness_tests.pipeline.benchmark import Asked
@@ -28,8 +25,6 @@ from tests.test_templates import GOOD
 
 pytest_plugins = ["pytester"]
 
-SNAPSHOTS = (Path(__file__).resolve().parents[1] / "fairness_tests" / "suite" / "__snapshots__"
-             / "test_drift")
 #: the tables of a decision outcome, which a yes/no file's run holds
 DECISION = ("templates_groups", "templates_summary")
 LENDING = "lending-decisions"          # the packaged example's name: (its snapshots' names)
@@ -60,48 +55,33 @@ def snapshot(pytester, table: str, qualifier: str) -> Path:
             f"test_metric_table_drift[{file_safe(EMBEDDED)}-{table}-{qualifier}].txt")
 
 
-@pytest.fixture
-def project(pytester, own_controller):
-    """A project importing the packaged suite, every packaged snapshot beside it (as
-    ``fairness-tests init`` writes it)."""
-    pytester.makepyfile(test_fairness="from fairness_tests.suite.test_drift import *  "
-                                      "# noqa: F401,F403\n")
-    shutil.copytree(SNAPSHOTS, pytester.path / "__snapshots__" / "test_fairness")
-    return pytester
-
-
-def drift(project, run: Path, *args: str):
-    return project.runpytest("-p", "no:cacheprovider", "--fairness-model", EMBEDDED,
-                             "--fairness-run", str(run), "-v", "-rs", *args)
-
-
-def test_two_benchmark_files_keep_snapshots_of_their_own(project, tmp_path):
+def test_two_benchmark_files_keep_snapshots_of_their_own(drift_project, tmp_path):
     a, b = _run(tmp_path, "team-a", 0.25), _run(tmp_path, "team-b", 0.5)
     packaged = {p.name: p.read_bytes() for p in SNAPSHOTS.glob("*.txt")}
-    assert all(snapshot(project, t, LENDING).name in packaged for t in DECISION)
+    assert all(snapshot(drift_project, t, LENDING).name in packaged for t in DECISION)
     n = len(drift_tables())
 
     # skipped: the other tables' n - 3 tests, each decision table's stored snapshots of
     # other files, the generate table's one (a run of a yes/no file has none)
-    r = drift(project, a, "--snapshot-update")          # A's snapshots written
+    r = drift_session(drift_project, a, "--snapshot-update")          # A's snapshots written
     r.assert_outcomes(passed=2, skipped=n - 3 + 2 * 1 + 1)
-    assert all(snapshot(project, t, "team-a").is_file() for t in DECISION)
+    assert all(snapshot(drift_project, t, "team-a").is_file() for t in DECISION)
     # B before it has any: no snapshot to compare with (not A's, not the example's)
-    r = drift(project, b)
+    r = drift_session(drift_project, b)
     r.assert_outcomes(failed=2, skipped=n - 3 + 2 * 2 + 1)
     assert "beyond tolerance" not in r.stdout.str()
-    r = drift(project, b, "--snapshot-update")
+    r = drift_session(drift_project, b, "--snapshot-update")
     r.assert_outcomes(passed=2, skipped=n - 3 + 2 * 2 + 1)
-    assert all(snapshot(project, t, "team-a").is_file() for t in DECISION)
+    assert all(snapshot(drift_project, t, "team-a").is_file() for t in DECISION)
     # the two files' tables differ: named by model and table alone, one would fail the other
     for t in DECISION:
-        assert snapshot(project, t, "team-a").read_text() != \
-            snapshot(project, t, "team-b").read_text()
+        assert snapshot(drift_project, t, "team-a").read_text() != \
+            snapshot(drift_project, t, "team-b").read_text()
 
     # each now passes against its own, the other two files' kept (skipped), none unused
     for run, own, others in ((a, "team-a", ("team-b", LENDING)),
                              (b, "team-b", ("team-a", LENDING))):
-        r = drift(project, run)
+        r = drift_session(drift_project, run)
         r.assert_outcomes(passed=2, skipped=n - 3 + 2 * 2 + 1)
         assert r.ret == 0
         out = r.stdout.str()
@@ -114,21 +94,23 @@ def test_two_benchmark_files_keep_snapshots_of_their_own(project, tmp_path):
                            for ln in out.splitlines()), (t, o)
     # the packaged snapshots are untouched
     for name, data in packaged.items():
-        assert (project.path / "__snapshots__" / "test_fairness" / name).read_bytes() == data
+        assert (drift_project.path / "__snapshots__" / "test_fairness" / name).read_bytes() == data
 
 
-def test_a_run_without_a_benchmark_file_keeps_every_files_snapshots(project, tmp_path):
+def test_a_run_without_a_benchmark_file_keeps_every_files_snapshots(drift_project, tmp_path):
     """A run of no templates table: each decision table's stored snapshots (the lending
     example's and one team's) are kept as skipped tests of their own ids, the generate
     table (no snapshot) one skipped test, the other tables one each."""
     n = len(drift_tables())
     a = _run(tmp_path, "team-a", 0.25)
-    drift(project, a, "--snapshot-update").assert_outcomes(passed=2, skipped=n - 3 + 2 + 1)
+    drift_session(drift_project, a, "--snapshot-update").assert_outcomes(
+        passed=2, skipped=n - 3 + 2 + 1)
     empty = RunResult(metadata=RunMetadata(model=EMBEDDED, backend=None, mode="scored",
                                            source=Source(kind="audit"),
                                            fairness_tests_version="test"))
-    r = drift(project, empty.save(tmp_path / "run-empty"), "--snapshot-update")
+    r = drift_session(drift_project, empty.save(tmp_path / "run-empty"), "--snapshot-update")
     r.assert_outcomes(skipped=n - 3 + 2 * 2 + 1)
     out = r.stdout.str()
     assert "unused" not in out and "deleted" not in out
-    assert all(snapshot(project, t, q).is_file() for t in DECISION for q in ("team-a", LENDING))
+    assert all(snapshot(drift_project, t, q).is_file()
+               for t in DECISION for q in ("team-a", LENDING))
