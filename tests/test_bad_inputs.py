@@ -23,10 +23,11 @@ from pathlib import Path
 import pytest
 from helpers import finish
 
+from fairness_tests.benchmarks.bbq.config import BBQScoreConfig
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import FairnessTestsError
 from fairness_tests.pipeline.audit import run_audit
-from fairness_tests.pipeline.config import AuditConfig, BBQScoreConfig, GateConfig
+from fairness_tests.pipeline.config import AuditConfig, GateConfig
 from fairness_tests.pipeline.configure import audit_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -270,7 +271,10 @@ CLI_ROWS = [
     R("gen-seeds-one-bad", f"{AUD} --benchmarks generative --gen-seeds 1 6", 2,
       "--gen-seeds", "6", "not in the protocol"),
     R("gen-seeds-no-generative", f"{AUD} --benchmarks bbq --gen-seeds 1", 2, "--gen-seeds",
-      "applies to generative, which this run does not ask (benchmarks: bbq)"),
+      "applies to generative and probe, which this run does not ask (benchmarks: bbq)"),
+    R("bbq-option-no-bbq", f"{AUD} --benchmarks generative --bbq-filter none", 2,
+      "--bbq-filter", "applies to bbq and consistency, which this run does not ask "
+      "(benchmarks: generative)"),
     R("gen-limit-0", f"{AUD} --gen-limit 0", 2, "--gen-limit", ">= 1"),
     R("gen-max-new-tokens-0", f"{AUD} --gen-max-new-tokens 0", 2, "--gen-max-new-tokens",
       ">= 1"),
@@ -524,7 +528,7 @@ CLI_ROWS = [
     R("data-fetch-benchmark-no-source", "data fetch --benchmark probe --dest {d}/wbf", 2,
       "--benchmark", "must be one of", "winogender"),
     R("data-fetch-benchmark-categories", "data fetch --benchmark winobias --categories Age "
-      "--dest {d}/wbf", 2, "--categories", "BBQ's", "drop --categories"),
+      "--dest {d}/wbf", 2, "--categories", "an option of bbq's fetch", "drop it"),
     R("data-fetch-benchmark-from", "data fetch --benchmark winogender --from {d}/nowhere "
       "--dest {d}/wgf", 2, "nowhere", "--from", "no such directory"),
     R("data-fetch-benchmark-offline", "data fetch --benchmark winogender --base-url "

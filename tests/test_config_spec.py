@@ -23,7 +23,12 @@ from fairness_tests.core.registry import BENCHMARK_NAMES
 from fairness_tests.pipeline.benchmark import benchmarks
 from fairness_tests.pipeline.config import COMMANDS, AuditConfig, PluginOptions
 from fairness_tests.pipeline.config_tools import TOOLS
-from fairness_tests.pipeline.configure import command_config
+from fairness_tests.pipeline.configure import (
+    audit_config,
+    benchmark_configs,
+    command_config,
+    project_layers,
+)
 
 
 def _commands() -> dict[type, list[str]]:
@@ -94,13 +99,24 @@ def test_every_command_class_is_a_subcommand():
 
 def test_a_benchmark_commands_project_keys_are_known():
     """The ``[tool.fairness_tests]`` keys are checked against the options of
-    :data:`COMMANDS` and ``TOOLS``: a benchmark's own command may read only keys those
-    know (its own options are command-line only), else a project's key for it would be
-    refused as unknown."""
-    known = {n for cls in (*COMMANDS, *TOOLS) for n, s in specs(cls).items() if s.option.toml}
-    for cls in BENCHMARK_CLASSES:
-        own = {n for n, s in specs(cls).items() if s.option.toml}
-        assert own <= known, (cls.__name__, own - known)
+    :data:`COMMANDS`, ``TOOLS`` and the benchmarks' own commands' (``Benchmark.configs``):
+    every configuration class on a benchmark's command line is declared there, else a
+    project's key for it would be refused as unknown."""
+    assert set(BENCHMARK_CLASSES) <= set(benchmark_configs()), \
+        set(BENCHMARK_CLASSES) - set(benchmark_configs())
+
+
+def test_a_project_key_only_a_benchmark_command_reads_is_accepted(tmp_path, monkeypatch):
+    """``require_official`` is an option of ``bbq filter`` only (no shared command has
+    it): a project that sets it is a valid project; a misspelt key is still refused."""
+    (tmp_path / "thresholds").mkdir()
+    (tmp_path / "pyproject.toml").write_text("[tool.fairness_tests]\nrequire_official = true\n")
+    monkeypatch.chdir(tmp_path)
+    assert "require_official" not in {n for c in (*COMMANDS, *TOOLS) for n in specs(c)}
+    assert project_layers(AuditConfig) != []
+    (tmp_path / "pyproject.toml").write_text("[tool.fairness_tests]\nrequire_oficial = true\n")
+    with pytest.raises(ConfigError, match="require_oficial"):
+        project_layers(AuditConfig)
 
 
 @pytest.mark.parametrize("cls,name,bad", CASES,
@@ -182,9 +198,9 @@ def test_every_problem_of_a_command_line_in_one_line(capsys):
                  "--benchmarks", "bbq", "vibes", "--temperature", "nan"]) == 2
     err = capsys.readouterr().err
     assert err == (f"fairness-tests: error: --benchmarks: must be one of "
-                   f"{', '.join(BENCHMARK_NAMES)}, got 'vibes'; --temperature: must be a "
-                   "finite number, got 'nan'; --repeats: must be >= 1, got 0; --workers: "
-                   "must be >= 1, got 0; --n-boot: must be >= 100, got -5\n")
+                   f"{', '.join(BENCHMARK_NAMES)}, got 'vibes'; --workers: must be >= 1, got "
+                   "0; --n-boot: must be >= 100, got -5; --temperature: must be a finite "
+                   "number, got 'nan'; --repeats: must be >= 1, got 0\n")
 
 
 def test_cross_field_rules_name_the_option_as_given(capsys):
@@ -219,3 +235,30 @@ def test_a_list_of_fixed_words_takes_commas_or_spaces(given):
     assert command_config(AuditConfig, args).benchmarks == ("crows_pairs", "winobias")
     with pytest.raises(ConfigError, match="got 'winobiass'"):
         AuditConfig(benchmarks=("crows_pairs,winobiass",))
+
+
+def test_a_benchmarks_own_option_in_a_default_layer_is_for_the_runs_that_ask_it(
+        tmp_path, monkeypatch):
+    """The project's table (and a model's recording settings) set a benchmark's own
+    options for the runs that ask it; a run that asks other benchmarks builds without
+    them. Given on the command line (or the Python API), the same option is an error."""
+    (tmp_path / "thresholds").mkdir()
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.fairness_tests]\ngen_max_new_tokens = 32\nbbq_filter = \"none\"\n")
+    monkeypatch.chdir(tmp_path)
+    bbq_only = audit_config(benchmarks=("bbq",))
+    assert (bbq_only.bbq_filter, bbq_only.gen_max_new_tokens) == ("none", None)
+    gen_only = audit_config(benchmarks=("generative",))
+    assert (gen_only.bbq_filter, gen_only.gen_max_new_tokens) == ("intersectional", 32)
+    both = audit_config(benchmarks=("bbq", "generative"))
+    assert (both.bbq_filter, both.gen_max_new_tokens) == ("none", 32)
+    with pytest.raises(OptionErrors, match="gen_max_new_tokens=: applies to generative and "
+                                           "probe, which this run does not ask"):
+        audit_config(benchmarks=("bbq",), gen_max_new_tokens=32)
+
+
+def test_the_probe_takes_the_generative_protocols_reductions():
+    """The probe reads ``--gen-seeds``, ``--gen-max-new-tokens`` and ``--gen-limit``:
+    a probe-only run takes them (it was refused as "applies to generative")."""
+    c = AuditConfig(benchmarks=("probe",), gen_seeds=(1,), gen_limit=4, gen_max_new_tokens=8)
+    assert (c.gen_seeds, c.gen_limit, c.gen_max_new_tokens) == ((1,), 4, 8)

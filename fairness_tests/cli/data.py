@@ -35,7 +35,7 @@ def _say(line: str) -> None:
 def cmd_fetch(c: DataFetchConfig) -> int:
     """The fetch asked; prints the JSON summary (dest, each file's sha256, how it got
     there and its release status) and, on stderr, one line a file."""
-    name = c.benchmark or FETCHABLE[0]          # the default: the first fetchable one
+    name = c.fetched()
     own = own_fetch(name)
     if own is not None:
         return own(c)

@@ -166,7 +166,13 @@ class Benchmark(ABC):
     it is an error); ``option_group``: ``"module:Class"`` of its own audit options, a
     frozen keyword-only :class:`~fairness_tests.core.options.Checked` dataclass in a light
     module, which the audit's configuration inherits (command line, pytest, project
-    table: generated as for every option; its fields count among its ``options``);
+    table: generated as for every option; its fields count among its ``options``;
+    benchmarks that read the same options declare the same group); ``configs``:
+    ``"module:Class"`` of its own commands' configuration classes (a
+    ``[tool.fairness_tests]`` key is checked against theirs too); ``fetch_options``:
+    ``"module:Class"`` of its own ``data fetch`` options, a group as ``option_group``
+    that the fetch's configuration inherits (it fetches with its ``commands`` module's
+    ``fetch(config)``; the options are an error for another benchmark's fetch);
     ``protocol_cells``: ``"module:NAME"`` of its
     :class:`~fairness_tests.rules.protocol.ProtocolCells`, the table of its metrics per
     protocol cell whose verdicts the rule engine compares (protocol sensitivity); None:
@@ -193,6 +199,8 @@ class Benchmark(ABC):
     scored: ClassVar[bool] = False
     options: ClassVar[tuple[str, ...]] = ()
     option_group: ClassVar[str | None] = None
+    configs: ClassVar[tuple[str, ...]] = ()
+    fetch_options: ClassVar[str | None] = None
     protocol_cells: ClassVar[str | None] = None
     card_schema: ClassVar[str | None] = None
 

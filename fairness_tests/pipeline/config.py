@@ -8,10 +8,12 @@ keys are generated from these fields, and every value, whichever entry point gav
 converted and checked by the same code (:func:`fairness_tests.core.options.build`).
 
 Groups: :class:`ModelOptions` (what answers and where responses are kept),
-:class:`BBQOptions`, :class:`GenerativeOptions`, :class:`AskingOptions` (API models and
-local inference), :class:`StatsOptions`; :class:`AuditConfig` is all of them (the Python
-API's ``run_audit(AuditConfig(...))``), :class:`AuditCommand` adds the command line's
-outputs, :class:`PluginOptions` the pytest plugin's; the score commands and gate their own.
+:class:`SizeOptions`, :class:`RubricOptions` and the scorers', :class:`AskingOptions` (API
+models and local inference), :class:`StatsOptions`, and every registered benchmark's own
+(``Benchmark.option_group``, in its folder); :class:`AuditConfig` is all of them (the
+Python API's ``run_audit(AuditConfig(...))``), :class:`AuditCommand` adds the command
+line's outputs, :class:`PluginOptions` the pytest plugin's; the gate its own, and a
+benchmark's own commands theirs (``Benchmark.configs``).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
 from fairness_tests.core.errors import ConfigError, suggest
 from fairness_tests.core.options import Checked, opt, specs
@@ -32,16 +34,13 @@ from fairness_tests.models.requests.prompt_format import (
 )
 from fairness_tests.pipeline.config_benchmarks import (
     OPTION_GROUPS,
-    BBQClusterOption,
     BenchmarkClusterOption,
     BenchmarkFileOption,
-    GenClusterOption,
     cluster_problems,
+    group_problems,
     unasked_options,
 )
 from fairness_tests.pipeline.config_scorers import ScorerOptions
-from fairness_tests.protocols.bbq.official import ALL, CATEGORIES
-from fairness_tests.protocols.generative.seeds import protocol_seeds
 
 DEFAULT_MODEL = "embedded:gemma-3-270m"
 #: the models an ``embedded:`` id may name (shipped with the package)
@@ -92,61 +91,14 @@ class ModelOptions(Checked):
 
 
 @dataclass(frozen=True, kw_only=True)
-class BBQCategoriesOption(Checked):
-    categories: tuple[str, ...] | None = opt(
-        None, f"BBQ categories: any of {' '.join(CATEGORIES)}, or {ALL} (default: Race_x_SES "
-        "Race_x_gender; bbq score: the categories its predictions name)",
-        choices=(*CATEGORIES, ALL), metavar="CATEGORY")
-
-
-@dataclass(frozen=True, kw_only=True)
-class BBQDataOptions(BBQCategoriesOption):
-    """Which BBQ items: the data directory, the categories and the item filter."""
-    bbq_dir: str | None = opt(None, "BBQ data directory (default: $FAIRNESS_BBQ_DIR or "
-                              "../shared/bbq; fairness-tests data fetch installs it)",
-                              metavar="DIR", path=True)
-    bbq_filter: Literal["intersectional", "none"] = opt(
-        "intersectional", "item filter of the two intersectional categories: intersectional "
-        "(the two people differ in both attributes) or none; single-attribute categories "
-        "keep every item")
-
-
-@dataclass(frozen=True, kw_only=True)
-class BBQOptions(BBQDataOptions):
-    """How the BBQ audit asks: decoding, repeats, rotations, sample."""
-    temperature: float = opt(1.0, "sampling temperature of BBQ answers", ge=0.0, le=2.0)
-    repeats: int = opt(20, "repeats per consistency item", ge=1, metavar="N")
-    per_cell: int = opt(56, "consistency sample: items per dataset x context x polarity",
-                        ge=1, metavar="N")
-    rotations: Literal["none", "sample", "all"] = opt(
-        "sample", "option rotations for position bias: none, the consistency sample, or "
-        "all items")
-    limit: int | None = opt(None, "smoke run: at most N items per dataset x context x "
-                            "polarity, from the consistency sample first when the run "
-                            "asks it (0: every item)", ge=0, metavar="N")
-    consistency_items: Literal["sample", "all"] = opt(
-        "sample", "consistency over the seeded sample (448 items) or all items")
-    max_tokens: int = opt(16, "new tokens for a BBQ answer (reasoning models need more)",
-                          ge=1, metavar="N")
-
-
-@dataclass(frozen=True, kw_only=True)
-class SuiteOption(Checked):
-    suite: str | None = opt(None, "generative protocol YAML (default: the packaged suite); "
-                            "scored outputs are checked against it", metavar="PATH",
-                            path=True)
-
-
-@dataclass(frozen=True, kw_only=True)
-class GenerativeOptions(SuiteOption):
-    published_grid: str | None = opt(None, "a published grid CSV instead of a suite",
-                                     metavar="CSV", path=True)
-    gen_seeds: tuple[int, ...] | None = opt(None, "only these seeds of the protocol "
-                                            "(a reduction, stated on the card)", ge=1,
-                                            metavar="SEED")
-    gen_max_new_tokens: int | None = opt(None, "cap on new tokens of a generation (a "
-                                         "reduction, stated on the card)", ge=1, metavar="N")
-    gen_limit: int | None = opt(None, "smoke run: at most N grid rows", ge=1, metavar="N")
+class SizeOptions(Checked):
+    """How much a run asks: the smoke run's limit, the tokens of a chosen answer."""
+    limit: int | None = opt(None, "smoke run: at most N items per cell of each benchmark "
+                            "(BBQ: per dataset x context x polarity, from the consistency "
+                            "sample first when the run asks it; 0: every item)", ge=0,
+                            metavar="N")
+    max_tokens: int = opt(16, "new tokens for a multiple-choice answer (reasoning models "
+                          "need more)", ge=1, metavar="N")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,9 +194,8 @@ class ComparisonOptions(Checked):
 
 
 @dataclass(frozen=True, kw_only=True)
-class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions,
-                  ScorerOptions, AskingOptions, BatchOptions, StatsOptions, BBQClusterOption,
-                  GenClusterOption, BenchmarkClusterOption, BenchmarkFileOption,
+class AuditConfig(ModelOptions, SizeOptions, RubricOptions, ScorerOptions, AskingOptions,
+                  BatchOptions, StatsOptions, BenchmarkClusterOption, BenchmarkFileOption,
                   *OPTION_GROUPS):  # type: ignore[misc]  # the groups are known at run time
     """Every choice of an audit. Recorded in the run's metadata and on the card. Besides
     the shared groups it inherits every registered benchmark's own option group
@@ -269,16 +220,9 @@ class AuditConfig(ModelOptions, BBQOptions, GenerativeOptions, RubricOptions,
         yield from ScorerOptions.cross_check(self)
         yield from BenchmarkClusterOption.cross_check(self)
         yield from unasked_options(self)
+        yield from group_problems(self)
         if len(set(self.benchmarks)) != len(self.benchmarks):
             yield "benchmarks", f"a benchmark is named twice: {' '.join(self.benchmarks)}"
-        if self.suite and self.published_grid:
-            yield "published_grid", "give a suite or a published grid, not both"
-        elif self.gen_seeds:
-            known = protocol_seeds(self.suite, self.published_grid)
-            missing = [s for s in self.gen_seeds if known is not None and s not in known]
-            if missing:
-                yield "gen_seeds", (f"seed(s) {', '.join(map(str, missing))} not in the "
-                                    f"protocol; its seeds: {', '.join(map(str, known or ()))}")
         if self.backend_name() != "litellm":
             if self.batch:
                 yield "batch", (f"applies to API models (backend litellm); the "
@@ -407,52 +351,6 @@ class ScoredRunOptions(Checked):
 
 
 @dataclass(frozen=True, kw_only=True)
-class BBQFilterConfig(BBQDataOptions):
-    """``fairness-tests bbq filter``: item counts per dataset, context and polarity."""
-    CLI_FLAGS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "bbq_dir": ("--data", "--bbq-dir"), "bbq_filter": ("--filter", "--bbq-filter"),
-        "bbq_cluster": ("--cluster", "--bbq-cluster")}
-    format: Literal["table", "json"] = opt("table", "output format", pytest=False, toml=False)
-    require_official: bool = opt(False, "fail unless every file's sha256 is the official "
-                                 "release's", pytest=False)
-
-
-@dataclass(frozen=True, kw_only=True)
-class BBQScoreConfig(BBQFilterConfig, StatsOptions, BBQClusterOption, ScoredRunOptions):
-    """``fairness-tests bbq score``: anyone's BBQ predictions, scored and judged."""
-    predictions: str = opt(None, "JSONL, one answer a line (an option index, a letter or "
-                           "the answer text), or lm-evaluation-harness --log_samples output "
-                           "of its bbq task", metavar="FILE", path=True, pytest=False,
-                           toml=False)
-    answer_field: str | None = opt(None, "the field of a line that holds the answer "
-                                   "(default: answer; the BBQ authors' results files: "
-                                   "unifiedqa-t5-11b_pred_race, _arc or _qonly)", metavar="NAME",
-                                   pytest=False, toml=False)
-    conventions: Literal["project", "bbq-authors"] = opt(
-        "project", "scoring conventions: project (every answer and item counts, an unmatched "
-        "answer is wrong) or bbq-authors (the BBQ authors' analysis: unmatched answers and "
-        "items without a target dropped, unknown by the chosen option's tag, name-proxy "
-        "items as separate rows)", pytest=False)
-    concentration: float = opt(1.0, "Dirichlet concentration of smoothed DF", gt=0)
-    min_group_n: int = opt(30, "groups with fewer items get a warning", ge=1, metavar="N")
-
-
-@dataclass(frozen=True, kw_only=True)
-class GenerativeScoreConfig(RubricOptions, ScorerOptions, StatsOptions, GenClusterOption,
-                            ScoredRunOptions, SuiteOption):
-    """``fairness-tests generative score``: anyone's generations, scored and judged."""
-    CLI_FLAGS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "gen_cluster": ("--cluster", "--gen-cluster"), "scorers": ("--scorers", "--scorer")}
-    outputs: str = opt(None, "JSONL, one generation per line (the published raw-output "
-                       "fields)", metavar="FILE", path=True, pytest=False, toml=False)
-    store: str | None = opt(None, "SQLite response store of the judge's answers (default: "
-                            "$FAIRNESS_STORE or .fairness/store.sqlite)", metavar="PATH",
-                            path=True, pytest=False, toml=False, role="inout")
-    format: Literal["json", "table"] = opt("json", "output format", pytest=False,
-                                           toml=False)
-
-
-@dataclass(frozen=True, kw_only=True)
 class GateConfig(StatsOptions, ComparisonOptions):
     """``fairness-tests gate BASELINE_RUN CANDIDATE_RUN``."""
     baseline: str = opt(None, "run directory of the baseline", positional=True,
@@ -472,7 +370,6 @@ class GateConfig(StatsOptions, ComparisonOptions):
         yield from cluster_problems(self.cluster)
 
 
-#: every configuration class of an entry point (the ``[tool.fairness_tests]`` keys are
-#: checked against their options)
-COMMANDS: tuple[type, ...] = (AuditCommand, PluginOptions, BBQFilterConfig, BBQScoreConfig,
-                              GenerativeScoreConfig, GateConfig)
+#: the shared configuration classes of an entry point (the ``[tool.fairness_tests]`` keys
+#: are checked against their options, the tools' and the benchmarks' own commands')
+COMMANDS: tuple[type, ...] = (AuditCommand, PluginOptions, GateConfig)

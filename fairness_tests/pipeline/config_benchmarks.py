@@ -1,7 +1,7 @@
 """The options every benchmark family reads through the configuration spec
 (:mod:`fairness_tests.pipeline.config`): the resampling unit of its tables' intervals
 (``--cluster FAMILY=UNIT``, its ``FamilySpec.clusters``; the gate takes the same), the
-one KoBBQ asks (``--kobbq-prompt N``: which of its authors' five evaluation prompts), and
+registered benchmarks' own option groups (``Benchmark.option_group``), and
 ``--benchmark FILE``: a team's own benchmark in one YAML file, read by the registered
 benchmarks that declare ``reads_benchmark_file``. A run given ``--benchmark FILE`` whose
 benchmarks name none of those (the default benchmarks, or a model's recording settings)
@@ -9,9 +9,9 @@ asks those only; to run one beside others, name them all (``--benchmarks bbq tem
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from fairness_tests.core.options import Checked, opt
 from fairness_tests.core.registry import (
@@ -32,8 +32,8 @@ FILE_BENCHMARKS: tuple[str, ...] = tuple(
 class BenchmarkClusterOption(Checked):
     cluster: tuple[str, ...] | None = opt(
         None, "bootstrap unit of a benchmark family's intervals: FAMILY=UNIT, or UNIT for all "
-        f"families with it ({units_text()}; default: the first; BBQ and the generative audit "
-        "also read --bbq-cluster / --gen-cluster)", metavar="[FAMILY=]UNIT", regen=False)
+        f"families with it ({units_text()}; default: the first; a benchmark's own unit "
+        "option, such as --bbq-cluster, is read too)", metavar="[FAMILY=]UNIT", regen=False)
 
     def cluster_of(self, family: str) -> str:
         """The unit ``family``'s tables resample: ``--cluster``'s, else its first."""
@@ -66,31 +66,63 @@ def own_options(bench: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*bench.options, *fields)))
 
 
+def owners() -> dict[str, list[str]]:
+    """``{option: the benchmarks that read it}`` of every benchmark's own options
+    (:func:`own_options`), in registry order."""
+    out: dict[str, list[str]] = {}
+    for bench in load_all():
+        for name in own_options(bench):
+            out.setdefault(name, []).append(bench.name)
+    return out
+
+
 def unasked_options(config: object) -> Iterable[tuple[str, str]]:
     """``(option, why)`` for each option given (not at its default) that only benchmarks
     this run does not ask read (:func:`own_options`)."""
-    owners: dict[str, list[str]] = {}
-    for bench in load_all():
-        for name in own_options(bench):
-            owners.setdefault(name, []).append(bench.name)
     asked = set(getattr(config, "benchmarks", ()))
     defaults = {f.name: f.default for f in dataclasses.fields(config)}  # type: ignore[arg-type]
-    for name, names in owners.items():
+    for name, names in owners().items():
         if getattr(config, name) != defaults.get(name) and not asked & set(names):
             yield name, (f"applies to {' and '.join(names)}, which this run does not ask "
                          f"(benchmarks: {' '.join(sorted(asked, key=BENCHMARK_NAMES.index))})")
 
 
-@dataclass(frozen=True, kw_only=True)
-class BBQClusterOption(Checked):
-    bbq_cluster: Literal["template", "item"] = opt(
-        "template", "BBQ bootstrap unit: whole templates or single items")
+def group_problems(config: object) -> Iterable[tuple[str, str]]:
+    """The cross-field rules of every registered option group (its own ``cross_check``,
+    where it declares one), checked on the audit configuration that inherits them."""
+    checks = dict.fromkeys(vars(cls)["cross_check"] for group in OPTION_GROUPS
+                           for cls in group.__mro__
+                           if "cross_check" in vars(cls) and cls is not Checked)
+    for check in checks:
+        yield from check(config)
 
 
-@dataclass(frozen=True, kw_only=True)
-class GenClusterOption(Checked):
-    gen_cluster: Literal["prompt", "row"] = opt(
-        "prompt", "generative bootstrap unit: whole prompts or single generations")
+def asked_by(layers: Sequence[Mapping[str, Any]]) -> tuple[str, ...] | None:
+    """The benchmarks a run built from ``layers`` (values, lowest precedence first) asks:
+    the last ``benchmarks`` given, or those that read ``--benchmark FILE`` where a file
+    is given and the benchmarks name none of them; None: no layer says."""
+    names: tuple[str, ...] | None = None
+    file = False
+    for values in layers:
+        given = values.get("benchmarks")
+        if given:
+            words = [given] if isinstance(given, str) else [str(w) for w in given]
+            names = tuple(n for w in words for n in w.replace(",", " ").split())
+        file = file or bool(values.get("benchmark_file"))
+    if file and FILE_BENCHMARKS and not set(FILE_BENCHMARKS) & set(names or ()):
+        return FILE_BENCHMARKS
+    return names
+
+
+def for_benchmarks(values: Mapping[str, Any], asked: Iterable[str]) -> dict[str, Any]:
+    """``values`` of a layer of defaults (a model's recording settings, the project's
+    table) without the options that only benchmarks outside ``asked`` read: such a layer
+    sets them for the runs that ask those benchmarks and says nothing to the others (a
+    value given on the command line or by the Python API is still an error there:
+    :func:`unasked_options`)."""
+    own = owners()
+    names = set(asked)
+    return {k: v for k, v in values.items() if k not in own or names & set(own[k])}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,7 @@
-"""The configuration spec of the smaller tools: grids, the probe, scorer sensitivity.
-(The audit, the score commands, the gate and the plugin are in
-:mod:`fairness_tests.pipeline.config`; the same machinery builds both.)"""
+"""The configuration spec of the smaller tools: cards, compare, init, the store, the
+model cache, data fetch. (The audit, the gate and the plugin are in
+:mod:`fairness_tests.pipeline.config`, a benchmark's own commands in its folder; the same
+machinery builds them all.)"""
 from __future__ import annotations
 
 import os
@@ -16,61 +17,8 @@ from fairness_tests.pipeline.config import (
     ComparisonOptions,
     ResampleOptions,
     StatsOptions,
-    SuiteOption,
 )
 from fairness_tests.pipeline.config_data import DataFetchConfig
-
-
-@dataclass(frozen=True, kw_only=True)
-class SensitivityConfig(StatsOptions, SuiteOption):
-    """``fairness-tests generative sensitivity``: the same outputs under two rubrics."""
-    outputs: str = opt(None, "JSONL, one generation per line", metavar="FILE", path=True,
-                       pytest=False, toml=False)
-    model: str | None = opt(None, "apply this model's threshold overrides", metavar="MODEL",
-                            pytest=False, toml=False)
-    rubrics: tuple[str, ...] = opt(("published", "strict"), "the two rubrics compared",
-                                   metavar="RUBRIC", pytest=False)
-    format: Literal["json", "table"] = opt("json", "output format", pytest=False, toml=False)
-
-    def cross_check(self):
-        if len(self.rubrics) != 2:
-            yield "rubrics", f"give two rubrics, got {len(self.rubrics)}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class GridConfig(Checked):
-    """``fairness-tests generative grid``: a protocol (or a published grid) expanded."""
-    protocol: str | None = opt(None, "protocol YAML (default: the packaged suite)",
-                               metavar="PATH", path=True, pytest=False, toml=False)
-    published: str | None = opt(None, "a published-format grid CSV", metavar="CSV",
-                                path=True, pytest=False, toml=False)
-    format: Literal["csv", "json"] = opt("csv", "output format", pytest=False, toml=False)
-    hash: bool = opt(False, "print only the suite hash and row count", pytest=False,
-                     toml=False)
-
-    def cross_check(self):
-        if self.protocol and self.published:
-            yield "published", "give a protocol or a published grid, not both"
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProbeGridConfig(Checked):
-    """``fairness-tests generative probe-grid``: the counterfactual probe's requests."""
-    probe: str | None = opt(None, "probe JSON (default: the packaged probe)", metavar="PATH",
-                            path=True, pytest=False, toml=False)
-    format: Literal["csv", "json"] = opt("csv", "output format", pytest=False, toml=False)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProbeScoreConfig(Checked):
-    """``fairness-tests generative probe-score``: verdicts, shares and consistency."""
-    outputs: str = opt(None, "JSONL with name_order, paraphrase_id, context, decoding, "
-                       "seed, output_text, status", metavar="FILE", path=True, pytest=False,
-                       toml=False)
-    probe: str | None = opt(None, "probe JSON (default: the packaged probe)", metavar="PATH",
-                            path=True, pytest=False, toml=False)
-    format: Literal["json", "table"] = opt("json", "output format", pytest=False, toml=False)
-
 
 # ----------------------------------------------------------------------------- cards
 
@@ -252,8 +200,7 @@ class ModelPrepareConfig(Checked):
     force: bool = opt(False, "convert again even if cached", pytest=False, toml=False)
 
 
-TOOLS: tuple[type, ...] = (SensitivityConfig, GridConfig, ProbeGridConfig, ProbeScoreConfig,
-                           CardConfig, CardValidateConfig, CardRenderConfig, CardDiffConfig,
+TOOLS: tuple[type, ...] = (CardConfig, CardValidateConfig, CardRenderConfig, CardDiffConfig,
                            CompareConfig, InitConfig, StoreStatsConfig, StoreExportConfig,
                            StoreImportConfig, StorePruneConfig, StoreMergeConfig,
                            StoreCapabilitiesConfig,

@@ -22,7 +22,14 @@ from fairness_tests.core.option_sources import (
 from fairness_tests.core.options import Layer, build, python_spelling, specs
 from fairness_tests.core.paths import display_path
 from fairness_tests.core.project import DEFAULT_LOCATIONS, TABLE, find_project
-from fairness_tests.pipeline.config import COMMANDS, DEFAULT_MODEL, AuditConfig
+from fairness_tests.core.registry import load, load_all
+from fairness_tests.pipeline.config import (
+    COMMANDS,
+    DEFAULT_BENCHMARKS,
+    DEFAULT_MODEL,
+    AuditConfig,
+)
+from fairness_tests.pipeline.config_benchmarks import asked_by, for_benchmarks
 from fairness_tests.pipeline.config_tools import TOOLS
 from fairness_tests.pipeline.recordings import recording_for
 from fairness_tests.run.metadata import OptionValue
@@ -35,7 +42,8 @@ def project_layers(cls: type) -> list[Layer]:
     if not project.options:
         return []
     source = f"{project.pyproject} [tool.{TABLE}]"
-    check_toml_keys(project.options, (*COMMANDS, *TOOLS), DEFAULT_LOCATIONS, source)
+    check_toml_keys(project.options, (*COMMANDS, *TOOLS, *benchmark_configs()),
+                    DEFAULT_LOCATIONS, source)
     return [toml_layer(cls, project.options, source)]
 
 
@@ -50,18 +58,31 @@ def _model(layers: Sequence[Layer]) -> str:
     return model
 
 
+def benchmark_configs() -> list[type]:
+    """The configuration classes of the registered benchmarks' own commands
+    (``Benchmark.configs``)."""
+    return [load(spec) for b in load_all() for spec in b.configs]
+
+
 def audit_config(*layers: Layer, cls: type = AuditConfig, **values: Any) -> Any:
     """The audit configuration of ``layers`` (entry-point values, lowest precedence
     first) and ``values`` (Python API), over the project's table and the settings the
-    model's recordings were made with."""
-    given = [*project_layers(cls), *layers, Layer(values, python_spelling)]
-    rec = recording_for(_model(given))
+    model's recordings were made with. The two layers of defaults (the settings, the
+    project's table) set a benchmark's own options only for a run that asks it
+    (:func:`~.config_benchmarks.for_benchmarks`)."""
+    project = project_layers(cls)
+    given = [*layers, Layer(values, python_spelling)]
+    rec = recording_for(_model([*project, *given]))
     base = []
     if rec is not None and rec.settings:
         where = f"{display_path(rec.manifest) if rec.manifest else 'manifest'} (settings " \
                 f"of {rec.model})"
         base = [Layer(rec.settings, lambda n: f"{where} {n}")]
-    return build(cls, [*base, *given])
+    asked = asked_by([layer.values for layer in (*base, *project, *given)]) or \
+        DEFAULT_BENCHMARKS
+    defaults = [Layer(for_benchmarks(layer.values, asked), layer.spell)
+                for layer in (*base, *project)]
+    return build(cls, [*defaults, *given])
 
 
 def command_config(cls: type, args: argparse.Namespace, **fixed: Any) -> Any:

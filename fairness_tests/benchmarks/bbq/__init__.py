@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from fairness_tests.benchmarks.bbq.options import bbq_options
 from fairness_tests.benchmarks.bbq.schema import COLUMN_VALUES, TABLES
 from fairness_tests.metrics.schema import register_table
 from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
@@ -26,6 +27,8 @@ FAMILY = FamilySpec(name="bbq", impl="fairness_tests.benchmarks.bbq.family:BBQFa
                     clusters=("template", "item"),
                     units=(("template", "BBQ templates (dataset, question_index)"),
                            ("item", "BBQ items")))
+#: the audit options BBQ and the consistency benchmark read
+OPTIONS = "fairness_tests.benchmarks.bbq.options:BBQOptions"
 
 
 class BBQ(Benchmark):
@@ -41,10 +44,14 @@ class BBQ(Benchmark):
                    "was not run"),)
 
     commands = "fairness_tests.benchmarks.bbq.cli"
+    option_group = OPTIONS
+    configs = ("fairness_tests.benchmarks.bbq.config:BBQFilterConfig",
+               "fairness_tests.benchmarks.bbq.config:BBQScoreConfig")
+    fetch_options = "fairness_tests.benchmarks.bbq.options:BBQCategoriesOption"
     card_schema = "card_schema.yaml"      # its family's record on the card
 
     def requests(self, family: BBQFamily) -> list[Request]:
-        rotations = family.config.rotations
+        rotations = bbq_options(family.config).rotations
         out = family.ask(family.items, (0, 1, 2) if rotations == "all" else (0,), 1)
         if rotations == "sample":
             out += family.ask(family.sample, (1, 2), 1)
@@ -61,8 +68,9 @@ class Consistency(Benchmark):
     drift_tables = ("consistency",)
     shown = (Shown("consistency", tables, "the run has no consistency tables: no item was "
                    "asked repeatedly"),)
+    option_group = OPTIONS
 
     def requests(self, family: BBQFamily) -> list[Request]:
-        c = family.config
+        c = bbq_options(family.config)
         items = family.items if c.consistency_items == "all" else family.sample
         return family.ask(items, (0,), c.repeats)

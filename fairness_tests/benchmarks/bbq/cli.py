@@ -7,6 +7,7 @@ import os
 import shlex
 import sys
 
+from fairness_tests.benchmarks.bbq.config import BBQFilterConfig, BBQScoreConfig
 from fairness_tests.benchmarks.bbq.score import answers_lines, score_report
 from fairness_tests.benchmarks.bbq.tables import bbq_records, bbq_tables
 from fairness_tests.cli import scored
@@ -14,7 +15,6 @@ from fairness_tests.cli.command import add_command
 from fairness_tests.core.fmt import shown, text_table
 from fairness_tests.core.paths import display_path
 from fairness_tests.pipeline.bbq_info import bbq_info
-from fairness_tests.pipeline.config import BBQFilterConfig, BBQScoreConfig
 from fairness_tests.pipeline.config_data import DataFetchConfig
 from fairness_tests.pipeline.configure import command_line, recorded_config
 from fairness_tests.pipeline.scored import scored_run

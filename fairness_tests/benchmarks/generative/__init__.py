@@ -32,8 +32,11 @@ class Generative(Benchmark):
                ("row", "generative rows")))
     default = True
     scored = True
-    options = ("gen_seeds",)
+    option_group = "fairness_tests.benchmarks.generative.options:GenerativeOptions"
     commands = "fairness_tests.benchmarks.generative.cli"
+    configs = tuple(f"fairness_tests.benchmarks.generative.config:{name}" for name in (
+        "GenerativeScoreConfig", "SensitivityConfig", "GridConfig", "ProbeGridConfig",
+        "ProbeScoreConfig"))
     protocol_cells = "fairness_tests.benchmarks.generative.cells:CELLS"
     card_schema = "card_schema.yaml"
     marker = "generative audit properties"

@@ -18,6 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fairness_tests.benchmarks.generative.config import (
+    GenerativeScoreConfig,
+    GridConfig,
+    ProbeGridConfig,
+    ProbeScoreConfig,
+    SensitivityConfig,
+)
 from fairness_tests.benchmarks.generative.metrics import METRICS
 from fairness_tests.benchmarks.generative.report import _records, score_report, sensitivity_report
 from fairness_tests.benchmarks.generative.scorers import ScoredGenerations, score_generations
@@ -28,13 +35,6 @@ from fairness_tests.core.exits import ExitCode, worst
 from fairness_tests.core.fmt import shown, text_table
 from fairness_tests.core.paths import default_store_path, display_path
 from fairness_tests.models.store.store import ResponseStore
-from fairness_tests.pipeline.config import GenerativeScoreConfig
-from fairness_tests.pipeline.config_tools import (
-    GridConfig,
-    ProbeGridConfig,
-    ProbeScoreConfig,
-    SensitivityConfig,
-)
 from fairness_tests.pipeline.configure import command_line, recorded_config
 from fairness_tests.pipeline.generative_info import generative_info
 from fairness_tests.pipeline.scored import scored_run

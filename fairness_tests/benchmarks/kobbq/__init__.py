@@ -59,6 +59,8 @@ class KoBBQ(Benchmark):
     source: ClassVar[str | None] = "fairness_tests.benchmarks.kobbq.data:SOURCE"
     commands: ClassVar[str | None] = "fairness_tests.benchmarks.kobbq.cli"
     option_group: ClassVar[str | None] = "fairness_tests.benchmarks.kobbq.options:KoBBQOptions"
+    configs: ClassVar[tuple[str, ...]] = (
+        "fairness_tests.benchmarks.kobbq.config:KoBBQScoreConfig",)
     card_schema: ClassVar[str | None] = "card_schema.yaml"
 
     def requests(self, family: KoBBQFamily) -> list[Request]:

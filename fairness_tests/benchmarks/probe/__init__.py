@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from fairness_tests.benchmarks.generative.options import REDUCTIONS
 from fairness_tests.metrics.schema import Table, register_table
 from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
 from fairness_tests.run.metadata import CounterfactualInfo, register_info
@@ -32,6 +33,7 @@ class Probe(Benchmark):
     tables = (TABLE,)                     # one of the two protocols of the mission
     shown = (Shown("counterfactual", tables, "the counterfactual probe was not run"),)
     card_schema = "card_schema.yaml"
+    options = REDUCTIONS                  # the generative protocol's reductions
 
     def requests(self, family: ProbeFamily) -> list[Request]:
         return family.requests()
