@@ -17,9 +17,9 @@ import time
 import numpy as np
 import pandas as pd
 
+from fairness_tests.benchmarks.bbq.data import bbq_dir, load_bbq
+from fairness_tests.benchmarks.bbq.filter import filter_items
 from fairness_tests.benchmarks.bbq.tables import bbq_tables
-from fairness_tests.protocols.bbq.data import bbq_dir, load_bbq
-from fairness_tests.protocols.bbq.filter import filter_items
 from fairness_tests.stats import bootstrap as stats
 from fairness_tests.stats import permutation
 

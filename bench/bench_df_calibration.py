@@ -48,17 +48,17 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fairness_tests.benchmarks.bbq.data import (
+    bbq_dir,  # noqa: E402
+    load_bbq,  # noqa: E402
+)
+from fairness_tests.benchmarks.bbq.filter import filter_items  # noqa: E402
 from fairness_tests.benchmarks.bbq.metrics import bbq_metrics  # noqa: E402
 from fairness_tests.metrics.sum_stats import (  # noqa: E402
     empirical_bayes_differential_fairness,
     smoothed_differential_fairness,
     subgroup_fairness,
 )
-from fairness_tests.protocols.bbq.data import (
-    bbq_dir,  # noqa: E402
-    load_bbq,  # noqa: E402
-)
-from fairness_tests.protocols.bbq.filter import filter_items  # noqa: E402
 from fairness_tests.rules.evaluate import evaluate  # noqa: E402
 from fairness_tests.rules.thresholds import load_rules  # noqa: E402
 

@@ -13,8 +13,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from fairness_tests.benchmarks.generative.suite import load_suite  # noqa: E402
 from fairness_tests.benchmarks.generative.tables import generative_tables  # noqa: E402
-from fairness_tests.protocols.generative.suite import load_suite  # noqa: E402
 from fairness_tests.scoring.lexical import score  # noqa: E402
 
 TEXTS = ["She is a traditional leader with strong background.",

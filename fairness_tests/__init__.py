@@ -1,6 +1,6 @@
 """fairness_tests: a pytest-based fairness regression suite for LLMs.
 
-Data flows one way: protocols (what is asked) -> models (backends + response store) ->
+Data flows one way: benchmarks (what is asked) -> models (backends + response store) ->
 records -> metrics (pure functions over tables) -> rules (thresholds as data) -> tests,
 snapshots, gate, cards. docs/ARCHITECTURE.md draws the layers.
 """

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
+from fairness_tests.benchmarks.bbq.data import bbq_dir, load_bbq
+from fairness_tests.benchmarks.bbq.filter import filter_items
 from fairness_tests.benchmarks.bbq.tables import bbq_records, bbq_tables
 from fairness_tests.cli.main import main
 from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.configure import audit_config
-from fairness_tests.protocols.bbq.data import bbq_dir, load_bbq
-from fairness_tests.protocols.bbq.filter import filter_items
 from fairness_tests.run.result import RunResult
 
 BASE = "embedded:gemma-3-270m"

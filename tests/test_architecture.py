@@ -14,8 +14,8 @@ import pytest
 import fairness_tests
 
 PKG = Path(fairness_tests.__file__).parent
-LAYERS = ["core", "stats", "models", "protocols", "scoring", "metrics", "rules", "run",
-          "pipeline", "benchmarks", "report", "card", "compare", "explore", "plugin", "cli"]
+LAYERS = ["core", "stats", "models", "scoring", "metrics", "rules", "run", "pipeline",
+          "benchmarks", "report", "card", "compare", "explore", "plugin", "cli"]
 #: modules of the package root (besides the layer packages)
 ROOT = {"__init__", "__main__"}
 #: the package's own tests (package data of the fairness suite) sit above every layer

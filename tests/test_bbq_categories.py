@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairness_tests.benchmarks.bbq import authors
+from fairness_tests.benchmarks.bbq.data import load_bbq
+from fairness_tests.benchmarks.bbq.filter import filter_items
+from fairness_tests.benchmarks.bbq.official import CATEGORIES, resolve_categories
 from fairness_tests.core.errors import ConfigError, DataError
-from fairness_tests.protocols.bbq import authors
-from fairness_tests.protocols.bbq.data import load_bbq
-from fairness_tests.protocols.bbq.filter import filter_items
-from fairness_tests.protocols.bbq.official import CATEGORIES, resolve_categories
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 OFFICIAL_DIR = SHARED / "bbq_official"

@@ -9,10 +9,10 @@ import sys
 import pytest
 from helpers import RAN
 
+from fairness_tests.benchmarks.bbq.data import bbq_dir, derived_target_note, load_bbq
+from fairness_tests.benchmarks.bbq.filter import filter_items
 from fairness_tests.cli.main import main
 from fairness_tests.plugin.session import made_lines
-from fairness_tests.protocols.bbq.data import bbq_dir, derived_target_note, load_bbq
-from fairness_tests.protocols.bbq.filter import filter_items
 
 SHARED = bbq_dir()
 pytestmark = pytest.mark.skipif(not (SHARED / "Race_x_SES.jsonl").exists(),

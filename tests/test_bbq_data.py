@@ -9,15 +9,15 @@ import bbq_authors_reference as R
 import pandas as pd
 import pytest
 
-from fairness_tests.core.errors import DataError
-from fairness_tests.protocols.bbq.data import OFFICIAL_SHA256, bbq_dir, load_bbq, load_filtered
-from fairness_tests.protocols.bbq.filter import (
+from fairness_tests.benchmarks.bbq.data import OFFICIAL_SHA256, bbq_dir, load_bbq, load_filtered
+from fairness_tests.benchmarks.bbq.filter import (
     filter_counts,
     filter_items,
     parse_tags,
     ses_occupations,
 )
-from fairness_tests.protocols.bbq.sample import consistency_sample, sample_record
+from fairness_tests.benchmarks.bbq.sample import consistency_sample, sample_record
+from fairness_tests.core.errors import DataError
 
 SHARED = bbq_dir()
 pytestmark = pytest.mark.skipif(not (SHARED / "Race_x_SES.jsonl").exists(),

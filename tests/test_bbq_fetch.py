@@ -16,17 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from fairness_tests.cli.main import main
-from fairness_tests.core.errors import DataError
-from fairness_tests.protocols.bbq.data import load_bbq
-from fairness_tests.protocols.bbq.fetch import fetch
-from fairness_tests.protocols.bbq.official import (
+from fairness_tests.benchmarks.bbq.data import load_bbq
+from fairness_tests.benchmarks.bbq.fetch import fetch
+from fairness_tests.benchmarks.bbq.official import (
     NOT_OFFICIAL,
     OFFICIAL,
     OFFICIAL_RELEASE,
     digests,
     release_status,
 )
+from fairness_tests.cli.main import main
+from fairness_tests.core.errors import DataError
 
 OFFICIAL_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "bbq_official"
 SIX = ("Age", "Disability_status", "Nationality", "Physical_appearance", "Religion",

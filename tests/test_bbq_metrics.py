@@ -10,7 +10,9 @@ import pytest
 from helpers import rule
 
 from fairness_tests.benchmarks.bbq.consistency import consistency_metrics, per_item
+from fairness_tests.benchmarks.bbq.data import bbq_dir, load_filtered
 from fairness_tests.benchmarks.bbq.metrics import bbq_metrics, group_table, position_bias
+from fairness_tests.benchmarks.bbq.prompt import build_requests, predictions_table
 from fairness_tests.benchmarks.bbq.tables import bbq_tables
 from fairness_tests.core.fmt import json_value
 from fairness_tests.metrics.sum_stats import (
@@ -21,8 +23,6 @@ from fairness_tests.metrics.sum_stats import (
     subgroup_fairness,
 )
 from fairness_tests.models.requests.request import Response
-from fairness_tests.protocols.bbq.data import bbq_dir, load_filtered
-from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table
 from fairness_tests.rules.evaluate import evaluate
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.stats.bootstrap import cluster_level, multiplicities

@@ -16,12 +16,12 @@ import bbq_authors_reference as R
 import numpy as np
 import pytest
 
+from fairness_tests.benchmarks.bbq.answers import resolve
+from fairness_tests.benchmarks.bbq.authors import match_text, text_candidates
+from fairness_tests.benchmarks.bbq.data import load_bbq
+from fairness_tests.benchmarks.bbq.predictions import read_predictions
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import DataError
-from fairness_tests.protocols.bbq.answers import resolve
-from fairness_tests.protocols.bbq.authors import match_text, text_candidates
-from fairness_tests.protocols.bbq.data import load_bbq
-from fairness_tests.protocols.bbq.predictions import read_predictions
 
 OFFICIAL_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "bbq_official"
 LMEVAL = Path(__file__).resolve().parent / "data" / "lmeval_bbq" / "samples_bbq_local.jsonl.gz"

@@ -6,14 +6,14 @@ import math
 import pandas as pd
 import pytest
 
-from fairness_tests.models.requests.request import Decoding, Response
-from fairness_tests.protocols.bbq.prompt import (
+from fairness_tests.benchmarks.bbq.prompt import (
     build_requests,
     option_order,
     parse_answer,
     predictions_table,
     prompt_text,
 )
+from fairness_tests.models.requests.request import Decoding, Response
 
 OPTIONS = ["The Hispanic professor", "The Hispanic bartender", "Not enough info"]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fairness_tests.protocols.bbq.data import load_bbq
-from fairness_tests.protocols.bbq.official import NOT_OFFICIAL, UNKNOWN_FILE, release_status
+from fairness_tests.benchmarks.bbq.data import load_bbq
+from fairness_tests.benchmarks.bbq.official import NOT_OFFICIAL, UNKNOWN_FILE, release_status
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

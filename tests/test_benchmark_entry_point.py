@@ -61,7 +61,7 @@ from fairness_tests.plugin.plugin import markers
 light = "pandas" not in sys.modules
 from fairness_tests.card.schema import protocols_run_enum, validate_card
 from fairness_tests.card.sections.protocol import card_lines
-from fairness_tests.compare.models import protocols, protocols_of
+from fairness_tests.compare.models import compared_names, families_of
 from fairness_tests.pipeline.gate_pairs import gated, shared_protocols
 from fairness_tests.pipeline.benchmark import by_family
 from fairness_tests.suite.properties import drift_tables
@@ -90,8 +90,8 @@ print(json.dumps({
     "enum": protocols_run_enum(),
     "schema_ok": protocols_run_errors(["toybench"]),
     "schema_bad": protocols_run_errors(["nonesuch"]),
-    "compare": protocols(),
-    "compare_of": protocols_of(run_with(tables={"toy_table": None})),
+    "compare": compared_names(),
+    "compare_of": families_of(run_with(tables={"toy_table": None})),
     "gated": gated(),
     "gate_shared": shared_protocols(rec, rec, {}),
     "drift": list(drift_tables()),

@@ -20,7 +20,7 @@ from fairness_tests.scoring.lexical import COUNT_METRICS, FLAG_METRICS
 
 PKG = Path(fairness_tests.__file__).parent
 #: the benchmarks' own folders (relative to the package), and the fairness suite
-OWN = ("protocols/bbq/", "protocols/generative/", "benchmarks/", "suite/")
+OWN = ("benchmarks/", "suite/")
 #: metric names shared by every benchmark (not one benchmark's): the generic ones, and
 #: the scorers' output columns (the scoring layer's own vocabulary, read from it: every
 #: benchmark that scores generations shares them, the generative audit and a team's

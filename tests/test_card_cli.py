@@ -15,12 +15,12 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from card_testdata import make_run  # noqa: E402
 
+from fairness_tests.benchmarks.bbq.data import bbq_dir  # noqa: E402
 from fairness_tests.cli.card import register  # noqa: E402
 from fairness_tests.cli.main import main  # noqa: E402
 from fairness_tests.core.io import OUTPUT_MARKER  # noqa: E402
 from fairness_tests.core.option_sources import from_namespace  # noqa: E402
 from fairness_tests.core.paths import DATA_DIR, fairness_cards_dir  # noqa: E402
-from fairness_tests.protocols.bbq.data import bbq_dir  # noqa: E402
 
 EXAMPLE_USER = DATA_DIR / "card_user_example.yaml"
 

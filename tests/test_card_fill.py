@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from card_testdata import BBQ_TEMPLATE, PARAPHRASES, SHA_GENDER, SHA_SES, USER, make_run  # noqa: E402
 from helpers import copy_store  # noqa: E402
 
+from fairness_tests.benchmarks.generative.grid import RAW_OUTPUT_FIELDS  # noqa: E402
 from fairness_tests.card.files import write_cards  # noqa: E402
 from fairness_tests.card.fill import fill_card  # noqa: E402
 from fairness_tests.card.schema import user_fields, validate_card  # noqa: E402
@@ -26,7 +27,6 @@ from fairness_tests.core.paths import DATA_DIR  # noqa: E402
 from fairness_tests.models.info import BackendInfo  # noqa: E402
 from fairness_tests.pipeline.audit import run_audit  # noqa: E402
 from fairness_tests.pipeline.configure import audit_config  # noqa: E402
-from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS  # noqa: E402
 from fairness_tests.run.result import RunResult  # noqa: E402
 
 REQUIRED_USER = sorted(f["path"] for f in user_fields()["fields"] if f.get("required") is True)

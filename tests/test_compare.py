@@ -27,10 +27,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from browser import A11Y_PROBE, CLIPPED_PROBE, Opened, launch, screenshots  # noqa: E402
 
+from fairness_tests.benchmarks.generative.grid import RAW_OUTPUT_FIELDS  # noqa: E402
+from fairness_tests.benchmarks.generative.outputs import write_outputs  # noqa: E402
 from fairness_tests.cli.main import main  # noqa: E402
 from fairness_tests.pipeline.gate import protocol_differences, protocol_unstated  # noqa: E402
-from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS  # noqa: E402
-from fairness_tests.protocols.generative.outputs import write_outputs  # noqa: E402
 from fairness_tests.run.result import RunResult  # noqa: E402
 
 NEUTRAL = "The person plans the work well."

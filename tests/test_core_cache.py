@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from fairness_tests.benchmarks.bbq.data import load_bbq, load_filtered
+from fairness_tests.benchmarks.bbq.filter import filter_items
 from fairness_tests.core import cache as C
-from fairness_tests.protocols.bbq.data import load_bbq, load_filtered
-from fairness_tests.protocols.bbq.filter import filter_items
 
 BBQ = Path(__file__).resolve().parents[1].parent / "shared" / "bbq"
 needs_bbq = pytest.mark.skipif(not (BBQ / "Race_x_SES.jsonl").exists(),

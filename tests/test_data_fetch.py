@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from fairness_tests.benchmarks.bbq.official import BENCHMARK as BBQ_BENCHMARK
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.paths import shared_dir
@@ -28,7 +29,6 @@ from fairness_tests.core.registry import BENCHMARK_NAMES, data_sources, load
 from fairness_tests.core.sources import DataSource
 from fairness_tests.pipeline.config_data import FETCHABLE
 from fairness_tests.pipeline.data_fetch import NOT_OFFICIAL, OFFICIAL, fetch_source
-from fairness_tests.protocols.bbq.official import BENCHMARK as BBQ_BENCHMARK
 
 SOURCES: dict[str, DataSource] = {n: load(t) for n, t in data_sources().items()}
 SHARED = shared_dir() / "benchmarks"

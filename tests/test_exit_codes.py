@@ -26,9 +26,9 @@ import pandas as pd
 import pytest
 from helpers import finish, kill_after, run_cli
 
+from fairness_tests.benchmarks.bbq.data import bbq_dir, load_bbq
 from fairness_tests.cli.main import main
 from fairness_tests.core.exits import ExitCode, worst
-from fairness_tests.protocols.bbq.data import bbq_dir, load_bbq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer, tiktoken_counter  # noqa: E402

@@ -6,6 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairness_tests.benchmarks.bbq.data import bbq_dir, load_bbq
+from fairness_tests.benchmarks.bbq.filter import filter_items
 from fairness_tests.benchmarks.bbq.gate import KEY, bbq_frame, bbq_gate_metrics
 from fairness_tests.benchmarks.generative.gate import generative_gate_metrics
 from fairness_tests.metrics.gate import (
@@ -18,8 +20,6 @@ from fairness_tests.metrics.gate import (
 )
 from fairness_tests.metrics.schema import BBQ_ITEM_COLUMNS as ITEM_COLUMNS
 from fairness_tests.pipeline.gate_report import detectable_statement
-from fairness_tests.protocols.bbq.data import bbq_dir, load_bbq
-from fairness_tests.protocols.bbq.filter import filter_items
 from fairness_tests.stats.significance import cluster_paired_rate_test, mcnemar_p, paired_rate_test
 
 N = 400

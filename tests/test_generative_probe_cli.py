@@ -5,9 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fairness_tests.benchmarks.probe.grid import load_probe, probe_grid, probe_requests
 from fairness_tests.benchmarks.probe.metrics import consistency, verdict_shares
 from fairness_tests.cli.main import main
-from fairness_tests.protocols.generative.probe import load_probe, probe_grid, probe_requests
 from fairness_tests.scoring.verdict import classify, person_labels, person_role
 from fairness_tests.stats.bootstrap import wilson_ci
 

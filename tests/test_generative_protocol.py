@@ -8,17 +8,17 @@ import pandas as pd
 import pytest
 import yaml
 
-from fairness_tests.core.errors import ConfigError, DataError
-from fairness_tests.models.requests.request import Response
-from fairness_tests.protocols.generative.grid import GRID_COLUMNS, RAW_OUTPUT_FIELDS, grid_hash
-from fairness_tests.protocols.generative.outputs import read_outputs, write_outputs
-from fairness_tests.protocols.generative.published import (
+from fairness_tests.benchmarks.generative.grid import GRID_COLUMNS, RAW_OUTPUT_FIELDS, grid_hash
+from fairness_tests.benchmarks.generative.outputs import read_outputs, write_outputs
+from fairness_tests.benchmarks.generative.published import (
     PUBLISHED_SYSTEM_PROMPT,
     load_published_grid,
     published_grid_path,
 )
-from fairness_tests.protocols.generative.requests import grid_requests, records
-from fairness_tests.protocols.generative.suite import DEFAULT_SUITE, load_suite, parse_suite
+from fairness_tests.benchmarks.generative.requests import grid_requests, records
+from fairness_tests.benchmarks.generative.suite import DEFAULT_SUITE, load_suite, parse_suite
+from fairness_tests.core.errors import ConfigError, DataError
+from fairness_tests.models.requests.request import Response
 
 
 @pytest.fixture(scope="module")

@@ -14,11 +14,11 @@ import pytest
 import yaml
 from helpers import finish
 
+from fairness_tests.benchmarks.bbq.data import bbq_dir
 from fairness_tests.cli.init import init_project
 from fairness_tests.cli.main import main
 from fairness_tests.core.paths import data_path
 from fairness_tests.core.project import find_project
-from fairness_tests.protocols.bbq.data import bbq_dir
 from fairness_tests.rules import load_rules
 
 if sys.version_info >= (3, 11):

@@ -16,14 +16,14 @@ import sqlite3
 
 import pytest
 
+from fairness_tests.benchmarks.bbq.data import bbq_dir, read_items
+from fairness_tests.benchmarks.bbq.prompt import build_requests
 from fairness_tests.models.asking.runner import ask
 from fairness_tests.models.backends import embedded as emb
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend
 from fairness_tests.models.backends.transformers_backend import TransformersBackend
 from fairness_tests.models.requests.request import Decoding, Request, chat
 from fairness_tests.models.store.store import ResponseStore
-from fairness_tests.protocols.bbq.data import bbq_dir, read_items
-from fairness_tests.protocols.bbq.prompt import build_requests
 
 pytestmark = pytest.mark.live_server
 

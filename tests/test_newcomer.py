@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from fairness_tests.benchmarks.bbq.data import BBQDataNotFound
 from fairness_tests.cli.main import build_parser, plain_text
 from fairness_tests.plugin.plugin import usage_text
-from fairness_tests.protocols.bbq.data import BBQDataNotFound
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helpers import run_cli  # noqa: E402

@@ -13,7 +13,10 @@ import pandas as pd
 import pytest
 
 import fairness_tests.cli.main as cli
+from fairness_tests.benchmarks.bbq.prompt import build_requests, option_order, parse_answer
 from fairness_tests.benchmarks.bbq.schema import TABLES as BBQ_DECLARED
+from fairness_tests.benchmarks.generative.grid import RAW_OUTPUT_FIELDS
+from fairness_tests.benchmarks.generative.outputs import write_outputs
 from fairness_tests.benchmarks.generative.schema import SCORER_TABLES
 from fairness_tests.benchmarks.generative.schema import TABLES as GENERATIVE_TABLES
 from fairness_tests.cli.audit import config_from_args, exit_code, summary
@@ -26,9 +29,6 @@ from fairness_tests.models.requests.request import Response
 from fairness_tests.pipeline.audit import run_audit
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.configure import audit_config, regen_command
-from fairness_tests.protocols.bbq.prompt import build_requests, option_order, parse_answer
-from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS
-from fairness_tests.protocols.generative.outputs import write_outputs
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.metadata import RunMetadata, Source
 from fairness_tests.run.result import VERDICT_COLUMNS, RunResult

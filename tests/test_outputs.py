@@ -19,11 +19,11 @@ from pathlib import Path
 import pytest
 from helpers import run_cli
 
+from fairness_tests.benchmarks.bbq.data import bbq_dir, load_bbq
 from fairness_tests.cli.main import build_parser
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.io import OUTPUT_MARKER, check_output, foreign_entries, output_dir
 from fairness_tests.core.options import specs
-from fairness_tests.protocols.bbq.data import bbq_dir, load_bbq
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = bbq_dir()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fairness_tests.benchmarks.bbq.prompt import LETTERS
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.asking.runner import ask_counted, stamp_requests
 from fairness_tests.models.backends.cost import TokenCounter
@@ -19,7 +20,6 @@ from fairness_tests.models.requests import prompt_format as PF
 from fairness_tests.models.requests.prompt_format import Message
 from fairness_tests.models.requests.request import Decoding, Request, chat
 from fairness_tests.models.store.store import ResponseStore
-from fairness_tests.protocols.bbq.prompt import LETTERS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402

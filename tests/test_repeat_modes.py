@@ -12,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fairness_tests.benchmarks.bbq.prompt import original_order_probs, predictions_table
 from fairness_tests.models.asking.runner import ask, stamp_requests
 from fairness_tests.models.backends.litellm_backend import LiteLLMBackend, provider_seed
 from fairness_tests.models.backends.litellm_replies import share as _share
 from fairness_tests.models.requests import repeat_modes as RM
 from fairness_tests.models.requests.letters import draw_letter, letter_distribution
 from fairness_tests.models.requests.request import Decoding, Request, Response, chat
-from fairness_tests.protocols.bbq.prompt import original_order_probs, predictions_table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fault_server import FaultServer  # noqa: E402

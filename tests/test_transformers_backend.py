@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fairness_tests.benchmarks.bbq.data import bbq_dir, read_items
+from fairness_tests.benchmarks.bbq.prompt import build_requests
 from fairness_tests.cli.main import main
 from fairness_tests.core.errors import DataError
 from fairness_tests.models.asking.progress import Progress
@@ -30,8 +32,6 @@ from fairness_tests.models.requests.request import Decoding, Request, chat
 from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.configure import audit_config
 from fairness_tests.pipeline.dry_run import collect_requests, dry_run
-from fairness_tests.protocols.bbq.data import bbq_dir, read_items
-from fairness_tests.protocols.bbq.prompt import build_requests
 
 SYSTEM = "Answer the multiple-choice question with the letter of the correct option."
 

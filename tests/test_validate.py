@@ -8,12 +8,12 @@ from textwrap import dedent
 
 import pytest
 
+from fairness_tests.benchmarks.generative.suite import load_suite
+from fairness_tests.benchmarks.probe.grid import load_probe
 from fairness_tests.card.user_yaml import load_user_yaml
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.paths import data_path
 from fairness_tests.core.validate import line_index, load_file, nearest_line
-from fairness_tests.protocols.generative.probe import load_probe
-from fairness_tests.protocols.generative.suite import load_suite
 from fairness_tests.scoring.rubric import load_rubric
 
 

@@ -31,7 +31,7 @@ from fairness_tests.core.options import Layer, specs
 from fairness_tests.explore.write import INDEX, bundle, write_explorer
 from fairness_tests.models.batch.batch import BatchPending
 from fairness_tests.pipeline.audit import run_audit
-from fairness_tests.pipeline.bbq_info import data_release_lines
+from fairness_tests.pipeline.benchmark import data_notes
 from fairness_tests.pipeline.config import AuditCommand
 from fairness_tests.pipeline.configure import audit_config
 from fairness_tests.pipeline.dry_run import dry_run
@@ -103,7 +103,7 @@ def cmd_audit(command: AuditCommand) -> int:
         print(spent)
     for note in result.metadata.notes:
         print(note)
-    for line in data_release_lines(result.metadata.bbq):
+    for line in data_notes(result.metadata):
         print(line)
     paths = ", ".join(str(out / "card" / p.name) for p in card.paths.values())
     print(f"\nrun: {out / 'run'}\ncard: {paths}")

@@ -1,9 +1,9 @@
 """The models of a comparison: one :class:`Entry` per model, from run directories.
 
-A model's results may sit in one run directory (an audit with both protocols) or in
-several (``bbq score --out`` for its BBQ predictions and ``generative score --out``
-for its generations): run directories given the same name are one model, provided
-they hold different protocols. Names come from ``--names`` (one per directory, in
+A model's results may sit in one run directory (an audit of several benchmarks) or in
+several (a score command's ``--out`` for predictions made elsewhere, one per benchmark
+family): run directories given the same name are one model, provided they hold
+different benchmark families. Names come from ``--names`` (one per directory, in
 order) or from each run's metadata (``model``). Models keep the order in which they
 were first named.
 """
@@ -25,12 +25,12 @@ def compared() -> tuple[FamilySpec, ...]:
     return tuple(f for f in families() if f.compared)
 
 
-def protocols() -> list[str]:
+def compared_names() -> list[str]:
     """The names of :func:`compared`."""
     return [f.name for f in compared()]
 
 
-def protocols_of(run: RunResult) -> list[str]:
+def families_of(run: RunResult) -> list[str]:
     """The compared families a run holds results of: those with any of the tables that
     show one of their benchmarks ran (``Benchmark.tables``)."""
     return [f.name for f in compared() if any(t in run.tables for t in family_tables(f))]
@@ -38,17 +38,17 @@ def protocols_of(run: RunResult) -> list[str]:
 
 @dataclass
 class Entry:
-    """One model: its name and, per protocol, the run that holds its results."""
+    """One model: its name and, per compared family, the run that holds its results."""
     name: str
-    runs: dict[str, RunResult] = field(default_factory=dict)      # protocol -> run
-    sources: dict[str, str] = field(default_factory=dict)         # protocol -> where from
+    runs: dict[str, RunResult] = field(default_factory=dict)      # family -> run
+    sources: dict[str, str] = field(default_factory=dict)         # family -> where from
 
-    def run(self, protocol: str) -> RunResult | None:
-        return self.runs.get(protocol)
+    def run(self, family: str) -> RunResult | None:
+        return self.runs.get(family)
 
-    def table(self, protocol: str, name: str):
+    def table(self, family: str, name: str):
         """The run's own table ``name`` (None when that run has no such table)."""
-        run = self.runs.get(protocol)
+        run = self.runs.get(family)
         return None if run is None else run.tables.get(name)
 
 
@@ -58,7 +58,7 @@ def entries_from_runs(runs: dict[str, RunResult],
     out = []
     for name, run in runs.items():
         e = Entry(name=str(name))
-        for proto in protocols_of(run):
+        for proto in families_of(run):
             e.runs[proto] = run
             e.sources[proto] = (sources or {}).get(name, str(name))
         out.append(e)
@@ -67,7 +67,7 @@ def entries_from_runs(runs: dict[str, RunResult],
 
 def load_entries(dirs: list[str | Path], names: list[str] | None = None) -> list[Entry]:
     """Entries of run directories (see the module docstring). Errors name the directory:
-    not a run, no protocol results, two runs of one name with the same protocol, a name
+    not a run, no compared family's results, two runs of one name with the same family, a name
     count that does not match, fewer than two models."""
     if names is not None and len(names) != len(dirs):
         raise ConfigError(f"--names gives {len(names)} name(s) for {len(dirs)} run "
@@ -79,10 +79,10 @@ def load_entries(dirs: list[str | Path], names: list[str] | None = None) -> list
         name = (names[i] if names is not None else run.metadata.model or "").strip()
         if not name:
             raise ConfigError(f"empty model name for run directory {d}", key="--names")
-        protos = protocols_of(run)
+        protos = families_of(run)
         if not protos:
             tables = [t for f in compared() for t in family_tables(f)]
-            raise ConfigError(f"run directory {d} holds no {' or '.join(protocols())} results "
+            raise ConfigError(f"run directory {d} holds no {' or '.join(compared_names())} results "
                               f"(no table {', '.join(tables)})")
         e = by_name.setdefault(name, Entry(name=name))
         for proto in protos:

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from fairness_tests.compare import pairwise as P
-from fairness_tests.compare.models import Entry, protocols
+from fairness_tests.compare.models import Entry, compared_names
 from fairness_tests.compare.tables import (
     Display,
     Section,
@@ -48,7 +48,7 @@ class CompareReport:
     def models_table(self) -> Display:
         rows = []
         for e in self.entries:
-            for proto in protocols():
+            for proto in compared_names():
                 run = e.run(proto)
                 if run is None:
                     continue
@@ -75,7 +75,7 @@ def protocol_facts(entries: list[Entry]) -> tuple[list[str], list[str]]:
     only one of them states (a run scored from someone's predictions does not know
     their decoding or prompt)."""
     differences, unstated = [], []
-    for proto in protocols():
+    for proto in compared_names():
         having = [e for e in entries if e.run(proto) is not None]
         for e in having[1:]:
             a, b = having[0].run(proto), e.run(proto)

@@ -26,6 +26,11 @@ class Problem:
 class FairnessTestsError(Exception):
     """Base class for every error this package raises on bad input."""
 
+    def in_pytest(self) -> str:
+        """The message in the pytest plugin's words (an error that names a command-line
+        option names pytest's instead where it has its own wording)."""
+        return str(self)
+
 
 class DataError(FairnessTestsError):
     """Bad, missing or mismatched input data. The message names file and line/key.

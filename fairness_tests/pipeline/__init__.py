@@ -1,1 +1,1 @@
-"""The pipeline: configuration, protocols registry, audit, recordings, scored runs, gate."""
+"""The pipeline: configuration, the benchmark interface, audit, recordings, scored runs, gate."""

@@ -400,3 +400,12 @@ def extra_rules(config: AuditConfig) -> list[tuple[Path, dict[str, Any]]]:
     (``Family.rule_documents``), for :func:`fairness_tests.rules.thresholds.load_rules`."""
     return [doc for family, _ in by_family(config.benchmarks)
             for doc in family.rule_documents(config)]
+
+
+def data_notes(metadata: Any) -> list[str]:
+    """What a run's summary says of its data: each family's
+    (:meth:`Family.data_notes`, e.g. each BBQ file official release or not), in
+    registry order; none for a run without metadata."""
+    infos = getattr(metadata, "infos", None) or {}
+    return [line for spec in families() if infos.get(spec.metadata_key) is not None
+            for line in load(spec.impl).data_notes(infos[spec.metadata_key])]

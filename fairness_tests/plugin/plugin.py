@@ -94,10 +94,11 @@ def dry_run(fs: "FairnessSession") -> None:
 
 
 def usage_text(exc: Exception) -> str:
-    """An input error's one line as pytest's usage error: a missing BBQ directory names
-    pytest's options (``--fairness-bbq-dir``), not the command line's."""
-    from fairness_tests.protocols.bbq.data import PYTEST_OPTIONS, BBQDataNotFound
-    return exc.message(PYTEST_OPTIONS) if isinstance(exc, BBQDataNotFound) else str(exc)
+    """An input error's one line as pytest's usage error, in pytest's words
+    (:meth:`~fairness_tests.core.errors.FairnessTestsError.in_pytest`: e.g. a missing
+    data directory names ``--fairness-...`` options, not the command line's)."""
+    from fairness_tests.core.errors import FairnessTestsError
+    return exc.in_pytest() if isinstance(exc, FairnessTestsError) else str(exc)
 
 
 def end_session(config: pytest.Config, message: str) -> NoReturn:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from fairness_tests.core.locks import exclusive as file_lock
+from fairness_tests.pipeline.benchmark import data_notes
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.plugin.options import Settings
 from fairness_tests.run.result import RunResult
@@ -105,7 +106,7 @@ def produce(settings: Settings, model: str, cache_root: Path, sid: str,
         (out / "made-by.json").write_text(json.dumps({
             "model": model, "how": f"read from {saved}" if saved else "audited",
             "by": _worker(), "seconds": round(time.perf_counter() - t0, 1),
-            "notes": _data_notes(result)}))
+            "notes": data_notes(getattr(result, "metadata", None))}))
         return result
 
 
@@ -128,21 +129,11 @@ def _make(settings: Settings, model: str, config: AuditConfig, rules: Any,
     return RunResult.load(out / "run")
 
 
-def _data_notes(result: Any) -> list[str]:
-    """What the summary says of the run's data: each family's
-    (:meth:`~fairness_tests.pipeline.benchmark.Family.data_notes`, e.g. BBQ's files,
-    official release or not), in registry order."""
-    from fairness_tests.core.registry import load
-    from fairness_tests.pipeline.benchmark import families
-    infos = getattr(getattr(result, "metadata", None), "infos", None) or {}
-    return [line for spec in families() if infos.get(spec.metadata_key) is not None
-            for line in load(spec.impl).data_notes(infos[spec.metadata_key])]
-
-
 def made_lines(sdir: Path) -> list[str]:
     """One line per run made in the session (``sdir``): how, by which process, in how
     many seconds, and how many other processes read it; then its data notes
-    (:func:`_data_notes`: e.g. each BBQ file official release or not)."""
+    (:func:`~fairness_tests.pipeline.benchmark.data_notes`: e.g. each BBQ file official
+    release or not)."""
     lines = []
     for made in sorted(sdir.glob("*/made-by.json")):
         m = json.loads(made.read_text())

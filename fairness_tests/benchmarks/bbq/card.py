@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fairness_tests.pipeline.bbq_info import data_release
+from fairness_tests.benchmarks.bbq.data import derived_target_note
+from fairness_tests.benchmarks.bbq.info import data_release
+from fairness_tests.benchmarks.bbq.official import INTERSECTIONAL, OFFICIAL_RELEASE
 from fairness_tests.pipeline.views import CardProtocol, Histograms, Panels, ProtocolView, View
-from fairness_tests.protocols.bbq.data import derived_target_note
-from fairness_tests.protocols.bbq.official import INTERSECTIONAL, OFFICIAL_RELEASE
 
 HIST_EDGES = [float(x) for x in range(0, 101, 10)]
 BBQ_PLOT_METRICS = ("accuracy", "s_amb", "s_dis", "acc_reinf", "acc_counter",

@@ -7,23 +7,23 @@ import os
 import shlex
 import sys
 
+from fairness_tests.benchmarks.bbq import fetch as bbq_fetch
+from fairness_tests.benchmarks.bbq.answers import BBQ_AUTHORS, question_only, resolve
 from fairness_tests.benchmarks.bbq.config import BBQFilterConfig, BBQScoreConfig
+from fairness_tests.benchmarks.bbq.data import ENV_BBQ_DIR, bbq_dir, load_filtered
+from fairness_tests.benchmarks.bbq.filter import filter_counts
+from fairness_tests.benchmarks.bbq.info import bbq_info
+from fairness_tests.benchmarks.bbq.official import release_lines, release_status, resolve_categories
+from fairness_tests.benchmarks.bbq.predictions import read_predictions
 from fairness_tests.benchmarks.bbq.score import answers_lines, score_report
 from fairness_tests.benchmarks.bbq.tables import bbq_records, bbq_tables
 from fairness_tests.cli import scored
 from fairness_tests.cli.command import add_command
 from fairness_tests.core.fmt import shown, text_table
 from fairness_tests.core.paths import display_path
-from fairness_tests.pipeline.bbq_info import bbq_info
 from fairness_tests.pipeline.config_data import DataFetchConfig
 from fairness_tests.pipeline.configure import command_line, recorded_config
 from fairness_tests.pipeline.scored import scored_run
-from fairness_tests.protocols.bbq import fetch as bbq_fetch
-from fairness_tests.protocols.bbq.answers import BBQ_AUTHORS, question_only, resolve
-from fairness_tests.protocols.bbq.data import ENV_BBQ_DIR, bbq_dir, load_filtered
-from fairness_tests.protocols.bbq.filter import filter_counts
-from fairness_tests.protocols.bbq.official import release_lines, release_status, resolve_categories
-from fairness_tests.protocols.bbq.predictions import read_predictions
 
 
 def register(subparsers) -> None:
@@ -50,7 +50,7 @@ def _say_release(data, json_out: bool) -> None:
 def _score_inputs(c: BBQScoreConfig):
     """The data, the scored items and the resolved predictions of ``bbq score``: the
     categories asked (default: those the predictions name), every answer mapped to an
-    option (:func:`fairness_tests.protocols.bbq.answers.resolve`); the authors'
+    option (:func:`fairness_tests.benchmarks.bbq.answers.resolve`); the authors'
     question-only baseline is scored on ambiguous items only, as they do."""
     raw = read_predictions(c.predictions, c.answer_field)
     categories = resolve_categories(c.categories) if c.categories else raw.categories()
@@ -165,7 +165,7 @@ def _run(c: BBQScoreConfig, data, items, resolved, tables, records, rules):
 
 
 def fetch(c: DataFetchConfig) -> int:
-    """``data fetch`` of the BBQ files (:mod:`fairness_tests.protocols.bbq.fetch`): the
+    """``data fetch`` of the BBQ files (:mod:`fairness_tests.benchmarks.bbq.fetch`): the
     categories asked (``--categories``), each file's release status by its sha256 and
     git blob id."""
     dest = bbq_dir(c.dest)

@@ -10,17 +10,17 @@ from typing import Any
 import pandas as pd
 
 from fairness_tests.benchmarks.bbq import card, compare, gate
+from fairness_tests.benchmarks.bbq.data import bbq_dir, derived_target_note, load_filtered
+from fairness_tests.benchmarks.bbq.info import bbq_info, data_release_lines
+from fairness_tests.benchmarks.bbq.prompt import build_requests, predictions_table, prompt_text
+from fairness_tests.benchmarks.bbq.sample import consistency_sample, sample_record
 from fairness_tests.benchmarks.bbq.tables import bbq_records, bbq_tables
 from fairness_tests.core.errors import FairnessTestsError
 from fairness_tests.core.paths import display_path
 from fairness_tests.models.requests.request import Decoding, Request
-from fairness_tests.pipeline.bbq_info import bbq_info, data_release_lines
 from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.views import CardProtocol, Compared, ProtocolView, Section, View
-from fairness_tests.protocols.bbq.data import bbq_dir, derived_target_note, load_filtered
-from fairness_tests.protocols.bbq.prompt import build_requests, predictions_table, prompt_text
-from fairness_tests.protocols.bbq.sample import consistency_sample, sample_record
 
 ANSWER_KEY = ["dataset", "example_id", "repeat", "rotation"]
 #: an answer's outcome in the explorer, the first that holds
@@ -62,8 +62,8 @@ class BBQFamily(Family):
     @classmethod
     def data_notes(cls, info: Any) -> list[str]:
         """Each BBQ file official release or not
-        (:func:`~fairness_tests.pipeline.bbq_info.data_release_lines`), and a target_loc
-        derived by the authors' rule (:func:`~fairness_tests.protocols.bbq.data.
+        (:func:`~fairness_tests.benchmarks.bbq.info.data_release_lines`), and a target_loc
+        derived by the authors' rule (:func:`~fairness_tests.benchmarks.bbq.data.
         derived_target_note`)."""
         note = derived_target_note(info.target_loc)
         return data_release_lines(info) + ([f"note: BBQ target_loc {note}"] if note else [])
@@ -140,7 +140,7 @@ class BBQFamily(Family):
     @classmethod
     def explore(cls, records: pd.DataFrame, metadata) -> ExploreView:
         """The records with the prompt as the model saw it (``prompt``: the user message
-        of :func:`~fairness_tests.protocols.bbq.prompt.prompt_text` under the row's
+        of :func:`~fairness_tests.benchmarks.bbq.prompt.prompt_text` under the row's
         rotation) and the chosen option's text (``answer_text``), both rebuilt from the
         BBQ data the run read (its ``data_dir``, else where the BBQ commands look),
         matched on dataset and example_id; without that data, the records alone."""

@@ -1,5 +1,5 @@
 """Intersectional BBQ metrics (issue 2, section 5): pure, vectorised functions of an
-items table (``protocols.bbq.filter.filter_items``) and a predictions table
+items table (``benchmarks.bbq.filter.filter_items``) and a predictions table
 (``dataset, example_id, repeat, answer`` [+ ``rotation``]; answer 0/1/2 in the
 ORIGINAL option order, NaN = invalid). They return metric tables
 (``stats.METRIC_COLUMNS`` after the grouping columns ``dataset, context, polarity``;

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from fairness_tests.benchmarks.bbq.official import ALL, CATEGORIES
 from fairness_tests.core.options import Checked, opt
-from fairness_tests.protocols.bbq.official import ALL, CATEGORIES
 
 
 @dataclass(frozen=True, kw_only=True)

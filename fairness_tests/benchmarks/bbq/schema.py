@@ -5,8 +5,8 @@ The table builder (:mod:`fairness_tests.benchmarks.bbq.tables`), the consistency
 and ``compare``'s consistency layout read these names from here."""
 from __future__ import annotations
 
+from fairness_tests.benchmarks.bbq.official import CATEGORIES
 from fairness_tests.metrics.schema import Table
-from fairness_tests.protocols.bbq.official import CATEGORIES
 
 #: BBQ accuracy, bias scores, SF/DF, reinforcing/counter accuracy, invalid answers,
 #: position bias (table ``bbq``)

@@ -25,9 +25,18 @@ from fairness_tests.benchmarks.generative.config import (
     ProbeScoreConfig,
     SensitivityConfig,
 )
+from fairness_tests.benchmarks.generative.grid import grid_hash
+from fairness_tests.benchmarks.generative.info import generative_info
 from fairness_tests.benchmarks.generative.metrics import METRICS
+from fairness_tests.benchmarks.generative.outputs import read_outputs
+from fairness_tests.benchmarks.generative.published import (
+    PUBLISHED_SYSTEM_PROMPT,
+    load_published_grid,
+)
 from fairness_tests.benchmarks.generative.report import _records, score_report, sensitivity_report
 from fairness_tests.benchmarks.generative.scorers import ScoredGenerations, score_generations
+from fairness_tests.benchmarks.generative.suite import load_suite
+from fairness_tests.benchmarks.probe.grid import load_probe, probe_grid, read_probe_outputs
 from fairness_tests.benchmarks.probe.metrics import consistency, verdict_shares
 from fairness_tests.cli import scored
 from fairness_tests.cli.command import add_command
@@ -36,16 +45,7 @@ from fairness_tests.core.fmt import shown, text_table
 from fairness_tests.core.paths import default_store_path, display_path
 from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.configure import command_line, recorded_config
-from fairness_tests.pipeline.generative_info import generative_info
 from fairness_tests.pipeline.scored import scored_run
-from fairness_tests.protocols.generative.grid import grid_hash
-from fairness_tests.protocols.generative.outputs import read_outputs
-from fairness_tests.protocols.generative.probe import load_probe, probe_grid, read_probe_outputs
-from fairness_tests.protocols.generative.published import (
-    PUBLISHED_SYSTEM_PROMPT,
-    load_published_grid,
-)
-from fairness_tests.protocols.generative.suite import load_suite
 from fairness_tests.report.scorer_report import label_rates, scorers_report
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.scoring.verdict import classify, person_labels

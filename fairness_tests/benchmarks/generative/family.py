@@ -11,21 +11,21 @@ from typing import Any
 import pandas as pd
 
 from fairness_tests.benchmarks.generative import card, compare, gate
+from fairness_tests.benchmarks.generative.grid import grid_hash
+from fairness_tests.benchmarks.generative.info import generative_info
 from fairness_tests.benchmarks.generative.metrics import with_cells
+from fairness_tests.benchmarks.generative.published import (
+    PUBLISHED_SYSTEM_PROMPT,
+    load_published_grid,
+)
+from fairness_tests.benchmarks.generative.requests import grid_requests, records
 from fairness_tests.benchmarks.generative.scorers import score_generations
+from fairness_tests.benchmarks.generative.suite import load_suite
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.benchmark import Asked, ExploreView, Family, GatePart, Results
 from fairness_tests.pipeline.config import AuditConfig
-from fairness_tests.pipeline.generative_info import generative_info
 from fairness_tests.pipeline.views import CardProtocol, Compared, ProtocolView, Section, View
-from fairness_tests.protocols.generative.grid import grid_hash
-from fairness_tests.protocols.generative.published import (
-    PUBLISHED_SYSTEM_PROMPT,
-    load_published_grid,
-)
-from fairness_tests.protocols.generative.requests import grid_requests, records
-from fairness_tests.protocols.generative.suite import load_suite
 from fairness_tests.scoring.lexical import category_spans
 from fairness_tests.scoring.rubric import load_rubric
 

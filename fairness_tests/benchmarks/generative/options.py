@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from fairness_tests.benchmarks.generative.seeds import protocol_seeds
 from fairness_tests.core.options import Checked, opt
-from fairness_tests.protocols.generative.seeds import protocol_seeds
 
 #: the options of :class:`GenerativeOptions` the counterfactual probe reads too
 REDUCTIONS = ("gen_seeds", "gen_max_new_tokens", "gen_limit")

@@ -1,4 +1,4 @@
-"""Map the answers of a predictions file (:mod:`fairness_tests.protocols.bbq.predictions`)
+"""Map the answers of a predictions file (:mod:`fairness_tests.benchmarks.bbq.predictions`)
 to option indices of the loaded BBQ items, under either conventions.
 
 - option index: as given; letter: the option shown at that position under the line's
@@ -27,9 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fairness_tests.core.errors import DataError, suggest
-from fairness_tests.protocols.bbq.authors import UNKNOWN_TAG, text_candidates
-from fairness_tests.protocols.bbq.predictions import (
+from fairness_tests.benchmarks.bbq.authors import UNKNOWN_TAG, text_candidates
+from fairness_tests.benchmarks.bbq.predictions import (
     CHOICE,
     COLUMNS,
     INDEX,
@@ -38,7 +37,8 @@ from fairness_tests.protocols.bbq.predictions import (
     MAX_LISTED,
     Predictions,
 )
-from fairness_tests.protocols.bbq.prompt import option_order
+from fairness_tests.benchmarks.bbq.prompt import option_order
+from fairness_tests.core.errors import DataError, suggest
 
 PROJECT, BBQ_AUTHORS = "project", "bbq-authors"
 OK, NULL, UNMATCHED, AMBIGUOUS = "ok", "null", "unmatched", "ambiguous"
@@ -56,7 +56,7 @@ def question_only(answer_field: str) -> bool:
 
 @dataclass
 class Resolved:
-    """The predictions table (:data:`~fairness_tests.protocols.bbq.predictions.COLUMNS`
+    """The predictions table (:data:`~fairness_tests.benchmarks.bbq.predictions.COLUMNS`
     + ``status``, ``chosen_unknown``) and what a reader must know about the answers."""
     table: pd.DataFrame
     report: dict = field(default_factory=dict)

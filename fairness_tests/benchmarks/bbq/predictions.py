@@ -12,14 +12,14 @@ An answer is one of (one kind per file):
 - an option index 0, 1, 2 (dataset order);
 - a letter ``a``/``B``/``(c)``: the option shown at that position (under ``rotation``);
 - the answer text, mapped to an option by the BBQ authors' rule
-  (:func:`fairness_tests.protocols.bbq.authors.text_candidates`);
+  (:func:`fairness_tests.benchmarks.bbq.authors.text_candidates`);
 - ``null``: no answer (invalid).
 
 A line may carry the whole BBQ item (``answer_info``, ``ans0``..``ans2``, ...), as the
 authors' results files do, or only ``category`` and ``example_id``.
 
 ``lm-eval``: lm-evaluation-harness ``--log_samples`` output of its BBQ
-multiple-choice task (:mod:`fairness_tests.protocols.bbq.lmeval`).
+multiple-choice task (:mod:`fairness_tests.benchmarks.bbq.lmeval`).
 
 :func:`read_predictions` reads and checks the lines (every fault a DataError naming
 the file and the line); :func:`resolve` maps the answers to option indices against
@@ -34,10 +34,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from fairness_tests.benchmarks.bbq import lmeval
+from fairness_tests.benchmarks.bbq.official import CATEGORIES
 from fairness_tests.core.errors import DataError, suggest
 from fairness_tests.core.io import json_lines
-from fairness_tests.protocols.bbq import lmeval
-from fairness_tests.protocols.bbq.official import CATEGORIES
 
 COLUMNS = ["dataset", "example_id", "repeat", "rotation", "answer", "letter_probs", "line"]
 ANSWER = "answer"

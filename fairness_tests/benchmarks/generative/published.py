@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from fairness_tests.benchmarks.generative.grid import GRID_COLUMNS
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.paths import fairness_cards_dir
 from fairness_tests.core.text import decode_input
-from fairness_tests.protocols.generative.grid import GRID_COLUMNS
 
 # the published audit's fixed settings (README of fairness_cards)
 PUBLISHED_SYSTEM_PROMPT = "You are a helpful assistant."

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from fairness_tests.benchmarks.generative.grid import RAW_OUTPUT_FIELDS
+from fairness_tests.benchmarks.generative.suite import Suite, load_suite
 from fairness_tests.core.errors import DataError, suggest
 from fairness_tests.core.io import json_lines
-from fairness_tests.protocols.generative.grid import RAW_OUTPUT_FIELDS
-from fairness_tests.protocols.generative.suite import Suite, load_suite
 
 STATUSES = ("ok", "error", "refused")
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.benchmarks.generative.grid import GRID_COLUMNS, grid_hash, slice_label
 from fairness_tests.core.paths import DATA_DIR
 from fairness_tests.core.validate import (
     Problem,
@@ -38,7 +39,6 @@ from fairness_tests.core.validate import (
     parse,
     read_text,
 )
-from fairness_tests.protocols.generative.grid import GRID_COLUMNS, grid_hash, slice_label
 
 DEFAULT_SUITE = DATA_DIR / "suites" / "default.yaml"
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")

@@ -14,7 +14,7 @@ agree (every item has a metadata row with the same question_index, every metadat
 row of the category has an item: a truncated ``.jsonl`` is an error, never a silent
 partial load). When the file is absent, or has no row for a category, both are
 derived from each item by the BBQ authors' own rule
-(:mod:`fairness_tests.protocols.bbq.authors`), and :attr:`BBQData.target_loc` says so
+(:mod:`fairness_tests.benchmarks.bbq.authors`), and :attr:`BBQData.target_loc` says so
 per category. Any fault raises :class:`~fairness_tests.core.errors.DataError` naming
 the file and the line; a missing directory or file is one line naming
 ``fairness-tests data fetch`` and ``$FAIRNESS_BBQ_DIR``.
@@ -37,13 +37,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fairness_tests.core.cache import cached, code_digest
-from fairness_tests.core.errors import DataError
-from fairness_tests.core.io import json_lines
-from fairness_tests.core.paths import DATA_DIR, display_path, shared_dir
-from fairness_tests.protocols.bbq import authors
-from fairness_tests.protocols.bbq.filter import filter_items
-from fairness_tests.protocols.bbq.official import (
+from fairness_tests.benchmarks.bbq import authors
+from fairness_tests.benchmarks.bbq.filter import filter_items
+from fairness_tests.benchmarks.bbq.official import (
     DEFAULT_CATEGORIES,
     INTERSECTIONAL,
     METADATA_FILE,
@@ -55,6 +51,10 @@ from fairness_tests.protocols.bbq.official import (
     resolve_categories,
     verify,
 )
+from fairness_tests.core.cache import cached, code_digest
+from fairness_tests.core.errors import DataError
+from fairness_tests.core.io import json_lines
+from fairness_tests.core.paths import DATA_DIR, display_path, shared_dir
 
 ENV_BBQ_DIR = "FAIRNESS_BBQ_DIR"
 
@@ -106,7 +106,7 @@ class BBQData:
     @property
     def release(self) -> dict[str, ReleaseStatus]:
         """Per file read: is it the official release's file of its name
-        (:func:`~fairness_tests.protocols.bbq.official.release_status`), from the digests
+        (:func:`~fairness_tests.benchmarks.bbq.official.release_status`), from the digests
         this run computed (a BBQData made by hand without blob ids: sha256 only)."""
         return {n: release_status(n, s, self.blob.get(n)) for n, s in sorted(self.sha256.items())}
 
@@ -186,6 +186,9 @@ class BBQDataNotFound(DataError):
         """The message with ``options`` as the options that choose the directory."""
         return f"{self.path}: {self._text(options)}"
 
+    def in_pytest(self) -> str:
+        return self.message(PYTEST_OPTIONS)
+
 
 def not_found(directory: Path, what: str, categories: tuple[str, ...] = ()) -> DataError:
     """The one-line "BBQ data not found" error (:class:`BBQDataNotFound`)."""
@@ -217,7 +220,7 @@ def load_filtered(directory: str | Path, datasets: tuple[str, ...] | None = DATA
                   filter: str = "intersectional",
                   require_official: bool = False) -> tuple[BBQData, pd.DataFrame]:
     """:func:`load_bbq` and the items kept by ``filter``
-    (:func:`fairness_tests.protocols.bbq.filter.filter_items`), what an audit and ``bbq
+    (:func:`fairness_tests.benchmarks.bbq.filter.filter_items`), what an audit and ``bbq
     score`` start from. Parsing 27,000 items takes about a second, so the result is
     kept in the user cache (:func:`fairness_tests.core.cache.cached`) under the files'
     sha256, the categories, the filter and the digest of this package's code and data:

@@ -33,7 +33,7 @@ def generative_info(records: pd.DataFrame, rubric: Rubric, other: Rubric | None,
                     n_grid_full: int | None = None, reductions: list[str] | None = None,
                     gen_max_new_tokens: int | None = None,
                     cluster: str = "prompt") -> GenerativeInfo:
-    """``suite``: the :class:`~fairness_tests.protocols.generative.suite.Suite` that was
+    """``suite``: the :class:`~fairness_tests.benchmarks.generative.suite.Suite` that was
     run (None for the published grid or someone's outputs)."""
     decoding = sorted({(float(t), float(p)) for t, p in
                        zip(records["temperature"], records["top_p"], strict=True)})

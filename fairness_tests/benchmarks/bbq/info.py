@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from fairness_tests.protocols.bbq.data import BBQData
-from fairness_tests.protocols.bbq.filter import filter_counts
-from fairness_tests.protocols.bbq.official import ReleaseStatus, recorded_release, release_lines
-from fairness_tests.protocols.bbq.prompt import prompt_text
+from fairness_tests.benchmarks.bbq.data import BBQData
+from fairness_tests.benchmarks.bbq.filter import filter_counts
+from fairness_tests.benchmarks.bbq.official import ReleaseStatus, recorded_release, release_lines
+from fairness_tests.benchmarks.bbq.prompt import prompt_text
 from fairness_tests.run.metadata import BBQInfo, Bootstrap, ConsistencyInfo
 from fairness_tests.stats.permutation import DEFAULT_N_PERM
 

@@ -12,8 +12,8 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from fairness_tests.benchmarks.generative.grid import GRID_COLUMNS, RAW_OUTPUT_FIELDS
 from fairness_tests.models.requests.request import Decoding, Request, Response, chat
-from fairness_tests.protocols.generative.grid import GRID_COLUMNS, RAW_OUTPUT_FIELDS
 
 
 def grid_requests(grid: pd.DataFrame, system_prompt: str | None, backend: str = "replay",

@@ -1,6 +1,6 @@
 """``fairness-tests data fetch``: install the official BBQ files, verified.
 
-From nyu-mll/BBQ at commit :data:`~fairness_tests.protocols.bbq.official.COMMIT`
+From nyu-mll/BBQ at commit :data:`~fairness_tests.benchmarks.bbq.official.COMMIT`
 (``raw.githubusercontent.com``, or a mirror given as ``base_url``), or with ``source``
 from a local copy (a clone of the BBQ repository, a folder this command filled, or a
 flat folder: ``<Category>.jsonl`` beside ``additional_metadata.csv``), without any
@@ -11,7 +11,7 @@ network. ``dest`` gets the BBQ repository's layout, which the loader reads::
 
 A download is verified before it is put in place: its git blob id must equal the
 release's (known for all twelve files) and its sha256 too where that is known
-(:func:`fairness_tests.protocols.bbq.official.verify`); it is streamed to
+(:func:`fairness_tests.benchmarks.bbq.official.verify`); it is streamed to
 ``<name>.part`` and renamed only when it verifies (a download that does not is corrupt or
 not the release: refused). A local copy (``source``) is the user's own: it is copied
 whatever it holds, each file labelled "the official release" or "not the official
@@ -34,11 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from fairness_tests.core.errors import DataError
-from fairness_tests.core.fetching import download, failure, move_in, staging
-from fairness_tests.models.store.scrub import shown_url
-from fairness_tests.protocols.bbq.data import METADATA_PLACES
-from fairness_tests.protocols.bbq.official import (
+from fairness_tests.benchmarks.bbq.data import METADATA_PLACES
+from fairness_tests.benchmarks.bbq.official import (
     BASE_URL,
     METADATA_FILE,
     OFFICIAL,
@@ -47,6 +44,9 @@ from fairness_tests.protocols.bbq.official import (
     resolve_categories,
     verify,
 )
+from fairness_tests.core.errors import DataError
+from fairness_tests.core.fetching import download, failure, move_in, staging
+from fairness_tests.models.store.scrub import shown_url
 
 Log = Callable[[str], None]
 

@@ -22,7 +22,7 @@ under either mode.
 - ``group``: that individual's identity: in the intersectional categories
   ``"<race>:<var2>"``; in a single-attribute category its one attribute, the option's
   answer_info tag normalised as the BBQ authors do (``woman`` -> ``F``, name items'
-  ``F-Black`` -> ``Black``: :func:`~fairness_tests.protocols.bbq.authors.single_attribute_group`),
+  ``F-Black`` -> ``Black``: :func:`~fairness_tests.benchmarks.bbq.authors.single_attribute_group`),
 - ``reinforcing``: disambiguated items whose correct answer is ``target_loc``
   (1.0), is not (0.0); NaN for ambiguous items or without target_loc.
 """
@@ -34,10 +34,10 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from fairness_tests.benchmarks.bbq.authors import single_attribute_group
+from fairness_tests.benchmarks.bbq.official import INTERSECTIONAL
 from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.paths import DATA_DIR
-from fairness_tests.protocols.bbq.authors import single_attribute_group
-from fairness_tests.protocols.bbq.official import INTERSECTIONAL
 
 MODES = ("intersectional", "none")
 OCCUPATIONS_FILE = DATA_DIR / "bbq" / "ses_occupations.csv"
