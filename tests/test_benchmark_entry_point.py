@@ -62,7 +62,7 @@ light = "pandas" not in sys.modules
 from fairness_tests.card.schema import protocols_run_enum, validate_card
 from fairness_tests.card.sections.protocol import card_lines
 from fairness_tests.compare.models import compared_names, families_of
-from fairness_tests.pipeline.gate_pairs import gated, shared_protocols
+from fairness_tests.pipeline.gate_pairs import gated, shared_families
 from fairness_tests.pipeline.benchmark import by_family
 from fairness_tests.suite.properties import drift_tables
 
@@ -93,7 +93,7 @@ print(json.dumps({
     "compare": compared_names(),
     "compare_of": families_of(run_with(tables={"toy_table": None})),
     "gated": gated(),
-    "gate_shared": shared_protocols(rec, rec, {}),
+    "gate_shared": shared_families(rec, rec, {}),
     "drift": list(drift_tables()),
 }))
 '''

@@ -13,9 +13,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import yaml
+
 import fairness_tests
+from fairness_tests.core.paths import data_path
 from fairness_tests.core.registry import BENCHMARK_NAMES
 from fairness_tests.metrics.schema import registered
+from fairness_tests.rules.thresholds import benchmark_rule_files, load_rules
 from fairness_tests.scoring.lexical import COUNT_METRICS, FLAG_METRICS
 
 PKG = Path(fairness_tests.__file__).parent
@@ -78,3 +82,37 @@ def test_no_shared_module_names_a_benchmark():
     found = naming_modules()
     assert not found, ("these shared modules name a benchmark, its tables or metrics: ask the "
                        f"benchmark instead: {found}")
+
+
+def test_the_packaged_thresholds_file_names_no_benchmark():
+    """A benchmark's default rules and drift tolerances live in its folder
+    (``Benchmark.rules``); the shared thresholds file (the packaged one, which ``init``
+    copies into a project) declares none of a benchmark's tables or metrics."""
+    doc = yaml.safe_load(data_path("thresholds", "default.yaml").read_text(encoding="utf-8"))
+    words = _words()
+    tables = {r.get("table") for r in doc.get("rules") or []}
+    drift = set(doc.get("drift") or {})
+    assert not (tables | drift) & words, (tables | drift) & words
+
+
+def test_bbq_and_the_generative_audit_bring_their_rules_from_their_folders(tmp_path):
+    """The rules in force: each benchmark's file (BBQ's and consistency's one file read
+    once), then the project's, which changes a benchmark's rule by its id, key by key."""
+    own = benchmark_rule_files()
+    assert len(own) == len(set(own))
+    rules = load_rules(data_path("thresholds"))
+    src = {r.id: r.source.rsplit(":", 1)[0] for r in rules.rules}
+    bbq_file = str(PKG / "benchmarks" / "bbq" / "rules.yaml")
+    gen_file = str(PKG / "benchmarks" / "generative" / "rules.yaml")
+    assert src["accuracy_floor_disambig"] == src["gtc_floor"] == bbq_file
+    assert src["worst_slice_stereotype_per_family"] == gen_file
+    assert rules.tolerance("s_dis").within_ci and rules.tolerance("refusal").within_ci
+    project = tmp_path / "thresholds"
+    project.mkdir()
+    (project / "default.yaml").write_text(
+        "version: 1\nrules:\n  - id: sdis_bound\n    bound: 0.5\n")
+    mine = load_rules(project)
+    before, after = rules.get("sdis_bound"), mine.get("sdis_bound")
+    assert (before.bound, after.bound) == (0.10, 0.5)
+    assert (after.table, after.metric, after.op) == (before.table, before.metric, before.op)
+    assert after.source.startswith(str(project / "default.yaml") + ":")

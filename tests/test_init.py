@@ -45,7 +45,8 @@ def test_init_writes_a_project_that_overrides_the_packaged_defaults(tmp_path, mo
     # copies, comments included
     assert (tmp_path / "thresholds" / "default.yaml").read_bytes() == \
         data_path("thresholds", "default.yaml").read_bytes()
-    assert "# Default decision rules" in (tmp_path / "thresholds" / "default.yaml").read_text()
+    text = (tmp_path / "thresholds" / "default.yaml").read_text()
+    assert "# The project's decision rules" in text
     monkeypatch.chdir(tmp_path)
     assert find_project().root == tmp_path
     rs = load_rules(model="embedded:gemma-3-270m")

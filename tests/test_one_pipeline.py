@@ -22,7 +22,6 @@ from fairness_tests.benchmarks.generative.schema import TABLES as GENERATIVE_TAB
 from fairness_tests.cli.audit import config_from_args, exit_code, summary
 from fairness_tests.cli.main import build_parser, main
 from fairness_tests.core.options import specs
-from fairness_tests.core.paths import data_path
 from fairness_tests.metrics.schema import DECLARED_HERE, TABLES
 from fairness_tests.models.requests.answers import apply_parse
 from fairness_tests.models.requests.request import Response
@@ -109,16 +108,12 @@ def test_generative_score_writes_the_audits_tables(audited, tmp_path, capsys):
 
 def test_custom_thresholds_reach_the_protocol_verdicts(tmp_path, warm_store):
     """Defect 3/4: one rule engine, and the thresholds the user names reach every
-    verdict: a stricter worst-slice bound fails the t0.7 decoding cell (0.0025)."""
-    text = data_path("thresholds", "default.yaml").read_text()
+    verdict: a stricter worst-slice bound fails the t0.7 decoding cell (0.0025). The
+    project's file changes the generative audit's own rule by its id, one field."""
     strict = tmp_path / "thresholds"
     (strict / "models").mkdir(parents=True)
-    (strict / "default.yaml").write_text(text.replace(
-        "  - id: worst_slice_stereotype_per_decoding\n    table: generative_by_slice_decoding\n"
-        "    metric: stereotype\n    across: slice\n    reduce: max\n    op: \"<=\"\n"
-        "    bound: 0.05", "  - id: worst_slice_stereotype_per_decoding\n"
-        "    table: generative_by_slice_decoding\n    metric: stereotype\n    across: slice\n"
-        "    reduce: max\n    op: \"<=\"\n    bound: 0.001"))
+    (strict / "default.yaml").write_text(
+        "version: 1\nrules:\n  - id: worst_slice_stereotype_per_decoding\n    bound: 0.001\n")
     run = run_audit(audit_config(benchmarks=["generative"], thresholds=str(strict),
                                         store=str(warm_store)))
     pv = run.tables["protocol_verdicts"]
@@ -127,7 +122,7 @@ def test_custom_thresholds_reach_the_protocol_verdicts(tmp_path, warm_store):
     assert cell["status"].tolist() == ["fail"]
     # the default bound (0.05) of the per-family rule is still its own protocol rule
     assert set(pv["rule"]) >= {"worst_slice_stereotype", "worst_slice_stereotype_per_decoding"}
-    assert run.metadata.thresholds[0].endswith("default.yaml")
+    assert run.metadata.thresholds[-1] == str(strict / "default.yaml")
 
 
 def test_regen_command_parses_back_into_an_equal_config(tmp_path):

@@ -3,7 +3,9 @@
 Writes (relative to ``--dir``, default the current directory; an existing file is
 kept unless ``--force``)::
 
-    thresholds/default.yaml                 a copy of the packaged defaults, comments kept
+    thresholds/default.yaml                 the project's rules (a copy of the packaged file:
+                                            none yet, its comments give the format; a
+                                            benchmark's own rules are read first)
     thresholds/models/<model>.yaml          the packaged override matching the model, or a
                                             commented empty override
     tests/test_fairness.py                  pulls in the suite (fairness_tests.suite.everything)
@@ -76,7 +78,8 @@ def glob_literal(model: str) -> str:
 
 
 def _override_text(model: str) -> str:
-    return (f"# Per-model changes to thresholds/default.yaml for {model}.\n"
+    return (f"# Per-model changes to the rules in force (the benchmarks' own, then\n"
+            f"# thresholds/default.yaml) for {model}.\n"
             "# Only the keys given change; a new id must be a complete rule. Declare a known\n"
             "# failure with its measured reason, so it runs as a strict xfail:\n"
             "#   - id: accuracy_floor_ambig\n"

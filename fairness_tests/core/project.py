@@ -8,6 +8,7 @@ things for its own models, in the layout ``fairness-tests init`` writes::
     <project>/
       pyproject.toml               [tool.fairness_tests] (optional; keys below)
       thresholds/default.yaml      replaces the packaged thresholds directory as a whole
+                                   (the benchmarks' own rules are read first either way)
       thresholds/models/*.yaml
       fixtures/recordings/manifest.yaml   entries for the project's models (an entry for a
                                           model the package also lists replaces it)

@@ -65,13 +65,13 @@ def run_audit(config: AuditConfig | None = None, rules: RuleSet | None = None,
            f"({asker.imported} new from the recordings)")
     try:
         submit_all(config, asker)          # --batch: every protocol's jobs side by side
-        for family_cls, protocols in by_family(config.benchmarks):
-            names = "/".join(p.name for p in protocols)
+        for family_cls, benches in by_family(config.benchmarks):
+            names = "/".join(p.name for p in benches)
             stages(f"{names}: loading the items")
             family = family_cls(config)
             family.store, family.stages = asker.store, stages
             asked = {}
-            for p in protocols:
+            for p in benches:
                 requests = p.requests(family)
                 stages(f"{p.name}: asking {len(requests)} requests")
                 asked[p.name] = Asked(requests, asker.ask(requests, p.name))

@@ -47,9 +47,9 @@ def submit_all(config: AuditConfig, asker: Any) -> None:
         return
     backend: BatchBackend = asker.backend
     jobs = []
-    for family_cls, protocols in by_family(config.benchmarks):
+    for family_cls, benches in by_family(config.benchmarks):
         family = family_cls(config)
-        for p in protocols:
+        for p in benches:
             requests = run_requests(p.requests(family), config)
             if config.shard:
                 i, n = parse_shard(config.shard)

@@ -85,7 +85,7 @@ class CompareConfig(ResampleOptions, ComparisonOptions):
                    role="output_dir")
     names: str | None = opt(None, "one model name per run directory, in order (default: "
                             "each run's model id); the same name twice = one model's runs of "
-                            "two protocols", metavar="a,b,c", pytest=False, toml=False)
+                            "two benchmark families", metavar="a,b,c", pytest=False, toml=False)
 
     def cross_check(self):
         if len(self.runs) < 2:

@@ -27,9 +27,9 @@ def collect_requests(config: AuditConfig) -> dict[str, list[Request]]:
     """The requests each protocol of ``config`` asks, as the run sends them (reasoning
     settings, prompt format); nothing is asked."""
     out: dict[str, list[Request]] = {}
-    for family_cls, protocols in by_family(config.benchmarks):
+    for family_cls, benches in by_family(config.benchmarks):
         family = family_cls(config)
-        for p in protocols:
+        for p in benches:
             out[p.name] = run_requests(p.requests(family), config)
     return out
 

@@ -39,7 +39,7 @@ from fairness_tests.core.errors import ConfigError
 from fairness_tests.core.registry import cluster_choices, default_clusters, load
 from fairness_tests.metrics import gate as gm
 from fairness_tests.pipeline.benchmark import FamilySpec, GatePart, families
-from fairness_tests.pipeline.gate_pairs import candidate_pair, shared_protocols
+from fairness_tests.pipeline.gate_pairs import candidate_pair, shared_families
 from fairness_tests.pipeline.gate_report import GateReport, family_statement
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.run.result import RunResult
@@ -191,7 +191,7 @@ def gate_runs(baseline: RunResult, candidate: RunResult, *, mode: GateMode | Non
         raise ConfigError(f"gate mode must be one of {', '.join(MODES)}, got {mode!r}")
     parts_of = gated_parts(cluster)
     clusters = {**default_clusters(), **(cluster or {})}
-    shared_protocols(baseline, candidate, cluster or {})
+    shared_families(baseline, candidate, cluster or {})
     b_model, c_model = baseline.metadata.model, candidate.metadata.model
     if b_model == c_model and same_responses(baseline, candidate):
         raise CandidateIsBaselineError(

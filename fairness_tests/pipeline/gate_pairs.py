@@ -21,19 +21,19 @@ def _has(run: RunResult) -> str:
     return " and ".join(names) + " records" if names else "no per-item records"
 
 
-def shared_protocols(baseline: RunResult, candidate: RunResult,
-                     cluster: Mapping[str, str]) -> list[str]:
-    """The protocols both runs have per-item records of. ConfigError, before anything
+def shared_families(baseline: RunResult, candidate: RunResult,
+                    cluster: Mapping[str, str]) -> list[str]:
+    """The gated families both runs have per-item records of. ConfigError, before anything
     is computed or printed, when there is none (e.g. a BBQ run against a generative
-    run) or when a resampling unit is chosen for a protocol the runs do not share
+    run) or when a resampling unit is chosen for a family the runs do not share
     (``--cluster prompt`` on BBQ runs would be silently ignored)."""
     shared = [f.name for f in families() if f.gated
               and candidate_pair(baseline, candidate, f.records)[0] is not None]
     runs = f"the baseline run has {_has(baseline)}, the candidate run {_has(candidate)}"
-    for proto, unit in cluster.items():
-        if proto not in shared:
-            raise ConfigError(f"--cluster {unit} is a {proto} resampling unit, but the runs "
-                              f"share no {proto} records ({runs})")
+    for family, unit in cluster.items():
+        if family not in shared:
+            raise ConfigError(f"--cluster {unit} is a {family} resampling unit, but the runs "
+                              f"share no {family} records ({runs})")
     if not shared:
         raise ConfigError(f"nothing to gate: {runs}; gate two runs of the same benchmark")
     return shared

@@ -1,6 +1,9 @@
 """Decision rules as data: load and validate threshold files.
 
-A thresholds directory holds ``default.yaml`` and ``models/*.yaml`` overrides::
+Each registered benchmark brings its default rules in its folder (``Benchmark.rules``:
+:func:`benchmark_rule_files`); a thresholds directory holds the project's
+``default.yaml`` (which changes a benchmark's rule by its id and adds its own) and
+``models/*.yaml`` overrides. Every file has the one format::
 
     version: 1
     rules:
@@ -425,23 +428,28 @@ def default_thresholds_dir() -> Path:
 
 def override_applies(path: str | Path, model: str) -> bool:
     """Does the override file ``path`` (in ``<dir>/models/``) apply to ``model``? The
-    file is validated against ``<dir>/default.yaml`` on the way."""
+    file is validated on the way against the rules it may change: the benchmarks' own
+    and ``<dir>/default.yaml``'s."""
     default = Path(path).parent.parent / "default.yaml"
-    base = {item["id"]: item for _, item in _rule_items(_read(default, "default_file", {}))} \
-        if default.exists() else {}
+    docs = [_read(p, "default_file", {}) for p in benchmark_rule_files()]
+    if default.exists():
+        docs.append(_read(default, "default_file", {}))
+    base = {item["id"]: item for doc in docs for _, item in _rule_items(doc)}
     return _model_matches(_read(Path(path), "override_file", base), model)
 
 
 def benchmark_rule_files() -> list[Path]:
     """Every registered benchmark's own default rules (``Benchmark.rules``: a file beside
-    its module), in registry order. They are read first, then the thresholds file in
-    force, then its per-model overrides: a benchmark's rule that the thresholds file (or
-    an override) also defines is taken as they define it."""
-    out = []
+    its module), in registry order, each once (the benchmarks of one folder may share
+    one). They are read first, then the thresholds file in force, then its per-model
+    overrides: a benchmark's rule that the thresholds file (or an override) also defines
+    is taken as they define it, field by field."""
+    out: list[Path] = []
     for cls in load_all():
         name = getattr(cls, "rules", None)
-        if name:
-            out.append(Path(str(resources.files(cls.__module__).joinpath(name))))
+        path = Path(str(resources.files(cls.__module__).joinpath(name))) if name else None
+        if path is not None and path not in out:
+            out.append(path)
     return out
 
 
@@ -462,7 +470,7 @@ def load_rules(thresholds: str | Path | None = None, model: str | None = None,
         rules = _apply(bdoc, bpath, rules, optional=True)
         drift = {**drift, **_drift(bdoc)}
         files.append(str(bpath))
-    doc = _read(default_path, "default_file", {})
+    doc = _read(default_path, "default_file", dict(base_raw))
     base_raw.update({item["id"]: item for _, item in _rule_items(doc)})
     rules = _apply(doc, default_path, rules)
     drift = {**drift, **_drift(doc)}

@@ -45,6 +45,7 @@ class BBQ(Benchmark):
 
     commands = "fairness_tests.benchmarks.bbq.cli"
     option_group = OPTIONS
+    rules = "rules.yaml"                  # BBQ's and consistency's default rules
     configs = ("fairness_tests.benchmarks.bbq.config:BBQFilterConfig",
                "fairness_tests.benchmarks.bbq.config:BBQScoreConfig")
     fetch_options = "fairness_tests.benchmarks.bbq.options:BBQCategoriesOption"
@@ -69,6 +70,7 @@ class Consistency(Benchmark):
     shown = (Shown("consistency", tables, "the run has no consistency tables: no item was "
                    "asked repeatedly"),)
     option_group = OPTIONS
+    rules = "rules.yaml"
 
     def requests(self, family: BBQFamily) -> list[Request]:
         c = bbq_options(family.config)

@@ -33,6 +33,7 @@ class Generative(Benchmark):
     default = True
     scored = True
     option_group = "fairness_tests.benchmarks.generative.options:GenerativeOptions"
+    rules = "rules.yaml"
     commands = "fairness_tests.benchmarks.generative.cli"
     configs = tuple(f"fairness_tests.benchmarks.generative.config:{name}" for name in (
         "GenerativeScoreConfig", "SensitivityConfig", "GridConfig", "ProbeGridConfig",

@@ -34,6 +34,7 @@ from fairness_tests.benchmarks.generative.published import (
     load_published_grid,
 )
 from fairness_tests.benchmarks.generative.report import _records, score_report, sensitivity_report
+from fairness_tests.benchmarks.generative.scorer_report import label_rates, scorers_report
 from fairness_tests.benchmarks.generative.scorers import ScoredGenerations, score_generations
 from fairness_tests.benchmarks.generative.suite import load_suite
 from fairness_tests.benchmarks.probe.grid import load_probe, probe_grid, read_probe_outputs
@@ -46,7 +47,6 @@ from fairness_tests.core.paths import default_store_path, display_path
 from fairness_tests.models.store.store import ResponseStore
 from fairness_tests.pipeline.configure import command_line, recorded_config
 from fairness_tests.pipeline.scored import scored_run
-from fairness_tests.report.scorer_report import label_rates, scorers_report
 from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.scoring.verdict import classify, person_labels
 
