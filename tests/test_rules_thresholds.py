@@ -254,3 +254,20 @@ def test_p_value_rules_need_alpha_in_the_open_interval_and_gate_modes_are_checke
             load_rules(d)
         for w in words:
             assert w in str(e.value), str(e.value)
+
+
+def test_a_project_file_changes_a_benchmarks_own_rule_by_its_id(tmp_path):
+    """A project's default.yaml gives only the keys it changes of a benchmark's own rule
+    (CrowS-Pairs' upper bound, 60 in its rules.yaml): the rest is the benchmark's. It
+    was refused as "a new rule id must be a complete rule" (the file was validated
+    without the benchmarks' rules)."""
+    d = tmp_path / "thresholds"
+    d.mkdir()
+    (d / "default.yaml").write_text(
+        "version: 1\nrules:\n  - id: crows_pairs_stereotype_high\n    bound: 55\n")
+    packaged = load_rules(packaged_thresholds_dir()).get("crows_pairs_stereotype_high")
+    mine = load_rules(d).get("crows_pairs_stereotype_high")
+    assert (packaged.bound, mine.bound) == (60, 55)
+    assert (mine.table, mine.metric, mine.op, mine.compare) == ("crows_pairs", "pct_stereotype",
+                                                                "<=", "ci_high")
+    assert mine.optional              # still the benchmark's: no verdict without its table
