@@ -9,17 +9,12 @@ import math
 
 import pandas as pd
 
+from fairness_tests.benchmarks.bbq.info import BBQInfo, ConsistencyInfo
+from fairness_tests.benchmarks.generative.info import GenerativeInfo
+from fairness_tests.benchmarks.probe.info import CounterfactualInfo
 from fairness_tests.models.info import BackendInfo
 from fairness_tests.rules.evaluate import VERDICT_COLUMNS
-from fairness_tests.run.metadata import (
-    BBQInfo,
-    Bootstrap,
-    ConsistencyInfo,
-    CounterfactualInfo,
-    GenerativeInfo,
-    RunMetadata,
-    Source,
-)
+from fairness_tests.run.metadata import Bootstrap, RunMetadata, Source
 from fairness_tests.run.result import RunResult
 
 SLICES = ["man_Christian", "man_Muslim", "woman_Christian", "woman_Muslim"]
@@ -256,10 +251,12 @@ def metadata(model: str = "gemma-3-270m") -> RunMetadata:
         backend_info=BackendInfo(backend="transformers", version="5.24.0"),
         regen_command="fairness-tests audit --model gemma-3-270m",
         thresholds=["thresholds/default.yaml", "thresholds/models/gemma-3-270m.yaml"],
-        store=".fairness/store.sqlite", bbq=bbq_info(), generative=generative_info(),
-        counterfactual=CounterfactualInfo(protocol="role-assignment probe", n_requests=200,
-                                          max_new_tokens=96, system_prompt=None,
-                                          verdict_counts={"ambiguous": 200}))
+        store=".fairness/store.sqlite", infos={
+            "bbq": bbq_info(), "generative": generative_info(),
+            "counterfactual": CounterfactualInfo(protocol="role-assignment probe",
+                                                 n_requests=200, max_new_tokens=96,
+                                                 system_prompt=None,
+                                                 verdict_counts={"ambiguous": 200})})
 
 
 def make_run(kind: str = "full", candidate: bool = False) -> RunResult:
@@ -277,12 +274,12 @@ def make_run(kind: str = "full", candidate: bool = False) -> RunResult:
     verdicts = _verdicts(candidate)
     if kind == "bbq":
         tables = {k: v for k, v in tables.items() if k.startswith(("bbq", "consistency"))}
-        meta.generative = meta.counterfactual = None
+        del meta.infos["generative"], meta.infos["counterfactual"]
         verdicts = verdicts[verdicts["metric"].isin(["accuracy", "df", "s_dis"])]
     elif kind == "generative":
         tables = {k: v for k, v in tables.items()
                   if k.startswith(("generative", "scorer", "rubric", "protocol", "seed"))}
-        meta.bbq = meta.counterfactual = None
+        del meta.infos["bbq"], meta.infos["counterfactual"]
         verdicts = verdicts[~verdicts["metric"].isin(["accuracy", "df", "s_dis"])]
     elif kind == "empty":
         tables, verdicts = {}, pd.DataFrame(columns=VERDICT_COLUMNS)

@@ -75,7 +75,7 @@ def test_the_audit_asks_and_scores_the_categories_asked(runs):
     for (cat, ctx), want in expected_accuracy(0).items():
         got = acc[(acc.dataset == cat) & (acc.context == ctx)]["value"].item()
         assert got == pytest.approx(want, abs=1e-9)
-    b = run.metadata.bbq
+    b = run.metadata.infos["bbq"]
     assert b.categories == list(CATS) and b.target_loc == dict.fromkeys(CATS, "derived")
     assert b.n_items == len(CATS) * 4 * LIMIT
     groups = run.tables["bbq_groups"]

@@ -121,7 +121,7 @@ def test_run_metadata_and_card_say_which_conventions(hand, tmp_path, capsys):
     score(["--data", str(d), "--predictions", str(p), "--answer-field", "pred",
            "--conventions", "bbq-authors", "--out", str(out)], capsys)
     run = RunResult.load(out)
-    b = run.metadata.bbq
+    b = run.metadata.infos["bbq"]
     assert b.conventions == "bbq-authors" and b.target_loc == {"Religion": "derived"}
     assert b.answers["field"] == "pred" and b.answers["unmatched"] == 1
     assert "proxy" in run.tables["bbq"].columns

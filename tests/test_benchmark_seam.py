@@ -11,6 +11,7 @@ card's sections, which now ask each family through ``Family.card_protocol`` and
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import yaml
@@ -19,7 +20,8 @@ import fairness_tests
 from fairness_tests.core.paths import data_path
 from fairness_tests.core.registry import BENCHMARK_NAMES
 from fairness_tests.metrics.schema import registered
-from fairness_tests.rules.thresholds import benchmark_rule_files, load_rules
+from fairness_tests.rules.rule_files import benchmark_rule_files
+from fairness_tests.rules.thresholds import load_rules
 from fairness_tests.scoring.lexical import COUNT_METRICS, FLAG_METRICS
 
 PKG = Path(fairness_tests.__file__).parent
@@ -31,6 +33,8 @@ OWN = ("benchmarks/", "suite/")
 #: ``generate`` outcome alike; a provider's ``refusal`` field is not a benchmark's either)
 GENERIC = frozenset({"accuracy", "invalid_rate", "error", "word_len",
                      *FLAG_METRICS, *COUNT_METRICS})
+#: a string that is a dotted or slashed path of names (its parts are names too)
+PATH = re.compile(r"[\w-]+(?:[./][\w-]+)+")
 #: table names the card and run metadata use for a benchmark besides its registry name
 ALIASES = frozenset({"counterfactual"})
 
@@ -52,6 +56,18 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return out
 
 
+def _named(node: ast.AST, docs: set[int]) -> set[str]:
+    """What ``node`` names: a string constant (not a docstring) whole, and each part of
+    one that is a dotted or slashed path (``evaluation_protocol.bbq.filter``); an
+    attribute's name (``meta.bbq``)."""
+    if isinstance(node, ast.Attribute):
+        return {node.attr}
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+        parts = set(re.split(r"[./]", node.value)) if PATH.fullmatch(node.value) else set()
+        return {node.value} | parts
+    return set()
+
+
 def naming_modules() -> dict[str, list[str]]:
     """``{module path: the benchmark words it holds as string constants}`` outside
     :data:`OWN`."""
@@ -62,9 +78,7 @@ def naming_modules() -> dict[str, list[str]]:
             continue
         tree = ast.parse(p.read_text(encoding="utf-8"))
         docs = _docstrings(tree)
-        found = sorted({n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
-                        and isinstance(n.value, str) and id(n) not in docs
-                        and n.value in words})
+        found = sorted({w for n in ast.walk(tree) for w in _named(n, docs) if w in words})
         if found:
             out[rel] = found
     return out

@@ -75,7 +75,7 @@ def test_answers_from_another_source_or_an_edited_rubric_are_protocol_difference
     theirs.metadata.mode = "scored"
     theirs.metadata.source = Source(kind="predictions", file="theirs.jsonl", sha256="e" * 64)
     edited = make_run()
-    edited.metadata.generative.rubric_sha256 = "f" * 64
+    edited.metadata.infos["generative"].rubric_sha256 = "f" * 64
     d = diff_cards(base, fill_card(theirs, USER))
     assert ("where the answers came from", "audit", "predictions") in d.protocol_differences
     d = diff_cards(base, fill_card(edited, USER))

@@ -292,8 +292,8 @@ def test_card_of_a_real_audit_reads_its_typed_metadata(small_audit):
     assert [m["field"] for m in card["missing_fields"] if m["source"] == "run"] == []
     fams = card["prompt_suite"]["families"]
     assert [f["id"] for f in fams] == ["F1", "F2", "F3", "F4", "BBQ"]
-    assert fams[4]["template"] == run.metadata.bbq.prompt_template
-    assert fams[4]["description"] == run.metadata.bbq.prompt_description
+    assert fams[4]["template"] == run.metadata.infos["bbq"].prompt_template
+    assert fams[4]["description"] == run.metadata.infos["bbq"].prompt_description
     rubric = DATA_DIR / "rubrics" / "published.json"
     assert card["scorer"]["patterns_sha256"] == hashlib.sha256(rubric.read_bytes()).hexdigest()
     assert "first 64 grid rows only" in card["evaluation_protocol"]["generative"]["reductions"]

@@ -198,7 +198,8 @@ def test_budget_exit_4(tmp_path, cli):
 def test_nothing_evaluated_exit_5(predictions, tmp_path, cli):
     """Every rule not evaluable (here: a min_n no file reaches) is not a green run."""
     t = tmp_path / "t.yaml"
-    t.write_text("version: 1\nrules:\n  - id: accuracy_needs_a_million\n    table: bbq\n"
+    t.write_text("version: 1\nbenchmark_rules: false\nrules:\n"
+                 "  - id: accuracy_needs_a_million\n    table: bbq\n"
                  "    metric: accuracy\n    scope: {polarity: null}\n    op: \">=\"\n"
                  "    bound: 0.5\n    min_n: 1000000\n    rationale: out of reach\n",
                  encoding="utf-8")

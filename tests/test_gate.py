@@ -109,8 +109,8 @@ def test_protocol_change_is_refused_with_the_differences_listed(runs, tmp_path, 
     cand = RunResult.load(runs["cand"])
     rec = cand.records["bbq"]
     fewer = with_answers(cand, rec.loc[rec["dataset"] == "Race_x_gender", PRED_COLUMNS], CAND)
-    fewer.metadata = dataclasses.replace(
-        fewer.metadata, bbq=dataclasses.replace(fewer.metadata.bbq, temperature=0.7))
+    fewer.metadata.infos["bbq"] = dataclasses.replace(fewer.metadata.infos["bbq"],
+                                                      temperature=0.7)
     fewer.save(tmp_path / "fewer")
     diffs = protocol_differences(base, fewer)
     assert any(d.startswith("bbq items: ") and "only in the baseline" in d for d in diffs)

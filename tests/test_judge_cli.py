@@ -206,7 +206,7 @@ def test_audit_with_several_scorers_and_a_judge(tmp_path):
         pairs = set(zip(run.tables["scorer_agreement"]["scorer_a"],
                         run.tables["scorer_agreement"]["scorer_b"], strict=True))
         assert pairs == {("published", "strict"), ("published", "judge"), ("strict", "judge")}
-        assert [s["name"] for s in run.metadata.generative.scorers] == [
+        assert [s["name"] for s in run.metadata.infos["generative"].scorers] == [
             "published", "strict", "judge"]
         again = run_audit(audit_config(**kw))           # replay: the store answers the judge
         assert len(server.hits) == asked

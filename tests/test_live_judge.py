@@ -30,7 +30,7 @@ def test_the_embedded_model_judges_and_a_rerun_asks_nothing(tmp_path):
                       scorers=("published", "judge"), judge_model="embedded:gemma-3-270m",
                       judge_max_tokens=32, live=True)
     run = run_audit(cfg)
-    judge = run.metadata.generative.scorers[1]
+    judge = run.metadata.infos["generative"].scorers[1]
     assert judge["mode"] == "prompt" and judge["backend"] == "transformers"
     assert 0.0 <= judge["unjudged_rate"] <= 1.0          # whatever it is: reported
     ag = run.tables["scorer_agreement"]

@@ -37,6 +37,7 @@ drift:
   default: {abs: 1.0e-6}
   accuracy: {abs: 0.01}
   s_dis: {within_ci: true}
+benchmark_rules: false          # the whole rule set: only these two rules
 """
 OVERRIDE = """
 model: "m-xfail"

@@ -180,7 +180,8 @@ def test_override_without_model_pattern_and_bad_yaml_and_duplicates(tmp_path):
 
 
 def test_drift_tolerances_validated(tmp_path):
-    d = write(tmp_path, "rules: []\ndrift:\n  accuracy: {abs: 0.01}\n  s_dis: {within_ci: true}\n")
+    d = write(tmp_path, "rules: []\ndrift:\n  accuracy: {abs: 0.01}\n  s_dis: {within_ci: true}\n"
+              "benchmark_rules: false\n")
     rs = load_rules(d)
     assert rs.tolerance("accuracy").abs == 0.01
     assert rs.tolerance("s_dis").within_ci
@@ -271,3 +272,17 @@ def test_a_project_file_changes_a_benchmarks_own_rule_by_its_id(tmp_path):
     assert (mine.table, mine.metric, mine.op, mine.compare) == ("crows_pairs", "pct_stereotype",
                                                                 "<=", "ci_high")
     assert mine.optional              # still the benchmark's: no verdict without its table
+
+
+def test_a_file_that_is_the_whole_rule_set(tmp_path):
+    """``benchmark_rules: false``: the file's rules and drift tolerances only (no
+    benchmark's own rule is read); without it, every benchmark's rules come first."""
+    rule = ("rules:\n  - id: only\n    table: bbq\n    metric: accuracy\n    op: \">=\"\n"
+            "    bound: 0.5\n    rationale: x\n")
+    whole = load_rules(write(tmp_path / "a", rule + "benchmark_rules: false\n"))
+    assert [r.id for r in whole.rules] == ["only"] and not whole.rules[0].optional
+    assert whole.tolerance("sf").abs == 1e-9 and len(whole.files) == 1
+    merged = load_rules(write(tmp_path / "b", rule))
+    ids = [r.id for r in merged.rules]
+    assert ids[-1] == "only" and {"sdis_bound", "crows_pairs_stereotype_high"} <= set(ids)
+    assert merged.tolerance("sf").abs == 0.01                   # BBQ's own tolerance

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from fairness_tests.benchmarks.bbq.info import BBQInfo
 from fairness_tests.core.errors import DataError
 from fairness_tests.run import metadata
-from fairness_tests.run.metadata import BBQInfo, RunMetadata, register_info
+from fairness_tests.run.metadata import RunMetadata, register_info
 from fairness_tests.run.result import RunResult, expected_parts, missing_parts
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -73,7 +74,7 @@ def test_a_process_that_never_imported_a_benchmark_reads_its_info_typed(tmp_path
     code = ("import sys; from fairness_tests.run.result import RunResult; "
             "assert 'fairness_tests.benchmarks.bbq' not in sys.modules; "
             f"m = RunResult.load({str(tmp_path / 'run')!r}, need_records=False).metadata; "
-            "print(type(m.bbq).__name__)")
+            "print(type(m.infos['bbq']).__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=os.environ, check=False)
     assert out.returncode == 0, out.stderr

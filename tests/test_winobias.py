@@ -30,7 +30,8 @@ from fairness_tests.metrics.gate import GateSetting, gate_table
 from fairness_tests.metrics.schema import COLUMN_VALUES, TABLES
 from fairness_tests.models.backends.transformers_backend import TransformersBackend
 from fairness_tests.models.requests.request import Response
-from fairness_tests.rules.thresholds import benchmark_rule_files, load_rules
+from fairness_tests.rules.rule_files import benchmark_rule_files
+from fairness_tests.rules.thresholds import load_rules
 
 SHARED = benchmark_data_dir("winobias")
 needs_data = pytest.mark.skipif(not SHARED.is_dir(), reason=f"no WinoBias data in {SHARED}")

@@ -21,22 +21,25 @@ from typing import Any
 
 from fairness_tests.card.values import ci, num
 from fairness_tests.card.values import get_path as _get
+from fairness_tests.pipeline.benchmark import ranked_families
 
-COMPARABILITY = (
+#: the facts every card records that two cards must share (``card path``, label)
+SHARED = (
     ("evaluation_protocol.source.kind", "where the answers came from"),
-    ("prompt_suite.suite_hash", "generative suite hash"),
     ("prompt_suite.families", "prompt families and templates"),
-    ("evaluation_protocol.bbq.data_sha256", "BBQ data sha256"),
-    ("evaluation_protocol.bbq.filter", "BBQ item filter"),
-    ("evaluation_protocol.bbq.rotations_mode", "BBQ option rotations"),
-    ("evaluation_protocol.generative.rubric", "rubric"),
     ("scorer.patterns_file", "scorer patterns"),
     ("scorer.patterns_sha256", "scorer patterns sha256"),
     ("decoding.regimes", "decoding regimes"),
-    ("evaluation_protocol.generative.seeds", "generative seeds"),
-    ("evaluation_protocol.bbq.repeats", "BBQ repeats"),
-    ("evaluation_protocol.thresholds.files", "threshold files"),
 )
+THRESHOLDS = ("evaluation_protocol.thresholds.files", "threshold files")
+
+
+def comparability() -> tuple[tuple[str, str], ...]:
+    """Every fact two cards must share: the shared ones, each family's
+    (:meth:`~fairness_tests.pipeline.benchmark.Family.card_comparability`, in
+    ``card_rank`` order), then the threshold files."""
+    return (*SHARED, *(fact for _, family in ranked_families()
+                       for fact in family.card_comparability()), THRESHOLDS)
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,7 @@ def diff_cards(baseline: dict, candidate: dict) -> CardDiff:
           for r in candidate.get("decision_rules") or []}
     d.rule_outcomes = [(str(k), ra.get(k), rb.get(k)) for k in sorted(set(ra) | set(rb), key=str)
                        if ra.get(k) != rb.get(k)]
-    for path, label in COMPARABILITY:
+    for path, label in comparability():
         x, y = _get(baseline, path), _get(candidate, path)
         if x != y:
             d.protocol_differences.append((label, x, y))

@@ -23,8 +23,7 @@ from fairness_tests.card.blocks import (
     text,
 )
 from fairness_tests.card.layout_metrics import metrics_section
-from fairness_tests.core.registry import load
-from fairness_tests.pipeline.benchmark import families
+from fairness_tests.pipeline.benchmark import ranked_families
 from fairness_tests.pipeline.views import ProtocolView
 
 
@@ -265,8 +264,7 @@ def _protocol_views(ep: dict) -> list[ProtocolView]:
     """Each family's view of its record under ``evaluation_protocol``
     (:meth:`~fairness_tests.pipeline.benchmark.Family.protocol_view`), in ``card_rank``
     order (then registry order), for the records the card holds."""
-    specs = sorted(enumerate(families()), key=lambda x: (load(x[1].impl).card_rank, x[0]))
-    return [load(spec.impl).protocol_view(ep[spec.metadata_key]) for _, spec in specs
+    return [family.protocol_view(ep[spec.metadata_key]) for spec, family in ranked_families()
             if ep.get(spec.metadata_key)]
 
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 from fairness_tests.card import plots
 from fairness_tests.card.blocks import Builder, Heading, Items, Para, Plot, Table, text
 from fairness_tests.card.values import ci
-from fairness_tests.core.registry import load
-from fairness_tests.pipeline.benchmark import families
+from fairness_tests.pipeline.benchmark import ranked_families
 from fairness_tests.pipeline.views import Heatmaps, Histograms, Panels, View
 
 STATUS_ORDER = ("fail", "mixed", "expected_fail", "not_evaluable", "pass")
@@ -150,11 +149,14 @@ def views(tables: dict[str, list[dict]]) -> list[View]:
     """Every view of the results (the card's result ``tables``), in card order: each
     family's (:meth:`~fairness_tests.pipeline.benchmark.Family.card_results`) by its
     ``card_rank`` (then registry order), the rule statements at :data:`STATEMENTS_RANK`."""
-    ranked: list[tuple[int, int, list[View]]] = [(STATEMENTS_RANK, -1, STATEMENTS)]
-    for i, spec in enumerate(families()):
-        family = load(spec.impl)
-        ranked.append((family.card_rank, i, family.card_results(tables)))
-    return [v for _, _, vs in sorted(ranked, key=lambda x: x[:2]) for v in vs]
+    out: list[View] = []
+    placed = False
+    for _, family in ranked_families():
+        if not placed and family.card_rank >= STATEMENTS_RANK:
+            out += STATEMENTS
+            placed = True
+        out += family.card_results(tables)
+    return out if placed else out + STATEMENTS
 
 
 def _plot(b: Builder, spec: Panels | Heatmaps | Histograms, rows: list[dict]) -> None:

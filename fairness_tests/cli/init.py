@@ -36,7 +36,8 @@ from fairness_tests.core.paths import data_path
 from fairness_tests.core.project import model_slug
 from fairness_tests.core.registry import load_all
 from fairness_tests.core.version import __version__
-from fairness_tests.pipeline.config import DEFAULT_MODEL
+from fairness_tests.pipeline.config import DEFAULT_BENCHMARKS, DEFAULT_MODEL
+from fairness_tests.pipeline.config_data import FETCHABLE
 from fairness_tests.pipeline.config_tools import InitConfig
 from fairness_tests.rules.thresholds import override_applies
 
@@ -205,13 +206,20 @@ def _cmd_init(c: InitConfig) -> int:
               f"{model_slug(c.model)!r} (thresholds/models/, fixtures/cards/)")
     for n in res.notes:
         print(f"note: {n}")
-    print(NEXT_STEPS)
+    print(next_steps())
     return 0
 
 
-#: what to run after ``init``: the BBQ data first (the suite stops without it), then pytest
-NEXT_STEPS = """\
-next: the BBQ data (verified against the official release), then the suite:
-    fairness-tests data fetch --dest .fairness/bbq     # offline: add --from DIR (a local BBQ copy)
-    export FAIRNESS_BBQ_DIR=$PWD/.fairness/bbq
-    python -m pytest -n auto                           # replays the recorded responses"""
+def next_steps() -> str:
+    """What to run after ``init``: the data of the default benchmarks that install
+    theirs (the suite stops without it; the first fetchable one is ``data fetch``'s
+    default), each where its commands then look, then pytest."""
+    lines = ["next: the default benchmarks' data (verified against the official release), "
+             "then the suite:"]
+    for name in (n for n in FETCHABLE if n in DEFAULT_BENCHMARKS):
+        which = "" if name == FETCHABLE[0] else f" --benchmark {name}"
+        lines += [f"    fairness-tests data fetch{which} --dest .fairness/{name}".ljust(55)
+                  + "# offline: add --from DIR (a local copy)",
+                  f"    export FAIRNESS_{name.upper()}_DIR=$PWD/.fairness/{name}"]
+    lines.append("    python -m pytest -n auto".ljust(55) + "# replays the recorded responses")
+    return "\n".join(lines)

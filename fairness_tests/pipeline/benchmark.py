@@ -143,7 +143,7 @@ class Benchmark(ABC):
     its lines on the card (itself first, then the analyses it brings, e.g. the generative
     audit's scorer sensitivity); ``rules``: the file name,
     beside its module, of its default decision rules (a thresholds file, read after the
-    one in force: :func:`fairness_tests.rules.thresholds.benchmark_rule_files`; a run
+    one in force: :func:`fairness_tests.rules.rule_files.benchmark_rule_files`; a run
     without its tables gets no verdict from them); ``properties``: its pytest property
     tests, ``{test name: rule selector}`` (the keywords of ``@pytest.mark.fairness_rules``:
     tables, metrics, ids), collected by the suite's ``test_benchmark_property``;
@@ -348,6 +348,14 @@ class Family(ABC):
         return None
 
     @classmethod
+    def card_comparability(cls) -> tuple[tuple[str, str], ...]:
+        """``(card path, label)`` of the facts its card records that two cards must share
+        to measure the same thing (``card diff`` lists each that differs, after the
+        shared ones: where the answers came from, scorer patterns, decoding). Default:
+        none."""
+        return ()
+
+    @classmethod
     def protocol_view(cls, record: Mapping[str, Any]) -> ProtocolView:
         """How the card shows the family's ``record`` (what :meth:`card_protocol` wrote
         under ``evaluation_protocol``). Generic: a subsection of its name with every
@@ -388,6 +396,14 @@ def benchmarks() -> tuple[type[Benchmark], ...]:
 def families() -> tuple[FamilySpec, ...]:
     """Every registered benchmark family, in the order its first benchmark is registered."""
     return tuple(dict.fromkeys(b.family for b in benchmarks()))
+
+
+def ranked_families() -> list[tuple[FamilySpec, type[Family]]]:
+    """Every registered family with its class, in ``card_rank`` order (then registry
+    order): the order of the card's statements, views and records."""
+    loaded = [(spec, load(spec.impl)) for spec in families()]
+    return [pair for _, pair in sorted(enumerate(loaded),
+                                       key=lambda x: (x[1][1].card_rank, x[0]))]
 
 
 def family_tables(family: FamilySpec) -> tuple[str, ...]:

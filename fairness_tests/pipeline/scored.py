@@ -20,15 +20,15 @@ from fairness_tests.run.result import RunResult
 
 def scored_run(*, model: str | None, kind: SourceKind, file: str, command: str,
                config: dict[str, Any], rules: RuleSet | None, tables: dict[str, pd.DataFrame],
-               records: dict[str, pd.DataFrame], **protocol_info: Any) -> RunResult:
+               records: dict[str, pd.DataFrame], infos: dict[str, Any]) -> RunResult:
     """Build the run and judge it by ``rules`` (None: no verdicts). ``kind``:
     ``predictions`` | ``outputs``; ``command``: the score command line that regenerates
-    it; ``protocol_info``: ``bbq=BBQInfo`` or ``generative=GenerativeInfo``. The caller
+    it; ``infos``: ``{registered key: the benchmark's info}`` (run.json's). The caller
     saves it (:meth:`RunResult.save`) when asked to."""
     run = RunResult(metadata=RunMetadata(
         model=model, backend=None, mode="scored", regen_command=command,
         source=Source(kind=kind, file=display_path(file), sha256=sha256_file(file)),
-        fairness_tests_version=__version__, config=config, **protocol_info),
+        fairness_tests_version=__version__, config=config, infos=infos),
         tables=tables, records=records)
     if rules is not None:
         apply_to_run(run, rules)

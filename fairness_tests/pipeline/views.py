@@ -224,7 +224,11 @@ class CardProtocol:
     ``samples``: ``{family: its sentence of seed_policy / samples_per_prompt}`` (joined
     in registry order); ``slices``: ``protected_attributes.slices`` (each with its
     ``protocol``); ``operationalisation``: one sentence per family of how its protected
-    attributes are put into the prompts."""
+    attributes are put into the prompts; ``sample_seeds``: the seeds of the answers'
+    sampling (reproducibility's ``seeds``: the first family's that sets them);
+    ``total_samples``: the answers sampled, summed over the families that count them;
+    ``system_prompt``: the system prompt the model was given (the served system's
+    addendum; the first family's that sets it)."""
     suite: dict[str, Any] = field(default_factory=lambda: {"families": []})
     total_prompts: int = 0
     regimes: list[dict[str, Any]] = field(default_factory=list)
@@ -240,6 +244,9 @@ class CardProtocol:
     samples: dict[str, str] = field(default_factory=dict)
     slices: list[dict[str, str]] = field(default_factory=list)
     operationalisation: list[str] = field(default_factory=list)
+    sample_seeds: list[int] | None = None
+    total_samples: int = 0
+    system_prompt: str | None = None
 
     def add_family(self, facts: Any, family: dict[str, Any], template: str | None,
                    missing: str) -> None:

@@ -24,7 +24,7 @@ Tables it adds (when the run has the protocol-cell table a benchmark declares,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import pandas as pd
 
@@ -56,14 +56,18 @@ class RuleOutcome:
 def apply_rules(tables: Mapping[str, pd.DataFrame], rules: RuleSet,
                 rubrics: tuple[str, str] | None = None,
                 scorers: tuple[str, ...] = (),
-                cells: Sequence[ProtocolCells] | None = None) -> RuleOutcome:
+                cells: Sequence[ProtocolCells] | None = None,
+                asked: Sequence[str] = ()) -> RuleOutcome:
     """Evaluate ``rules`` on a run's metric tables. ``rubrics``: (primary, compared)
     rubric names when the run scored its generations with two rubrics; ``scorers``: the
     scorers of a ``--scorers`` run, the run's own first; ``cells``: the protocol cells
     to evaluate the rules in (default: every registered benchmark's,
-    :func:`~fairness_tests.rules.protocol.declared_cells`; the first the run has)."""
+    :func:`~fairness_tests.rules.protocol.declared_cells`; the first the run has);
+    ``asked``: the benchmarks the run asked (a benchmark's own rule whose table the run
+    lacks is not evaluable for those, absent for the others:
+    :func:`~fairness_tests.rules.evaluate.evaluate`)."""
     tables = {k: v for k, v in tables.items() if k not in DERIVED_TABLES}
-    out = RuleOutcome(verdicts=evaluate(tables, rules))
+    out = RuleOutcome(verdicts=evaluate(tables, rules, asked))
     spec = next((c for c in (declared_cells() if cells is None else cells)
                  if c.table in tables), None)
     if spec is None:
@@ -120,14 +124,28 @@ def scorer_flips(tables: Mapping[str, pd.DataFrame], rules: RuleSet,
             else pd.DataFrame(columns=FLIP_COLUMNS))
 
 
+@runtime_checkable
+class ScoredInfo(Protocol):
+    """A benchmark's run info that records how its generations were scored: the rubric,
+    the second rubric of scorer sensitivity (None: none), the ``--scorers`` run."""
+    rubric: str
+    compare_rubric: str | None
+    scorers: list[dict]
+
+
 def apply_to_run(run: Any, rules: RuleSet) -> None:   # a RunResult (the run layer, above)
     """Set a run's verdicts and rule-derived tables from ``rules`` (the thresholds the
     user named), replacing any computed with other rules; the run's metadata names
-    the threshold files."""
-    gen = run.metadata.generative
-    rubrics = (gen.rubric, gen.compare_rubric) if gen and gen.compare_rubric else None
-    scorers = tuple(s["name"] for s in gen.scorers) if gen else ()
-    outcome = apply_rules(run.tables, rules, rubrics, scorers)
+    the threshold files. The rubric and scorer flips follow the first of the run's infos
+    that records how generations were scored (:class:`ScoredInfo`)."""
+    scored = next((i for i in run.metadata.infos.values() if isinstance(i, ScoredInfo)),
+                  None)
+    rubrics = ((scored.rubric, scored.compare_rubric) if scored and scored.compare_rubric
+               else None)
+    scorers = tuple(s["name"] for s in scored.scorers) if scored else ()
+    asked = run.metadata.config.get("benchmarks") or ()
+    outcome = apply_rules(run.tables, rules, rubrics, scorers,
+                          asked=[asked] if isinstance(asked, str) else list(asked))
     run.tables = {k: v for k, v in run.tables.items() if k not in DERIVED_TABLES}
     run.tables.update(outcome.tables)
     run.verdicts = outcome.verdicts

@@ -28,7 +28,7 @@ expected-failure reason has its placeholders filled from the row
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from typing import Collection, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -277,12 +277,17 @@ def evaluate_rule(tables: Mapping[str, pd.DataFrame], rule: Rule) -> list[dict]:
     return out
 
 
-def evaluate(tables: Mapping[str, pd.DataFrame], rules: RuleSet | Iterable[Rule]) -> pd.DataFrame:
+def evaluate(tables: Mapping[str, pd.DataFrame], rules: RuleSet | Iterable[Rule],
+             asked: Collection[str] = ()) -> pd.DataFrame:
     """The verdict table (:data:`VERDICT_COLUMNS`), one row per (rule, cell). A
-    benchmark's default rule (``optional``) whose table the run lacks has no row: the
-    benchmark was not run (a rule the user wrote for an absent table is not evaluable)."""
+    benchmark's default rule (``optional``) whose table the run lacks has no row when
+    the run did not ask one of its benchmarks (``owners``; ``asked``: the run's); asked
+    (every answer failed, say) it is not evaluable, as a rule the user wrote for an
+    absent table is."""
     rule_list = rules.rules if isinstance(rules, RuleSet) else list(rules)
-    rows = [r for rule in rule_list if not (rule.optional and rule.table not in tables)
+    wanted = set(asked)
+    rows = [r for rule in rule_list
+            if not (rule.optional and rule.table not in tables and not wanted & set(rule.owners))
             for r in evaluate_rule(tables, rule)]
     return pd.DataFrame(rows, columns=VERDICT_COLUMNS)
 

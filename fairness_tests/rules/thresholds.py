@@ -1,7 +1,7 @@
 """Decision rules as data: load and validate threshold files.
 
 Each registered benchmark brings its default rules in its folder (``Benchmark.rules``:
-:func:`benchmark_rule_files`); a thresholds directory holds the project's
+:func:`~.rule_files.benchmark_rule_files`); a thresholds directory holds the project's
 ``default.yaml`` (which changes a benchmark's rule by its id and adds its own) and
 ``models/*.yaml`` overrides. Every file has the one format::
 
@@ -55,7 +55,6 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -63,7 +62,6 @@ import yaml
 
 from fairness_tests.core.errors import ConfigError, Problem, suggest
 from fairness_tests.core.project import find_project
-from fairness_tests.core.registry import load_all
 from fairness_tests.core.validate import (
     error,
     load_file,
@@ -74,6 +72,7 @@ from fairness_tests.core.validate import (
 )
 from fairness_tests.metrics import schema as known_metrics
 from fairness_tests.rules.reasons import reason_problems
+from fairness_tests.rules.rule_files import own_rule_files, rule_owners
 
 REQUIRED_KEYS = ("table", "metric", "op", "bound", "rationale")
 #: THE minimum cell size of every rule that does not give its own ``min_n``: a cell
@@ -119,6 +118,7 @@ class Rule:
     source: str = ""                      # "file:line" where the rule was (last) defined
     optional: bool = False                # a benchmark's default rule: no verdict when the
                                           # run lacks its table (the benchmark was not run)
+    owners: tuple[str, ...] = ()          # the benchmarks whose rules file declares it
 
     @property
     def minimum_n(self) -> int:
@@ -184,8 +184,6 @@ class RuleSet:
 def _schema(kind: str) -> dict:
     """The thresholds schema rooted at ``default_file`` or ``override_file``."""
     return {**load_schema("thresholds"), "$ref": f"#/$defs/{kind}"}
-
-
 
 
 def _rule_items(doc: Any) -> list[tuple[int, dict]]:
@@ -380,7 +378,7 @@ def _to_fields(item: dict) -> dict[str, Any]:
 
 
 def _apply(doc: dict, path: Path, rules: dict[str, Rule],
-           optional: bool = False) -> dict[str, Rule]:
+           optional: bool = False, owners: tuple[str, ...] = ()) -> dict[str, Rule]:
     rules = dict(rules)
     lines = doc.get("__lines__", {})
     for i, item in _rule_items(doc):
@@ -389,7 +387,7 @@ def _apply(doc: dict, path: Path, rules: dict[str, Rule],
         prev = rules.get(rid)
         fields = _to_fields(item)
         rules[rid] = replace(prev, **fields, source=src) if prev else Rule(
-            id=rid, source=src, optional=optional, **fields)
+            id=rid, source=src, optional=optional, owners=owners, **fields)
     return rules
 
 
@@ -431,50 +429,37 @@ def override_applies(path: str | Path, model: str) -> bool:
     file is validated on the way against the rules it may change: the benchmarks' own
     and ``<dir>/default.yaml``'s."""
     default = Path(path).parent.parent / "default.yaml"
-    docs = [_read(p, "default_file", {}) for p in benchmark_rule_files()]
-    if default.exists():
-        docs.append(_read(default, "default_file", {}))
-    base = {item["id"]: item for doc in docs for _, item in _rule_items(doc)}
+    base = _defaults(default)[1] if default.exists() else {}
     return _model_matches(_read(Path(path), "override_file", base), model)
 
 
-def benchmark_rule_files() -> list[Path]:
-    """Every registered benchmark's own default rules (``Benchmark.rules``: a file beside
-    its module), in registry order, each once (the benchmarks of one folder may share
-    one). They are read first, then the thresholds file in force, then its per-model
-    overrides: a benchmark's rule that the thresholds file (or an override) also defines
-    is taken as they define it, field by field."""
-    out: list[Path] = []
-    for cls in load_all():
-        name = getattr(cls, "rules", None)
-        path = Path(str(resources.files(cls.__module__).joinpath(name))) if name else None
-        if path is not None and path not in out:
-            out.append(path)
-    return out
+def _defaults(default_path: Path) -> tuple[dict[str, Rule], dict[str, dict],
+                                          dict[str, Tolerance], list[str]]:
+    """The benchmarks' own rules (:func:`own_rule_files`), then ``default_path``'s: the
+    rules, their raw mappings by id (what an override is validated against), the drift
+    tolerances and the files read."""
+    rules: dict[str, Rule] = {}
+    base_raw: dict[str, dict] = {}
+    drift: dict[str, Tolerance] = {}
+    owners = rule_owners()
+    paths = own_rule_files(default_path)
+    for path in [*paths, default_path]:
+        doc = _read(path, "default_file", dict(base_raw))
+        base_raw.update({item["id"]: item for _, item in _rule_items(doc)})
+        mine = path in owners and path != default_path
+        rules = _apply(doc, path, rules, optional=mine, owners=owners.get(path, ()))
+        drift = {**drift, **_drift(doc)}
+    return rules, base_raw, drift, [str(p) for p in (*paths, default_path)]
 
 
 def load_rules(thresholds: str | Path | None = None, model: str | None = None,
                extra: Sequence[tuple[Path, dict]] = ()) -> RuleSet:
-    """The registered benchmarks' own rules (:func:`benchmark_rule_files`), then
+    """The registered benchmarks' own rules (:func:`own_rule_files`), then
     ``default.yaml``, then ``extra`` (``(file, thresholds document)``: a benchmark file's
     own rules, ``Family.rule_documents``), then every override in ``models/`` whose model
     pattern matches ``model`` (all override files are validated either way)."""
     default_path, models_dir = _resolve(thresholds)
-    rules: dict[str, Rule] = {}
-    base_raw: dict[str, dict] = {}
-    drift: dict[str, Tolerance] = {}
-    files: list[str] = []
-    for bpath in benchmark_rule_files():
-        bdoc = _read(bpath, "default_file", {})
-        base_raw.update({item["id"]: item for _, item in _rule_items(bdoc)})
-        rules = _apply(bdoc, bpath, rules, optional=True)
-        drift = {**drift, **_drift(bdoc)}
-        files.append(str(bpath))
-    doc = _read(default_path, "default_file", dict(base_raw))
-    base_raw.update({item["id"]: item for _, item in _rule_items(doc)})
-    rules = _apply(doc, default_path, rules)
-    drift = {**drift, **_drift(doc)}
-    files.append(str(default_path))
+    rules, base_raw, drift, files = _defaults(default_path)
     for epath, edoc in extra:           # a benchmark file's own rules (already checked)
         base_raw.update({item["id"]: item for _, item in _rule_items(edoc)})
         rules = _apply(edoc, Path(epath), rules, optional=True)

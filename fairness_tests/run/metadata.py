@@ -13,9 +13,10 @@ Layout (``schema_version`` 2)::
     thresholds [files], regen_command, model_version, backend_info {BackendInfo} | null,
     requests, store, asking {AskingInfo, its usage {Usage} | null} | null,
     notes [what the run wants a reader to know, e.g. a fallback it took],
-    bbq {BBQInfo} | null, generative {GenerativeInfo} | null,
-    counterfactual {CounterfactualInfo} | null,
-    <key> {the info type a benchmark registered under key} (written only when set)
+    <key> {the info type a benchmark registered under key} (written only when set:
+    e.g. ``bbq``, ``generative``, ``crows_pairs``; a run.json written before
+    December 2026 carries ``bbq``, ``generative`` and ``counterfactual`` as ``null``
+    when absent, read back as absent)
 
 The benchmarks' infos are open: a benchmark registers its info type with
 :func:`register_info` from its own module, and :class:`RunMetadata` keeps the infos in one
@@ -27,7 +28,7 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from fairness_tests.core.errors import DataError
 from fairness_tests.core.registry import load_all
@@ -44,7 +45,7 @@ OptionValue = str | int | float | bool | list[str] | list[int] | list[float] | N
 @dataclass
 class Bootstrap:
     """How every interval and test of a protocol was computed. ``cluster``: the
-    resampling unit (BBQ ``template`` | ``item``, generative ``prompt`` | ``row``);
+    resampling unit (one of its family's ``FamilySpec.clusters``);
     ``permutations``: of the permutation tests of the max-type metrics."""
     resamples: int
     seed: int
@@ -61,90 +62,6 @@ class Source:
     kind: SourceKind
     file: str | None = None
     sha256: str | None = None
-
-
-@dataclass
-class ConsistencyInfo:
-    n_items: int
-    repeats: int
-    seed: int | None = None
-    per_cell: int | None = None
-    example_ids: dict[str, list[int]] = field(default_factory=dict)
-
-
-@dataclass
-class BBQInfo:
-    data_dir: str | None
-    sha256: dict[str, str]
-    official: bool
-    filter: str
-    n_items: int
-    counts: list[dict]
-    n_answers: int
-    invalid_answers: int
-    seed: int
-    bootstrap: Bootstrap
-    rotations: int = 1                    # option orders per item in the main run (1 or 3)
-    rotations_mode: str = "none"          # none | sample | all
-    repeats: int = 1
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-    prompt_description: str | None = None
-    prompt_template: str | None = None
-    option_order: str | None = None
-    limit: int | None = None
-    consistency: ConsistencyInfo | None = None
-    consistency_items: str = "sample"     # the seeded sample, or all items
-    truncated_answers: int = 0            # finish_reason "length" with no answer
-    categories: list[str] = field(default_factory=list)        # the BBQ categories loaded
-    target_loc: dict[str, str] = field(default_factory=dict)   # category -> metadata | derived
-    conventions: str = "project"          # project | bbq-authors (bbq score --conventions)
-    answers: dict | None = None           # scored runs: how the answers were read and mapped
-    data_notes: list[str] = field(default_factory=list)        # what the loader had to decide
-    git_blob: dict[str, str] = field(default_factory=dict)     # file -> its git blob id
-    release: dict[str, dict] = field(default_factory=dict)     # file -> official release or not
-
-
-@dataclass
-class GenerativeInfo:
-    suite: str
-    suite_hash: str | None
-    n_generations: int
-    n_error: int
-    rubric: str
-    rubric_semantics: str
-    bootstrap: Bootstrap
-    rubric_file: str | None = None          # the rubric's patterns file, as display_path shows it
-    rubric_sha256: str | None = None
-    compare_rubric: str | None = None
-    system_prompt: str | None = None
-    n_grid_full: int | None = None
-    n_refused_by_provider: int = 0
-    reductions: list[str] = field(default_factory=list)
-    refusal_handling: str = ("kept and scored: refusals and failed generations stay in the "
-                             "tables, counted per slice, never dropped")
-    max_new_tokens: int | None = None
-    decoding: list[dict] = field(default_factory=list)
-    seeds: list[int] = field(default_factory=list)
-    families: list[dict] = field(default_factory=list)   # {id, name, paraphrases: [text]}
-    occupations: list[str] = field(default_factory=list)
-    attributes: dict[str, list[str]] = field(default_factory=dict)
-    slices: list[dict] = field(default_factory=list)
-    insertion_rule: str | None = None
-    declared: dict = field(default_factory=dict)          # what the suite file declares
-    #: --scorers: each scorer's name, kind, model, version, rubric, prompt, unjudged rate
-    scorers: list[dict] = field(default_factory=list)
-
-
-@dataclass
-class CounterfactualInfo:
-    protocol: str
-    n_requests: int
-    max_new_tokens: int | None
-    system_prompt: str | None
-    verdict_counts: dict[str, int]
-    reductions: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -178,7 +95,6 @@ _INFOS: dict[str, type] = {}
 #: whether the installed benchmarks' modules were imported to fill :data:`_INFOS`
 _LOADED: list[bool] = []
 T = TypeVar("T")
-_KEEP: Any = object()       # a built-in info's keyword not given: keep ``infos``' value
 
 
 def register_info(key: str, cls: type) -> None:
@@ -204,30 +120,11 @@ def info_types() -> dict[str, type]:
     return _INFOS
 
 
-class _Info(Generic[T]):
-    """An attribute of :class:`RunMetadata` that is its ``infos`` entry of the same name
-    (typed ``T | None``)."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.key = name
-
-    def __get__(self, obj: Any, owner: Any = None) -> T | None:
-        if obj is None:                   # read on the class: no run's info
-            return None
-        return typing.cast("T | None", obj.infos.get(self.key))
-
-    def __set__(self, obj: Any, value: T | None) -> None:
-        obj.infos[self.key] = value
-
-
 @dataclass(init=False)
 class RunMetadata:
     """A run's metadata. The benchmarks' infos are open: ``infos`` maps a registered key
     (:func:`register_info`) to its typed info, written to run.json as a top-level key and
-    read back through its type. ``bbq``, ``generative`` and ``counterfactual`` are
-    properties over ``infos`` (and keywords of the constructor); run.json always carries
-    those three keys (``null`` when absent), as schema 2 always has; another key only
-    when set.
+    read back through its type, only when set (:meth:`info` reads one, typed).
 
     Why a registry filled through the entry points, not unregistered keys kept as plain
     dicts: a top-level key that no installed benchmark registers stays an error naming
@@ -259,9 +156,8 @@ class RunMetadata:
                  model_version: str | None = None, backend_info: BackendInfo | None = None,
                  requests: dict[str, int] | None = None, store: str | None = None,
                  notes: list[str] | None = None, asking: AskingInfo | None = None,
-                 infos: dict[str, Any] | None = None, schema_version: int = RUN_SCHEMA_VERSION,
-                 bbq: BBQInfo | None = _KEEP, generative: GenerativeInfo | None = _KEEP,
-                 counterfactual: CounterfactualInfo | None = _KEEP) -> None:
+                 infos: dict[str, Any] | None = None,
+                 schema_version: int = RUN_SCHEMA_VERSION) -> None:
         self.model, self.backend, self.mode, self.source = model, backend, mode, source
         self.fairness_tests_version = fairness_tests_version
         self.evaluation_date, self.regen_command = evaluation_date, regen_command
@@ -272,17 +168,14 @@ class RunMetadata:
         self.store, self.asking = store, asking
         self.notes = [] if notes is None else notes
         self.schema_version = schema_version
-        self.infos = {key: None for key in _BUILTIN_INFOS} | dict(infos or {})
-        if bbq is not _KEEP:
-            self.bbq = bbq
-        if generative is not _KEEP:
-            self.generative = generative
-        if counterfactual is not _KEEP:
-            self.counterfactual = counterfactual
+        self.infos = dict(infos or {})
 
-    bbq = _Info[BBQInfo]()
-    generative = _Info[GenerativeInfo]()
-    counterfactual = _Info[CounterfactualInfo]()
+    def info(self, key: str, cls: type[T]) -> T | None:
+        """The info of ``key`` (None: the run has none), which must be a ``cls``."""
+        value = self.infos.get(key)
+        if value is not None and not isinstance(value, cls):
+            raise TypeError(f"run info {key!r} is a {type(value).__name__}, not {cls.__name__}")
+        return value
 
     def set_info(self, key: str, value: Any) -> None:
         """Set the info of the registered key ``key``; an unregistered key is a
@@ -318,8 +211,6 @@ class RunMetadata:
         return meta
 
 
-#: the infos run.json has always carried (written ``null`` when absent)
-_BUILTIN_INFOS = tuple(k for k, v in vars(RunMetadata).items() if isinstance(v, _Info))
 #: run.json's top-level keys that are fields (``infos`` is no key of its own)
 _FIELD_KEYS = frozenset(f.name for f in dataclasses.fields(RunMetadata)
                         if f.metadata.get("in_json", True))

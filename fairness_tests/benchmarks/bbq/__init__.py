@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from fairness_tests.benchmarks.bbq.info import BBQInfo
 from fairness_tests.benchmarks.bbq.options import bbq_options
 from fairness_tests.benchmarks.bbq.schema import COLUMN_VALUES, TABLES
 from fairness_tests.metrics.schema import register_table
 from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
-from fairness_tests.run.metadata import BBQInfo, register_info
+from fairness_tests.run.metadata import register_info
 
 if TYPE_CHECKING:
     from fairness_tests.benchmarks.bbq.family import BBQFamily

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from fairness_tests.benchmarks.bbq.data import derived_target_note
-from fairness_tests.benchmarks.bbq.info import data_release
+from fairness_tests.benchmarks.bbq.describe import data_release
+from fairness_tests.benchmarks.bbq.info import BBQInfo
 from fairness_tests.benchmarks.bbq.official import INTERSECTIONAL, OFFICIAL_RELEASE
 from fairness_tests.pipeline.views import CardProtocol, Histograms, Panels, ProtocolView, View
 
@@ -63,6 +64,15 @@ ROTATIONS_TEXT = {"all": "all three cyclic option rotations of every item",
 BBQ_NAME = "BBQ multiple choice (three options)"
 
 
+#: what two cards' BBQ records must share to measure the same thing (``card diff``)
+COMPARABILITY = (
+    ("evaluation_protocol.bbq.data_sha256", "BBQ data sha256"),
+    ("evaluation_protocol.bbq.filter", "BBQ item filter"),
+    ("evaluation_protocol.bbq.rotations_mode", "BBQ option rotations"),
+    ("evaluation_protocol.bbq.repeats", "BBQ repeats"),
+)
+
+
 def card_protocol(f: Any, card: CardProtocol) -> None:
     """BBQ's prompt (a family of the prompt suite), its decoding, what counts as invalid,
     how answers were parsed, and its record (data hashes and release, filter, items,
@@ -73,9 +83,12 @@ def card_protocol(f: Any, card: CardProtocol) -> None:
         pairs = zip(groups["dataset"].astype(str), groups["group"].astype(str), strict=True)
         card.slices += [{"protocol": "bbq", "dataset": ds, "group": grp}
                         for ds, grp in sorted(set(pairs))]
-    b = f.meta.bbq
+    b = f.meta.info("bbq", BBQInfo)
     if b is None:
         return
+    if f.asked and card.sample_seeds is None:
+        card.sample_seeds = [b.seed]
+    card.total_samples += b.n_answers
     card.operationalisation.append(
         "Intersectional BBQ: the group is the intersectional identity (race x gender or race "
         "x SES) of the item's stereotyped individual, parsed from BBQ's answer_info tags "

@@ -11,8 +11,8 @@ from fairness_tests.benchmarks.bbq import fetch as bbq_fetch
 from fairness_tests.benchmarks.bbq.answers import BBQ_AUTHORS, question_only, resolve
 from fairness_tests.benchmarks.bbq.config import BBQFilterConfig, BBQScoreConfig
 from fairness_tests.benchmarks.bbq.data import ENV_BBQ_DIR, bbq_dir, load_filtered
+from fairness_tests.benchmarks.bbq.describe import bbq_info
 from fairness_tests.benchmarks.bbq.filter import filter_counts
-from fairness_tests.benchmarks.bbq.info import bbq_info
 from fairness_tests.benchmarks.bbq.official import release_lines, release_status, resolve_categories
 from fairness_tests.benchmarks.bbq.predictions import read_predictions
 from fairness_tests.benchmarks.bbq.score import answers_lines, score_report
@@ -158,10 +158,10 @@ def _run(c: BBQScoreConfig, data, items, resolved, tables, records, rules):
         command=command_line(c, ("fairness-tests", "bbq", "score")),
         config=recorded_config(c), rules=rules, tables=tables,
         records={"bbq": records} if records is not None else {},
-        bbq=bbq_info(data, items, resolved.table, filter=c.bbq_filter, seed=c.seed,
-                     n_boot=c.n_boot, data_dir=display_path(data.directory), asked=False,
-                     cluster=c.bbq_cluster, conventions=c.conventions,
-                     answers=resolved.report))
+        infos={"bbq": bbq_info(data, items, resolved.table, filter=c.bbq_filter, seed=c.seed,
+                               n_boot=c.n_boot, data_dir=display_path(data.directory),
+                               asked=False, cluster=c.bbq_cluster, conventions=c.conventions,
+                               answers=resolved.report)})
 
 
 def fetch(c: DataFetchConfig) -> int:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from fairness_tests.benchmarks.bbq import card, compare, gate
 from fairness_tests.benchmarks.bbq.data import bbq_dir, derived_target_note, load_filtered
-from fairness_tests.benchmarks.bbq.info import bbq_info, data_release_lines
+from fairness_tests.benchmarks.bbq.describe import bbq_info, data_release_lines
 from fairness_tests.benchmarks.bbq.prompt import build_requests, predictions_table, prompt_text
 from fairness_tests.benchmarks.bbq.sample import consistency_sample, sample_record
 from fairness_tests.benchmarks.bbq.tables import bbq_records, bbq_tables
@@ -62,7 +62,7 @@ class BBQFamily(Family):
     @classmethod
     def data_notes(cls, info: Any) -> list[str]:
         """Each BBQ file official release or not
-        (:func:`~fairness_tests.benchmarks.bbq.info.data_release_lines`), and a target_loc
+        (:func:`~fairness_tests.benchmarks.bbq.describe.data_release_lines`), and a target_loc
         derived by the authors' rule (:func:`~fairness_tests.benchmarks.bbq.data.
         derived_target_note`)."""
         note = derived_target_note(info.target_loc)
@@ -71,6 +71,10 @@ class BBQFamily(Family):
     @classmethod
     def protocol_view(cls, record: Mapping[str, Any]) -> ProtocolView:
         return card.protocol_view(record)
+
+    @classmethod
+    def card_comparability(cls) -> tuple[tuple[str, str], ...]:
+        return card.COMPARABILITY
 
     @classmethod
     def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
+from fairness_tests.benchmarks.generative.info import GenerativeInfo
 from fairness_tests.benchmarks.generative.schema import TABLES
 from fairness_tests.metrics.schema import register_table
 from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
-from fairness_tests.run.metadata import GenerativeInfo, register_info
+from fairness_tests.run.metadata import register_info
 
 if TYPE_CHECKING:
     from fairness_tests.benchmarks.generative.family import GenerativeFamily

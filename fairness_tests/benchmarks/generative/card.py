@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from fairness_tests.benchmarks.generative.info import GenerativeInfo
 from fairness_tests.core.fmt import finite
 from fairness_tests.models.requests.request import decoding_label
 from fairness_tests.pipeline.views import CardProtocol, Heatmaps, Panels, ProtocolView, View
@@ -70,13 +71,26 @@ def worst_slices(tables: Mapping[str, pd.DataFrame]) -> list[dict]:
 
 # ---------------------------------------------------------------- the evaluation protocol
 
+#: what two cards' generative records must share to measure the same thing (``card diff``)
+COMPARABILITY = (
+    ("prompt_suite.suite_hash", "generative suite hash"),
+    ("evaluation_protocol.generative.rubric", "rubric"),
+    ("evaluation_protocol.generative.seeds", "generative seeds"),
+)
+
+
 def card_protocol(f: Any, card: CardProtocol) -> None:
     """The generative audit's prompt suite, decoding regimes, refusal definition, scorer
     statements and record (:meth:`fairness_tests.pipeline.benchmark.Family.card_protocol`);
     ``total_prompts`` adds its distinct prompts (paraphrases x occupations x slices)."""
-    g = f.meta.generative
+    g = f.meta.info("generative", GenerativeInfo)
     if g is None:
         return
+    if g.seeds and card.sample_seeds is None:
+        card.sample_seeds = sorted(g.seeds)
+    card.total_samples += g.n_generations
+    if g.system_prompt is not None and card.system_prompt is None:
+        card.system_prompt = g.system_prompt
     _attributes(f, g, card)
     _suite(f, g, card)
     _decoding(f, g, card)

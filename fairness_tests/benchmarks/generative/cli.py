@@ -25,8 +25,8 @@ from fairness_tests.benchmarks.generative.config import (
     ProbeScoreConfig,
     SensitivityConfig,
 )
+from fairness_tests.benchmarks.generative.describe import generative_info
 from fairness_tests.benchmarks.generative.grid import grid_hash
-from fairness_tests.benchmarks.generative.info import generative_info
 from fairness_tests.benchmarks.generative.metrics import METRICS
 from fairness_tests.benchmarks.generative.outputs import read_outputs
 from fairness_tests.benchmarks.generative.published import (
@@ -152,7 +152,8 @@ def _run(c: GenerativeScoreConfig, records, scored_records, tables, rubric,
         model=c.model, kind="outputs", file=c.outputs,
         command=command_line(c, ("fairness-tests", "generative", "score")),
         config=recorded_config(c), rules=rules, tables=tables,
-        records={"generative": scored_records}, generative=info)
+        records={"generative": scored_records},
+        infos={"generative": info})
 
 
 def cmd_sensitivity(c: SensitivityConfig) -> int:

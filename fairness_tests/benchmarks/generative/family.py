@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 
 from fairness_tests.benchmarks.generative import card, compare, gate
+from fairness_tests.benchmarks.generative.describe import generative_info
 from fairness_tests.benchmarks.generative.grid import grid_hash
-from fairness_tests.benchmarks.generative.info import generative_info
 from fairness_tests.benchmarks.generative.metrics import with_cells
 from fairness_tests.benchmarks.generative.published import (
     PUBLISHED_SYSTEM_PROMPT,
@@ -65,6 +65,10 @@ class GenerativeFamily(Family):
     @classmethod
     def protocol_view(cls, record: Mapping[str, Any]) -> ProtocolView:
         return card.protocol_view(record)
+
+    @classmethod
+    def card_comparability(cls) -> tuple[tuple[str, str], ...]:
+        return card.COMPARABILITY
 
     @classmethod
     def card_protocol(cls, facts: Any, protocol: CardProtocol) -> None:

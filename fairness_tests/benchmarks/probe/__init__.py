@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from fairness_tests.benchmarks.generative.options import REDUCTIONS
+from fairness_tests.benchmarks.probe.info import CounterfactualInfo
 from fairness_tests.metrics.schema import Table, register_table
 from fairness_tests.pipeline.benchmark import Benchmark, FamilySpec, Shown
-from fairness_tests.run.metadata import CounterfactualInfo, register_info
+from fairness_tests.run.metadata import register_info
 
 if TYPE_CHECKING:
     from fairness_tests.benchmarks.probe.family import ProbeFamily

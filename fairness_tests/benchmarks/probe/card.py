@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from fairness_tests.benchmarks.probe.info import CounterfactualInfo
 from fairness_tests.pipeline.views import CardProtocol, View
 
 VIEWS = [View("Counterfactual probe", "res_counterfactual", "counterfactual")]
@@ -13,5 +14,6 @@ VIEWS = [View("Counterfactual probe", "res_counterfactual", "counterfactual")]
 def card_protocol(f: Any, card: CardProtocol) -> None:
     """The probe's record under ``evaluation_protocol.counterfactual``: its run metadata
     as recorded (:meth:`fairness_tests.pipeline.benchmark.Family.card_protocol`)."""
-    if f.meta.counterfactual is not None:
-        card.record["counterfactual"] = asdict(f.meta.counterfactual)
+    info = f.meta.info("counterfactual", CounterfactualInfo)
+    if info is not None:
+        card.record["counterfactual"] = asdict(info)

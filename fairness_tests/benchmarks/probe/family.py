@@ -11,11 +11,11 @@ from fairness_tests.benchmarks.generative.family import reduce_seeds
 from fairness_tests.benchmarks.probe import card
 from fairness_tests.benchmarks.probe import grid as P
 from fairness_tests.benchmarks.probe import metrics as CF
+from fairness_tests.benchmarks.probe.info import CounterfactualInfo
 from fairness_tests.models.requests.request import Request
 from fairness_tests.pipeline.benchmark import Asked, Family, Results
 from fairness_tests.pipeline.config import AuditConfig
 from fairness_tests.pipeline.views import CardProtocol, ProtocolView, View
-from fairness_tests.run.metadata import CounterfactualInfo
 from fairness_tests.scoring.verdict import classify, person_labels
 
 DESCRIPTION = ("role-assignment probe (name order x paraphrase x context cue x decoding x "

@@ -9,7 +9,7 @@ import pandas as pd
 
 from fairness_tests.pipeline.views import CardProtocol
 from fairness_tests.rules.evaluate import VERDICT_COLUMNS
-from fairness_tests.run.metadata import BBQInfo, GenerativeInfo, RunMetadata
+from fairness_tests.run.metadata import RunMetadata
 from fairness_tests.run.result import RunResult
 
 SOURCE_NOUN = {"predictions": "BBQ predictions", "outputs": "generations"}
@@ -31,14 +31,6 @@ class RunFacts:
         verdicts = (run.verdicts if run.verdicts is not None
                     else pd.DataFrame(columns=VERDICT_COLUMNS))
         return cls(run.metadata, dict(run.tables), verdicts)
-
-    @property
-    def bbq(self) -> BBQInfo | None:
-        return self.meta.bbq
-
-    @property
-    def gen(self) -> GenerativeInfo | None:
-        return self.meta.generative
 
     @property
     def asked(self) -> bool:

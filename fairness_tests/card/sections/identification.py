@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from fairness_tests.card.sections.facts import RunFacts
+from fairness_tests.card.sections.protocol import protocol_parts
 from fairness_tests.core.errors import ConfigError
 
 SURFACE_BY_BACKEND = {"transformers": "base-model", "litellm": "served-system"}
@@ -29,8 +30,9 @@ def identification(f: RunFacts, user: dict, user_source: str | None) -> dict[str
                else f.unknown("the date the answers were made"))
     out["system"] = _system(f, user, user_source)
     addendum = dict(user.get("served_system_addendum") or {})
-    if f.gen is not None and f.gen.system_prompt is not None:
-        addendum["system_prompt"] = f.gen.system_prompt
+    system_prompt = protocol_parts(f).system_prompt
+    if system_prompt is not None:
+        addendum["system_prompt"] = system_prompt
     if addendum:
         out["served_system_addendum"] = addendum
     return out

@@ -17,8 +17,7 @@ from fairness_tests.card.schema import record_schemas
 from fairness_tests.card.sections.asking import asking
 from fairness_tests.card.sections.facts import RunFacts
 from fairness_tests.core.fmt import finite
-from fairness_tests.core.registry import load
-from fairness_tests.pipeline.benchmark import Shown, benchmarks, families
+from fairness_tests.pipeline.benchmark import Shown, benchmarks, families, ranked_families
 from fairness_tests.pipeline.views import CardProtocol
 
 RETENTION = "kept-and-scored"
@@ -33,10 +32,9 @@ def protocol_parts(f: RunFacts) -> CardProtocol:
     naming the family and the key (its card would not validate)."""
     if f.protocol is None:
         card = CardProtocol()
-        ranked = sorted(enumerate(families()), key=lambda x: (load(x[1].impl).card_rank, x[0]))
         declared = record_schemas()
-        for _, spec in ranked:
-            load(spec.impl).card_protocol(f, card)
+        for spec, family in ranked_families():
+            family.card_protocol(f, card)
             for key in card.record:
                 if key not in declared:
                     raise LookupError(

@@ -5,21 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from fairness_tests.card.sections.facts import RunFacts
+from fairness_tests.card.sections.protocol import protocol_parts
 
 
 def reproducibility(f: RunFacts, user: dict) -> dict[str, Any]:
-    """``seeds``: the generative seeds, else the BBQ answer-sampling seed (a run scored
-    from someone's predictions has none); ``total_samples``: generations + BBQ answers."""
+    """``seeds``: the seeds of the answers' sampling, ``total_samples``: the answers
+    sampled, as the families state them (``CardProtocol.sample_seeds`` /
+    ``total_samples``: e.g. the generative seeds, else BBQ's answer-sampling seed; a run
+    scored from someone's predictions has none)."""
     rep = {k: v for k, v in (user.get("reproducibility") or {}).items()
            if v is not None and v != ""}
-    g, b = f.gen, f.bbq
-    if g is not None and g.seeds:
-        rep["seeds"] = sorted(g.seeds)
-    elif b is not None and f.asked:
-        rep["seeds"] = [b.seed]
-    total = (g.n_generations if g is not None else 0) + (b.n_answers if b is not None else 0)
-    if total:
-        rep["total_samples"] = total
+    p = protocol_parts(f)
+    if p.sample_seeds is not None:
+        rep["seeds"] = list(p.sample_seeds)
+    if p.total_samples:
+        rep["total_samples"] = p.total_samples
     if f.meta.regen_command:
         rep["regen_command"] = f.meta.regen_command
     return rep
