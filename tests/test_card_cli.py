@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -16,11 +17,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 from card_testdata import make_run  # noqa: E402
 
 from fairness_tests.benchmarks.bbq.data import bbq_dir  # noqa: E402
+from fairness_tests.card.sections.facts import RunFacts  # noqa: E402
 from fairness_tests.cli.card import register  # noqa: E402
 from fairness_tests.cli.main import main  # noqa: E402
 from fairness_tests.core.io import OUTPUT_MARKER  # noqa: E402
 from fairness_tests.core.option_sources import from_namespace  # noqa: E402
 from fairness_tests.core.paths import DATA_DIR, fairness_cards_dir  # noqa: E402
+from fairness_tests.run.metadata import RunMetadata, Source  # noqa: E402
 
 EXAMPLE_USER = DATA_DIR / "card_user_example.yaml"
 
@@ -114,7 +117,8 @@ def test_card_of_someone_elses_predictions_lists_prompt_facts_as_missing(tmp_pat
     source = card["evaluation_protocol"]["source"]
     assert (source["kind"], source["mode"], source["sha256"]) == ("predictions", "scored", sha)
     assert source["file"].endswith("theirs.jsonl")
-    assert "someone else's BBQ predictions" in source["statement"] and sha in source["statement"]
+    assert "someone else's predictions" in source["statement"] and sha in source["statement"]
+    assert "by fairness-tests bbq score;" in source["statement"]
     missing = {m["field"]: m for m in card["missing_fields"]}
     for field in ("prompt_suite.families[0].template", "decoding.regimes[0].temperature",
                   "decoding.regimes[0].top_p", "evaluation_date"):
@@ -130,7 +134,7 @@ def test_card_of_someone_elses_predictions_lists_prompt_facts_as_missing(tmp_pat
     md = (out / "card.md").read_text(encoding="utf-8")
     assert "Answer with one letter" not in md and "zero-shot" not in md      # nothing invented
     assert "**MISSING** `prompt_suite.families[0].template`" in md
-    assert "someone else's BBQ predictions" in md
+    assert "someone else's predictions" in md
     assert main(["card", "validate", str(out / "card.yaml")]) == 0
 
 
@@ -185,3 +189,15 @@ def test_console_script(runs, tmp_path):
                        timeout=120)
     assert r.returncode == 0, r.stderr
     assert (out / "card.html").exists()
+
+
+def test_a_scored_run_names_the_command_that_scored_it():
+    """A KoBBQ run scored from someone's predictions was described as "someone else's
+    BBQ predictions ... by fairness-tests bbq score": the command is the run's own."""
+    meta = RunMetadata(model=None, backend=None, mode="scored",
+                       source=Source(kind="predictions", file="theirs.tsv", sha256="ab"),
+                       fairness_tests_version="0", regen_command="fairness-tests kobbq score "
+                       "theirs.tsv --prompt-id 2")
+    said = RunFacts(meta, {}, pd.DataFrame()).scored_from()
+    assert said == ("someone else's predictions, read from theirs.tsv (sha256 ab) by "
+                    "fairness-tests kobbq score")

@@ -25,7 +25,8 @@ def register(subparsers) -> None:
     add_command(dsub, "fetch", DataFetchConfig, cmd_fetch,
                 help=f"install a benchmark's official files ({', '.join(FETCHABLE)}): download "
                      "from the authors' repository at the recorded commit, or --from a local "
-                     "copy; verified by sha256 (BBQ: and git blob id)")
+                     "copy; verified by sha256 (and by what a benchmark's own fetch checks "
+                     "besides, e.g. git blob ids)")
 
 
 def _say(line: str) -> None:

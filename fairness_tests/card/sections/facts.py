@@ -12,9 +12,7 @@ from fairness_tests.rules.evaluate import VERDICT_COLUMNS
 from fairness_tests.run.metadata import RunMetadata
 from fairness_tests.run.result import RunResult
 
-SOURCE_NOUN = {"predictions": "BBQ predictions", "outputs": "generations"}
-SCORE_COMMAND = {"predictions": "fairness-tests bbq score",
-                 "outputs": "fairness-tests generative score"}
+SOURCE_NOUN = {"predictions": "predictions", "outputs": "generations"}
 
 
 @dataclass
@@ -42,12 +40,15 @@ class RunFacts:
         self.missing.append((path, section, hint))
 
     def scored_from(self) -> str:
-        """``someone else's BBQ predictions, read from F (sha256 H) by fairness-tests bbq
-        score`` (only for a scored run)."""
+        """``someone else's predictions, read from F (sha256 H) by fairness-tests NAME
+        score`` (only for a scored run; the command is its regen command's, which names
+        the benchmark)."""
         s = self.meta.source
         sha = f" (sha256 {s.sha256})" if s.sha256 else ""
-        return (f"someone else's {SOURCE_NOUN[s.kind]}, read from {s.file}{sha} by "
-                f"{SCORE_COMMAND[s.kind]}")
+        words = (self.meta.regen_command or "").split()[:3]
+        command = " ".join(words) if len(words) == 3 and words[0] == "fairness-tests" \
+            else "a score command"
+        return f"someone else's {SOURCE_NOUN[s.kind]}, read from {s.file}{sha} by {command}"
 
     def unknown(self, what: str) -> str:
         """The hint for a fact a scored run cannot know."""
