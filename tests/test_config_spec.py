@@ -21,7 +21,7 @@ from fairness_tests.core.option_sources import (
 from fairness_tests.core.options import Layer, OptionErrors, build, specs
 from fairness_tests.core.registry import BENCHMARK_NAMES
 from fairness_tests.pipeline.benchmark import benchmarks
-from fairness_tests.pipeline.config import COMMANDS, AuditConfig, PluginOptions
+from fairness_tests.pipeline.config import COMMANDS, DEFAULT_MODEL, AuditConfig, PluginOptions
 from fairness_tests.pipeline.config_tools import TOOLS
 from fairness_tests.pipeline.configure import (
     audit_config,
@@ -29,6 +29,7 @@ from fairness_tests.pipeline.configure import (
     command_config,
     project_layers,
 )
+from fairness_tests.plugin.options import settings_from
 
 
 def _commands() -> dict[type, list[str]]:
@@ -262,3 +263,23 @@ def test_the_probe_takes_the_generative_protocols_reductions():
     a probe-only run takes them (it was refused as "applies to generative")."""
     c = AuditConfig(benchmarks=("probe",), gen_seeds=(1,), gen_limit=4, gen_max_new_tokens=8)
     assert (c.gen_seeds, c.gen_limit, c.gen_max_new_tokens) == ((1,), 4, 8)
+
+
+def test_the_pytest_ini_file_sets_a_benchmarks_option_for_the_runs_that_ask_it(
+        tmp_path, monkeypatch):
+    """An ini key (the project's standing configuration) for a benchmark the session
+    does not ask is left out; the same option on pytest's command line is a usage error."""
+    monkeypatch.chdir(tmp_path)
+
+    def session(ini: dict, cli: dict):
+        return settings_from(lambda dest: cli.get(dest), lambda key: ini.get(key, ""),
+                             lambda d: d)
+    ini = {"fairness_gen_max_new_tokens": "32"}
+    asked = {"fairness_benchmarks": ["bbq"]}
+    audit = session(ini, asked).audit(DEFAULT_MODEL)
+    assert audit.benchmarks == ("bbq",) and audit.gen_max_new_tokens is None
+    both = session(ini, {"fairness_benchmarks": ["bbq", "generative"]}).audit(DEFAULT_MODEL)
+    assert both.gen_max_new_tokens == 32
+    with pytest.raises(OptionErrors, match="--fairness-gen-max-new-tokens: applies to "
+                                           "generative and probe"):
+        session({}, {**asked, "fairness_gen_max_new_tokens": 32})

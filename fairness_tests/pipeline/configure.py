@@ -64,13 +64,15 @@ def benchmark_configs() -> list[type]:
     return [load(spec) for b in load_all() for spec in b.configs]
 
 
-def audit_config(*layers: Layer, cls: type = AuditConfig, **values: Any) -> Any:
+def audit_config(*layers: Layer, cls: type = AuditConfig, defaults: Sequence[Layer] = (),
+                 **values: Any) -> Any:
     """The audit configuration of ``layers`` (entry-point values, lowest precedence
-    first) and ``values`` (Python API), over the project's table and the settings the
-    model's recordings were made with. The two layers of defaults (the settings, the
-    project's table) set a benchmark's own options only for a run that asks it
-    (:func:`~.config_benchmarks.for_benchmarks`)."""
-    project = project_layers(cls)
+    first) and ``values`` (Python API), over the project's own defaults (``defaults``:
+    e.g. the pytest ini file's keys, above the project's table) and the settings the
+    model's recordings were made with. The layers of defaults (the settings, the
+    project's table, ``defaults``) set a benchmark's own options only for a run that asks
+    it (:func:`~.config_benchmarks.for_benchmarks`)."""
+    project = [*project_layers(cls), *defaults]
     given = [*layers, Layer(values, python_spelling)]
     rec = recording_for(_model([*project, *given]))
     base = []

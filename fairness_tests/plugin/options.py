@@ -119,7 +119,9 @@ def settings_from(getoption: Callable[[str], Any], getini: Callable[[str], Any],
     wanted = list(dict.fromkeys([*models, *([plugin.baseline_model]
                                             if plugin.baseline_model else [])]))
     spell = pytest_spelling(AuditConfig)          # a bad model id is named --fairness-model
-    audits = {m: audit_config(*per_model, Layer({"model": m}, spell)) for m in wanted}
+    ini, given = per_model                        # the ini file is the project's default
+    audits = {m: audit_config(given, Layer({"model": m}, spell), defaults=[ini])
+              for m in wanted}
     check_paths([*path_args(plugin, pytest_spelling(PluginOptions)),    # the command's rule
                  *path_args(audits[models[0]], spell)])
     return Settings(plugin=plugin, models=models, audits=audits)
