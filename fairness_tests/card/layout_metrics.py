@@ -149,14 +149,10 @@ def views(tables: dict[str, list[dict]]) -> list[View]:
     """Every view of the results (the card's result ``tables``), in card order: each
     family's (:meth:`~fairness_tests.pipeline.benchmark.Family.card_results`) by its
     ``card_rank`` (then registry order), the rule statements at :data:`STATEMENTS_RANK`."""
-    out: list[View] = []
-    placed = False
-    for _, family in ranked_families():
-        if not placed and family.card_rank >= STATEMENTS_RANK:
-            out += STATEMENTS
-            placed = True
-        out += family.card_results(tables)
-    return out if placed else out + STATEMENTS
+    ranked = [(STATEMENTS_RANK, -1, STATEMENTS)] + [
+        (family.card_rank, i, family.card_results(tables))
+        for i, (_, family) in enumerate(ranked_families())]
+    return [v for _, _, vs in sorted(ranked, key=lambda x: x[:2]) for v in vs]
 
 
 def _plot(b: Builder, spec: Panels | Heatmaps | Histograms, rows: list[dict]) -> None:

@@ -9,7 +9,7 @@ asks those only; to run one beside others, name them all (``--benchmarks bbq tem
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,23 +97,6 @@ def group_problems(config: object) -> Iterable[tuple[str, str]]:
         yield from check(config)
 
 
-def asked_by(layers: Sequence[Mapping[str, Any]]) -> tuple[str, ...] | None:
-    """The benchmarks a run built from ``layers`` (values, lowest precedence first) asks:
-    the last ``benchmarks`` given, or those that read ``--benchmark FILE`` where a file
-    is given and the benchmarks name none of them; None: no layer says."""
-    names: tuple[str, ...] | None = None
-    file = False
-    for values in layers:
-        given = values.get("benchmarks")
-        if given:
-            words = [given] if isinstance(given, str) else [str(w) for w in given]
-            names = tuple(n for w in words for n in w.replace(",", " ").split())
-        file = file or bool(values.get("benchmark_file"))
-    if file and FILE_BENCHMARKS and not set(FILE_BENCHMARKS) & set(names or ()):
-        return FILE_BENCHMARKS
-    return names
-
-
 def for_benchmarks(values: Mapping[str, Any], asked: Iterable[str]) -> dict[str, Any]:
     """``values`` of a layer of defaults (a model's recording settings, the project's
     table) without the options that only benchmarks outside ``asked`` read: such a layer
@@ -136,6 +119,13 @@ class BenchmarkFileOption(Checked):
     def __post_init__(self) -> None:
         names = getattr(self, "benchmarks", None)
         given = (names,) if isinstance(names, str) else tuple(names or ())
-        if self.benchmark_file and FILE_BENCHMARKS and not set(FILE_BENCHMARKS) & set(given):
-            object.__setattr__(self, "benchmarks", FILE_BENCHMARKS)
+        object.__setattr__(self, "benchmarks", with_file(given, bool(self.benchmark_file)))
         super().__post_init__()
+
+
+def with_file(names: tuple[str, ...], file: bool) -> tuple[str, ...]:
+    """The benchmarks a run asks: ``names``, or, given a benchmark file (``file``) and
+    ``names`` naming none of the benchmarks that read it, those (:data:`FILE_BENCHMARKS`)."""
+    if file and FILE_BENCHMARKS and not set(FILE_BENCHMARKS) & set(names):
+        return FILE_BENCHMARKS
+    return names

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fairness_tests.core.option_sources import (
@@ -19,7 +19,7 @@ from fairness_tests.core.option_sources import (
     from_namespace,
     toml_layer,
 )
-from fairness_tests.core.options import Layer, build, python_spelling, specs
+from fairness_tests.core.options import Layer, build, convert, python_spelling, specs
 from fairness_tests.core.paths import display_path
 from fairness_tests.core.project import DEFAULT_LOCATIONS, TABLE, find_project
 from fairness_tests.core.registry import load, load_all
@@ -29,7 +29,7 @@ from fairness_tests.pipeline.config import (
     DEFAULT_MODEL,
     AuditConfig,
 )
-from fairness_tests.pipeline.config_benchmarks import asked_by, for_benchmarks
+from fairness_tests.pipeline.config_benchmarks import for_benchmarks, with_file
 from fairness_tests.pipeline.config_tools import TOOLS
 from fairness_tests.pipeline.recordings import recording_for
 from fairness_tests.run.metadata import OptionValue
@@ -64,6 +64,22 @@ def benchmark_configs() -> list[type]:
     return [load(spec) for b in load_all() for spec in b.configs]
 
 
+def _asked(layers: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The benchmarks a run built from ``layers`` (values, lowest precedence first) asks:
+    the last ``benchmarks`` given (the default ones if none is), read as the option
+    reads it, and the file rule (:func:`~.config_benchmarks.with_file`). A value the
+    option refuses counts as not given: :func:`build` reports it."""
+    spec = specs(AuditConfig)["benchmarks"]
+    names: tuple[str, ...] = DEFAULT_BENCHMARKS
+    for values in layers:
+        try:
+            names = tuple(convert(values["benchmarks"], spec.kind, spec.option)) \
+                if values.get("benchmarks") else names
+        except ValueError:
+            pass
+    return with_file(names, any(values.get("benchmark_file") for values in layers))
+
+
 def audit_config(*layers: Layer, cls: type = AuditConfig, defaults: Sequence[Layer] = (),
                  **values: Any) -> Any:
     """The audit configuration of ``layers`` (entry-point values, lowest precedence
@@ -80,8 +96,7 @@ def audit_config(*layers: Layer, cls: type = AuditConfig, defaults: Sequence[Lay
         where = f"{display_path(rec.manifest) if rec.manifest else 'manifest'} (settings " \
                 f"of {rec.model})"
         base = [Layer(rec.settings, lambda n: f"{where} {n}")]
-    asked = asked_by([layer.values for layer in (*base, *project, *given)]) or \
-        DEFAULT_BENCHMARKS
+    asked = _asked([layer.values for layer in (*base, *project, *given)])
     defaults = [Layer(for_benchmarks(layer.values, asked), layer.spell)
                 for layer in (*base, *project)]
     return build(cls, [*defaults, *given])

@@ -143,9 +143,8 @@ def apply_to_run(run: Any, rules: RuleSet) -> None:   # a RunResult (the run lay
     rubrics = ((scored.rubric, scored.compare_rubric) if scored and scored.compare_rubric
                else None)
     scorers = tuple(s["name"] for s in scored.scorers) if scored else ()
-    asked = run.metadata.config.get("benchmarks") or ()
     outcome = apply_rules(run.tables, rules, rubrics, scorers,
-                          asked=[asked] if isinstance(asked, str) else list(asked))
+                          asked=list(run.metadata.config.get("benchmarks") or ()))
     run.tables = {k: v for k, v in run.tables.items() if k not in DERIVED_TABLES}
     run.tables.update(outcome.tables)
     run.verdicts = outcome.verdicts
